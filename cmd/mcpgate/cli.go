@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // config problems, or the gateway failed
+	exitUsage   = 2
+)
+
+// command describes a subcommand for the help texts.
+type command struct {
+	name     string
+	synopses []string // usage lines, without "mcpgate "
+	summary  string   // one line, for `mcpgate --help`
+	about    string   // paragraphs, for `mcpgate NAME --help`
+}
+
+var (
+	serveCmd = command{
+		name: "serve",
+		synopses: []string{
+			"serve --config FILE [--listen ADDR] [--log-level LEVEL]",
+			"serve [--listen ADDR] [--log-level LEVEL] -- COMMAND [ARGS...]",
+		},
+		summary: "run the gateway",
+		about: `Serve runs the gateway until it gets SIGINT or SIGTERM, then drains
+in-flight requests and stops every server it started. A second signal
+stops it at once.
+
+With --config it serves the servers of that file (Claude Desktop's
+claude_desktop_config.json works as is). If the file has problems,
+serve reports them all and starts nothing.
+
+With -- COMMAND [ARGS...] and no config file it serves that one stdio
+server, named "default", at /servers/default/mcp, with default settings.`,
+	}
+	validateCmd = command{
+		name:     "validate",
+		synopses: []string{"validate --config FILE"},
+		summary:  "check a config file and report every problem",
+		about: `Validate reads a config file and prints every problem in it, one per
+line with its key path, exiting 1 if there are any. Otherwise it prints
+"FILE: ok (N servers)". It does not start or look for any command.`,
+	}
+	versionCmd = command{
+		name:     "version",
+		synopses: []string{"version"},
+		summary:  "print mcpgate's version and the Go version it was built with",
+		about:    `Version prints "mcpgate VERSION" and, on a second line, the Go version.`,
+	}
+	commands = []*command{&serveCmd, &validateCmd, &versionCmd}
+)
+
+// run is the whole command line: it returns the exit code. Only serve
+// touches the process (signals) and calls into the gateway.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		return printVersion(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
+		printUsage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "mcpgate: unknown command %q\n\n", args[0])
+	printUsage(stderr)
+	return exitUsage
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, "mcpgate puts MCP servers behind one HTTP endpoint, for many clients at once.\n\nUsage:\n")
+	for _, c := range commands {
+		for _, s := range c.synopses {
+			fmt.Fprintf(w, "  mcpgate %s\n", s)
+		}
+	}
+	fmt.Fprint(w, "\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'mcpgate COMMAND --help' for a command's flags.\n")
+}
+
+// parseFlags parses args into fs. If the command should not go on, done is
+// true and code is its exit code: help was asked for (printed on stdout),
+// or the flags were wrong (the error and usage printed on stderr).
+func parseFlags(c *command, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, done bool) {
+	fs.SetOutput(stderr) // where flag reports a bad flag
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout, c, fs)
+		return exitOK, true
+	}
+	if err != nil {
+		printShortUsage(stderr, c)
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// usageError reports a misuse of command c and returns exitUsage.
+func usageError(stderr io.Writer, c *command, format string, args ...any) int {
+	fmt.Fprintf(stderr, "mcpgate %s: %s\n", c.name, fmt.Sprintf(format, args...))
+	printShortUsage(stderr, c)
+	return exitUsage
+}
+
+func printShortUsage(w io.Writer, c *command) {
+	for i, s := range c.synopses {
+		prefix := "usage:"
+		if i > 0 {
+			prefix = "      "
+		}
+		fmt.Fprintf(w, "%s mcpgate %s\n", prefix, s)
+	}
+	fmt.Fprintf(w, "Run 'mcpgate %s --help' for details.\n", c.name)
+}
+
+func printHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+	for i, s := range c.synopses {
+		prefix := "usage:"
+		if i > 0 {
+			prefix = "      "
+		}
+		fmt.Fprintf(w, "%s mcpgate %s\n", prefix, s)
+	}
+	fmt.Fprintf(w, "\n%s\n", c.about)
+	var flags strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&flags, "  --%s %s\n        %s\n", f.Name, arg, strings.ReplaceAll(usage, "\n", "\n        "))
+	})
+	if flags.Len() > 0 {
+		fmt.Fprintf(w, "\nFlags:\n%s", flags.String())
+	}
+}
+
+// serve implements `mcpgate serve`.
+func serve(args []string, stdout, stderr io.Writer) int {
+	c := &serveCmd
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	configPath := fs.String("config", "", "read the servers and settings from the JSON config `FILE`")
+	listen := fs.String("listen", "", "listen on `ADDR` (host:port) instead of the config's gateway.listen\n(default \"127.0.0.1:8080\")")
+	logLevel := fs.String("log-level", "", "log at `LEVEL` (debug, info, warn or error) instead of the\nconfig's gateway.logLevel (default \"info\")")
+	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
+		return code
+	}
+	rest := fs.Args()
+	consumed := len(args) - len(rest)
+	dashdash := consumed > 0 && args[consumed-1] == "--"
+	switch {
+	case *configPath != "" && dashdash:
+		return usageError(stderr, c, "use --config FILE or -- COMMAND, not both")
+	case !dashdash && len(rest) > 0:
+		return usageError(stderr, c, "unexpected argument %q (put a server's command after --)", rest[0])
+	case dashdash && len(rest) == 0:
+		return usageError(stderr, c, "missing COMMAND after --")
+	case *configPath == "" && !dashdash:
+		return usageError(stderr, c, "need --config FILE or -- COMMAND [ARGS...]")
+	}
+	if *listen != "" {
+		if err := config.CheckListen(*listen); err != nil {
+			return usageError(stderr, c, "--listen: %v", err)
+		}
+	}
+	if *logLevel != "" {
+		if _, err := config.ParseLogLevel(*logLevel); err != nil {
+			return usageError(stderr, c, "--log-level: %v", err)
+		}
+	}
+
+	var cfg *config.Config
+	if *configPath != "" {
+		var err error
+		if cfg, err = config.Load(*configPath); err != nil {
+			printLoadError(stderr, *configPath, err)
+			return exitFailure
+		}
+	} else {
+		cfg = config.Default()
+		s := cfg.Gateway.NewServer("default")
+		s.Command, s.Args = rest[0], rest[1:]
+		cfg.Servers[s.Name] = s
+	}
+	if *listen != "" {
+		cfg.Gateway.Listen = *listen
+	}
+	if *logLevel != "" {
+		cfg.Gateway.LogLevel = *logLevel
+	}
+	if err := cfg.Validate(); err != nil {
+		printLoadError(stderr, *configPath, err)
+		return exitFailure
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.Gateway.Level()}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, restore the default handling so that a second
+	// one kills the process instead of waiting out the drain.
+	context.AfterFunc(ctx, stop)
+	if err := runGateway(ctx, cfg, log); err != nil {
+		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// validate implements `mcpgate validate`.
+func validate(args []string, stdout, stderr io.Writer) int {
+	c := &validateCmd
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	configPath := fs.String("config", "", "check the JSON config `FILE`")
+	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, c, "unexpected argument %q", fs.Arg(0))
+	}
+	if *configPath == "" {
+		return usageError(stderr, c, "--config FILE is required")
+	}
+	cfg, err := config.Load(*configPath)
+	var ps config.Problems
+	switch {
+	case errors.As(err, &ps):
+		printLoadError(stdout, *configPath, err)
+		return exitFailure
+	case err != nil:
+		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
+		return exitFailure
+	}
+	n := len(cfg.Servers)
+	plural := "s"
+	if n == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d server%s)\n", *configPath, n, plural)
+	return exitOK
+}
+
+// printLoadError prints a config error: each problem on its own line, as
+// "FILE: path: message" (or "path: message" without a file), or any other
+// error (a file that cannot be read names itself) on one line.
+func printLoadError(w io.Writer, file string, err error) {
+	var ps config.Problems
+	if !errors.As(err, &ps) {
+		fmt.Fprintf(w, "mcpgate: %v\n", err)
+		return
+	}
+	prefix := ""
+	if file != "" {
+		prefix = file + ": "
+	}
+	for _, line := range strings.Split(ps.Error(), "\n") {
+		fmt.Fprintf(w, "%s%s\n", prefix, line)
+	}
+}
+
+// printVersion implements `mcpgate version`.
+func printVersion(args []string, stdout, stderr io.Writer) int {
+	c := &versionCmd
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, c, "unexpected argument %q", fs.Arg(0))
+	}
+	fmt.Fprintf(stdout, "mcpgate %s\n%s %s/%s\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// result is what one run of the command line did.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(args ...string) result {
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// gatewayCall records what serve handed to the gateway.
+type gatewayCall struct {
+	calls  int
+	cfg    *config.Config
+	log    *slog.Logger
+	ctxErr error // ctx.Err() when called
+}
+
+// stubGateway replaces runGateway for the test; it returns err.
+func stubGateway(t *testing.T, err error) *gatewayCall {
+	t.Helper()
+	c := &gatewayCall{}
+	old := runGateway
+	t.Cleanup(func() { runGateway = old })
+	runGateway = func(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+		c.calls++
+		c.cfg, c.log, c.ctxErr = cfg, log, ctx.Err()
+		return err
+	}
+	return c
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestHelp(t *testing.T) {
+	top := []string{"mcpgate serve --config FILE", "-- COMMAND [ARGS...]", "mcpgate validate --config FILE", "mcpgate version"}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, top},
+		{[]string{"-h"}, top},
+		{[]string{"help"}, top},
+		{[]string{"serve", "--help"}, []string{"usage: mcpgate serve --config FILE", "--config FILE", "--listen ADDR", "--log-level LEVEL", "SIGTERM"}},
+		{[]string{"serve", "-h"}, []string{"--config FILE", "--listen ADDR", "--log-level LEVEL"}},
+		{[]string{"help", "serve"}, []string{"--config FILE", "--listen ADDR", "--log-level LEVEL"}},
+		{[]string{"validate", "--help"}, []string{"usage: mcpgate validate --config FILE", "--config FILE", "ok (N servers)"}},
+		{[]string{"version", "-h"}, []string{"usage: mcpgate version", "Go version"}},
+	}
+	for _, tt := range tests {
+		r := runCLI(tt.args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("%q: code %d, stderr %q; want 0 and nothing", tt.args, r.code, r.stderr)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%q: help lacks %q:\n%s", tt.args, want, r.stdout)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	stubGateway(t, errors.New("must not run"))
+	file := writeFile(t, "c.json", `{"mcpServers": {"a": {"command": "x"}}}`)
+	tests := []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "Usage:"},
+		{[]string{"start"}, `unknown command "start"`},
+		{[]string{"serve"}, "need --config FILE or -- COMMAND [ARGS...]"},
+		{[]string{"serve", "--config", file, "--", "cat"}, "use --config FILE or -- COMMAND, not both"},
+		{[]string{"serve", "--"}, "missing COMMAND after --"},
+		{[]string{"serve", "cat"}, `unexpected argument "cat" (put a server's command after --)`},
+		{[]string{"serve", "--config", file, "extra"}, `unexpected argument "extra"`},
+		{[]string{"serve", "--bogus", "--", "cat"}, "flag provided but not defined: -bogus"},
+		{[]string{"serve", "--config"}, "flag needs an argument: -config"},
+		{[]string{"serve", "--log-level", "loud", "--", "cat"}, `--log-level: log level "loud" is not one of debug, info, warn, error`},
+		{[]string{"serve", "--listen", "8080", "--", "cat"}, `--listen: "8080" is not host:port`},
+		{[]string{"validate"}, "--config FILE is required"},
+		{[]string{"validate", "--config", file, "other.json"}, `unexpected argument "other.json"`},
+		{[]string{"validate", "-x"}, "flag provided but not defined: -x"},
+		{[]string{"version", "now"}, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		r := runCLI(tt.args...)
+		if r.code != 2 || r.stdout != "" {
+			t.Errorf("%q: code %d, stdout %q; want 2 and nothing", tt.args, r.code, r.stdout)
+		}
+		if !strings.Contains(r.stderr, tt.want) || !strings.Contains(strings.ToLower(r.stderr), "usage") {
+			t.Errorf("%q: stderr lacks %q or the usage:\n%s", tt.args, tt.want, r.stderr)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := writeFile(t, "good.json", `{"globalShortcut": "", "mcpServers": {
+		"a": {"command": "x"}, "b": {"command": "y", "isolation": "session"}}}`)
+	one := writeFile(t, "one.json", `{"mcpServers": {"a": {"command": "x"}}}`)
+	bad := writeFile(t, "bad.json", `{
+	  "mcpServers": {"memory": {"comand": "npx"}, "gh": {"command": "gh", "env": {"T": "${MCPGATE_TEST_UNSET_VAR}"}}},
+	  "gateway": {"drainTimeout": "10"}
+	}`)
+	missing := filepath.Join(t.TempDir(), "missing.json")
+	tests := []struct {
+		name         string
+		file         string
+		code         int
+		stdout       string
+		stderrHasArg bool
+	}{
+		{"good", good, 0, good + ": ok (2 servers)\n", false},
+		{"one server", one, 0, one + ": ok (1 server)\n", false},
+		{"quickstart", "../../examples/quickstart.json", 0, "../../examples/quickstart.json: ok (2 servers)\n", false},
+		{"full", "../../examples/full.json", 0, "../../examples/full.json: ok (2 servers)\n", false},
+		{"bad", bad, 1, strings.Join([]string{
+			bad + `: gateway.drainTimeout: "10" is not a duration (use e.g. "10s")`,
+			bad + `: mcpServers.gh.env.T: environment variable "MCPGATE_TEST_UNSET_VAR" is not set`,
+			bad + `: mcpServers.memory.comand: unknown key`,
+			bad + `: mcpServers.memory.command: required`,
+		}, "\n") + "\n", false},
+		{"missing", missing, 1, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI("validate", "--config", tt.file)
+			if r.code != tt.code || r.stdout != tt.stdout {
+				t.Errorf("code %d, stdout:\n%s\nwant %d:\n%s", r.code, r.stdout, tt.code, tt.stdout)
+			}
+			if tt.stderrHasArg != strings.Contains(r.stderr, tt.file) {
+				t.Errorf("stderr = %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := runCLI("version")
+	want := "mcpgate " + versionString() + "\n" + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	if r.code != 0 || r.stdout != want || r.stderr != "" {
+		t.Errorf("version: %+v, want stdout %q", r, want)
+	}
+
+	old := version
+	t.Cleanup(func() { version = old })
+	version = "v1.2.3"
+	if r := runCLI("--version"); !strings.HasPrefix(r.stdout, "mcpgate v1.2.3\n") {
+		t.Errorf("--version with -X main.version: %q", r.stdout)
+	}
+}
+
+func TestServeCommand(t *testing.T) {
+	call := stubGateway(t, nil)
+	r := runCLI("serve", "--listen", "127.0.0.1:0", "--log-level", "debug", "--", "cat", "-u", "--config", "x")
+	if r.code != 0 || call.calls != 1 {
+		t.Fatalf("code %d, %d gateway calls, stderr %q", r.code, call.calls, r.stderr)
+	}
+	want := config.Default()
+	want.Gateway.Listen = "127.0.0.1:0"
+	want.Gateway.LogLevel = "debug"
+	s := want.Gateway.NewServer("default")
+	s.Command, s.Args = "cat", []string{"-u", "--config", "x"} // after --, flags are the server's
+	want.Servers["default"] = s
+	if !reflect.DeepEqual(call.cfg, want) {
+		t.Errorf("config =\n %+v %+v\nwant\n %+v %+v", call.cfg.Gateway, call.cfg.Servers["default"], want.Gateway, s)
+	}
+	if call.ctxErr != nil {
+		t.Errorf("gateway got a done context: %v", call.ctxErr)
+	}
+	if !call.log.Enabled(context.Background(), slog.LevelDebug) {
+		t.Error("--log-level debug: logger does not log debug")
+	}
+}
+
+func TestServeCommandDefaults(t *testing.T) {
+	call := stubGateway(t, nil)
+	if r := runCLI("serve", "--", "npx", "-y", "@modelcontextprotocol/server-memory"); r.code != 0 {
+		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
+	}
+	if got := call.cfg.Gateway; !reflect.DeepEqual(got, config.Defaults()) {
+		t.Errorf("gateway = %+v, want defaults", got)
+	}
+	if got := call.cfg.Names(); !reflect.DeepEqual(got, []string{"default"}) {
+		t.Errorf("servers = %q", got)
+	}
+	if call.log.Enabled(context.Background(), slog.LevelDebug) || !call.log.Enabled(context.Background(), slog.LevelInfo) {
+		t.Error("default logger is not at info")
+	}
+}
+
+func TestServeConfig(t *testing.T) {
+	file := writeFile(t, "c.json", `{"mcpServers": {"m": {"command": "x", "args": ["1"]}},
+		"gateway": {"listen": "0.0.0.0:9000", "logLevel": "warn"}}`)
+	tests := []struct {
+		name       string
+		args       []string
+		wantListen string
+		wantLevel  string
+	}{
+		{"file", []string{"--config", file}, "0.0.0.0:9000", "warn"},
+		{"flags override", []string{"--config", file, "--listen", "[::1]:7000", "--log-level", "error"}, "[::1]:7000", "error"},
+		{"flags first", []string{"--listen", "localhost:1", "--config", file}, "localhost:1", "warn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			call := stubGateway(t, nil)
+			r := runCLI(append([]string{"serve"}, tt.args...)...)
+			if r.code != 0 || call.calls != 1 {
+				t.Fatalf("code %d, %d calls, stderr %q", r.code, call.calls, r.stderr)
+			}
+			g := call.cfg.Gateway
+			if g.Listen != tt.wantListen || g.LogLevel != tt.wantLevel {
+				t.Errorf("listen %q level %q, want %q %q", g.Listen, g.LogLevel, tt.wantListen, tt.wantLevel)
+			}
+			if s := call.cfg.Servers["m"]; s == nil || s.Command != "x" || !reflect.DeepEqual(s.Args, []string{"1"}) {
+				t.Errorf("server m = %+v", s)
+			}
+		})
+	}
+}
+
+func TestServeStartsNothingOnProblems(t *testing.T) {
+	call := stubGateway(t, nil)
+	bad := writeFile(t, "bad.json", `{"mcpServers": {"a": {"comand": "x"}, "b": {"command": "y", "prewarm": 1}}}`)
+	missing := filepath.Join(t.TempDir(), "nope.json")
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"problems", []string{"--config", bad}, []string{
+			bad + ": mcpServers.a.comand: unknown key",
+			bad + ": mcpServers.a.command: required",
+			bad + `: mcpServers.b.prewarm: only valid with "isolation": "session"`,
+		}},
+		{"missing file", []string{"--config", missing}, []string{"mcpgate: open " + missing}},
+		{"empty command", []string{"--", ""}, []string{"mcpServers.default.command: required"}},
+	}
+	for _, tt := range tests {
+		r := runCLI(append([]string{"serve"}, tt.args...)...)
+		if r.code != 1 || r.stdout != "" {
+			t.Errorf("%s: code %d, stdout %q; want 1 and nothing", tt.name, r.code, r.stdout)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tt.name, want, r.stderr)
+			}
+		}
+	}
+	if call.calls != 0 {
+		t.Errorf("the gateway ran %d times despite problems", call.calls)
+	}
+}
+
+func TestServeGatewayError(t *testing.T) {
+	call := stubGateway(t, errors.New("listen tcp 127.0.0.1:8080: bind: address already in use"))
+	r := runCLI("serve", "--", "cat")
+	if r.code != 1 || call.calls != 1 || !strings.Contains(r.stderr, "mcpgate: listen tcp 127.0.0.1:8080: bind: address already in use") {
+		t.Errorf("code %d, calls %d, stderr %q", r.code, call.calls, r.stderr)
+	}
+}

@@ -1,0 +1,455 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// claudeDesktop is a claude_desktop_config.json as Claude Desktop writes it,
+// with settings of its own beside mcpServers.
+const claudeDesktop = `{
+  "globalShortcut": "Ctrl+Space",
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": [
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/Users/username/Desktop",
+        "/Users/username/Downloads"
+      ]
+    },
+    "github": {
+      "command": "docker",
+      "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+      "env": {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "<YOUR_TOKEN>"
+      }
+    }
+  },
+  "preferences": {"menuBarEnabled": false, "quickEntryShortcut": "off", "mcpServers": 7}
+}`
+
+// claudeCode is the shape of ~/.claude.json and .mcp.json: "type" per server
+// and many unrelated top-level keys.
+const claudeCode = `{
+  "numStartups": 12,
+  "projects": {"/home/u/src": {"allowedTools": [], "mcpServers": {}}},
+  "mcpServers": {
+    "memory": {
+      "type": "stdio",
+      "command": "npx",
+      "args": ["-y", "@modelcontextprotocol/server-memory"],
+      "env": {}
+    }
+  }
+}`
+
+func TestParseClaudeFiles(t *testing.T) {
+	g := Defaults()
+	stdio := func(name, command string, args []string, env map[string]string) *Server {
+		s := g.NewServer(name)
+		s.Command, s.Args, s.Env = command, args, env
+		return s
+	}
+	tests := []struct {
+		name string
+		file string
+		want map[string]*Server
+	}{
+		{"claude desktop", claudeDesktop, map[string]*Server{
+			"filesystem": stdio("filesystem", "npx", []string{"-y", "@modelcontextprotocol/server-filesystem",
+				"/Users/username/Desktop", "/Users/username/Downloads"}, nil),
+			"github": stdio("github", "docker", []string{"run", "-i", "--rm", "-e",
+				"GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"},
+				map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "<YOUR_TOKEN>"}),
+		}},
+		{"claude code", claudeCode, map[string]*Server{
+			"memory": stdio("memory", "npx", []string{"-y", "@modelcontextprotocol/server-memory"}, map[string]string{}),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.file), nil)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if !reflect.DeepEqual(cfg.Gateway, Defaults()) {
+				t.Errorf("Gateway = %+v, want defaults", cfg.Gateway)
+			}
+			if !reflect.DeepEqual(cfg.Servers, tt.want) {
+				t.Errorf("Servers:\n got %s\nwant %s", dump(cfg.Servers), dump(tt.want))
+			}
+		})
+	}
+}
+
+func dump(servers map[string]*Server) string {
+	var b strings.Builder
+	for _, name := range (&Config{Servers: servers}).Names() {
+		fmt.Fprintf(&b, "\n  %+v", *servers[name])
+	}
+	return b.String()
+}
+
+func TestParseKeysAreNotExpanded(t *testing.T) {
+	cfg, err := Parse([]byte(`{"mcpServers": {"x": {"command": "x", "env": {"${K}": "${V}"}}}}`),
+		fakeEnv(map[string]string{"K": "key", "V": "value"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Servers["x"].Env, map[string]string{"${K}": "value"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %q, want %q", got, want)
+	}
+}
+
+func TestParseSetsEverything(t *testing.T) {
+	file := `{"gateway": {
+	    "listen": "${HOST:-0.0.0.0}:9000",
+	    "allowedOrigins": ["https://claude.ai"],
+	    "sessionIdleTimeout": "1h",
+	    "sessionSweepInterval": "1m",
+	    "keepAliveInterval": "20s",
+	    "drainTimeout": "3s",
+	    "requestTimeout": "2m",
+	    "maxSessions": 5,
+	    "maxBodyBytes": 1024,
+	    "sseReplayEvents": 0,
+	    "maxLineBytes": 2048,
+	    "logLevel": "debug"
+	  },
+	  "mcpServers": {
+	    "inherits": {"command": "a"},
+	    "all": {
+	      "type": "stdio",
+	      "command": "${BIN}/srv",
+	      "args": ["--token", "${TOKEN}", "$literal"],
+	      "env": {"TOKEN": "${TOKEN}", "MODE": "${MODE:-fast}"},
+	      "cwd": "${HOME}",
+	      "isolation": "session",
+	      "timeout": "45s",
+	      "maxInFlight": 3,
+	      "prewarm": 2,
+	      "roots": [{"uri": "file://${HOME}/src", "name": "src"}, {"uri": "file:///tmp"}],
+	      "maxLineBytes": 4096
+	    }
+	  }}`
+	env := fakeEnv(map[string]string{"BIN": "/opt/bin", "TOKEN": "t0k", "HOME": "/home/u"})
+	cfg, err := Parse([]byte(file), env)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	wantGateway := Gateway{
+		Listen:               "0.0.0.0:9000",
+		AllowedOrigins:       []string{"https://claude.ai"},
+		SessionIdleTimeout:   time.Hour,
+		SessionSweepInterval: time.Minute,
+		KeepAliveInterval:    20 * time.Second,
+		DrainTimeout:         3 * time.Second,
+		RequestTimeout:       2 * time.Minute,
+		MaxSessions:          5,
+		MaxBodyBytes:         1024,
+		SSEReplayEvents:      0,
+		MaxLineBytes:         2048,
+		LogLevel:             "debug",
+	}
+	if !reflect.DeepEqual(cfg.Gateway, wantGateway) {
+		t.Errorf("Gateway =\n %+v\nwant\n %+v", cfg.Gateway, wantGateway)
+	}
+	// Server defaults come from the gateway block, wherever it is written.
+	wantInherits := &Server{Name: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
+		Timeout: 2 * time.Minute, MaxLineBytes: 2048}
+	if got := cfg.Servers["inherits"]; !reflect.DeepEqual(got, wantInherits) {
+		t.Errorf("inherits =\n %+v\nwant\n %+v", got, wantInherits)
+	}
+	wantAll := &Server{
+		Name:         "all",
+		Type:         "stdio",
+		Command:      "/opt/bin/srv",
+		Args:         []string{"--token", "t0k", "$literal"},
+		Env:          map[string]string{"TOKEN": "t0k", "MODE": "fast"},
+		Cwd:          "/home/u",
+		Isolation:    IsolationSession,
+		Timeout:      45 * time.Second,
+		MaxInFlight:  3,
+		Prewarm:      2,
+		Roots:        []Root{{URI: "file:///home/u/src", Name: "src"}, {URI: "file:///tmp"}},
+		MaxLineBytes: 4096,
+	}
+	if got := cfg.Servers["all"]; !reflect.DeepEqual(got, wantAll) {
+		t.Errorf("all =\n %+v\nwant\n %+v", got, wantAll)
+	}
+	if got, want := cfg.Names(), []string{"all", "inherits"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %q, want %q", got, want)
+	}
+}
+
+func TestParseNullMeansDefault(t *testing.T) {
+	cfg, err := Parse([]byte(`{"gateway": {"listen": null, "maxSessions": null},
+		"mcpServers": {"a": {"command": "x", "args": null, "timeout": null}}}`), nil)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if cfg.Gateway.Listen != "127.0.0.1:8080" || cfg.Gateway.MaxSessions != 10000 {
+		t.Errorf("gateway = %+v, want defaults", cfg.Gateway)
+	}
+	if s := cfg.Servers["a"]; s.Args != nil || s.Timeout != 5*time.Minute {
+		t.Errorf("server = %+v, want defaults", s)
+	}
+}
+
+// TestParseProblems checks that each mistake is reported, alone, at its path.
+func TestParseProblems(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want []string
+	}{
+		{"syntax", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}",
+			[]string{`invalid JSON at line 3, column 26: invalid character '}' looking for beginning of object key string`}},
+		{"empty file", ``, []string{`invalid JSON at line 1, column 1: unexpected end of JSON input`}},
+		{"not an object", `[]`, []string{`the config must be a JSON object`}},
+		{"no mcpServers", `{"gateway": {}}`, []string{`mcpServers: no servers configured`}},
+		{"empty mcpServers", `{"mcpServers": {}}`, []string{`mcpServers: no servers configured`}},
+		{"null mcpServers", `{"mcpServers": null}`, []string{`mcpServers: no servers configured`}},
+		{"mcpServers not an object", `{"mcpServers": []}`, []string{`mcpServers: must be an object of servers`}},
+		{"gateway not an object", `{"mcpServers": {"a": {"command": "x"}}, "gateway": "fast"}`,
+			[]string{`gateway: must be an object`}},
+		{"server not an object", `{"mcpServers": {"a": "npx"}}`, []string{`mcpServers.a: must be an object`}},
+		{"server null", `{"mcpServers": {"a": null}}`, []string{`mcpServers.a: must be an object`}},
+		{"unknown server key", `{"mcpServers": {"memory": {"comand": "npx"}}}`, []string{
+			`mcpServers.memory.comand: unknown key`,
+			`mcpServers.memory.command: required`,
+		}},
+		{"keys are case sensitive", `{"mcpServers": {"a": {"command": "x", "Args": []}}}`,
+			[]string{`mcpServers.a.Args: unknown key`}},
+		{"unknown gateway key", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"port": 80}}`,
+			[]string{`gateway.port: unknown key`}},
+		{"unknown root key", `{"mcpServers": {"a": {"command": "x", "roots": [{"uri": "file:///", "path": "/"}]}}}`,
+			[]string{`mcpServers.a.roots[0].path: unknown key`}},
+		{"duplicate top-level key", `{"mcpServers": {"a": {"command": "x"}}, "mcpServers": {}}`,
+			[]string{`mcpServers: duplicate key`}},
+		{"duplicate server", `{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`,
+			[]string{`mcpServers.a: duplicate key`}},
+		{"duplicate server key", `{"mcpServers": {"a": {"command": "x", "command": "y"}}}`,
+			[]string{`mcpServers.a.command: duplicate key`}},
+		{"duplicate env key", `{"mcpServers": {"a": {"command": "x", "env": {"K": "1", "K": "2"}}}}`,
+			[]string{`mcpServers.a.env.K: duplicate key`}},
+		{"duplicate gateway key", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": ":1", "listen": ":2"}}`,
+			[]string{`gateway.listen: duplicate key`}},
+		{"ignored keys may repeat", `{"x": 1, "x": 2, "mcpServers": {"a": {"command": "x"}}}`, nil},
+		{"command type", `{"mcpServers": {"a": {"command": ["npx"]}}}`, []string{`mcpServers.a.command: must be a string`}},
+		{"args type", `{"mcpServers": {"a": {"command": "x", "args": "-y"}}}`, []string{`mcpServers.a.args: must be an array of strings`}},
+		{"args element type", `{"mcpServers": {"a": {"command": "x", "args": ["-y", 3, true]}}}`, []string{
+			`mcpServers.a.args[1]: must be a string`,
+			`mcpServers.a.args[2]: must be a string`,
+		}},
+		{"env type", `{"mcpServers": {"a": {"command": "x", "env": ["A=1"]}}}`, []string{`mcpServers.a.env: must be an object of strings`}},
+		{"env value type", `{"mcpServers": {"a": {"command": "x", "env": {"PORT": 8080}}}}`, []string{`mcpServers.a.env.PORT: must be a string`}},
+		{"env name", `{"mcpServers": {"a": {"command": "x", "env": {"A=B": "1"}}}}`, []string{`mcpServers.a.env.A=B: invalid environment variable name`}},
+		{"int type", `{"mcpServers": {"a": {"command": "x", "maxInFlight": "4"}}}`, []string{`mcpServers.a.maxInFlight: must be an integer`}},
+		{"int fraction", `{"mcpServers": {"a": {"command": "x", "maxInFlight": 1.5}}}`, []string{`mcpServers.a.maxInFlight: must be an integer, not 1.5`}},
+		{"int too large", `{"mcpServers": {"a": {"command": "x", "maxLineBytes": 99999999999999999999}}}`,
+			[]string{`mcpServers.a.maxLineBytes: 99999999999999999999 is too large`}},
+		{"int negative", `{"mcpServers": {"a": {"command": "x", "maxInFlight": -1}}}`, []string{`mcpServers.a.maxInFlight: must be at least 0, not -1`}},
+		{"zero line limit", `{"mcpServers": {"a": {"command": "x", "maxLineBytes": 0}}}`, []string{`mcpServers.a.maxLineBytes: must be at least 1, not 0`}},
+		{"duration without unit", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"drainTimeout": "10"}}`,
+			[]string{`gateway.drainTimeout: "10" is not a duration (use e.g. "10s")`}},
+		{"duration as number", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"drainTimeout": 10}}`,
+			[]string{`gateway.drainTimeout: 10 is not a duration (use e.g. "10s")`}},
+		{"duration garbage", `{"mcpServers": {"a": {"command": "x", "timeout": "soon"}}}`,
+			[]string{`mcpServers.a.timeout: "soon" is not a duration (use e.g. "5m")`}},
+		{"duration type", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"requestTimeout": true}}`,
+			[]string{`gateway.requestTimeout: must be a duration string (e.g. "5m")`}},
+		{"duration zero", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"keepAliveInterval": "0s"}}`,
+			[]string{`gateway.keepAliveInterval: must be greater than 0, not "0s"`}},
+		{"duration negative", `{"mcpServers": {"a": {"command": "x", "timeout": "-1m"}}}`,
+			[]string{`mcpServers.a.timeout: must be greater than 0, not "-1m"`}},
+		{"missing command", `{"mcpServers": {"a": {"args": ["x"]}}}`, []string{`mcpServers.a.command: required`}},
+		{"empty command", `{"mcpServers": {"a": {"command": ""}}}`, []string{`mcpServers.a.command: required`}},
+		{"bad type", `{"mcpServers": {"a": {"type": "ws", "command": "x"}}}`, []string{`mcpServers.a.type: "ws" is not one of "stdio", "http", "sse"`}},
+		{"http", `{"mcpServers": {"r": {"type": "http", "url": "https://mcp.example/mcp", "headers": {"Authorization": "Bearer ${TOKEN:-x}"}}}}`,
+			[]string{`mcpServers.r.type: "http" servers are not supported yet`}},
+		{"sse", `{"mcpServers": {"r": {"type": "sse", "url": "https://mcp.example/sse"}}}`,
+			[]string{`mcpServers.r.type: "sse" servers are not supported yet`}},
+		{"url only", `{"mcpServers": {"r": {"url": "https://mcp.example/mcp"}}}`,
+			[]string{`mcpServers.r.type: "http" servers are not supported yet`}},
+		{"stdio with url", `{"mcpServers": {"a": {"command": "x", "url": "http://h", "headers": {"A": "b"}}}}`, []string{
+			`mcpServers.a.headers: only used by "http" and "sse" servers`,
+			`mcpServers.a.url: only used by "http" and "sse" servers`,
+		}},
+		{"bad name", `{"mcpServers": {"my server/1": {"command": "x"}}}`,
+			[]string{`mcpServers.my server/1: invalid server name "my server/1" (use only letters, digits, '.', '_' and '-': it appears in URLs)`}},
+		{"bad isolation", `{"mcpServers": {"a": {"command": "x", "isolation": "process"}}}`,
+			[]string{`mcpServers.a.isolation: "process" is not one of "shared", "session"`}},
+		{"prewarm with shared", `{"mcpServers": {"a": {"command": "x", "prewarm": 2}}}`,
+			[]string{`mcpServers.a.prewarm: only valid with "isolation": "session" (a shared server has one process)`}},
+		{"prewarm zero with shared", `{"mcpServers": {"a": {"command": "x", "prewarm": 0}}}`, nil},
+		{"roots type", `{"mcpServers": {"a": {"command": "x", "roots": "file:///"}}}`,
+			[]string{`mcpServers.a.roots: must be an array of objects like {"uri": "file:///path"}`}},
+		{"root not object", `{"mcpServers": {"a": {"command": "x", "roots": ["file:///"]}}}`,
+			[]string{`mcpServers.a.roots[0]: must be an object`}},
+		{"root uri", `{"mcpServers": {"a": {"command": "x", "roots": [{"name": "n"}, {"uri": "https://x"}]}}}`, []string{
+			`mcpServers.a.roots[0].uri: required`,
+			`mcpServers.a.roots[1].uri: "https://x" is not a file:// URI`,
+		}},
+		{"listen", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": "8080"}}`,
+			[]string{`gateway.listen: "8080" is not host:port (e.g. "127.0.0.1:8080")`}},
+		{"origins", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"allowedOrigins": ["claude.ai", "https://claude.ai/x", "*"]}}`, []string{
+			`gateway.allowedOrigins[0]: "claude.ai" is not an origin (write "scheme://host" or "scheme://host:port", or "*")`,
+			`gateway.allowedOrigins[1]: "https://claude.ai/x" is not an origin (write "scheme://host" or "scheme://host:port", or "*")`,
+		}},
+		{"log level", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"logLevel": "verbose"}}`,
+			[]string{`gateway.logLevel: "verbose" is not one of "debug", "info", "warn", "error"`}},
+		{"limits", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"maxSessions": 0, "maxBodyBytes": -1, "sseReplayEvents": -1}}`, []string{
+			`gateway.maxBodyBytes: must be at least 1, not -1`,
+			`gateway.maxSessions: must be at least 1, not 0`,
+			`gateway.sseReplayEvents: must be at least 0, not -1`,
+		}},
+		{"missing env var", `{"mcpServers": {"x": {"command": "gh", "env": {"TOKEN": "${GITHUB_TOKEN}"}}}}`,
+			[]string{`mcpServers.x.env.TOKEN: environment variable "GITHUB_TOKEN" is not set`}},
+		{"missing env vars everywhere", `{"mcpServers": {"x": {"command": "${A}", "args": ["${B}"], "cwd": "${C}",
+		  "roots": [{"uri": "file://${D}"}]}}, "gateway": {"listen": "${E}:1"}}`, []string{
+			`gateway.listen: environment variable "E" is not set`,
+			`mcpServers.x.args[0]: environment variable "B" is not set`,
+			`mcpServers.x.command: environment variable "A" is not set`,
+			`mcpServers.x.cwd: environment variable "C" is not set`,
+			`mcpServers.x.roots[0].uri: environment variable "D" is not set`,
+		}},
+		{"keys and other strings are not expanded", `{"mcpServers": {"x": {"command": "x", "env": {"${K}": "v"}, "isolation": "${I:-shared}"}}}`,
+			[]string{`mcpServers.x.isolation: "${I:-shared}" is not one of "shared", "session"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.file), nil)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				return
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a config with its error")
+			}
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("Parse error %v (%T), want Problems", err, err)
+			}
+			got := make([]string, len(ps))
+			for i, p := range ps {
+				got[i] = p.Error()
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("problems:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+			if err.Error() != strings.Join(tt.want, "\n") {
+				t.Errorf("Error() = %q", err.Error())
+			}
+		})
+	}
+}
+
+func TestParseReportsAllProblemsAtOnce(t *testing.T) {
+	file := `{
+	  "mcpServers": {
+	    "memory": {"comand": "npx"},
+	    "github": {"command": "gh", "timeout": "30"}
+	  },
+	  "gateway": {"maxSessions": "many"}
+	}`
+	_, err := Parse([]byte(file), nil)
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Parse error %v, want Problems", err)
+	}
+	want := Problems{
+		{"gateway.maxSessions", "must be an integer"},
+		{"mcpServers.github.timeout", `"30" is not a duration (use e.g. "30s")`},
+		{"mcpServers.memory.comand", "unknown key"},
+		{"mcpServers.memory.command", "required"},
+	}
+	if !reflect.DeepEqual(ps, want) {
+		t.Errorf("problems = %q\nwant %q", ps, want)
+	}
+	// errors.As also finds a single Problem.
+	var p Problem
+	if !errors.As(err, &p) || p != want[0] {
+		t.Errorf("errors.As(Problem) = %v", p)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MCPGATE_TEST_CMD", "/bin/cat")
+
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"mcpServers": {"cat": {"command": "${MCPGATE_TEST_CMD}"}}}`), 0o600)
+	cfg, err := Load(good)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := cfg.Servers["cat"].Command; got != "/bin/cat" {
+		t.Errorf("command = %q, want the environment's /bin/cat", got)
+	}
+
+	missing := filepath.Join(dir, "missing.json")
+	if _, err := Load(missing); err == nil || !strings.Contains(err.Error(), missing) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want a not-exist error naming the file", err)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"mcpServers": {"x": {}}}`), 0o600)
+	var ps Problems
+	if _, err := Load(bad); !errors.As(err, &ps) || len(ps) != 1 {
+		t.Errorf("Load(bad) = %v, want one problem", err)
+	}
+}
+
+func TestParseByteOrderMark(t *testing.T) {
+	if _, err := Parse([]byte("\xef\xbb\xbf"+`{"mcpServers": {"a": {"command": "x"}}}`), nil); err != nil {
+		t.Errorf("Parse with BOM: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		claudeDesktop, claudeCode, ``, `{}`, `null`, `{"mcpServers": {"a": {"command": "${X:-y}"}}}`,
+		`{"mcpServers": {"r": {"type": "http", "url": "${U}"}}, "gateway": {"drainTimeout": "1s"}}`,
+		`{"mcpServers": {"a": {"command": "x", "roots": [{"uri": "file:///"}], "env": {"A": "${B}"}}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json"} {
+		if data, err := os.ReadFile(file); err == nil {
+			f.Add(data)
+		}
+	}
+	env := fakeEnv(map[string]string{"X": "x", "U": "https://h", "EMPTY": ""})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, env)
+		if err != nil {
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) == 0 || cfg != nil {
+				t.Fatalf("Parse error = %#v, config %v; want non-empty Problems and no config", err, cfg)
+			}
+			return
+		}
+		if len(cfg.Servers) == 0 {
+			t.Fatal("Parse succeeded with no servers")
+		}
+		for name, s := range cfg.Servers {
+			if s.Name != name || (s.Command == "" && !s.remote()) {
+				t.Fatalf("server %q: %+v has no command and is not remote", name, s)
+			}
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("parsed config does not validate: %v", err)
+		}
+	})
+}
