@@ -1,0 +1,201 @@
+package mcptest
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"time"
+)
+
+// toolList is the fake's tools/list result. Each tool's behavior is described
+// in its "description" and implemented in callTool.
+var toolList = []map[string]any{
+	tool("echo", "Returns message. With params._meta.progressToken, first sends progress 1..3 of 3.",
+		map[string]any{"message": prop("string")}, "message"),
+	tool("slow", "Waits ms milliseconds, or until cancelled (then sends no reply); returns \"done\".",
+		map[string]any{"ms": prop("integer")}, "ms"),
+	tool("crash", "Exits the server process with status 3, without replying.", nil),
+	tool("sample", "Asks the client for sampling/createMessage with prompt; returns its text.",
+		map[string]any{"prompt": prop("string")}, "prompt"),
+	tool("roots", "Asks the client for roots/list; returns the result JSON as text.", nil),
+	tool("log", "Sends notifications/message at level (if not below logging/setLevel); returns \"logged\" or \"filtered\".",
+		map[string]any{"level": prop("string"), "message": prop("string")}, "level", "message"),
+	tool("touch", "Sends notifications/resources/updated for uri (subscribed or not); returns \"touched\".",
+		map[string]any{"uri": prop("string")}, "uri"),
+	tool("list_changed", "Sends notifications/tools/list_changed; returns \"ok\".", nil),
+	tool("big", "Returns a text of bytes 'x' characters.",
+		map[string]any{"bytes": prop("integer")}, "bytes"),
+	tool("cancelled", "Returns the JSON array of request ids named by notifications/cancelled so far.", nil),
+	tool("level", "Returns the last logging/setLevel level, or \"\".", nil),
+}
+
+func tool(name, desc string, props map[string]any, required ...string) map[string]any {
+	if props == nil {
+		props = map[string]any{}
+	}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return map[string]any{"name": name, "description": desc, "inputSchema": schema}
+}
+
+func prop(typ string) map[string]any { return map[string]any{"type": typ} }
+
+// logLevels in increasing severity (RFC 5424, as MCP uses them).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+func severity(level string) int {
+	for i, l := range logLevels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}
+
+// textResult is a CallToolResult with one text content block.
+func textResult(text string, isError bool) map[string]any {
+	r := map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
+	if isError {
+		r["isError"] = true
+	}
+	return r
+}
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	} `json:"_meta"`
+}
+
+type toolArgs struct {
+	Message string  `json:"message"`
+	MS      float64 `json:"ms"`
+	Prompt  string  `json:"prompt"`
+	Level   string  `json:"level"`
+	URI     string  `json:"uri"`
+	Bytes   int     `json:"bytes"`
+}
+
+// callTool runs tools/call. done is closed if the request is cancelled.
+func (s *server) callTool(m message, done <-chan struct{}) {
+	var p callParams
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		s.replyError(m.ID, codeInvalidParams, "invalid params: "+err.Error())
+		return
+	}
+	var a toolArgs
+	if len(p.Arguments) > 0 {
+		if err := json.Unmarshal(p.Arguments, &a); err != nil {
+			s.replyError(m.ID, codeInvalidParams, "invalid arguments: "+err.Error())
+			return
+		}
+	}
+	switch p.Name {
+	case "echo":
+		if tok := p.Meta.ProgressToken; len(tok) > 0 && string(tok) != "null" {
+			for i := 1; i <= 3; i++ {
+				s.notify("notifications/progress", map[string]any{
+					"progressToken": tok, "progress": i, "total": 3,
+				})
+			}
+		}
+		s.reply(m.ID, textResult(a.Message, false))
+	case "slow":
+		t := time.NewTimer(time.Duration(a.MS * float64(time.Millisecond)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.reply(m.ID, textResult("done", false))
+		case <-done:
+			// Per spec, a cancelled request gets no response.
+		}
+	case "crash":
+		os.Exit(3)
+	case "sample":
+		s.sample(m.ID, a.Prompt, done)
+	case "roots":
+		res, err := s.call("roots/list", struct{}{}, done)
+		switch {
+		case err == errCancelled:
+		case err != nil:
+			s.reply(m.ID, textResult(err.Error(), true))
+		default:
+			s.reply(m.ID, textResult(string(res), false))
+		}
+	case "log":
+		s.mu.Lock()
+		min := severity(s.level)
+		s.mu.Unlock()
+		if severity(a.Level) < min || severity(a.Level) < 0 {
+			s.reply(m.ID, textResult("filtered", false))
+			return
+		}
+		s.notify("notifications/message", map[string]any{"level": a.Level, "logger": "fake", "data": a.Message})
+		s.reply(m.ID, textResult("logged", false))
+	case "touch":
+		s.notify("notifications/resources/updated", map[string]any{"uri": a.URI})
+		s.reply(m.ID, textResult("touched", false))
+	case "list_changed":
+		s.notify("notifications/tools/list_changed", struct{}{})
+		s.reply(m.ID, textResult("ok", false))
+	case "big":
+		s.reply(m.ID, textResult(strings.Repeat("x", max(a.Bytes, 0)), false))
+	case "cancelled":
+		s.mu.Lock()
+		ids := append([]json.RawMessage{}, s.cancelled...)
+		s.mu.Unlock()
+		s.reply(m.ID, textResult(string(mustJSON(ids)), false))
+	case "level":
+		s.mu.Lock()
+		level := s.level
+		s.mu.Unlock()
+		s.reply(m.ID, textResult(level, false))
+	default:
+		s.replyError(m.ID, codeInvalidParams, "unknown tool: "+p.Name)
+	}
+}
+
+// sample implements the sample tool: one sampling/createMessage round trip.
+func (s *server) sample(id json.RawMessage, prompt string, done <-chan struct{}) {
+	res, err := s.call("sampling/createMessage", map[string]any{
+		"messages": []any{map[string]any{
+			"role": "user", "content": map[string]any{"type": "text", "text": prompt},
+		}},
+		"maxTokens": 100,
+	}, done)
+	if err == errCancelled {
+		return
+	}
+	if err != nil {
+		s.reply(id, textResult("sampling failed: "+err.Error(), true))
+		return
+	}
+	// content is one block (2025-06-18) or, since 2025-11-25, possibly a list.
+	var r struct {
+		Content json.RawMessage `json:"content"`
+	}
+	type block struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	var blocks []block
+	if json.Unmarshal(res, &r) == nil {
+		var one block
+		if json.Unmarshal(r.Content, &one) == nil {
+			blocks = append(blocks, one)
+		} else {
+			_ = json.Unmarshal(r.Content, &blocks)
+		}
+	}
+	for _, b := range blocks {
+		if b.Type == "text" {
+			s.reply(id, textResult(b.Text, false))
+			return
+		}
+	}
+	s.reply(id, textResult("sampling result has no text content: "+string(res), true))
+}

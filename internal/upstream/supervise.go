@@ -1,0 +1,78 @@
+package upstream
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// supervise owns the process lifecycle after StartStdio: it waits for the
+// running generation to end, restarts it with backoff when configured, and
+// on Close stops the running process. It is the only caller of startProc
+// after StartStdio, so generations never overlap.
+func (s *Stdio) supervise(p *proc) {
+	defer s.wg.Done()
+	defer close(s.done)
+	failures := 0 // consecutive short runs and failed spawns
+	for {
+		select {
+		case <-p.finished:
+		case <-s.closing:
+			p.stop()
+			<-p.finished
+			return
+		}
+		if !s.cfg.Restart {
+			return
+		}
+		if time.Since(p.started) >= s.stableAfter() {
+			failures = 0
+		}
+		for {
+			d := backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, failures, rand.Int64N)
+			failures++
+			s.log.Info("upstream restarting", "after", d.Round(time.Millisecond), "attempt", failures)
+			if !s.sleep(d) {
+				return
+			}
+			np, err := s.startProc()
+			if err == nil {
+				s.restarts.Add(1)
+				p = np
+				break
+			}
+			s.spawnFailures.Add(1)
+			s.log.Error("upstream restart failed", "command", s.cfg.Command, "err", err)
+		}
+	}
+}
+
+// stableAfter is how long a process must have run for the next restart to
+// start again from MinBackoff.
+func (s *Stdio) stableAfter() time.Duration { return 10 * s.cfg.MinBackoff }
+
+// sleep waits d, or returns false at once when Close is called.
+func (s *Stdio) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+// backoff returns the delay before the restart that follows n consecutive
+// failures: d = min(lo*2^n, hi), then a uniformly random point of [d/2, d]
+// drawn with randN (rand.Int64N in production).
+func backoff(lo, hi time.Duration, n int, randN func(int64) int64) time.Duration {
+	d := hi
+	if n < 62 && lo <= hi>>n {
+		d = min(lo<<n, hi)
+	}
+	half := d / 2
+	if d-half <= 0 {
+		return d
+	}
+	return half + time.Duration(randN(int64(d-half)+1))
+}
