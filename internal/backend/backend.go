@@ -1,0 +1,116 @@
+// Package backend runs one configured MCP server in its isolation mode and
+// opens client sessions on it for the HTTP front.
+//
+// Shared mode: one supervised stdio process and one multiplexer for every
+// session. Session mode: one process and one exclusive multiplexer per
+// session, started on the session's initialize (from a pool of prewarmed
+// processes when prewarm is set) and stopped when the session ends.
+//
+// A Server owns its processes and multiplexers and stops them all in Close;
+// no process outlives it.
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/upstream"
+)
+
+// Server is one configured server, ready to open sessions on.
+type Server interface {
+	httpapi.Backend
+	// Pending returns the requests in flight upstream, over all processes.
+	Pending() int
+	// Close stops every process of the server and waits for them.
+	Close()
+}
+
+// New starts the server described by cfg: in shared mode its process now
+// (an error if the command cannot be started), in session mode its prewarm
+// pool.
+func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
+	roots, err := rootsResult(cfg.Roots)
+	if err != nil {
+		return nil, err
+	}
+	opts := mux.Options{
+		Name: cfg.Name, Timeout: cfg.Timeout, MaxInFlight: cfg.MaxInFlight,
+		Roots: roots, Version: version, Logger: log,
+	}
+	if cfg.Isolation == config.IsolationSession {
+		opts.Exclusive = true
+		return newIsolated(cfg, opts, log), nil
+	}
+	p, err := start(cfg, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	return &shared{p: p}, nil
+}
+
+// proc is one stdio process and the multiplexer in front of it.
+type proc struct {
+	m  *mux.Mux
+	up *upstream.Stdio
+}
+
+func start(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error) {
+	m := mux.New(opts)
+	up, err := upstream.StartStdio(upstream.StdioConfig{
+		Name: cfg.Name, Command: cfg.Command, Args: cfg.Args, Env: environ(cfg.Env), Dir: cfg.Cwd,
+		MaxLineBytes: cfg.MaxLineBytes, Restart: true, Logger: log,
+	}, m)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
+	m.SetUpstream(up)
+	return &proc{m: m, up: up}, nil
+}
+
+// stop ends the process (as the spec says: stdin, SIGTERM, SIGKILL to the
+// group) and then the multiplexer.
+func (p *proc) stop() {
+	_ = p.up.Close()
+	p.m.Close()
+}
+
+func environ(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func rootsResult(roots []config.Root) ([]byte, error) {
+	if roots == nil {
+		roots = []config.Root{}
+	}
+	return json.Marshal(struct {
+		Roots []config.Root `json:"roots"`
+	}{roots})
+}
+
+// shared serves every session from one process.
+type shared struct{ p *proc }
+
+func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, error) {
+	return s.p.m.Join(general), nil
+}
+
+func (s *shared) Close() { s.p.stop() }
+
+func (s *shared) Pending() int { return s.p.m.Pending() }

@@ -1,0 +1,236 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// Conn is a client session's connection to its server.
+type Conn interface {
+	// Handle routes one message; a request is answered exactly once on out.
+	Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream)
+	// Version is the protocol version negotiated by initialize ("" before).
+	Version() string
+	// Close ends the session's use of the server.
+	Close()
+}
+
+// Backend opens client sessions on one configured server.
+type Backend interface {
+	// Open starts a session's connection; messages not tied to a request go
+	// to general.
+	Open(ctx context.Context, general mux.Stream) (Conn, error)
+}
+
+// Config configures a Handler. Zero values take the documented defaults.
+type Config struct {
+	Backends      map[string]Backend       // by server name
+	OriginAllowed func(origin string) bool // nil: only requests without Origin
+	MaxBodyBytes  int64                    // default 4 MiB
+	KeepAlive     time.Duration            // SSE keep-alive comments; default 15s
+	Retry         time.Duration            // SSE retry hint to clients; default 1s
+	MaxSessions   int                      // default 10,000
+	IdleTimeout   time.Duration            // default 30m
+	SweepInterval time.Duration            // default 30s
+	ReplayEvents  int                      // events kept per stream; default 512
+	Logger        *slog.Logger
+}
+
+// Handler serves the Streamable HTTP transport. See the package comment.
+type Handler struct {
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	store *session.Store
+
+	draining atomic.Bool
+	drain    chan struct{} // closed by Drain: standalone streams end
+	once     sync.Once
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Second
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 10000
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Minute
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 30 * time.Second
+	}
+	if cfg.ReplayEvents <= 0 {
+		cfg.ReplayEvents = 512
+	}
+	if cfg.OriginAllowed == nil {
+		cfg.OriginAllowed = func(o string) bool { return o == "" }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{
+		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
+		store: session.NewStore(cfg.MaxSessions, cfg.IdleTimeout, cfg.ReplayEvents),
+		drain: make(chan struct{}),
+	}
+	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: no endpoint at "+r.URL.Path+" (servers are at /servers/{name}/mcp)")
+	})
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Sessions returns the number of live sessions.
+func (h *Handler) Sessions() int { return h.store.Len() }
+
+// Run expires idle sessions until ctx ends.
+func (h *Handler) Run(ctx context.Context) {
+	t := time.NewTicker(h.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			h.Sweep(now)
+		}
+	}
+}
+
+// Sweep ends the sessions idle at now for longer than the idle timeout.
+func (h *Handler) Sweep(now time.Time) {
+	for _, s := range h.store.Expire(now) {
+		h.log.Info("session expired", "session", s.ID, "server", s.Server)
+		closeConn(s)
+	}
+}
+
+// Drain refuses new sessions and ends standalone streams, so that an
+// http.Server.Shutdown waits only for requests in flight.
+func (h *Handler) Drain() {
+	h.once.Do(func() {
+		h.draining.Store(true)
+		close(h.drain)
+	})
+}
+
+// Close ends every session.
+func (h *Handler) Close() {
+	h.Drain()
+	for _, s := range h.store.RemoveAll() {
+		closeConn(s)
+	}
+}
+
+func closeConn(s *session.Session) {
+	if c, ok := s.Value().(Conn); ok {
+		c.Close()
+	}
+}
+
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	// Origin first: a DNS-rebinding page must learn nothing, not even which
+	// servers exist.
+	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
+		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
+		return
+	}
+	name := r.PathValue("name")
+	be, ok := h.cfg.Backends[name]
+	if !ok {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: unknown server "+strconv.Quote(name))
+		return
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !mux.IsSupported(v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r, name, be)
+	case http.MethodGet:
+		h.get(w, r, name)
+	case http.MethodDelete:
+		h.delete(w, r, name)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+	}
+}
+
+// lookup finds the request's session, answering 400 or 404 itself if there
+// is none.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *session.Session {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
+		return nil
+	}
+	s := h.store.Get(id)
+	if s == nil || s.Server != name {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
+		return nil
+	}
+	return s
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
+	s := h.lookup(w, r, name)
+	if s == nil {
+		return
+	}
+	if h.store.Remove(s.ID) != nil {
+		closeConn(s)
+		h.log.Info("session deleted", "session", s.ID, "server", name)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// accepts reports whether an Accept header admits media type want
+// ("type/subtype"), wildcards included.
+func accepts(header, want string) bool {
+	typ, _, _ := strings.Cut(want, "/")
+	for part := range strings.SplitSeq(header, ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == want || mt == "*/*" || mt == typ+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeError answers with an HTTP status and a JSON-RPC error body (id null).
+func writeError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(jsonrpc.ErrorResponse(nil, code, msg))
+}
+
+var errTooMany = errors.New("mcpgate: too many sessions")

@@ -1,0 +1,199 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// batchVersion is the only protocol version whose clients may send JSON-RPC
+// batches; 2025-06-18 removed them.
+const batchVersion = "2025-03-26"
+
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be Backend) {
+	accept := r.Header.Get("Accept")
+	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list application/json and text/event-stream")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "mcpgate: request body over the limit")
+			return
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "mcpgate: reading request body: "+err.Error())
+		return
+	}
+	batch := jsonrpc.IsBatch(body)
+	parts := [][]byte{body}
+	if batch {
+		if parts, err = jsonrpc.SplitBatch(body); err != nil {
+			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
+			return
+		}
+	}
+	msgs := make([]jsonrpc.Message, len(parts))
+	requests := 0
+	for i, p := range parts {
+		if msgs[i], err = jsonrpc.Parse(p); err != nil {
+			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
+			return
+		}
+		if msgs[i].Kind == jsonrpc.KindRequest {
+			requests++
+		}
+	}
+	if !batch && msgs[0].Kind == jsonrpc.KindRequest && msgs[0].MethodIs("initialize") {
+		h.initialize(w, r, name, be, &msgs[0])
+		return
+	}
+	s := h.lookup(w, r, name)
+	if s == nil {
+		return
+	}
+	if batch && s.Version() != batchVersion {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+s.Version())
+		return
+	}
+	conn, _ := s.Value().(Conn)
+	if conn == nil {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		return
+	}
+	s.Begin()
+	defer func() { s.End(time.Now()) }()
+	if requests == 0 {
+		for i := range msgs {
+			conn.Handle(r.Context(), &msgs[i], nil)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	st := s.NewStream(requests)
+	st.Attach()
+	defer st.Detach()
+	for i := range msgs {
+		conn.Handle(r.Context(), &msgs[i], st)
+	}
+	h.respond(w, r, s, st, batch)
+}
+
+// initialize creates the session, opens its connection to the server and
+// answers the client's initialize with the new session's id.
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string, be Backend, msg *jsonrpc.Message) {
+	if h.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+		return
+	}
+	s, err := h.store.Create(name, time.Now())
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
+		return
+	}
+	conn, err := be.Open(r.Context(), s.General())
+	if err != nil {
+		h.store.Remove(s.ID)
+		h.log.Error("opening session failed", "server", name, "err", err)
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
+		return
+	}
+	s.SetValue(conn)
+	s.Begin()
+	st := s.NewStream(1)
+	st.Attach()
+	conn.Handle(r.Context(), msg, st)
+	w.Header().Set("Mcp-Session-Id", s.ID)
+	h.respond(w, r, s, st, false)
+	st.Detach()
+	s.End(time.Now())
+	if v := conn.Version(); v != "" {
+		s.SetVersion(v)
+		h.log.Debug("session initialized", "session", s.ID, "server", name, "version", v)
+		return
+	}
+	// The initialize failed: the session never existed for the client.
+	if h.store.Remove(s.ID) != nil {
+		conn.Close()
+	}
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mimeType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// respond writes the replies of a POST: one JSON body (an array for a batch)
+// when only final replies come, else an SSE stream from the first related
+// message on.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool) {
+	var evs []session.Event
+	for {
+		var done bool
+		evs, done, _ = st.Next(evs, seqOf(evs))
+		for _, ev := range evs {
+			if !ev.Final && ev.Data != nil {
+				h.sse(w, r, s, st, evs, 0)
+				return
+			}
+		}
+		if done {
+			writeJSON(w, evs, batch)
+			if st.Complete() {
+				s.Forget(st)
+			}
+			return
+		}
+		select {
+		case <-st.Wake():
+		case <-r.Context().Done():
+			return // the stream stays in the session for a Last-Event-ID resume
+		}
+	}
+}
+
+func seqOf(evs []session.Event) uint64 {
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[len(evs)-1].Seq
+}
+
+func writeJSON(w http.ResponseWriter, evs []session.Event, batch bool) {
+	var body []byte
+	n := 0
+	for _, ev := range evs {
+		if ev.Data == nil {
+			continue // cancelled by the client: no reply
+		}
+		if batch {
+			if n == 0 {
+				body = append(body, '[')
+			} else {
+				body = append(body, ',')
+			}
+		}
+		body = append(body, ev.Data...)
+		n++
+	}
+	if n == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if batch {
+		body = append(body, ']')
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/sse"
+)
+
+// primingVersion is the first protocol version whose clients expect a
+// priming event (an id with empty data) at the start of every SSE stream;
+// older clients may try to parse the empty data as JSON.
+const primingVersion = "2025-11-25"
+
+func mimeType(v string) (string, map[string]string, error) { return mime.ParseMediaType(v) }
+
+// get opens the session's standalone stream, or resumes the stream a
+// Last-Event-ID names.
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
+	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list text/event-stream")
+		return
+	}
+	s := h.lookup(w, r, name)
+	if s == nil {
+		return
+	}
+	st, after := s.General(), uint64(0)
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		id, seq, ok := session.ParseEventID(last)
+		if !ok {
+			writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: malformed Last-Event-ID")
+			return
+		}
+		if st = s.Stream(id); st == nil {
+			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: the stream of that Last-Event-ID is gone")
+			return
+		}
+		after = seq
+	} else {
+		after = st.Undelivered()
+	}
+	if !st.Attach() {
+		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that stream is already open")
+		return
+	}
+	defer st.Detach()
+	s.Begin()
+	defer func() { s.End(time.Now()) }()
+	h.sse(w, r, s, st, nil, after)
+}
+
+// sse serves stream st as Server-Sent Events: first the events in pending
+// (already taken from st), then whatever follows `after`, until the
+// stream's requests all have their replies, the client leaves, or (for the
+// standalone stream) the gateway drains. Once the status line is out, no
+// error can change it: a failed write ends the stream.
+func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+
+	var buf []byte
+	var err error
+	if s.Version() >= primingVersion {
+		buf, _ = sse.AppendEvent(buf, sse.Event{ID: session.EventID(st.ID(), after), Retry: h.cfg.Retry})
+	}
+	// write sends evs (and anything already in buf); false means the client is gone.
+	write := func(evs []session.Event) bool {
+		for _, ev := range evs {
+			after = ev.Seq
+			if ev.Data == nil {
+				continue
+			}
+			buf, err = sse.AppendEvent(buf, sse.Event{ID: session.EventID(st.ID(), ev.Seq), Event: "message", Data: ev.Data})
+			if err != nil {
+				return false
+			}
+		}
+		if len(buf) > 0 {
+			if _, err = w.Write(buf); err == nil {
+				err = rc.Flush()
+			}
+			buf = buf[:0]
+		}
+		return err == nil
+	}
+	if !write(pending) {
+		return
+	}
+	var general <-chan struct{}
+	if st.ID() == 0 {
+		general = h.drain
+	}
+	keep := time.NewTicker(h.cfg.KeepAlive)
+	defer keep.Stop()
+	var evs []session.Event
+	for {
+		var done bool
+		var lost error
+		evs, done, lost = st.Next(evs[:0], after)
+		if lost != nil {
+			h.log.Warn("SSE stream fell behind its buffer; closing it", "session", s.ID, "stream", st.ID())
+			return
+		}
+		if !write(evs) {
+			return
+		}
+		if done {
+			if st.Complete() {
+				s.Forget(st)
+			}
+			return
+		}
+		select {
+		case <-st.Wake():
+		case <-r.Context().Done():
+			return
+		case <-general:
+			return
+		case <-keep.C:
+			if err := sse.WriteComment(w, "keep-alive"); err != nil {
+				return
+			}
+			if rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}

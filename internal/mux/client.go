@@ -1,0 +1,356 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Client is one client session on a Mux. Its methods are safe for
+// concurrent use.
+type Client struct {
+	m       *Mux
+	general Stream
+
+	// guarded by m.mu:
+	closed  bool
+	calls   map[string]*call // the client's raw id -> its call in flight
+	latest  *call            // the most recent call in flight, for attribution
+	queue   []*call          // calls waiting for an upstream slot (MaxInFlight)
+	subs    map[string]bool  // resource URIs subscribed
+	level   int              // logging level asked for; -1 none
+	version string           // negotiated protocol version
+	init    []byte           // exclusive mode: the client's initialize, replayed after a restart
+}
+
+// Join adds a client session; messages not tied to one of its requests go to
+// general.
+func (m *Mux) Join(general Stream) *Client {
+	c := &Client{m: m, general: general, calls: map[string]*call{}, subs: map[string]bool{}, level: -1}
+	m.mu.Lock()
+	m.clients[c] = struct{}{}
+	m.mu.Unlock()
+	return c
+}
+
+// Version returns the protocol version negotiated by the client's initialize.
+func (c *Client) Version() string {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.version
+}
+
+// Handle routes one message from the client. A request is answered exactly
+// once on out (out is unused for notifications and responses). Handle may
+// block while the upstream is starting, bounded by ctx and the request
+// timeout.
+func (c *Client) Handle(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	switch msg.Kind {
+	case jsonrpc.KindRequest:
+		c.request(ctx, msg, out)
+	case jsonrpc.KindNotification:
+		c.notification(msg)
+	case jsonrpc.KindResponse:
+		c.response(msg)
+	}
+}
+
+func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	id := msg.Bytes(msg.ID)
+	if msg.MethodIs("ping") {
+		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
+		return
+	}
+	if c.m.opts.Exclusive {
+		if msg.MethodIs("initialize") {
+			c.forward(ctx, msg, out, c.recordInit(msg))
+			return
+		}
+		c.forward(ctx, msg, out, nil)
+		return
+	}
+	switch {
+	case msg.MethodIs("initialize"):
+		c.initialize(ctx, msg, out)
+	case msg.MethodIs("logging/setLevel"):
+		c.setLevel(ctx, msg, out)
+	case msg.MethodIs("resources/subscribe"):
+		c.subscribe(ctx, msg, out, true)
+	case msg.MethodIs("resources/unsubscribe"):
+		c.subscribe(ctx, msg, out, false)
+	default:
+		c.forward(ctx, msg, out, nil)
+	}
+}
+
+// forward registers the request and writes it upstream with its id (and
+// progress token) rewritten. onReply, if set, sees the upstream reply first.
+func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message)) {
+	m := c.m
+	cl := &call{client: c, clientID: bytes.Clone(msg.Bytes(msg.ID)), out: out, onReply: onReply}
+	if msg.ProgressToken.Present() {
+		cl.token = bytes.Clone(msg.Bytes(msg.ProgressToken))
+	}
+	if err := m.waitReady(ctx); err != nil {
+		out.Reply(jsonrpc.ErrorResponse(cl.clientID, jsonrpc.CodeServerError, err.Error()))
+		return
+	}
+	m.mu.Lock()
+	if c.closed || m.closed {
+		m.mu.Unlock()
+		out.Reply(jsonrpc.ErrorResponse(cl.clientID, jsonrpc.CodeServerError, "mcpgate: session closed"))
+		return
+	}
+	key := string(cl.clientID)
+	if _, dup := c.calls[key]; dup {
+		m.mu.Unlock()
+		out.Reply(jsonrpc.ErrorResponse(cl.clientID, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
+		return
+	}
+	m.registerLocked(cl)
+	idBytes := appendUint(nil, cl.upID)
+	cl.edits[0] = jsonrpc.Edit{Span: msg.ID, Value: idBytes}
+	cl.nedits = 1
+	if cl.token != nil {
+		cl.edits[1] = jsonrpc.Edit{Span: msg.ProgressToken, Value: idBytes}
+		cl.nedits = 2
+	}
+	cl.msg = msg.Raw
+	c.calls[key] = cl
+	c.latest = cl
+	var now []*call
+	if m.opts.MaxInFlight > 0 && m.sending >= m.opts.MaxInFlight {
+		cl.queued = true
+		cl.msg = bytes.Clone(msg.Raw) // the caller's buffer is not ours past return
+		if len(c.queue) == 0 {
+			m.waiting = append(m.waiting, c)
+		}
+		c.queue = append(c.queue, cl)
+	} else {
+		cl.sent = true
+		m.sending++
+		now = []*call{cl}
+	}
+	m.mu.Unlock()
+	m.write(now)
+}
+
+// waitReady blocks until the current process generation is initialized.
+func (m *Mux) waitReady(ctx context.Context) error {
+	var timer *time.Timer
+	for {
+		m.mu.Lock()
+		closed, ready, initErr := m.closed, m.ready, m.initErr
+		ok := m.running && m.readyGen == m.gen
+		m.mu.Unlock()
+		switch {
+		case closed:
+			return errClosed
+		case ok:
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case initErr != nil:
+			return initErr
+		}
+		if timer == nil {
+			timer = time.NewTimer(min(readyWait, m.opts.Timeout))
+			defer timer.Stop()
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.ctx.Done():
+			return errClosed
+		case <-timer.C:
+			return errNotReady
+		}
+	}
+}
+
+// removeLocked forgets a call that left the pending table. Called with m.mu held.
+func (c *Client) removeLocked(cl *call) {
+	key := string(cl.clientID)
+	if c.calls[key] == cl {
+		delete(c.calls, key)
+	}
+	if cl.queued {
+		for i, q := range c.queue {
+			if q == cl {
+				c.queue = append(c.queue[:i], c.queue[i+1:]...)
+				break
+			}
+		}
+		cl.queued = false
+	}
+	if c.latest == cl {
+		c.latest = nil
+		for _, other := range c.calls {
+			if c.latest == nil || other.upID > c.latest.upID {
+				c.latest = other
+			}
+		}
+	}
+}
+
+// dequeueLocked takes the next queued calls, round-robin across clients,
+// while upstream slots are free. Called with m.mu held.
+func (m *Mux) dequeueLocked() []*call {
+	var out []*call
+	for len(m.waiting) > 0 && (m.opts.MaxInFlight <= 0 || m.sending < m.opts.MaxInFlight) {
+		c := m.waiting[0]
+		m.waiting = m.waiting[1:]
+		if len(c.queue) == 0 {
+			continue
+		}
+		cl := c.queue[0]
+		c.queue = c.queue[1:]
+		cl.queued, cl.sent = false, true
+		m.sending++
+		out = append(out, cl)
+		if len(c.queue) > 0 {
+			m.waiting = append(m.waiting, c)
+		}
+	}
+	return out
+}
+
+func (c *Client) notification(msg *jsonrpc.Message) {
+	m := c.m
+	switch {
+	case msg.MethodIs("notifications/initialized") && !m.opts.Exclusive:
+		return // the gateway initialized the server itself
+	case msg.MethodIs("notifications/cancelled"):
+		c.cancel(msg)
+		return
+	}
+	if err := m.send(msg.Raw); err != nil {
+		m.log.Debug("notification not forwarded", "err", err)
+	}
+}
+
+// cancel maps a client's cancellation onto the upstream id.
+func (c *Client) cancel(msg *jsonrpc.Message) {
+	if !msg.CancelRequestID.Present() {
+		return
+	}
+	m := c.m
+	key := string(msg.Bytes(msg.CancelRequestID))
+	m.mu.Lock()
+	cl := c.calls[key]
+	if cl == nil || m.pending[cl.upID] != cl {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.pending, cl.upID)
+	sent := cl.sent
+	m.forgetLocked(cl)
+	next := m.dequeueLocked()
+	m.mu.Unlock()
+	cl.out.Reply(nil)
+	if sent {
+		out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: appendUint(nil, cl.upID)})
+		if err := m.send(out); err != nil {
+			m.log.Debug("cancel not forwarded", "err", err)
+		}
+	}
+	m.write(next)
+}
+
+// response carries a client's answer to a server->client request back.
+func (c *Client) response(msg *jsonrpc.Message) {
+	m := c.m
+	gid, ok := parseUint(msg.Bytes(msg.ID))
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	sr := m.serverReqs[gid]
+	if sr == nil || sr.client != c {
+		m.mu.Unlock()
+		m.log.Debug("client answered an unknown server request", "id", string(msg.Bytes(msg.ID)))
+		return
+	}
+	delete(m.serverReqs, gid)
+	stale := sr.gen != m.gen
+	m.mu.Unlock()
+	if stale {
+		return // the process that asked is gone
+	}
+	out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: sr.upID})
+	if err := m.send(out); err != nil {
+		m.log.Debug("client response not forwarded", "err", err)
+	}
+}
+
+// Close ends the client session: its requests still in flight are cancelled
+// upstream, its subscriptions released and its open server requests refused.
+func (c *Client) Close() {
+	m := c.m
+	m.mu.Lock()
+	if c.closed {
+		m.mu.Unlock()
+		return
+	}
+	c.closed = true
+	delete(m.clients, c)
+	var cancel []uint64
+	for _, cl := range c.calls {
+		if m.pending[cl.upID] == cl {
+			delete(m.pending, cl.upID)
+			if cl.sent {
+				cancel = append(cancel, cl.upID)
+			}
+			m.forgetLocked(cl)
+		}
+	}
+	var refuse [][]byte
+	for gid, sr := range m.serverReqs {
+		if sr.client == c {
+			delete(m.serverReqs, gid)
+			if sr.gen == m.gen {
+				refuse = append(refuse, sr.upID)
+			}
+		}
+	}
+	var unsub []string
+	for uri := range c.subs {
+		if m.subs[uri]--; m.subs[uri] <= 0 {
+			delete(m.subs, uri)
+			unsub = append(unsub, uri)
+		}
+	}
+	next := m.dequeueLocked()
+	m.mu.Unlock()
+	for _, id := range cancel {
+		m.cancelUpstream(id, "client session ended")
+	}
+	for _, id := range refuse {
+		m.sendBestEffort(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: client session ended"))
+	}
+	if !m.opts.Exclusive {
+		for _, uri := range unsub {
+			m.internal("resources/unsubscribe", uriParams(uri))
+		}
+		m.applyLevel()
+	}
+	m.write(next)
+}
+
+func (m *Mux) sendBestEffort(msg []byte) {
+	if err := m.send(msg); err != nil {
+		m.log.Debug("message not sent upstream", "err", err)
+	}
+}
+
+func uriParams(uri string) []byte {
+	b, _ := json.Marshal(struct {
+		URI string `json:"uri"`
+	}{uri})
+	return b
+}

@@ -1,0 +1,356 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// SupportedVersions are the protocol versions the gateway negotiates with
+// clients, newest first.
+var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// LatestVersion is the version the gateway asks an upstream for.
+const LatestVersion = "2025-11-25"
+
+// IsSupported reports whether v is a protocol version the gateway speaks.
+func IsSupported(v string) bool {
+	for _, s := range SupportedVersions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// gatewayCapabilities are the client capabilities the gateway declares to a
+// shared upstream: all it can route to some session.
+const gatewayCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`
+
+// unroutable are server capabilities a shared upstream may have that the
+// gateway cannot route per session, so it does not advertise them: task ids
+// and experimental features are global to the process.
+var unroutable = []string{"tasks", "experimental"}
+
+// initTimeout bounds the gateway's own initialize of an upstream.
+const initTimeout = 60 * time.Second
+
+// initializeUpstream brings generation gen to the ready state: in shared
+// mode by the gateway's own initialize; in exclusive mode by replaying the
+// client's initialize after a restart (the first one is the client's own).
+func (m *Mux) initializeUpstream(gen uint64) {
+	var params []byte
+	if m.opts.Exclusive {
+		m.mu.Lock()
+		for c := range m.clients {
+			params = c.init
+		}
+		m.mu.Unlock()
+		if params == nil {
+			m.markReady(gen, nil)
+			return
+		}
+	} else {
+		params = fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"mcpgate","version":%q}}`,
+			LatestVersion, gatewayCapabilities, m.opts.Version)
+	}
+	reply, err := m.roundTrip(gen, "initialize", params)
+	if err == nil && !m.opts.Exclusive {
+		err = m.storeInit(reply)
+	}
+	if err != nil {
+		m.log.Error("upstream initialize failed", "gen", gen, "err", err)
+		m.markReady(gen, fmt.Errorf("mcpgate: upstream server failed to initialize: %w", err))
+		return
+	}
+	m.sendBestEffort(jsonrpc.Notification("notifications/initialized", nil))
+	if !m.opts.Exclusive {
+		m.restoreState()
+	}
+	m.markReady(gen, nil)
+}
+
+// roundTrip sends the gateway's own request to generation gen and waits for
+// its result.
+func (m *Mux) roundTrip(gen uint64, method string, params []byte) ([]byte, error) {
+	type answer struct {
+		result []byte
+		err    error
+	}
+	done := make(chan answer, 1)
+	c := &call{onReply: func(msg *jsonrpc.Message) {
+		if msg.IsError {
+			done <- answer{err: errors.New(string(msg.Raw))}
+			return
+		}
+		done <- answer{result: bytes.Clone(resultOf(msg.Raw))}
+	}}
+	m.mu.Lock()
+	if m.closed || m.gen != gen {
+		m.mu.Unlock()
+		return nil, errExited
+	}
+	m.registerLocked(c)
+	c.sent = true
+	m.mu.Unlock()
+	if err := m.send(jsonrpc.Request(appendUint(nil, c.upID), method, params)); err != nil {
+		m.finish(c.upID, func(*call) {})
+		return nil, err
+	}
+	timer := time.NewTimer(initTimeout)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		return a.result, a.err
+	case <-timer.C:
+		m.finish(c.upID, func(*call) {})
+		return nil, errors.New("no initialize reply in time")
+	case <-m.ctx.Done():
+		return nil, errClosed
+	}
+}
+
+// internal sends the gateway's own request and ignores the reply.
+func (m *Mux) internal(method string, params []byte) {
+	c := &call{}
+	m.mu.Lock()
+	if m.closed || !m.running {
+		m.mu.Unlock()
+		return
+	}
+	m.registerLocked(c)
+	c.sent = true
+	m.mu.Unlock()
+	if err := m.send(jsonrpc.Request(appendUint(nil, c.upID), method, params)); err != nil {
+		m.finish(c.upID, func(*call) {})
+	}
+}
+
+func (m *Mux) markReady(gen uint64, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gen != gen || !m.running {
+		return // the process is gone: waiters wait for the next one
+	}
+	if err != nil {
+		m.initErr = err
+	} else {
+		m.readyGen = gen
+	}
+	close(m.ready)
+	m.ready = make(chan struct{})
+	if err == nil {
+		close(m.ready) // stays closed while gen is ready
+	}
+}
+
+func (m *Mux) storeInit(result []byte) error {
+	var r struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(result, &r); err != nil {
+		return fmt.Errorf("initialize result: %w", err)
+	}
+	m.mu.Lock()
+	m.initResult, m.upVersion = result, r.ProtocolVersion
+	m.mu.Unlock()
+	return nil
+}
+
+// restoreState re-applies the logging level and subscriptions to a
+// restarted process.
+func (m *Mux) restoreState() {
+	m.mu.Lock()
+	uris := make([]string, 0, len(m.subs))
+	for uri := range m.subs {
+		uris = append(uris, uri)
+	}
+	m.level = -1
+	m.mu.Unlock()
+	for _, uri := range uris {
+		m.internal("resources/subscribe", uriParams(uri))
+	}
+	m.applyLevel()
+}
+
+// initialize answers a client's initialize in shared mode from the
+// upstream's result, with the version negotiated for this client.
+func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	m := c.m
+	id := msg.Bytes(msg.ID)
+	if err := m.waitReady(ctx); err != nil {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		return
+	}
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(paramsOf(msg.Raw), &p)
+	m.mu.Lock()
+	result, upVersion := m.initResult, m.upVersion
+	m.mu.Unlock()
+	version := Negotiate(p.ProtocolVersion, upVersion)
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(result, &r); err != nil {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: bad upstream initialize result"))
+		return
+	}
+	r["protocolVersion"], _ = json.Marshal(version)
+	if caps, ok := r["capabilities"]; ok {
+		var cm map[string]json.RawMessage
+		if json.Unmarshal(caps, &cm) == nil {
+			for _, k := range unroutable {
+				delete(cm, k)
+			}
+			r["capabilities"], _ = json.Marshal(cm)
+		}
+	}
+	body, _ := json.Marshal(r)
+	m.mu.Lock()
+	c.version = version
+	m.mu.Unlock()
+	out.Reply(jsonrpc.Response(id, body))
+}
+
+// Negotiate picks the version for a client that asked for requested, behind
+// an upstream that agreed to upstream: the requested one when the gateway
+// and the upstream both speak it, else the newest both speak.
+func Negotiate(requested, upstream string) string {
+	if upstream == "" || !IsSupported(upstream) {
+		upstream = LatestVersion
+	}
+	if IsSupported(requested) && requested <= upstream {
+		return requested
+	}
+	return upstream
+}
+
+// recordInit keeps the client's initialize (exclusive mode) for replay after
+// a restart, and its negotiated version from the reply.
+func (c *Client) recordInit(msg *jsonrpc.Message) func(*jsonrpc.Message) {
+	params := bytes.Clone(paramsOf(msg.Raw))
+	return func(reply *jsonrpc.Message) {
+		if reply.IsError {
+			return
+		}
+		var r struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		_ = json.Unmarshal(resultOf(reply.Raw), &r)
+		c.m.mu.Lock()
+		c.init, c.version = params, r.ProtocolVersion
+		c.m.mu.Unlock()
+	}
+}
+
+// setLevel records the client's level and sends the upstream the most
+// verbose level any client asked for, answering the client itself.
+func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	id := msg.Bytes(msg.ID)
+	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || !validLevel(p.Level) {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: unknown logging level"))
+		return
+	}
+	if err := c.m.waitReady(ctx); err != nil {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		return
+	}
+	c.m.mu.Lock()
+	c.level = levelRank(p.Level)
+	c.m.mu.Unlock()
+	c.m.applyLevel()
+	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
+}
+
+func validLevel(s string) bool {
+	for _, l := range levels {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// applyLevel sends logging/setLevel upstream when the most verbose level
+// asked for by any client changed.
+func (m *Mux) applyLevel() {
+	m.mu.Lock()
+	want := -1
+	for c := range m.clients {
+		if c.level >= 0 && (want < 0 || c.level < want) {
+			want = c.level
+		}
+	}
+	changed := want >= 0 && want != m.level
+	if changed {
+		m.level = want
+	}
+	m.mu.Unlock()
+	if changed {
+		m.internal("logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want]))
+	}
+}
+
+// subscribe reference-counts resource subscriptions: only the first
+// subscriber of a URI subscribes upstream and only the last one unsubscribes.
+func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out Stream, on bool) {
+	m := c.m
+	var p struct {
+		URI string `json:"uri"`
+	}
+	id := msg.Bytes(msg.ID)
+	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || p.URI == "" {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: uri is required"))
+		return
+	}
+	m.mu.Lock()
+	forward := false
+	switch {
+	case on && !c.subs[p.URI]:
+		c.subs[p.URI] = true
+		m.subs[p.URI]++
+		forward = m.subs[p.URI] == 1
+	case !on && c.subs[p.URI]:
+		delete(c.subs, p.URI)
+		m.subs[p.URI]--
+		forward = m.subs[p.URI] == 0
+		if forward {
+			delete(m.subs, p.URI)
+		}
+	}
+	m.mu.Unlock()
+	if !forward {
+		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
+		return
+	}
+	c.forward(ctx, msg, out, func(reply *jsonrpc.Message) {
+		if !reply.IsError || !on {
+			return
+		}
+		m.mu.Lock() // the upstream refused: undo
+		if c.subs[p.URI] {
+			delete(c.subs, p.URI)
+			if m.subs[p.URI]--; m.subs[p.URI] <= 0 {
+				delete(m.subs, p.URI)
+			}
+		}
+		m.mu.Unlock()
+	})
+}
+
+// resultOf returns the raw result of a response (slow path only).
+func resultOf(raw []byte) []byte {
+	var env struct {
+		Result json.RawMessage `json:"result"`
+	}
+	_ = json.Unmarshal(raw, &env)
+	return env.Result
+}
