@@ -134,10 +134,16 @@ func isJSON(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// respond writes the replies of a POST: one JSON body (an array for a batch)
-// when only final replies come, else an SSE stream from the first related
-// message on.
+// respond writes the replies of a POST. Sessions of 2025-11-25 and later
+// get an SSE stream at once, opened by a priming event, so a client whose
+// connection drops can resume with Last-Event-ID. Older sessions get one
+// JSON body (an array for a batch) when only final replies come, else an SSE
+// stream from the first related message on.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool) {
+	if s.Version() >= primingVersion {
+		h.sse(w, r, s, st, nil, 0)
+		return
+	}
 	var evs []session.Event
 	for {
 		var done bool

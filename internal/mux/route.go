@@ -46,8 +46,7 @@ func (m *Mux) Exited(gen uint64, err error) {
 // Oversized is called for a line over the line limit. If its prefix shows
 // the id of a pending request, that request fails now instead of timing out.
 func (m *Mux) Oversized(gen uint64, prefix []byte, size int) {
-	m.stats.oversized.Add(1)
-	m.log.Warn("upstream message over the line limit dropped", "bytes", size)
+	m.stats.oversized.Add(1) // the upstream logged it
 	i := bytes.Index(prefix, []byte(`"id":`))
 	if i < 0 {
 		return

@@ -1,0 +1,131 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestStreamKeepsOrderAndCompletes(t *testing.T) {
+	st := newStream(1, 8, 2)
+	st.Send([]byte("p1"))
+	st.Reply([]byte("r1"))
+	evs, done, err := st.Next(nil, 0)
+	if err != nil || done || len(evs) != 2 || string(evs[0].Data) != "p1" || !evs[1].Final {
+		t.Fatalf("after one reply of two: %v done=%v err=%v", evs, done, err)
+	}
+	st.Reply(nil) // a cancelled request still completes the stream
+	evs, done, err = st.Next(nil, evs[1].Seq)
+	if err != nil || !done || len(evs) != 1 || evs[0].Seq != 3 {
+		t.Fatalf("after the last reply: %v done=%v err=%v", evs, done, err)
+	}
+	select {
+	case <-st.Wake():
+	default:
+		t.Fatal("no wake-up after appends")
+	}
+}
+
+func TestStreamDropsOldestAndReportsLoss(t *testing.T) {
+	st := newStream(0, 4, 0)
+	for i := range 10 {
+		st.Send(fmt.Appendf(nil, "m%d", i))
+	}
+	if st.Dropped() != 6 {
+		t.Fatalf("dropped %d, want 6", st.Dropped())
+	}
+	if _, _, err := st.Next(nil, 2); !errors.Is(err, ErrLost) {
+		t.Fatalf("resume from a dropped event: err %v, want ErrLost", err)
+	}
+	evs, _, err := st.Next(nil, 6)
+	if err != nil || len(evs) != 4 || string(evs[0].Data) != "m6" {
+		t.Fatalf("resume from the oldest kept: %v %v", evs, err)
+	}
+	if st.Undelivered() != 10 {
+		t.Fatalf("undelivered mark %d, want 10", st.Undelivered())
+	}
+}
+
+func TestStreamSingleReaderAndClose(t *testing.T) {
+	st := newStream(0, 4, 0)
+	if !st.Attach() || st.Attach() {
+		t.Fatal("a second reader was allowed")
+	}
+	st.Detach()
+	st.Close()
+	st.Send([]byte("late"))
+	evs, done, _ := st.Next(nil, 0)
+	if !done || len(evs) != 0 || st.Attach() {
+		t.Fatalf("closed stream: %v done=%v", evs, done)
+	}
+}
+
+func TestEventIDRoundTrip(t *testing.T) {
+	for _, c := range [][2]uint64{{0, 0}, {3, 17}, {1 << 40, 1<<64 - 1}} {
+		s, q, ok := ParseEventID(EventID(c[0], c[1]))
+		if !ok || s != c[0] || q != c[1] {
+			t.Fatalf("%v: got %d %d %v", c, s, q, ok)
+		}
+	}
+	for _, bad := range []string{"", "1", "a-1", "1-b", "-1", "1-"} {
+		if _, _, ok := ParseEventID(bad); ok {
+			t.Fatalf("%q parsed", bad)
+		}
+	}
+}
+
+func TestStoreLimitsExpiryAndIDs(t *testing.T) {
+	now := time.Unix(1000, 0)
+	st := NewStore(2, time.Minute, 8)
+	a, err := st.Create("x", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := st.Create("x", now)
+	if _, err := st.Create("x", now); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("third session: %v", err)
+	}
+	if len(a.ID) < 32 || a.ID == b.ID {
+		t.Fatalf("ids %q %q", a.ID, b.ID)
+	}
+	for _, c := range a.ID {
+		if c < 0x21 || c > 0x7e {
+			t.Fatalf("id %q has a non-visible character", a.ID)
+		}
+	}
+	b.Begin() // busy: never idle
+	if got := st.Expire(now.Add(2 * time.Minute)); len(got) != 1 || got[0] != a {
+		t.Fatalf("expired %v, want only the idle session", got)
+	}
+	b.End(now.Add(2 * time.Minute))
+	if got := st.Expire(now.Add(150 * time.Second)); len(got) != 0 {
+		t.Fatal("a session expired right after its activity ended")
+	}
+	if got := st.Expire(now.Add(4 * time.Minute)); len(got) != 1 {
+		t.Fatal("the session did not expire once idle")
+	}
+	if st.Len() != 0 || st.Remove(b.ID) != nil {
+		t.Fatal("store not empty")
+	}
+}
+
+func TestSessionRetainsBoundedStreams(t *testing.T) {
+	st := NewStore(0, time.Minute, 8)
+	s, _ := st.Create("x", time.Now())
+	first := s.NewStream(1)
+	first.Reply([]byte("r"))
+	for range maxRetainedStreams {
+		s.NewStream(1)
+	}
+	if s.Stream(first.ID()) != nil {
+		t.Fatal("the oldest finished stream was not evicted")
+	}
+	if s.Stream(0) != s.General() {
+		t.Fatal("stream 0 is not the standalone stream")
+	}
+	st.RemoveAll()
+	if _, done, _ := s.General().Next(nil, 0); !done {
+		t.Fatal("streams stay open after the session is removed")
+	}
+}
