@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -235,5 +236,48 @@ func TestSessionModeForwardsInitialize(t *testing.T) {
 	}
 	if res.ProtocolVersion != "2025-06-18" || res.ServerInfo.Name != "mcptest-fake" {
 		t.Fatalf("initialize result %s", m.Result)
+	}
+}
+
+// TestDisconnectCancelsUnresumable: a 2025-06-18 client waiting for a JSON
+// reply that disconnects has its request cancelled upstream.
+func TestDisconnectCancelsUnresumable(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	c := g.client("fake")
+	c.version = "2025-06-18"
+	c.connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req := c.request(http.MethodPost, callBody("1", "slow", map[string]int{"ms": 600000}, "")).WithContext(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := c.g.http.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
+	cancel()
+	<-errc
+	waitFor(t, "the request to be cancelled upstream", func() bool {
+		return g.pending("fake") == 0 &&
+			toolText(t, c.post(t, callBody("2", "cancelled", map[string]any{}, "")).final(t)) != "[]"
+	})
+}
+
+// TestShutdownDrainsInFlight: a request in flight when the gateway is told
+// to stop still gets its result, and the gateway then exits cleanly.
+func TestShutdownDrainsInFlight(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	c := g.client("fake")
+	c.connect(t)
+	got := make(chan rpc, 1)
+	go func() { got <- c.post(t, callBody("1", "slow", map[string]int{"ms": 300}, "")).final(t) }()
+	waitFor(t, "the call to be in flight", func() bool { return g.pending("fake") == 1 })
+	if err := g.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if text := toolText(t, <-got); text != "done" {
+		t.Fatalf("in-flight call during shutdown: %q", text)
 	}
 }

@@ -23,6 +23,9 @@ type Conn interface {
 	Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream)
 	// Version is the protocol version negotiated by initialize ("" before).
 	Version() string
+	// Abandon cancels the requests whose replies were to go to out: their
+	// client disconnected and cannot resume.
+	Abandon(out mux.Stream)
 	// Close ends the session's use of the server.
 	Close()
 }

@@ -85,7 +85,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	for i := range msgs {
 		conn.Handle(r.Context(), &msgs[i], st)
 	}
-	h.respond(w, r, s, st, batch)
+	if !h.respond(w, r, s, st, batch) {
+		conn.Abandon(st)
+	}
 }
 
 // initialize creates the session, opens its connection to the server and
@@ -115,7 +117,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	st.Attach()
 	conn.Handle(r.Context(), msg, st)
 	w.Header().Set("Mcp-Session-Id", s.ID)
-	h.respond(w, r, s, st, false)
+	if !h.respond(w, r, s, st, false) {
+		conn.Abandon(st)
+	}
 	st.Detach()
 	s.End(time.Now())
 	if v := conn.Version(); v != "" {
@@ -138,11 +142,13 @@ func isJSON(contentType string) bool {
 // get an SSE stream at once, opened by a priming event, so a client whose
 // connection drops can resume with Last-Event-ID. Older sessions get one
 // JSON body (an array for a batch) when only final replies come, else an SSE
-// stream from the first related message on.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool) {
+// stream from the first related message on. It returns false if the client
+// left before it got any event id to resume from: nobody will ever read the
+// replies.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool) bool {
 	if s.Version() >= primingVersion {
 		h.sse(w, r, s, st, nil, 0)
-		return
+		return true
 	}
 	var evs []session.Event
 	for {
@@ -151,20 +157,19 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 		for _, ev := range evs {
 			if !ev.Final && ev.Data != nil {
 				h.sse(w, r, s, st, evs, 0)
-				return
+				return true
 			}
 		}
 		if done {
 			writeJSON(w, evs, batch)
-			if st.Complete() {
-				s.Forget(st)
-			}
-			return
+			s.Forget(st)
+			return true
 		}
 		select {
 		case <-st.Wake():
 		case <-r.Context().Done():
-			return // the stream stays in the session for a Last-Event-ID resume
+			s.Forget(st)
+			return false
 		}
 	}
 }

@@ -262,6 +262,30 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 	m.write(next)
 }
 
+// Abandon cancels upstream the client's requests still in flight whose
+// replies were to go to out: their client left and cannot resume the stream.
+// They end without a reply.
+func (c *Client) Abandon(out Stream) {
+	m := c.m
+	m.mu.Lock()
+	var cancel []uint64
+	for _, cl := range c.calls {
+		if cl.out == out && m.pending[cl.upID] == cl {
+			delete(m.pending, cl.upID)
+			if cl.sent {
+				cancel = append(cancel, cl.upID)
+			}
+			m.forgetLocked(cl)
+		}
+	}
+	next := m.dequeueLocked()
+	m.mu.Unlock()
+	for _, id := range cancel {
+		m.cancelUpstream(id, "client disconnected")
+	}
+	m.write(next)
+}
+
 // response carries a client's answer to a server->client request back.
 func (c *Client) response(msg *jsonrpc.Message) {
 	m := c.m

@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportsPointOneWay keeps the package layout of docs/architecture.md:
+// each internal package may import only the internal packages listed here,
+// and the multiplexer never touches HTTP.
+func TestImportsPointOneWay(t *testing.T) {
+	const mod = "github.com/mcpgate/mcpgate/"
+	allowed := map[string][]string{
+		"internal/jsonrpc":  {},
+		"internal/sse":      {},
+		"internal/config":   {},
+		"internal/session":  {},
+		"internal/upstream": {},
+		"internal/mux":      {"internal/jsonrpc"},
+		"internal/httpapi":  {"internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
+		"internal/backend":  {"internal/config", "internal/httpapi", "internal/mux", "internal/upstream"},
+		"internal/gateway":  {"internal/backend", "internal/config", "internal/httpapi"},
+		"cmd/mcpgate":       {"internal/config", "internal/gateway"},
+	}
+	forbiddenStd := map[string][]string{
+		"internal/mux":     {"net/http"},
+		"internal/jsonrpc": {"net/http", "os/exec"},
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		ok, known := allowed[pkg]
+		for _, imp := range fields[1:] {
+			for _, bad := range forbiddenStd[pkg] {
+				if imp == bad {
+					t.Errorf("%s imports %s", pkg, imp)
+				}
+			}
+			dep, internal := strings.CutPrefix(imp, mod)
+			if !internal || !strings.HasPrefix(pkg, "internal/") && !strings.HasPrefix(pkg, "cmd/") {
+				continue
+			}
+			if !known {
+				if strings.HasPrefix(pkg, "internal/mcptest") || dep == "internal/mcptest" {
+					continue
+				}
+				t.Errorf("package %s is not in the layout: add it to this test and docs/architecture.md", pkg)
+				break
+			}
+			found := false
+			for _, a := range ok {
+				found = found || a == dep
+			}
+			if !found {
+				t.Errorf("%s imports %s, against the layout", pkg, dep)
+			}
+		}
+	}
+}
