@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -220,5 +221,39 @@ func quiet(t *testing.T, ch <-chan json.RawMessage, what string) {
 	case raw := <-ch:
 		t.Fatalf("%s got an unexpected message %s", what, raw)
 	default:
+	}
+}
+
+// TestSSEWireFormat reads a GET stream's raw bytes: a 2025-11-25 stream opens
+// with a priming event (an id, a retry hint, empty data), and an idle stream
+// gets keep-alive comments.
+func TestSSEWireFormat(t *testing.T) {
+	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg.Gateway.KeepAliveInterval = 20 * time.Millisecond
+	g := startGateway(t, cfg)
+	c := g.client("fake")
+	c.connect(t)
+	resp, err := c.g.http.Do(getRequest(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	rd := bufio.NewReader(resp.Body)
+	var lines []string
+	for len(lines) < 6 {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", lines, err)
+		}
+		lines = append(lines, strings.TrimRight(line, "\n"))
+	}
+	if !strings.HasPrefix(lines[0], "id: 0-") || !strings.HasPrefix(lines[1], "retry: ") || lines[2] != "data: " && lines[2] != "data:" || lines[3] != "" {
+		t.Fatalf("stream does not open with a priming event: %q", lines)
+	}
+	if !strings.HasPrefix(lines[4], ":") || lines[5] != "" {
+		t.Fatalf("no keep-alive comment on the idle stream: %q", lines[4:])
 	}
 }

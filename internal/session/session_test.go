@@ -129,3 +129,22 @@ func TestSessionRetainsBoundedStreams(t *testing.T) {
 		t.Fatal("streams stay open after the session is removed")
 	}
 }
+
+// FuzzParseEventID: Last-Event-ID comes from clients; parsing never panics
+// and whatever parses round-trips.
+func FuzzParseEventID(f *testing.F) {
+	f.Add("0-0")
+	f.Add("12-345")
+	f.Add("18446744073709551615-1")
+	f.Add("-")
+	f.Fuzz(func(t *testing.T, id string) {
+		s, q, ok := ParseEventID(id)
+		if !ok {
+			return
+		}
+		s2, q2, ok2 := ParseEventID(EventID(s, q))
+		if !ok2 || s2 != s || q2 != q {
+			t.Fatalf("%q -> %d %d does not round-trip", id, s, q)
+		}
+	})
+}
