@@ -1,0 +1,125 @@
+// everything_client.mjs drives the reference server-everything through one MCP endpoint with N
+// concurrent clients of the official TypeScript SDK, and checks that every reply and every
+// progress notification reached the client it belongs to.
+//
+// Usage: node everything_client.mjs --url http://127.0.0.1:PORT/servers/everything/mcp [--clients 10]
+//
+// It prints one JSON summary on stdout and exits 0 only if every check passed. It must stand next
+// to the node_modules it imports (scripts/peers.sh and the Go test copy it into .cache/peers).
+//
+// Why these calls: every SDK client numbers its requests from 0, so all N clients use the same
+// JSON-RPC ids and the same progress tokens at the same time. A gateway that routes by id alone,
+// or broadcasts notifications, hands one client another's echo, sum or progress; each client
+// therefore uses its own message, its own numbers and its own step count, and checks all of them.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { randomUUID } from "node:crypto";
+import { parseArgs } from "node:util";
+
+const { values: opts } = parseArgs({
+  options: {
+    url: { type: "string" },
+    clients: { type: "string", default: "10" },
+    duration: { type: "string", default: "1.5" },
+  },
+});
+if (!opts.url) {
+  console.error("usage: everything_client.mjs --url URL [--clients N] [--duration SECONDS]");
+  process.exit(2);
+}
+const clientCount = Number.parseInt(opts.clients, 10);
+const duration = Number.parseFloat(opts.duration);
+
+const LRO = "trigger-long-running-operation";
+
+// textOf returns the concatenated text content of a tool result.
+function textOf(result) {
+  return (result.content ?? [])
+    .filter((c) => c.type === "text")
+    .map((c) => c.text)
+    .join("\n");
+}
+
+async function runClient(i) {
+  const report = { client: i, tools: 0, echo: false, sum: false, progress: [], steps: 0, errors: [] };
+  const fail = (msg) => report.errors.push(msg);
+
+  const client = new Client({ name: `mcpgate-e2e-${i}`, version: "1.0.0" });
+  // Progress for a token this client does not know lands here: a misrouted notification. Once
+  // the client is closing, its own aborts of open streams land here too; those are not errors.
+  let closing = false;
+  client.onerror = (err) => {
+    if (!closing) fail(`client error: ${err?.message ?? err}`);
+  };
+  const transport = new StreamableHTTPClientTransport(new URL(opts.url));
+
+  try {
+    await client.connect(transport);
+
+    const { tools } = await client.listTools();
+    report.tools = tools.length;
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    for (const name of ["echo", "get-sum", LRO]) {
+      if (!byName.has(name)) fail(`tools/list has no "${name}" (got ${[...byName.keys()].join(", ")})`);
+    }
+    const lroProps = Object.keys(byName.get(LRO)?.inputSchema?.properties ?? {});
+    for (const arg of ["duration", "steps"]) {
+      if (!lroProps.includes(arg)) fail(`${LRO} inputSchema has no "${arg}" (got ${lroProps.join(", ")})`);
+    }
+    if (report.errors.length > 0) return report;
+
+    // Distinct per client, so a reply or notification delivered to the wrong client shows.
+    const message = `client-${i}-${randomUUID()}`;
+    const a = 1000 * (i + 1) + i;
+    const b = 7 * i + 3;
+    const steps = 3 + (i % 3);
+    report.steps = steps;
+
+    const echo = client.callTool({ name: "echo", arguments: { message } }).then((r) => {
+      const text = textOf(r);
+      if (r.isError || !text.includes(message)) fail(`echo: want text containing ${message}, got ${JSON.stringify(text)}`);
+      else report.echo = true;
+    });
+    const sum = client.callTool({ name: "get-sum", arguments: { a, b } }).then((r) => {
+      const text = textOf(r);
+      // "The sum of A and B is S." - check the operands too: a reply for another client has other ones.
+      const m = /sum of (\S+) and (\S+) is (\S+?)\.?$/.exec(text);
+      if (r.isError || !m || Number(m[1]) !== a || Number(m[2]) !== b || Number(m[3]) !== a + b) {
+        fail(`get-sum(${a}, ${b}): want ${a + b}, got ${JSON.stringify(text)}`);
+      } else report.sum = true;
+    });
+    const lro = client
+      .callTool({ name: LRO, arguments: { duration, steps } }, undefined, {
+        onprogress: (p) => report.progress.push({ progress: p.progress, total: p.total }),
+        resetTimeoutOnProgress: true,
+      })
+      .then((r) => {
+        if (r.isError) fail(`${LRO}: error result ${JSON.stringify(r)}`);
+        if (!textOf(r).includes(`Steps: ${steps}`)) fail(`${LRO}: result for another call: ${JSON.stringify(textOf(r))}`);
+      });
+    // All three in flight at once on one session: replies must come back matched by id.
+    const settled = await Promise.allSettled([echo, sum, lro]);
+    for (const s of settled) if (s.status === "rejected") fail(`call failed: ${s.reason?.message ?? s.reason}`);
+
+    // Exactly this call's progress: 1..steps, each with total == steps, nothing else.
+    const want = Array.from({ length: steps }, (_, k) => ({ progress: k + 1, total: steps }));
+    if (JSON.stringify(report.progress) !== JSON.stringify(want)) {
+      fail(`progress: want ${JSON.stringify(want)}, got ${JSON.stringify(report.progress)}`);
+    }
+
+    closing = true;
+    await transport.terminateSession();
+  } catch (err) {
+    fail(`${err?.name ?? "Error"}: ${err?.message ?? err}`);
+  } finally {
+    closing = true;
+    await client.close().catch((err) => fail(`close: ${err?.message ?? err}`));
+  }
+  return report;
+}
+
+const results = await Promise.all(Array.from({ length: clientCount }, (_, i) => runClient(i)));
+const failed = results.filter((r) => r.errors.length > 0).length;
+const summary = { ok: failed === 0 && results.length === clientCount, clients: clientCount, failed, results };
+process.stdout.write(JSON.stringify(summary) + "\n");
+process.exit(summary.ok ? 0 : 1);

