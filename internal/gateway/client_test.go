@@ -46,7 +46,9 @@ func startGateway(t *testing.T, cfg *config.Config) *testGateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- gw.serve(ctx, ln) }()
-	tr := &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 0}
+	// Both ends of every connection live in this process: bound them well
+	// under the open-file limit. Calls beyond it wait for a connection.
+	tr := &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 2000}
 	var once sync.Once
 	var stopErr error
 	g := &testGateway{URL: "http://" + ln.Addr().String(), http: &http.Client{Transport: tr}, gw: gw}
