@@ -93,7 +93,7 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 		}
 	}) {
 		m.stats.unknown.Add(1)
-		m.log.Debug("upstream reply matches no pending request; dropped", "id", string(msg.Bytes(msg.ID)))
+		m.log.Info("upstream reply matches no pending request (late or unknown); dropped", "id", string(msg.Bytes(msg.ID)))
 	}
 }
 
