@@ -91,6 +91,24 @@ type Gateway struct {
 	// LogLevel is the least severe level logged: "debug", "info", "warn" or
 	// "error" (key "logLevel"). Default "info".
 	LogLevel string
+
+	// HostRouting routes requests by subdomain (key "hostRouting"). Default:
+	// off.
+	HostRouting HostRouting
+
+	// TrustProxyHeaders makes the gateway honour X-Forwarded-Host and
+	// X-Forwarded-Proto (key "trustProxyHeaders"): for host routing and in
+	// the legacy SSE endpoint URL. Enable it only behind a proxy that sets
+	// them. Default false.
+	TrustProxyHeaders bool
+}
+
+// HostRouting is the "gateway.hostRouting" block.
+type HostRouting struct {
+	// Domain (key "domain"): with "mcp.example.com", a request for host
+	// "memory.mcp.example.com" on /mcp, /sse or /messages goes to server
+	// "memory". Default "" (off).
+	Domain string
 }
 
 // Defaults returns the gateway block with every setting at its default.

@@ -150,11 +150,33 @@ func (d *decoder) gateway(path string, raw json.RawMessage, g *Gateway) {
 			d.integer(p, v, &g.MaxLineBytes)
 		case "logLevel":
 			d.str(p, v, &g.LogLevel, false)
+		case "hostRouting":
+			d.fields(p, v, "an object", func(key, p string, v json.RawMessage) bool {
+				if key != "domain" {
+					return false
+				}
+				d.str(p, v, &g.HostRouting.Domain, true)
+				return true
+			})
+		case "trustProxyHeaders":
+			d.boolean(p, v, &g.TrustProxyHeaders)
 		default:
 			return false
 		}
 		return true
 	})
+}
+
+// boolean decodes true or false.
+func (d *decoder) boolean(path string, raw json.RawMessage, dst *bool) {
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		d.problems.add(path, "must be true or false")
+	}
 }
 
 // servers decodes the "mcpServers" object at path into cfg.Servers.

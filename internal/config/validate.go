@@ -73,6 +73,9 @@ func (g *Gateway) check(ps *Problems, path string) {
 	atLeast(ps, join(path, "maxBodyBytes"), g.MaxBodyBytes, 1)
 	atLeast(ps, join(path, "sseReplayEvents"), int64(g.SSEReplayEvents), 0)
 	atLeast(ps, join(path, "maxLineBytes"), int64(g.MaxLineBytes), 1)
+	if dom := g.HostRouting.Domain; dom != "" && !validDomain(dom) {
+		ps.add(join(join(path, "hostRouting"), "domain"), "%q is not a domain name (e.g. \"mcp.example.com\")", dom)
+	}
 	if _, err := ParseLogLevel(g.LogLevel); err != nil {
 		ps.add(join(path, "logLevel"), `%q is not one of "debug", "info", "warn", "error"`, g.LogLevel)
 	}
@@ -155,6 +158,25 @@ func validServerName(name string) bool {
 			c == '.', c == '_', c == '-':
 		default:
 			return false
+		}
+	}
+	return true
+}
+
+// validDomain reports whether s is a plain DNS name: dot-separated labels
+// of letters, digits and '-', no scheme, port or path.
+func validDomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
 		}
 	}
 	return true
