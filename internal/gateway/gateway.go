@@ -77,6 +77,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 		Backends: backends, OriginAllowed: gw.OriginAllowed, MaxBodyBytes: gw.MaxBodyBytes,
 		KeepAlive: gw.KeepAliveInterval, MaxSessions: gw.MaxSessions, IdleTimeout: gw.SessionIdleTimeout,
 		SweepInterval: gw.SessionSweepInterval, ReplayEvents: gw.SSEReplayEvents, Logger: log,
+		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
 	})
 	return g, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,8 +49,19 @@ type Config struct {
 	IdleTimeout   time.Duration            // default 30m
 	SweepInterval time.Duration            // default 30s
 	ReplayEvents  int                      // events kept per stream; default 512
-	Logger        *slog.Logger
+	LegacyGrace   time.Duration            // a legacy SSE session outlives its stream this long; default 5s
+	// HostDomain enables subdomain routing: with "mcp.example.com", host
+	// "memory.mcp.example.com" serves server "memory" at /mcp, /sse and
+	// /messages. Default "" (off).
+	HostDomain string
+	// TrustProxyHeaders honours X-Forwarded-Host (routing, endpoint URLs)
+	// and X-Forwarded-Proto (endpoint URLs). Default false.
+	TrustProxyHeaders bool
+	Logger            *slog.Logger
 }
+
+// hostRoutedKey is a path value set on requests routed by subdomain.
+const hostRoutedKey = "mcpgate.hostRouted"
 
 // Handler serves the Streamable HTTP transport. See the package comment.
 type Handler struct {
@@ -86,6 +98,9 @@ func New(cfg Config) *Handler {
 	if cfg.ReplayEvents <= 0 {
 		cfg.ReplayEvents = 512
 	}
+	if cfg.LegacyGrace <= 0 {
+		cfg.LegacyGrace = 5 * time.Second
+	}
 	if cfg.OriginAllowed == nil {
 		cfg.OriginAllowed = func(o string) bool { return o == "" }
 	}
@@ -98,6 +113,8 @@ func New(cfg Config) *Handler {
 		drain: make(chan struct{}),
 	}
 	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
+	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
+	h.mux.HandleFunc("/servers/{name}/messages", h.serveMessages)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: no endpoint at "+r.URL.Path+" (servers are at /servers/{name}/mcp)")
 	})
@@ -105,7 +122,48 @@ func New(cfg Config) *Handler {
 }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.HostDomain != "" {
+		if name, ok := h.hostServer(r); ok {
+			var serve http.HandlerFunc
+			switch r.URL.Path {
+			case "/mcp":
+				serve = h.serveMCP
+			case "/sse":
+				serve = h.serveSSE
+			case "/messages":
+				serve = h.serveMessages
+			}
+			if serve != nil {
+				r.SetPathValue("name", name)
+				r.SetPathValue(hostRoutedKey, "1")
+				serve(w, r)
+				return
+			}
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// hostServer returns the server a request's host names under HostDomain.
+func (h *Handler) hostServer(r *http.Request) (string, bool) {
+	host := r.Host
+	if h.cfg.TrustProxyHeaders {
+		if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
+			host, _, _ = strings.Cut(fwd, ",")
+			host = strings.TrimSpace(host)
+		}
+	}
+	if hp, _, err := net.SplitHostPort(host); err == nil {
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	name, ok := strings.CutSuffix(host, "."+strings.ToLower(h.cfg.HostDomain))
+	if !ok || name == "" || strings.Contains(name, ".") {
+		return "", false
+	}
+	return name, true
+}
 
 // Sessions returns the number of live sessions.
 func (h *Handler) Sessions() int { return h.store.Len() }
@@ -155,27 +213,62 @@ func closeConn(s *session.Session) {
 	}
 }
 
-func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+// front runs the checks every endpoint shares and finds the server; it
+// answers the request itself when they fail.
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, bool) {
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.
 	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
 		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
-		return
+		return "", nil, false
 	}
 	name := r.PathValue("name")
 	be, ok := h.cfg.Backends[name]
 	if !ok {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: unknown server "+strconv.Quote(name))
-		return
+		return "", nil, false
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !mux.IsSupported(v) {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
+		return "", nil, false
+	}
+	return name, be, true
+}
+
+func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
+	name, be, ok := h.front(w, r)
+	if !ok {
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		return
+	}
+	h.legacyGet(w, r, name, be)
+}
+
+func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request) {
+	if name, _, ok := h.front(w, r); ok {
+		h.legacyPost(w, r, name)
+	}
+}
+
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	name, be, ok := h.front(w, r)
+	if !ok {
 		return
 	}
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r, name, be)
 	case http.MethodGet:
+		// A GET without a session is a 2024-11-05 client (or an SDK falling
+		// back to the old transport on the same URL): a legacy SSE session.
+		if r.Header.Get("Mcp-Session-Id") == "" && accepts(r.Header.Get("Accept"), "text/event-stream") {
+			h.legacyGet(w, r, name, be)
+			return
+		}
 		h.get(w, r, name)
 	case http.MethodDelete:
 		h.delete(w, r, name)

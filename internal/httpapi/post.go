@@ -24,31 +24,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "mcpgate: request body over the limit")
-			return
-		}
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "mcpgate: reading request body: "+err.Error())
+	msgs, batch, ok := h.readMessages(w, r)
+	if !ok {
 		return
 	}
-	batch := jsonrpc.IsBatch(body)
-	parts := [][]byte{body}
-	if batch {
-		if parts, err = jsonrpc.SplitBatch(body); err != nil {
-			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
-			return
-		}
-	}
-	msgs := make([]jsonrpc.Message, len(parts))
 	requests := 0
-	for i, p := range parts {
-		if msgs[i], err = jsonrpc.Parse(p); err != nil {
-			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
-			return
-		}
+	for i := range msgs {
 		if msgs[i].Kind == jsonrpc.KindRequest {
 			requests++
 		}
@@ -88,6 +69,36 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if !h.respond(w, r, s, st, batch) {
 		conn.Abandon(st)
 	}
+}
+
+// readMessages reads and parses a POST body: one message or a batch. On
+// failure it answers the request itself.
+func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []jsonrpc.Message, batch, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "mcpgate: request body over the limit")
+			return nil, false, false
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "mcpgate: reading request body: "+err.Error())
+		return nil, false, false
+	}
+	parts := [][]byte{body}
+	if batch = jsonrpc.IsBatch(body); batch {
+		if parts, err = jsonrpc.SplitBatch(body); err != nil {
+			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
+			return nil, false, false
+		}
+	}
+	msgs = make([]jsonrpc.Message, len(parts))
+	for i, p := range parts {
+		if msgs[i], err = jsonrpc.Parse(p); err != nil {
+			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
+			return nil, false, false
+		}
+	}
+	return msgs, batch, true
 }
 
 // initialize creates the session, opens its connection to the server and

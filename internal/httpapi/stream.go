@@ -59,6 +59,17 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 // standalone stream) the gateway drains. Once the status line is out, no
 // error can change it: a failed write ends the stream.
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64) {
+	var preamble []byte
+	if s.Version() >= primingVersion {
+		preamble, _ = sse.AppendEvent(nil, sse.Event{ID: session.EventID(st.ID(), after), Retry: h.cfg.Retry})
+	}
+	h.stream(w, r, s, st, pending, after, preamble, func(seq uint64) string { return session.EventID(st.ID(), seq) })
+}
+
+// stream writes the SSE stream of sse and of the legacy transport: the
+// preamble (a priming or endpoint event), then st's events with ids from
+// eventID.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, preamble []byte, eventID func(uint64) string) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")
@@ -66,11 +77,8 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 
-	var buf []byte
+	buf := preamble
 	var err error
-	if s.Version() >= primingVersion {
-		buf, _ = sse.AppendEvent(buf, sse.Event{ID: session.EventID(st.ID(), after), Retry: h.cfg.Retry})
-	}
 	// write sends evs (and anything already in buf); false means the client is gone.
 	write := func(evs []session.Event) bool {
 		for _, ev := range evs {
@@ -78,7 +86,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session
 			if ev.Data == nil {
 				continue
 			}
-			buf, err = sse.AppendEvent(buf, sse.Event{ID: session.EventID(st.ID(), ev.Seq), Event: "message", Data: ev.Data})
+			buf, err = sse.AppendEvent(buf, sse.Event{ID: eventID(ev.Seq), Event: "message", Data: ev.Data})
 			if err != nil {
 				return false
 			}

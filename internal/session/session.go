@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type Session struct {
 	Server string // the server name the session was opened on
 
 	replay int // events kept per stream
+	legacy atomic.Bool
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -35,6 +37,13 @@ type Session struct {
 	lastActive time.Time
 	closed     bool
 }
+
+// Legacy reports whether the session speaks the 2024-11-05 HTTP+SSE
+// transport (its replies all go on its one SSE stream).
+func (s *Session) Legacy() bool { return s.legacy.Load() }
+
+// SetLegacy marks a 2024-11-05 HTTP+SSE session.
+func (s *Session) SetLegacy() { s.legacy.Store(true) }
 
 // Version returns the protocol version negotiated for the session.
 func (s *Session) Version() string {

@@ -164,6 +164,13 @@ func (s *Stream) Attach() bool {
 	return true
 }
 
+// Attached reports whether a reader is attached.
+func (s *Stream) Attached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reader
+}
+
 // Detach marks the reader gone.
 func (s *Stream) Detach() {
 	s.mu.Lock()

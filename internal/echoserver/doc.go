@@ -1,0 +1,26 @@
+// Package echoserver is the benchmark fixture behind cmd/mcpecho: a minimal
+// MCP server whose one tool, echo, returns its message argument as text, so
+// that a load generator can check every reply against its caller.
+//
+// It serves the same messages over two transports: newline-delimited
+// JSON-RPC on stdio ([ServeStdio], what the gateway runs as a child) and
+// Streamable HTTP at /mcp ([Handler], the no-proxy baseline the gateway is
+// measured against). The HTTP transport behaves like the gateway's front on
+// the paths a benchmark takes: sessions with Mcp-Session-Id, a JSON body for
+// sessions of 2025-06-18 and older, an SSE stream opened by a priming event
+// for 2025-11-25, a GET stream per session, DELETE.
+//
+// It lives in its own package, rather than in cmd/mcpecho, so that the tests
+// of internal/loadgen can run the real fixture in an httptest server.
+//
+// Speed is the point: replies are built by appending bytes, the envelope is
+// found with jsonrpc.Parse, and only tools/call and initialize have their
+// params walked (with a pooled jsontext decoder, no reflection). The echoed
+// message is copied as its raw JSON string token, never unescaped.
+//
+// Concurrency: [AppendReply] is pure and safe for concurrent use. In
+// ServeStdio one goroutine (the caller's) reads and answers, and one writer
+// goroutine, owned and waited for by ServeStdio, writes coalesced replies,
+// so reading never waits on a full stdout pipe. The Handler's session table
+// is guarded by one mutex, never held during I/O.
+package echoserver

@@ -1,0 +1,219 @@
+package echoserver
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/sse"
+)
+
+// primingVersion is the first version whose POSTs get an SSE stream opened
+// by a priming event, as the gateway does.
+const primingVersion = "2025-11-25"
+
+// maxBodyBytes is the largest POST body accepted (the gateway's default).
+const maxBodyBytes = 4 << 20
+
+// Handler serves the fixture over Streamable HTTP at any path (cmd/mcpecho
+// mounts it at /mcp). Use [NewHandler]; Close ends its GET streams.
+//
+// It is deliberately small: no Origin checks, no batches (400), no
+// resumption (the retry hint is sent, Last-Event-ID is ignored).
+type Handler struct {
+	mu       sync.Mutex
+	sessions map[string]*httpSession // guarded by mu
+	closed   chan struct{}           // closed by Close
+	once     sync.Once
+	streams  atomic.Uint64 // stream ids, for SSE event ids "<stream>-<seq>"
+}
+
+type httpSession struct {
+	version string
+	getOpen atomic.Bool   // a GET stream is open
+	done    chan struct{} // closed when the session is deleted
+}
+
+// NewHandler returns a Handler with no sessions.
+func NewHandler() *Handler {
+	return &Handler{sessions: make(map[string]*httpSession), closed: make(chan struct{})}
+}
+
+// Sessions returns the number of live sessions.
+func (h *Handler) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+// Close ends every GET stream and refuses further requests with 503.
+func (h *Handler) Close() { h.once.Do(func() { close(h.closed) }) }
+
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-h.closed:
+		httpError(w, http.StatusServiceUnavailable, "mcpecho: shutting down")
+		return
+	default:
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r)
+	case http.MethodGet:
+		h.get(w, r)
+	case http.MethodDelete:
+		h.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		httpError(w, http.StatusMethodNotAllowed, "mcpecho: method not allowed")
+	}
+}
+
+func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
+	body := bodies.Get().(*bytes.Buffer)
+	defer func() {
+		if body.Cap() <= 64<<10 {
+			body.Reset()
+			bodies.Put(body)
+		}
+	}()
+	body.Reset()
+	if _, err := body.ReadFrom(io.LimitReader(r.Body, maxBodyBytes+1)); err != nil {
+		httpError(w, http.StatusBadRequest, "mcpecho: reading body: "+err.Error())
+		return
+	}
+	if body.Len() > maxBodyBytes {
+		httpError(w, http.StatusRequestEntityTooLarge, "mcpecho: body too large")
+		return
+	}
+	msg := body.Bytes()
+	m, err := jsonrpc.Parse(msg)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if m.Kind == jsonrpc.KindRequest && m.MethodIs("initialize") {
+		h.initialize(w, msg)
+		return
+	}
+	s := h.lookup(w, r)
+	if s == nil {
+		return
+	}
+	if m.Kind != jsonrpc.KindRequest {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	bp := replyBufs.Get().(*[]byte)
+	defer replyBufs.Put(bp)
+	out := (*bp)[:0]
+	if s.version >= primingVersion {
+		// Priming event and reply in one write, as the gateway sends them
+		// when the reply is ready at once.
+		stream := strconv.FormatUint(h.streams.Add(1), 10)
+		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-0", Retry: time.Second})
+		reply, _, _ := AppendReply(nil, msg)
+		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-1", Event: "message", Data: reply})
+		hdr := w.Header()
+		hdr.Set("Content-Type", "text/event-stream")
+		hdr.Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+	} else {
+		out, _, _ = AppendReply(out, msg)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	}
+	_, _ = w.Write(out)
+	*bp = out[:0]
+}
+
+var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func (h *Handler) initialize(w http.ResponseWriter, msg []byte) {
+	reply, version, _ := AppendReply(nil, msg)
+	if version != "" {
+		var raw [24]byte
+		_, _ = rand.Read(raw[:])
+		id := hex.EncodeToString(raw[:])
+		h.mu.Lock()
+		h.sessions[id] = &httpSession{version: version, done: make(chan struct{})}
+		h.mu.Unlock()
+		w.Header().Set("Mcp-Session-Id", id)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(reply)
+}
+
+// lookup finds the request's session or answers 400 (no header) or 404.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request) *httpSession {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		httpError(w, http.StatusBadRequest, "mcpecho: missing Mcp-Session-Id")
+		return nil
+	}
+	h.mu.Lock()
+	s := h.sessions[id]
+	h.mu.Unlock()
+	if s == nil {
+		httpError(w, http.StatusNotFound, "mcpecho: session not found")
+	}
+	return s
+}
+
+// get holds the session's standalone stream open until the client leaves,
+// the session is deleted or the handler closes. The fixture never sends on
+// it; it exists so that idle benchmarks can hold streams against a baseline.
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	s := h.lookup(w, r)
+	if s == nil {
+		return
+	}
+	if !s.getOpen.CompareAndSwap(false, true) {
+		httpError(w, http.StatusConflict, "mcpecho: stream already open")
+		return
+	}
+	defer s.getOpen.Store(false)
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if s.version >= primingVersion {
+		_ = sse.Write(w, sse.Event{ID: "0-0", Retry: time.Second})
+	}
+	_ = http.NewResponseController(w).Flush()
+	select {
+	case <-r.Context().Done():
+	case <-s.done:
+	case <-h.closed:
+	}
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	h.mu.Lock()
+	s := h.sessions[id]
+	delete(h.sessions, id)
+	h.mu.Unlock()
+	if s == nil {
+		httpError(w, http.StatusNotFound, "mcpecho: session not found")
+		return
+	}
+	close(s.done)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(jsonrpc.ErrorResponse(nil, jsonrpc.CodeInvalidRequest, msg))
+}

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/sse"
+)
+
+// This file is the 2024-11-05 HTTP+SSE transport: a GET opens the session's
+// one stream, whose first event, "endpoint", names the URL to POST messages
+// to; every reply and server message arrives on that stream. A session ends
+// when its stream closes and no client re-attaches within the grace period.
+// Event ids are "<session>.<seq>", so an EventSource that reconnects with
+// Last-Event-ID gets the same session back, with what it missed.
+
+// legacyGet opens (or, with Last-Event-ID, re-attaches to) a legacy session.
+func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string, be Backend) {
+	if a := r.Header.Get("Accept"); a != "" && !accepts(a, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list text/event-stream")
+		return
+	}
+	s, after := h.reattach(r, name)
+	if s == nil {
+		if h.draining.Load() {
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+			return
+		}
+		var err error
+		if s, err = h.store.Create(name, time.Now()); err != nil {
+			w.Header().Set("Retry-After", "5")
+			writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
+			return
+		}
+		s.SetLegacy()
+		conn, err := be.Open(r.Context(), s.General())
+		if err != nil {
+			h.store.Remove(s.ID)
+			h.log.Error("opening session failed", "server", name, "err", err)
+			writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
+			return
+		}
+		s.SetValue(conn)
+		h.log.Debug("legacy SSE session opened", "session", s.ID, "server", name)
+	}
+	st := s.General()
+	if !st.Attach() {
+		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that session's stream is already open")
+		return
+	}
+	s.Begin()
+	preamble, _ := sse.AppendEvent(nil, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
+	h.stream(w, r, s, st, nil, after, preamble, func(seq uint64) string {
+		return s.ID + "." + strconv.FormatUint(seq, 10)
+	})
+	st.Detach()
+	s.End(time.Now())
+	time.AfterFunc(h.cfg.LegacyGrace, func() {
+		if !st.Attached() && h.store.Remove(s.ID) != nil {
+			h.log.Debug("legacy SSE session ended", "session", s.ID, "server", name)
+			closeConn(s)
+		}
+	})
+}
+
+// reattach finds the legacy session a Last-Event-ID names, and where to
+// resume it.
+func (h *Handler) reattach(r *http.Request, name string) (*session.Session, uint64) {
+	id, seqText, ok := strings.Cut(r.Header.Get("Last-Event-ID"), ".")
+	if !ok {
+		return nil, 0
+	}
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	s := h.store.Get(id)
+	if err != nil || s == nil || s.Server != name || !s.Legacy() {
+		return nil, 0
+	}
+	return s, seq
+}
+
+// endpointURL is where a legacy session POSTs: a path on this host, or, when
+// proxy headers are trusted and present, an absolute URL as the client sees
+// the gateway.
+func (h *Handler) endpointURL(r *http.Request, name, id string) string {
+	path := "/servers/" + name + "/messages"
+	if r.PathValue(hostRoutedKey) != "" {
+		path = "/messages"
+	}
+	path += "?sessionId=" + id
+	if !h.cfg.TrustProxyHeaders {
+		return path
+	}
+	host := r.Header.Get("X-Forwarded-Host")
+	if host == "" {
+		return path
+	}
+	proto := r.Header.Get("X-Forwarded-Proto")
+	if proto != "https" && proto != "http" {
+		proto = "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+	}
+	host, _, _ = strings.Cut(host, ",") // the first proxy's view
+	return proto + "://" + strings.TrimSpace(host) + path
+}
+
+// legacyPost takes the messages of a legacy session: 202 at once, replies
+// on the session's stream.
+func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
+		return
+	}
+	s := h.store.Get(r.URL.Query().Get("sessionId"))
+	if s == nil || s.Server != name || !s.Legacy() {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
+		return
+	}
+	msgs, _, ok := h.readMessages(w, r)
+	if !ok {
+		return
+	}
+	conn, _ := s.Value().(Conn)
+	if conn == nil {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		return
+	}
+	s.Begin()
+	for i := range msgs {
+		conn.Handle(r.Context(), &msgs[i], s.General())
+	}
+	s.End(time.Now())
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write([]byte("Accepted"))
+}

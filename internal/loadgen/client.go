@@ -1,0 +1,329 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/sse"
+)
+
+// Outcome errors a call can have besides transport failures. A reply that
+// is a well-formed echo result for someone else is errCrossed, never an
+// error.
+var (
+	errCrossed  = errors.New("crossed reply: id or echoed text belongs to another call")
+	errNoReply  = errors.New("response ended without a JSON-RPC reply")
+	errRPCError = errors.New("JSON-RPC error reply")
+)
+
+// maxReplyBytes bounds the body of one reply.
+const maxReplyBytes = 16 << 20
+
+// endpoint is what every session of a run shares: the client and the
+// request parameters.
+type endpoint struct {
+	client  *http.Client
+	url     string
+	header  http.Header // extra headers, sent on every request
+	version string      // protocol version asked for in initialize
+}
+
+// newTransport returns a transport that keeps conns idle connections to the
+// one host under test, so that every caller keeps its own connection.
+func newTransport(conns int) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // 127.0.0.1 is benchmarked directly, whatever the environment says
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 16,
+		MaxIdleConnsPerHost: conns + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// session is one open MCP session.
+type session struct {
+	ep      *endpoint
+	id      string // Mcp-Session-Id
+	version string // negotiated
+}
+
+func (ep *endpoint) newRequest(ctx context.Context, method, sessionID, version string, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, ep.url, rd)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range ep.header {
+		req.Header[k] = vs
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", sessionID)
+	}
+	if version != "" {
+		req.Header.Set("Mcp-Protocol-Version", version)
+	}
+	return req, nil
+}
+
+// open initializes a session and sends notifications/initialized.
+func (ep *endpoint) open(ctx context.Context) (*session, error) {
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%q,`+
+		`"capabilities":{},"clientInfo":{"name":"mcpgate-bench","version":"1"}}}`, ep.version)
+	req, err := ep.newRequest(ctx, http.MethodPost, "", "", body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := ep.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	reply, err := readReply(resp, nil)
+	closeBody(resp)
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	m, _ := jsonrpc.Parse(reply)
+	if m.IsError || string(m.Bytes(m.ID)) != "0" {
+		return nil, fmt.Errorf("initialize: unexpected reply %.200s", reply)
+	}
+	s := &session{ep: ep, id: resp.Header.Get("Mcp-Session-Id")}
+	if s.id == "" {
+		return nil, errors.New("initialize: no Mcp-Session-Id in the reply")
+	}
+	v, err := lookup(reply, "result", "protocolVersion")
+	if err != nil || len(v) == 0 {
+		s.close(ctx)
+		return nil, fmt.Errorf("initialize: no result.protocolVersion in %.200s", reply)
+	}
+	s.version = string(v)
+	if err := s.notify(ctx, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		s.close(ctx)
+		return nil, fmt.Errorf("notifications/initialized: %w", err)
+	}
+	return s, nil
+}
+
+// notify posts a notification and expects 202 (any 2xx is accepted).
+func (s *session) notify(ctx context.Context, msg string) error {
+	req, err := s.ep.newRequest(ctx, http.MethodPost, s.id, s.version, []byte(msg))
+	if err != nil {
+		return err
+	}
+	resp, err := s.ep.client.Do(req)
+	if err != nil {
+		return err
+	}
+	closeBody(resp)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	return nil
+}
+
+// close deletes the session; errors are ignored (the server may have
+// expired it already).
+func (s *session) close(ctx context.Context) {
+	req, err := s.ep.newRequest(ctx, http.MethodDelete, s.id, s.version, nil)
+	if err != nil {
+		return
+	}
+	if resp, err := s.ep.client.Do(req); err == nil {
+		closeBody(resp)
+	}
+}
+
+// openStream opens the session's GET stream; the caller closes the body.
+func (s *session) openStream(ctx context.Context) (*http.Response, error) {
+	req, err := s.ep.newRequest(ctx, http.MethodGet, s.id, s.version, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := s.ep.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		closeBody(resp)
+		return nil, fmt.Errorf("GET stream: HTTP status %s, Content-Type %q", resp.Status, ct)
+	}
+	return resp, nil
+}
+
+// call sends one tools/call echo of msg with request id id and checks the
+// reply. buf is scratch space, returned grown.
+func (s *session) call(ctx context.Context, id int64, msg []byte, buf []byte) ([]byte, error) {
+	buf = append(buf[:0], `{"jsonrpc":"2.0","id":`...)
+	buf = strconv.AppendInt(buf, id, 10)
+	buf = append(buf, `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"`...)
+	buf = append(buf, msg...) // plain ASCII: no escaping needed
+	buf = append(buf, `"}}}`...)
+	req, err := s.ep.newRequest(ctx, http.MethodPost, s.id, s.version, buf)
+	if err != nil {
+		return buf, err
+	}
+	resp, err := s.ep.client.Do(req)
+	if err != nil {
+		return buf, err
+	}
+	reply, err := readReply(resp, buf[:0])
+	closeBody(resp)
+	if err != nil {
+		return buf, err
+	}
+	buf = reply
+	return buf, checkEcho(reply, id, msg)
+}
+
+// checkEcho classifies a reply to the call (id, msg): nil if it is its
+// own, errCrossed if it is a well-formed echo result for another call,
+// otherwise an error.
+func checkEcho(reply []byte, id int64, msg []byte) error {
+	m, err := jsonrpc.Parse(reply)
+	if err != nil {
+		return err
+	}
+	if m.Kind != jsonrpc.KindResponse {
+		return fmt.Errorf("reply is a %s", m.Kind)
+	}
+	if m.IsError {
+		return fmt.Errorf("%w: %.200s", errRPCError, reply)
+	}
+	text, err := lookup(reply, "result", "content", "[0]", "text")
+	if err != nil || text == nil {
+		return fmt.Errorf("reply has no result.content[0].text: %.200s", reply)
+	}
+	var idb [20]byte
+	if !bytes.Equal(m.Bytes(m.ID), strconv.AppendInt(idb[:0], id, 10)) || !bytes.Equal(text, msg) {
+		return errCrossed
+	}
+	return nil
+}
+
+// readReply returns the first JSON-RPC response in resp: the JSON body, or
+// the first SSE event whose data is a response (priming events, events
+// without data and other messages are skipped). It appends to dst.
+func readReply(resp *http.Response, dst []byte) ([]byte, error) {
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return dst, fmt.Errorf("HTTP status %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json":
+		b := bytes.NewBuffer(dst)
+		if _, err := b.ReadFrom(io.LimitReader(resp.Body, maxReplyBytes)); err != nil {
+			return dst, fmt.Errorf("reading reply: %w", err)
+		}
+		return b.Bytes(), nil
+	case "text/event-stream":
+		r := sse.NewReader(resp.Body, maxReplyBytes)
+		for {
+			ev, err := r.Next()
+			if err == io.EOF {
+				return dst, errNoReply
+			}
+			if err != nil {
+				return dst, fmt.Errorf("reading SSE: %w", err)
+			}
+			if len(ev.Data) == 0 {
+				continue
+			}
+			if m, err := jsonrpc.Parse(ev.Data); err == nil && m.Kind != jsonrpc.KindResponse {
+				continue // a notification or server request before the reply
+			}
+			return append(dst, ev.Data...), nil
+		}
+	}
+	return dst, fmt.Errorf("unexpected Content-Type %q", ct)
+}
+
+// closeBody reads what is left of a response (bounded) so that its
+// connection can be reused, and closes it.
+func closeBody(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+}
+
+// lookup returns the unquoted string at path in the JSON text raw, nil if
+// there is none. A path element "[0]" steps into the first element of an
+// array; others name object members.
+func lookup(raw []byte, path ...string) ([]byte, error) {
+	d := decoders.Get().(*decoder)
+	d.buf = *bytes.NewBuffer(raw)
+	d.dec.Reset(&d.buf)
+	v, err := d.find(path)
+	d.buf = bytes.Buffer{}
+	d.dec.Reset(&d.buf)
+	decoders.Put(d)
+	return v, err
+}
+
+type decoder struct {
+	buf bytes.Buffer
+	dec jsontext.Decoder
+}
+
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+func (d *decoder) find(path []string) ([]byte, error) {
+	if len(path) == 0 {
+		if d.dec.PeekKind() != '"' {
+			return nil, nil
+		}
+		v, err := d.dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		return jsontext.AppendUnquote(nil, v)
+	}
+	switch d.dec.PeekKind() {
+	case '{':
+		if _, err := d.dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		for d.dec.PeekKind() != '}' {
+			name, err := d.dec.ReadValue()
+			if err != nil {
+				return nil, err
+			}
+			if u, _ := jsontext.AppendUnquote(nil, name); string(u) == path[0] {
+				return d.find(path[1:])
+			}
+			if _, err := d.dec.ReadValue(); err != nil {
+				return nil, err
+			}
+		}
+	case '[':
+		if path[0] != "[0]" {
+			return nil, nil
+		}
+		if _, err := d.dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		if d.dec.PeekKind() != ']' {
+			return d.find(path[1:])
+		}
+	}
+	return nil, nil
+}

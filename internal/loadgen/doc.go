@@ -1,0 +1,24 @@
+// Package loadgen is the load generator behind `mcpgate bench`: it drives
+// MCP sessions over Streamable HTTP and checks every reply.
+//
+// [Run] opens N sessions (initialize, notifications/initialized), then has
+// C callers per session send tools/call echo with a message unique to the
+// call, for a warmup and then a measured duration. Each reply, JSON body or
+// SSE stream (priming and other non-reply events skipped), must carry the
+// caller's own id and echo its own message: anything else that is a
+// well-formed result is counted as crossed (a reply delivered to the wrong
+// caller), every other failure as an error. Latencies go into per-caller
+// log-linear histograms, merged once at the end.
+//
+// [Idle] opens many sessions, some holding a GET stream, holds them, then
+// deletes them: what a gateway's memory per session is measured with.
+//
+// The servers it is tested against are internal/echoserver (the same
+// fixture cmd/mcpecho serves) and in-test handlers that misbehave.
+//
+// Concurrency and ownership: Run and Idle own every goroutine they start
+// (callers, openers, the progress reporter) and wait for all of them before
+// returning. A caller goroutine alone writes its histogram and first error;
+// its counters are atomics so the progress reporter can read them while it
+// runs. Nothing on the hot path takes a lock shared between callers.
+package loadgen

@@ -1,0 +1,35 @@
+// Package remote owns the client side of one connection to a remote MCP
+// server over HTTP: Streamable HTTP (protocol 2025-03-26 and later) or the
+// legacy HTTP+SSE transport of 2024-11-05, or "auto", which tries the first
+// and falls back to the second the way the specification's backwards
+// compatibility section describes. A [Client] plugs into the multiplexer
+// (internal/mux) exactly like a stdio process (internal/upstream): the owner
+// calls Send and Close, and the Client reports what the server sends to a
+// [Handler]. Like upstream, it knows JSON-RPC only as far as it must: ids,
+// to match replies to the POSTs that carried their requests, and the
+// initialize exchange, to learn the session and the protocol version.
+//
+// # Ownership and goroutines
+//
+// Every goroutine is started by the Client and waited for by Close:
+//   - one per message sent (Send returns at once): it POSTs the message and
+//     reads the response, a JSON body or an SSE stream, resuming that stream
+//     with GET and Last-Event-ID when it drops before the reply;
+//   - Streamable HTTP: one standalone GET stream per upstream session,
+//     reconnected with backoff until the session ends or Close;
+//   - legacy SSE: one reader of the event stream, which learns the endpoint
+//     to POST to and reconnects (a new generation) when the stream drops.
+//
+// Messages are ordered as they were given to Send: a POST starts only after
+// the previous message's request was written, and after a notification or
+// response only once its status arrived (so notifications/initialized is
+// accepted before the next request reaches the server).
+//
+// # Locking
+//
+// Client.mu guards the transport state (mode, session, generation, the set
+// of request ids awaiting a reply, the legacy connection); it is never held
+// during I/O or while calling the Handler. Client.deliverMu serialises the
+// Handler calls of all the goroutines above, so they never overlap; it is
+// held only while a Handler method runs.
+package remote
