@@ -1,7 +1,6 @@
 package jsonrpc
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 )
@@ -21,28 +20,36 @@ type Edit struct {
 // both are programming errors. It does not allocate when dst has room and
 // there are at most eight edits.
 func Splice(dst, raw []byte, edits ...Edit) []byte {
-	var stack [8]Edit
-	sorted := stack[:0]
+	// Sort indices, not Edits: copying an Edit would leak its Value to the
+	// heap and cost callers an allocation.
+	var stack [8]int
+	order := stack[:0]
 	if len(edits) > len(stack) {
-		sorted = make([]Edit, 0, len(edits))
+		order = make([]int, 0, len(edits))
 	}
 	size := len(raw)
-	for _, e := range edits {
+	for i, e := range edits {
 		if !e.Span.Present() {
 			continue
 		}
 		if e.Span.Start < 0 || e.Span.Start > e.Span.End || e.Span.End > len(raw) {
 			panic(fmt.Sprintf("jsonrpc: Splice: span [%d:%d] out of range for %d bytes", e.Span.Start, e.Span.End, len(raw)))
 		}
-		sorted = append(sorted, e)
+		// Insertion sort by start: there are few edits.
+		j := len(order)
+		order = append(order, i)
+		for ; j > 0 && edits[order[j-1]].Span.Start > e.Span.Start; j-- {
+			order[j] = order[j-1]
+		}
+		order[j] = i
 		size += len(e.Value) - e.Span.Len()
 	}
-	slices.SortFunc(sorted, func(a, b Edit) int { return cmp.Compare(a.Span.Start, b.Span.Start) })
 
 	dst = slices.Grow(dst, size)
 	pos := 0
-	for i, e := range sorted {
-		if e.Span.Start < pos || i > 0 && e.Span.Start == sorted[i-1].Span.Start {
+	for k, i := range order {
+		e := edits[i]
+		if e.Span.Start < pos || k > 0 && e.Span.Start == edits[order[k-1]].Span.Start {
 			panic(fmt.Sprintf("jsonrpc: Splice: span [%d:%d] overlaps another edit", e.Span.Start, e.Span.End))
 		}
 		dst = append(dst, raw[pos:e.Span.Start]...)

@@ -17,7 +17,8 @@ type Client struct {
 
 	// guarded by m.mu:
 	closed  bool
-	calls   map[string]*call // the client's raw id -> its call in flight
+	calls   map[idKey]*call  // the client's raw id -> its call in flight
+	long    map[string]*call // the same, for ids too long for an idKey
 	latest  *call            // the most recent call in flight, for attribution
 	queue   []*call          // calls waiting for an upstream slot (MaxInFlight)
 	subs    map[string]bool  // resource URIs subscribed
@@ -29,7 +30,7 @@ type Client struct {
 // Join adds a client session; messages not tied to one of its requests go to
 // general.
 func (m *Mux) Join(general Stream) *Client {
-	c := &Client{m: m, general: general, calls: map[string]*call{}, subs: map[string]bool{}, level: -1}
+	c := &Client{m: m, general: general, calls: map[idKey]*call{}, long: map[string]*call{}, subs: map[string]bool{}, level: -1}
 	m.mu.Lock()
 	m.clients[c] = struct{}{}
 	m.mu.Unlock()
@@ -90,52 +91,75 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 // progress token) rewritten. onReply, if set, sees the upstream reply first.
 func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message)) {
 	m := c.m
-	cl := &call{client: c, clientID: bytes.Clone(msg.Bytes(msg.ID)), out: out, onReply: onReply}
-	if msg.ProgressToken.Present() {
-		cl.token = bytes.Clone(msg.Bytes(msg.ProgressToken))
-	}
+	id := msg.Bytes(msg.ID)
 	if err := m.waitReady(ctx); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(cl.clientID, jsonrpc.CodeServerError, err.Error()))
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
 		return
 	}
+	cl := &call{client: c, out: out, onReply: onReply}
+	cl.setID(id)
+	if msg.ProgressToken.Present() {
+		cl.setToken(msg.Bytes(msg.ProgressToken))
+	}
+	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
 	m.mu.Lock()
 	if c.closed || m.closed {
 		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(cl.clientID, jsonrpc.CodeServerError, "mcpgate: session closed"))
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: session closed"))
 		return
 	}
-	key := string(cl.clientID)
-	if _, dup := c.calls[key]; dup {
+	if c.lookupLocked(cl.id) != nil {
 		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(cl.clientID, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
 		return
 	}
 	m.registerLocked(cl)
-	idBytes := appendUint(nil, cl.upID)
-	cl.edits[0] = jsonrpc.Edit{Span: msg.ID, Value: idBytes}
-	cl.nedits = 1
-	if cl.token != nil {
-		cl.edits[1] = jsonrpc.Edit{Span: msg.ProgressToken, Value: idBytes}
-		cl.nedits = 2
-	}
-	cl.msg = msg.Raw
-	c.calls[key] = cl
-	c.latest = cl
-	var now []*call
+	j.upID = cl.upID
+	c.addLocked(cl)
 	if m.opts.MaxInFlight > 0 && m.sending >= m.opts.MaxInFlight {
 		cl.queued = true
-		cl.msg = bytes.Clone(msg.Raw) // the caller's buffer is not ours past return
+		j.msg = bytes.Clone(msg.Raw) // the caller's buffer is not ours past return
+		cl.job = j
 		if len(c.queue) == 0 {
 			m.waiting = append(m.waiting, c)
 		}
 		c.queue = append(c.queue, cl)
-	} else {
-		cl.sent = true
-		m.sending++
-		now = []*call{cl}
+		m.mu.Unlock()
+		return
 	}
+	cl.sent = true
+	m.sending++
 	m.mu.Unlock()
-	m.write(now)
+	// From here on cl may already be answered (timed out, cancelled) by
+	// another goroutine: only j is ours.
+	m.writeJob(j)
+}
+
+// lookupLocked returns the client's call in flight with raw id, or nil.
+func (c *Client) lookupLocked(id []byte) *call {
+	if k, ok := makeKey(id); ok {
+		return c.calls[k]
+	}
+	return c.long[string(id)]
+}
+
+func (c *Client) addLocked(cl *call) {
+	if cl.long != "" {
+		c.long[cl.long] = cl
+	} else {
+		c.calls[cl.key] = cl
+	}
+	c.latest = cl
+}
+
+// each calls f for every call of the client in flight.
+func (c *Client) eachLocked(f func(*call)) {
+	for _, cl := range c.calls {
+		f(cl)
+	}
+	for _, cl := range c.long {
+		f(cl)
+	}
 }
 
 // waitReady blocks until the current process generation is initialized.
@@ -175,9 +199,12 @@ func (m *Mux) waitReady(ctx context.Context) error {
 
 // removeLocked forgets a call that left the pending table. Called with m.mu held.
 func (c *Client) removeLocked(cl *call) {
-	key := string(cl.clientID)
-	if c.calls[key] == cl {
-		delete(c.calls, key)
+	if cl.long != "" {
+		if c.long[cl.long] == cl {
+			delete(c.long, cl.long)
+		}
+	} else if c.calls[cl.key] == cl {
+		delete(c.calls, cl.key)
 	}
 	if cl.queued {
 		for i, q := range c.queue {
@@ -190,18 +217,18 @@ func (c *Client) removeLocked(cl *call) {
 	}
 	if c.latest == cl {
 		c.latest = nil
-		for _, other := range c.calls {
+		c.eachLocked(func(other *call) {
 			if c.latest == nil || other.upID > c.latest.upID {
 				c.latest = other
 			}
-		}
+		})
 	}
 }
 
 // dequeueLocked takes the next queued calls, round-robin across clients,
 // while upstream slots are free. Called with m.mu held.
-func (m *Mux) dequeueLocked() []*call {
-	var out []*call
+func (m *Mux) dequeueLocked() []job {
+	var out []job
 	for len(m.waiting) > 0 && (m.opts.MaxInFlight <= 0 || m.sending < m.opts.MaxInFlight) {
 		c := m.waiting[0]
 		m.waiting = m.waiting[1:]
@@ -212,7 +239,8 @@ func (m *Mux) dequeueLocked() []*call {
 		c.queue = c.queue[1:]
 		cl.queued, cl.sent = false, true
 		m.sending++
-		out = append(out, cl)
+		out = append(out, cl.job)
+		cl.job = job{}
 		if len(c.queue) > 0 {
 			m.waiting = append(m.waiting, c)
 		}
@@ -240,9 +268,8 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 		return
 	}
 	m := c.m
-	key := string(msg.Bytes(msg.CancelRequestID))
 	m.mu.Lock()
-	cl := c.calls[key]
+	cl := c.lookupLocked(msg.Bytes(msg.CancelRequestID))
 	if cl == nil || m.pending[cl.upID] != cl {
 		m.mu.Unlock()
 		return
@@ -268,16 +295,13 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 func (c *Client) Abandon(out Stream) {
 	m := c.m
 	m.mu.Lock()
-	var cancel []uint64
-	for _, cl := range c.calls {
-		if cl.out == out && m.pending[cl.upID] == cl {
-			delete(m.pending, cl.upID)
-			if cl.sent {
-				cancel = append(cancel, cl.upID)
-			}
-			m.forgetLocked(cl)
+	var mine []*call
+	c.eachLocked(func(cl *call) {
+		if cl.out == out {
+			mine = append(mine, cl)
 		}
-	}
+	})
+	cancel := m.takeLocked(mine)
 	next := m.dequeueLocked()
 	m.mu.Unlock()
 	for _, id := range cancel {
@@ -323,16 +347,9 @@ func (c *Client) Close() {
 	}
 	c.closed = true
 	delete(m.clients, c)
-	var cancel []uint64
-	for _, cl := range c.calls {
-		if m.pending[cl.upID] == cl {
-			delete(m.pending, cl.upID)
-			if cl.sent {
-				cancel = append(cancel, cl.upID)
-			}
-			m.forgetLocked(cl)
-		}
-	}
+	var all []*call
+	c.eachLocked(func(cl *call) { all = append(all, cl) })
+	cancel := m.takeLocked(all)
 	var refuse [][]byte
 	for gid, sr := range m.serverReqs {
 		if sr.client == c {
@@ -364,6 +381,23 @@ func (c *Client) Close() {
 		m.applyLevel()
 	}
 	m.write(next)
+}
+
+// takeLocked removes calls from the pending table and returns the upstream
+// ids of those already written, to cancel.
+func (m *Mux) takeLocked(calls []*call) []uint64 {
+	var sent []uint64
+	for _, cl := range calls {
+		if m.pending[cl.upID] != cl {
+			continue
+		}
+		delete(m.pending, cl.upID)
+		if cl.sent {
+			sent = append(sent, cl.upID)
+		}
+		m.forgetLocked(cl)
+	}
+	return sent
 }
 
 func (m *Mux) sendBestEffort(msg []byte) {

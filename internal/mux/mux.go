@@ -100,24 +100,12 @@ type Mux struct {
 	sending    int           // client calls written upstream and not finished
 	waiting    []*Client     // clients with queued calls, round-robin order
 	subs       map[string]int
-	level      int // level last sent upstream; -1 none
-}
+	level      int   // level last sent upstream; -1 none
+	oldest     *call // deadline list, oldest first
+	newest     *call
 
-// call is one request in flight upstream.
-type call struct {
-	upID     uint64
-	client   *Client // nil for the gateway's own requests
-	clientID []byte  // the client's raw id
-	token    []byte  // the client's raw progress token, or nil
-	out      Stream
-	msg      []byte // client message, kept only while queued
-	edits    [2]jsonrpc.Edit
-	nedits   int
-	gen      uint64
-	queued   bool
-	sent     bool
-	timer    *time.Timer
-	onReply  func(msg *jsonrpc.Message) // internal hook, called without the lock
+	epoch  time.Time   // deadlines count from here (monotonic)
+	expiry *time.Timer // fires at the oldest call's deadline; owned by expireLoop
 }
 
 // serverReq is a request from the server waiting for a client's answer.
@@ -139,12 +127,17 @@ func New(opts Options) *Mux {
 		opts.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Mux{
+	m := &Mux{
 		opts: opts, log: opts.Logger.With("server", opts.Name),
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}),
 		nextID: 1, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
+		epoch: time.Now(), expiry: time.NewTimer(time.Hour),
 	}
+	m.expiry.Stop()
+	m.wg.Add(1)
+	go m.expireLoop()
+	return m
 }
 
 // SetUpstream sets the connection the Mux writes to. Call it once.
@@ -222,19 +215,6 @@ func (m *Mux) takeAllLocked() []*call {
 	return calls
 }
 
-// forgetLocked undoes the bookkeeping of a call leaving the pending table.
-func (m *Mux) forgetLocked(c *call) {
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	if c.client != nil {
-		c.client.removeLocked(c)
-		if c.sent {
-			m.sending--
-		}
-	}
-}
-
 // failCalls answers each call with an error, outside the lock.
 func (m *Mux) failCalls(calls []*call, err error) {
 	for _, c := range calls {
@@ -248,41 +228,8 @@ func (m *Mux) fail(c *call, code int, text string) {
 		c.onReply(&msg)
 	}
 	if c.out != nil {
-		c.out.Reply(jsonrpc.ErrorResponse(c.clientID, code, text))
+		c.out.Reply(jsonrpc.ErrorResponse(c.id, code, text))
 	}
-}
-
-// register adds c to the pending table under a new upstream id and arms its
-// timeout. Called with mu held.
-func (m *Mux) registerLocked(c *call) {
-	c.upID = m.nextID
-	m.nextID++
-	c.gen = m.gen
-	m.pending[c.upID] = c
-	id := c.upID
-	c.timer = time.AfterFunc(m.opts.Timeout, func() { m.timeout(id) })
-}
-
-// timeout answers a request that took too long and cancels it upstream.
-func (m *Mux) timeout(id uint64) {
-	m.mu.Lock()
-	c := m.pending[id]
-	if c == nil {
-		m.mu.Unlock()
-		return
-	}
-	delete(m.pending, id)
-	sent := c.sent
-	m.forgetLocked(c)
-	next := m.dequeueLocked()
-	m.mu.Unlock()
-	m.stats.timedOut.Add(1)
-	m.log.Warn("request timed out", "upstream_id", id, "timeout", m.opts.Timeout)
-	m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out")
-	if sent {
-		m.cancelUpstream(id, "request timed out")
-	}
-	m.write(next)
 }
 
 // cancelUpstream tells the server to stop working on request id.
@@ -294,37 +241,6 @@ func (m *Mux) cancelUpstream(id uint64, reason string) {
 	if err := m.send(jsonrpc.Notification("notifications/cancelled", params)); err != nil {
 		m.log.Debug("cancel not sent", "upstream_id", id, "err", err)
 	}
-}
-
-// write sends calls that were registered (and possibly dequeued) upstream.
-func (m *Mux) write(calls []*call) {
-	for _, c := range calls {
-		msg := jsonrpc.Splice(nil, c.msg, c.edits[:c.nedits]...)
-		c.msg = nil
-		m.stats.forwarded.Add(1)
-		if err := m.send(msg); err != nil {
-			m.finish(c.upID, func(c *call) {
-				m.fail(c, jsonrpc.CodeServerError, "mcpgate: writing to upstream server: "+err.Error())
-			})
-		}
-	}
-}
-
-// finish removes call id if still pending and runs f on it outside the lock.
-func (m *Mux) finish(id uint64, f func(*call)) bool {
-	m.mu.Lock()
-	c := m.pending[id]
-	if c == nil {
-		m.mu.Unlock()
-		return false
-	}
-	delete(m.pending, id)
-	m.forgetLocked(c)
-	next := m.dequeueLocked()
-	m.mu.Unlock()
-	f(c)
-	m.write(next)
-	return true
 }
 
 // appendUint appends n as a JSON number.

@@ -1,6 +1,17 @@
 package mux
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestNegotiate(t *testing.T) {
 	tests := []struct{ requested, upstream, want string }{
@@ -47,5 +58,98 @@ func TestLevelRank(t *testing.T) {
 	}
 	if validLevel("verbose") || !validLevel("warning") {
 		t.Fatal("validLevel")
+	}
+}
+
+// silent is an upstream that answers only initialize and records the rest.
+type silent struct {
+	m    *Mux
+	mu   sync.Mutex
+	sent [][]byte
+}
+
+func (u *silent) Send(_ context.Context, msg []byte) error {
+	req, err := jsonrpc.Parse(msg)
+	if err != nil {
+		return err
+	}
+	if req.MethodIs("initialize") {
+		u.m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+string(req.Bytes(req.ID))+`,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
+		return nil
+	}
+	if req.MethodIs("notifications/initialized") {
+		return nil
+	}
+	u.mu.Lock()
+	u.sent = append(u.sent, bytes.Clone(msg))
+	u.mu.Unlock()
+	return nil
+}
+
+type collect struct {
+	mu      sync.Mutex
+	replies [][]byte
+	done    chan struct{}
+}
+
+func (c *collect) Send([]byte) {}
+func (c *collect) Reply(msg []byte) {
+	c.mu.Lock()
+	c.replies = append(c.replies, msg)
+	c.mu.Unlock()
+	c.done <- struct{}{}
+}
+
+// TestDeadlinesInRegistrationOrder: calls answered out of order leave the
+// deadline list consistent; the unanswered ones time out with -32001 and
+// are cancelled upstream.
+func TestDeadlinesInRegistrationOrder(t *testing.T) {
+	m := New(Options{Name: "t", Timeout: 100 * time.Millisecond})
+	defer m.Close()
+	up := &silent{m: m}
+	m.SetUpstream(up)
+	m.Started(1)
+	out := &collect{done: make(chan struct{}, 3)}
+	c := m.Join(out)
+	for _, id := range []string{`"a"`, `"b"`, `"c"`} {
+		msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{}}`))
+		c.Handle(context.Background(), &msg, out)
+	}
+	// Answer the middle call: its upstream id is the second one written.
+	up.mu.Lock()
+	second, _ := jsonrpc.Parse(up.sent[1])
+	up.mu.Unlock()
+	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+string(second.Bytes(second.ID))+`,"result":{}}`))
+	for range 3 {
+		<-out.done
+	}
+	got := map[string]string{}
+	for _, r := range out.replies {
+		msg, _ := jsonrpc.Parse(r)
+		kind := "result"
+		if msg.IsError {
+			kind = "error"
+			if !bytes.Contains(r, []byte(`-32001`)) {
+				t.Errorf("timeout reply %s", r)
+			}
+		}
+		got[string(msg.Bytes(msg.ID))] = kind
+	}
+	if got[`"a"`] != "error" || got[`"b"`] != "result" || got[`"c"`] != "error" {
+		t.Fatalf("replies %v", got)
+	}
+	if m.Pending() != 0 || m.Stats().TimedOut != 2 {
+		t.Fatalf("pending %d, timed out %d", m.Pending(), m.Stats().TimedOut)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	cancels := 0
+	for _, s := range up.sent {
+		if bytes.Contains(s, []byte(`notifications/cancelled`)) {
+			cancels++
+		}
+	}
+	if cancels != 2 {
+		t.Fatalf("%d cancellations upstream, want 2", cancels)
 	}
 }

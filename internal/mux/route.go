@@ -84,17 +84,24 @@ func (m *Mux) Line(gen uint64, line []byte) {
 // reply delivers a response to the call it answers, with the client's id.
 func (m *Mux) reply(msg *jsonrpc.Message) {
 	id, ok := parseUint(msg.Bytes(msg.ID))
-	if !ok || !m.finish(id, func(c *call) {
-		if c.onReply != nil {
-			c.onReply(msg)
-		}
-		if c.out != nil {
-			c.out.Reply(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: c.clientID}))
-		}
-	}) {
+	var c *call
+	var next []job
+	if ok {
+		c, next = m.take(id)
+	}
+	if c == nil {
 		m.stats.unknown.Add(1)
 		m.log.Info("upstream reply matches no pending request (late or unknown); dropped", "id", string(msg.Bytes(msg.ID)))
+		return
 	}
+	if c.onReply != nil {
+		hooked := *msg // the hook may keep it; msg itself stays on the stack
+		c.onReply(&hooked)
+	}
+	if c.out != nil {
+		c.out.Reply(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: c.id}))
+	}
+	m.write(next)
 }
 
 // attributeLocked returns the client a server message belongs to when that
@@ -107,7 +114,7 @@ func (m *Mux) attributeLocked() (*Client, Stream) {
 			only = c
 			break
 		}
-		if len(c.calls) == 0 {
+		if len(c.calls)+len(c.long) == 0 {
 			continue
 		}
 		if only != nil {
@@ -177,17 +184,21 @@ func (m *Mux) serverNotification(msg *jsonrpc.Message) {
 // whose (rewritten) token it carries, with the client's token restored.
 func (m *Mux) progress(msg *jsonrpc.Message) {
 	id, ok := parseUint(msg.Bytes(msg.ProgressToken))
+	var out Stream
+	var fwd []byte
 	m.mu.Lock()
-	var c *call
-	if ok {
-		c = m.pending[id]
+	// The call is still pending, so still guarded by the lock: read its
+	// token under it (another goroutine may answer the call right after).
+	if c := m.pending[id]; ok && c != nil && c.token != nil && c.out != nil {
+		out = c.out
+		fwd = jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ProgressToken, Value: c.token})
 	}
 	m.mu.Unlock()
-	if c == nil || c.token == nil || c.out == nil {
+	if out == nil {
 		m.stats.droppedProgress.Add(1)
 		return
 	}
-	c.out.Send(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ProgressToken, Value: c.token}))
+	out.Send(fwd)
 }
 
 // broadcast sends msg to every client's standalone stream.

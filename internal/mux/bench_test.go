@@ -1,0 +1,75 @@
+package mux
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// loopback is an in-process upstream that answers every request at once,
+// from inside Send, the way a reader goroutine would deliver the reply.
+type loopback struct {
+	m    *Mux
+	resp []byte
+}
+
+func (u *loopback) Send(_ context.Context, msg []byte) error {
+	req, err := jsonrpc.Parse(msg)
+	if err != nil || req.Kind != jsonrpc.KindRequest {
+		return err
+	}
+	u.resp = append(u.resp[:0], `{"jsonrpc":"2.0","id":`...)
+	u.resp = append(u.resp, req.Bytes(req.ID)...)
+	u.resp = append(u.resp, `,"result":{"protocolVersion":"2025-11-25","content":[{"type":"text","text":"ok"}]}}`...)
+	u.m.Line(1, u.resp)
+	return nil
+}
+
+type discard struct{ replies int }
+
+func (*discard) Send([]byte)    {}
+func (d *discard) Reply([]byte) { d.replies++ }
+
+// newLoopbackMux returns a ready shared Mux over a loopback upstream.
+func newLoopbackMux(tb testing.TB) *Mux {
+	m := New(Options{Name: "bench"})
+	m.SetUpstream(&loopback{m: m})
+	m.Started(1)
+	if err := m.waitReady(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(m.Close)
+	return m
+}
+
+// BenchmarkMuxRoundTrip sends one client request through the multiplexer
+// and delivers its reply: two forwarded messages per iteration.
+func BenchmarkMuxRoundTrip(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		b.Run(byteSize(size), func(b *testing.B) {
+			m := newLoopbackMux(b)
+			out := &discard{}
+			c := m.Join(out)
+			pad := strings.Repeat("x", size-120)
+			raw := []byte(`{"jsonrpc":"2.0","id":"client-7","method":"tools/call","params":{"name":"echo","arguments":{"message":"` + pad + `"},"_meta":{"progressToken":"p"}}}`)
+			msg, err := jsonrpc.Parse(raw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Handle(ctx, &msg, out)
+			}
+			if out.replies < b.N {
+				b.Fatalf("%d replies for %d requests", out.replies, b.N)
+			}
+		})
+	}
+}
+
+func byteSize(n int) string { return strconv.Itoa(n>>10) + "KB" }

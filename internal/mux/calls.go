@@ -1,0 +1,214 @@
+package mux
+
+import (
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file keeps the pending table: calls, their deadlines, and the writes
+// that send them upstream. It is on the path of every request, so it avoids
+// allocating: a call holds short client ids and progress tokens inline,
+// deadlines are an intrusive list served by one timer, and outgoing
+// messages are spliced into pooled buffers (Upstream.Send copies).
+
+// idKey is a client id as a map key without allocating a string. Ids longer
+// than the array go to Client.long, keyed by string.
+type idKey struct {
+	n uint8
+	b [39]byte
+}
+
+func makeKey(id []byte) (idKey, bool) {
+	var k idKey
+	if len(id) > len(k.b) {
+		return k, false
+	}
+	k.n = uint8(len(id))
+	copy(k.b[:], id)
+	return k, true
+}
+
+// call is one request in flight upstream.
+//
+// Ownership: while in Mux.pending a call is guarded by Mux.mu. Whoever
+// removes it from pending owns it from then on and is the only one to touch
+// it again.
+type call struct {
+	upID    uint64
+	client  *Client // nil for the gateway's own requests
+	key     idKey   // the client's raw id, when short
+	long    string  // the client's raw id, when long
+	id      []byte  // the client's raw id (aliases key.b or long's copy)
+	tokBuf  [24]byte
+	token   []byte // the client's raw progress token (aliases tokBuf when short), or nil
+	out     Stream
+	gen     uint64
+	queued  bool
+	sent    bool
+	job     job // the write, kept while queued
+	onReply func(msg *jsonrpc.Message)
+
+	deadline   time.Duration // since Mux.epoch
+	prev, next *call         // deadline order, oldest first
+}
+
+func (c *call) setID(id []byte) {
+	if k, ok := makeKey(id); ok {
+		c.key = k
+		c.id = c.key.b[:k.n]
+		return
+	}
+	c.long = string(id)
+	c.id = []byte(c.long)
+}
+
+func (c *call) setToken(tok []byte) {
+	c.token = append(c.tokBuf[:0], tok...)
+}
+
+// job is one client request to write upstream with its id (and progress
+// token) replaced by the upstream id.
+type job struct {
+	upID      uint64
+	msg       []byte
+	id, token jsonrpc.Span
+}
+
+// registerLocked adds c to the pending table under a new upstream id, with
+// a deadline. Called with mu held.
+func (m *Mux) registerLocked(c *call) {
+	c.upID = m.nextID
+	m.nextID++
+	c.gen = m.gen
+	m.pending[c.upID] = c
+	c.deadline = time.Since(m.epoch) + m.opts.Timeout
+	c.prev, c.next = m.newest, nil
+	if m.newest != nil {
+		m.newest.next = c
+	} else {
+		m.oldest = c
+		m.expiry.Reset(m.opts.Timeout)
+	}
+	m.newest = c
+}
+
+// forgetLocked undoes the bookkeeping of a call leaving the pending table.
+func (m *Mux) forgetLocked(c *call) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if m.oldest == c {
+		m.oldest = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else if m.newest == c {
+		m.newest = c.prev
+	}
+	c.prev, c.next = nil, nil
+	if c.client != nil {
+		c.client.removeLocked(c)
+		if c.sent {
+			m.sending--
+		}
+	}
+}
+
+// expireLoop times out calls past their deadline. All calls of a Mux share
+// one timeout, so registration order is deadline order and the oldest call
+// is the next to expire: one timer serves them all.
+func (m *Mux) expireLoop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.expiry.C:
+		}
+		m.expire()
+	}
+}
+
+func (m *Mux) expire() {
+	now := time.Since(m.epoch)
+	m.mu.Lock()
+	var expired []*call
+	for c := m.oldest; c != nil && c.deadline <= now; c = m.oldest {
+		delete(m.pending, c.upID)
+		m.forgetLocked(c)
+		expired = append(expired, c)
+	}
+	if m.oldest != nil {
+		m.expiry.Reset(m.oldest.deadline - now)
+	}
+	next := m.dequeueLocked()
+	m.mu.Unlock()
+	for _, c := range expired {
+		m.stats.timedOut.Add(1)
+		m.log.Warn("request timed out", "upstream_id", c.upID, "timeout", m.opts.Timeout)
+		if c.sent { // first, so the server stops before the client hears of it
+			m.cancelUpstream(c.upID, "request timed out")
+		}
+		m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out")
+	}
+	m.write(next)
+}
+
+// take removes call id from the pending table, if it is there, and returns
+// it (now owned by the caller) with the queued writes its slot frees.
+func (m *Mux) take(id uint64) (*call, []job) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.pending[id]
+	if c == nil {
+		return nil, nil
+	}
+	delete(m.pending, id)
+	m.forgetLocked(c)
+	return c, m.dequeueLocked()
+}
+
+// finish removes call id if still pending and runs f on it outside the lock.
+func (m *Mux) finish(id uint64, f func(*call)) bool {
+	c, next := m.take(id)
+	if c == nil {
+		return false
+	}
+	f(c)
+	m.write(next)
+	return true
+}
+
+// bufPool holds buffers for messages on their way upstream.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooled keeps rare huge messages from pinning memory in the pool.
+const maxPooled = 256 << 10
+
+// writeJob sends one request upstream with its ids rewritten. A failure
+// fails the call (if it is still pending).
+func (m *Mux) writeJob(j job) {
+	var num [20]byte
+	up := appendUint(num[:0], j.upID)
+	bp := bufPool.Get().(*[]byte)
+	buf := jsonrpc.Splice((*bp)[:0], j.msg, jsonrpc.Edit{Span: j.id, Value: up}, jsonrpc.Edit{Span: j.token, Value: up})
+	m.stats.forwarded.Add(1)
+	err := m.send(buf)
+	if cap(buf) <= maxPooled {
+		*bp = buf[:0]
+		bufPool.Put(bp)
+	}
+	if err != nil {
+		m.finish(j.upID, func(c *call) {
+			m.fail(c, jsonrpc.CodeServerError, "mcpgate: writing to upstream server: "+err.Error())
+		})
+	}
+}
+
+// write sends dequeued jobs upstream.
+func (m *Mux) write(jobs []job) {
+	for _, j := range jobs {
+		m.writeJob(j)
+	}
+}
