@@ -33,6 +33,7 @@ type Handler struct {
 	closed   chan struct{}           // closed by Close
 	once     sync.Once
 	streams  atomic.Uint64 // stream ids, for SSE event ids "<stream>-<seq>"
+	gets     atomic.Int64  // GET streams open
 }
 
 type httpSession struct {
@@ -52,6 +53,9 @@ func (h *Handler) Sessions() int {
 	defer h.mu.Unlock()
 	return len(h.sessions)
 }
+
+// Streams returns the number of GET streams open.
+func (h *Handler) Streams() int { return int(h.gets.Load()) }
 
 // Close ends every GET stream and refuses further requests with 503.
 func (h *Handler) Close() { h.once.Do(func() { close(h.closed) }) }
@@ -122,8 +126,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		// when the reply is ready at once.
 		stream := strconv.FormatUint(h.streams.Add(1), 10)
 		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-0", Retry: time.Second})
-		reply, _, _ := AppendReply(nil, msg)
+		rp := replyBufs.Get().(*[]byte)
+		reply, _, _ := AppendReply((*rp)[:0], msg)
 		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-1", Event: "message", Data: reply})
+		*rp = reply[:0]
+		replyBufs.Put(rp)
 		hdr := w.Header()
 		hdr.Set("Content-Type", "text/event-stream")
 		hdr.Set("Cache-Control", "no-cache")
@@ -183,6 +190,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.getOpen.Store(false)
+	h.gets.Add(1)
+	defer h.gets.Add(-1)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")

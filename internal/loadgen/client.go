@@ -170,29 +170,36 @@ func (s *session) openStream(ctx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
+// scratch is a caller's reusable buffers. The request body and the reply
+// are kept apart: the transport may still hold the body when Do returns.
+type scratch struct {
+	body, reply []byte
+}
+
 // call sends one tools/call echo of msg with request id id and checks the
-// reply. buf is scratch space, returned grown.
-func (s *session) call(ctx context.Context, id int64, msg []byte, buf []byte) ([]byte, error) {
-	buf = append(buf[:0], `{"jsonrpc":"2.0","id":`...)
+// reply.
+func (s *session) call(ctx context.Context, id int64, msg []byte, sc *scratch) error {
+	buf := append(sc.body[:0], `{"jsonrpc":"2.0","id":`...)
 	buf = strconv.AppendInt(buf, id, 10)
 	buf = append(buf, `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"`...)
 	buf = append(buf, msg...) // plain ASCII: no escaping needed
 	buf = append(buf, `"}}}`...)
+	sc.body = buf
 	req, err := s.ep.newRequest(ctx, http.MethodPost, s.id, s.version, buf)
 	if err != nil {
-		return buf, err
+		return err
 	}
 	resp, err := s.ep.client.Do(req)
 	if err != nil {
-		return buf, err
+		return err
 	}
-	reply, err := readReply(resp, buf[:0])
+	reply, err := readReply(resp, sc.reply[:0])
 	closeBody(resp)
+	sc.reply = reply
 	if err != nil {
-		return buf, err
+		return err
 	}
-	buf = reply
-	return buf, checkEcho(reply, id, msg)
+	return checkEcho(reply, id, msg)
 }
 
 // checkEcho classifies a reply to the call (id, msg): nil if it is its
@@ -307,7 +314,11 @@ func (d *decoder) find(path []string) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			if u, _ := jsontext.AppendUnquote(nil, name); string(u) == path[0] {
+			u := name[1 : len(name)-1]
+			if bytes.IndexByte(u, '\\') >= 0 {
+				u, _ = jsontext.AppendUnquote(nil, name)
+			}
+			if string(u) == path[0] {
 				return d.find(path[1:])
 			}
 			if _, err := d.dec.ReadValue(); err != nil {
