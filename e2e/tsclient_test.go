@@ -55,6 +55,22 @@ func TestTypeScriptClientEverything(t *testing.T) {
 	}
 }
 
+// TestTypeScriptSSEClient does the same with the SDK's legacy SSEClientTransport (2024-11-05),
+// on one shared process, through /servers/{name}/sse and through the fallback on the
+// Streamable HTTP URL /servers/{name}/mcp.
+func TestTypeScriptSSEClient(t *testing.T) {
+	requirePeers(t, node22, serverEverything)
+	script := installScript(t, everythingClientScript)
+	base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
+		"everything": {Command: node22, Args: []string{serverEverything, "stdio"}},
+	}})
+	for _, path := range []string{"/servers/everything/sse", "/servers/everything/mcp"} {
+		t.Run(strings.TrimPrefix(path, "/servers/everything/"), func(t *testing.T) {
+			runEverythingClient(t, script, base+path, "--transport", "sse")
+		})
+	}
+}
+
 // TestTypeScriptClientBaseline runs the same client script against server-everything served
 // directly in its own Streamable HTTP mode, proving the script and its checks against the
 // reference implementation.
@@ -71,12 +87,28 @@ func TestTypeScriptClientBaseline(t *testing.T) {
 	runEverythingClient(t, script, "http://"+addr+"/mcp")
 }
 
+// TestTypeScriptSSEClientBaseline runs the legacy SSE variant against server-everything's own
+// SSE mode: the reference for what the legacy transport delivers without a gateway.
+func TestTypeScriptSSEClientBaseline(t *testing.T) {
+	requirePeers(t, node22, serverEverything)
+	script := installScript(t, everythingClientScript)
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	cmd := exec.Command(node22, serverEverything, "sse")
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	p := startProcess(t, "server-everything", cmd, nil)
+	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
+	waitListening(t, p, addr, 30*time.Second)
+	runEverythingClient(t, script, "http://"+addr+"/sse", "--transport", "sse")
+}
+
 // runEverythingClient runs everything_client.mjs against url and checks its exit status and its
 // summary.
-func runEverythingClient(t *testing.T, script, url string) {
+func runEverythingClient(t *testing.T, script, url string, extra ...string) {
 	t.Helper()
 	start := time.Now()
-	out, err := runNode(t, peersDir, tsClientTimeout, script, "--url", url, "--clients", strconv.Itoa(tsClients))
+	args := append([]string{script, "--url", url, "--clients", strconv.Itoa(tsClients)}, extra...)
+	out, err := runNode(t, peersDir, tsClientTimeout, args...)
 	elapsed := time.Since(start).Round(time.Millisecond)
 
 	var sum tsSummary
