@@ -74,7 +74,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 // readMessages reads and parses a POST body: one message or a batch. On
 // failure it answers the request itself.
 func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []jsonrpc.Message, batch, ok bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -99,6 +99,20 @@ func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []j
 		}
 	}
 	return msgs, batch, true
+}
+
+// readBody reads a request body of at most limit bytes: into one buffer of
+// the announced length when there is one, else growing as it goes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(body)
 }
 
 // initialize creates the session, opens its connection to the server and
@@ -216,6 +230,6 @@ func writeJSON(w http.ResponseWriter, evs []session.Event, batch bool) {
 	if batch {
 		body = append(body, ']')
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	_, _ = w.Write(body)
 }

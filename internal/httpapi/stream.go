@@ -15,6 +15,15 @@ import (
 // older clients may try to parse the empty data as JSON.
 const primingVersion = "2025-11-25"
 
+// Header values shared by every response, assigned without allocating;
+// net/http only reads them.
+var (
+	sseContentType  = []string{"text/event-stream"}
+	jsonContentType = []string{"application/json"}
+	noCache         = []string{"no-cache"}
+	noBuffering     = []string{"no"} // tells nginx-style proxies not to buffer the stream
+)
+
 func mimeType(v string) (string, map[string]string, error) { return mime.ParseMediaType(v) }
 
 // get opens the session's standalone stream, or resumes the stream a
@@ -71,9 +80,9 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session
 // eventID.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, preamble []byte, eventID func(uint64) string) {
 	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
+	hdr["Content-Type"] = sseContentType
+	hdr["Cache-Control"] = noCache
+	hdr["X-Accel-Buffering"] = noBuffering
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 

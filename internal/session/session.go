@@ -186,7 +186,7 @@ type Store struct {
 	idle   time.Duration
 	replay int
 
-	mu sync.Mutex
+	mu sync.RWMutex
 	// guarded by mu:
 	sessions map[string]*Session
 }
@@ -226,8 +226,8 @@ func newID() (string, error) {
 
 // Get returns the session with id, or nil.
 func (st *Store) Get(id string) *Session {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.mu.RLock()
+	defer st.mu.RUnlock()
 	return st.sessions[id]
 }
 
@@ -280,7 +280,7 @@ func (st *Store) RemoveAll() []*Session {
 
 // Len returns the number of live sessions.
 func (st *Store) Len() int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.mu.RLock()
+	defer st.mu.RUnlock()
 	return len(st.sessions)
 }
