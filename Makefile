@@ -48,3 +48,8 @@ e2e: peers
 ## clean: remove bin/ (keeps the .cache/ of installed peers)
 clean:
 	rm -rf bin
+
+## bench: measure the gateway against mcpecho (BENCH_DURATION=10s per run) and rewrite docs/benchmarks.md
+.PHONY: bench
+bench:
+	bash scripts/bench.sh --write

@@ -12,16 +12,19 @@ import (
 func TestImportsPointOneWay(t *testing.T) {
 	const mod = "github.com/mcpgate/mcpgate/"
 	allowed := map[string][]string{
-		"internal/jsonrpc":  {},
-		"internal/sse":      {},
-		"internal/config":   {},
-		"internal/session":  {},
-		"internal/upstream": {},
-		"internal/mux":      {"internal/jsonrpc"},
-		"internal/httpapi":  {"internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
-		"internal/backend":  {"internal/config", "internal/httpapi", "internal/mux", "internal/upstream"},
-		"internal/gateway":  {"internal/backend", "internal/config", "internal/httpapi"},
-		"cmd/mcpgate":       {"internal/config", "internal/gateway"},
+		"internal/jsonrpc":    {},
+		"internal/sse":        {},
+		"internal/config":     {},
+		"internal/session":    {},
+		"internal/upstream":   {},
+		"internal/mux":        {"internal/jsonrpc"},
+		"internal/httpapi":    {"internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
+		"internal/backend":    {"internal/config", "internal/httpapi", "internal/mux", "internal/upstream"},
+		"internal/gateway":    {"internal/backend", "internal/config", "internal/httpapi"},
+		"cmd/mcpgate":         {"internal/config", "internal/gateway", "internal/loadgen"},
+		"internal/echoserver": {"internal/jsonrpc", "internal/sse"},
+		"internal/loadgen":    {"internal/jsonrpc", "internal/sse"},
+		"cmd/mcpecho":         {"internal/echoserver"},
 	}
 	forbiddenStd := map[string][]string{
 		"internal/mux":     {"net/http"},

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain runs the command itself when the test binary is re-executed
+// as the child of a test.
+func TestMain(m *testing.M) {
+	if os.Getenv("MCPECHO_TEST_CHILD") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func child(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MCPECHO_TEST_CHILD=1")
+	return cmd
+}
+
+func TestStdio(t *testing.T) {
+	cmd := child(t)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26"}}`+"\n"+
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"over stdio"}}}`+"\n")
+	br := bufio.NewReader(stdout)
+	for _, want := range []string{`"protocolVersion":"2025-03-26"`, `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"over stdio"}]}}`} {
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, want) {
+			t.Fatalf("reply %q, %v; want it to contain %s", line, err, want)
+		}
+	}
+	stdin.Close() // EOF ends the server cleanly
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
+
+func TestHTTP(t *testing.T) {
+	cmd := child(t, "--http", "127.0.0.1:0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	m := regexp.MustCompile(`msg=listening addr=(\S+)`).FindStringSubmatch(line)
+	if err != nil || m == nil {
+		cmd.Process.Kill()
+		t.Fatalf("first stderr line %q, %v", line, err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", "http://"+m[1]+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Mcp-Session-Id") == "" || !strings.Contains(string(body), `"2025-06-18"`) {
+		t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	var stderr strings.Builder
+	if code := run([]string{"extra"}, strings.NewReader(""), io.Discard, &stderr); code != 2 {
+		t.Errorf("exit %d, want 2; %s", code, stderr.String())
+	}
+	if code := run([]string{"--bogus"}, strings.NewReader(""), io.Discard, &stderr); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/loadgen"
+)
+
+var benchCmd = command{
+	name: "bench",
+	synopses: []string{
+		"bench --url URL [--sessions N] [--concurrency C] [--duration D] [--warmup D] [--json]",
+		"bench --url URL --idle N [--streams M] [--hold D] [--json]",
+	},
+	summary: "load-test an MCP endpoint (the gateway or a server) and check every reply",
+	about: `Bench opens sessions on the Streamable HTTP endpoint URL and has each
+session call the tool "echo" (cmd/mcpecho serves it) with a message
+unique to the call, from --concurrency callers per session at once, for
+--warmup and then the measured --duration. Every reply must carry its
+caller's own id and message: a reply that belongs to another call counts
+as crossed, any other failure as an error. It prints calls per second and
+latency percentiles of the measured calls, and exits 1 if there was any
+error or crossed reply.
+
+With --idle N it measures capacity instead: it opens N sessions, the
+first --streams of them with a GET stream held open, holds them for
+--hold (or until interrupted), prints how many opened and failed, then
+deletes them. It exits 1 if any failed.
+
+Progress goes to stderr once a second; the result to stdout, as a table
+or, with --json, as one JSON object.`,
+}
+
+// headerFlags collects repeated --header 'Name: value' flags.
+type headerFlags http.Header
+
+func (h headerFlags) String() string { return "" }
+
+func (h headerFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("want 'Name: value', got %q", v)
+	}
+	http.Header(h).Add(name, strings.TrimSpace(value))
+	return nil
+}
+
+// benchJSON is the --json output of a load run.
+type benchJSON struct {
+	Sessions    int     `json:"sessions"`
+	Concurrency int     `json:"concurrency"`
+	DurationS   float64 `json:"duration_s"`
+	Calls       uint64  `json:"calls"`
+	CallsPerSec float64 `json:"calls_per_sec"`
+	P50us       float64 `json:"p50_us"`
+	P90us       float64 `json:"p90_us"`
+	P99us       float64 `json:"p99_us"`
+	MaxUs       float64 `json:"max_us"`
+	Errors      uint64  `json:"errors"`
+	Crossed     uint64  `json:"crossed"`
+	FirstError  string  `json:"first_error,omitempty"`
+}
+
+// idleJSON is the --json output of an idle run.
+type idleJSON struct {
+	Sessions      int     `json:"sessions"`
+	Opened        int     `json:"opened"`
+	Failed        int     `json:"failed"`
+	Streams       int     `json:"streams"`
+	StreamsFailed int     `json:"streams_failed"`
+	HeldS         float64 `json:"held_s"`
+	FirstError    string  `json:"first_error,omitempty"`
+}
+
+// bench implements `mcpgate bench`.
+func bench(args []string, stdout, stderr io.Writer) int {
+	c := &benchCmd
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	url := fs.String("url", "", "the MCP endpoint `URL`, e.g. http://127.0.0.1:8080/servers/echo/mcp (required)")
+	sessions := fs.Int("sessions", 32, "open `N` sessions")
+	concurrency := fs.Int("concurrency", 1, "run `C` callers per session, each with one call in flight")
+	duration := fs.Duration("duration", 10*time.Second, "measure for `D`")
+	warmup := fs.Duration("warmup", time.Second, "run for `D` before measuring (not counted in throughput or latency)")
+	version := fs.String("version", "2025-11-25", "ask for protocol version `V` in initialize")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object")
+	idle := fs.Int("idle", 0, "idle mode: open `N` sessions and hold them instead of calling")
+	streams := fs.Int("streams", 0, "idle mode: `M` of the sessions also hold a GET stream open")
+	hold := fs.Duration("hold", 0, "idle mode: hold the sessions for `D` (default: until interrupted)")
+	header := headerFlags{}
+	fs.Var(header, "header", "send the header `'Name: value'` on every request (repeatable)")
+	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case fs.NArg() > 0:
+		return usageError(stderr, c, "unexpected argument %q", fs.Arg(0))
+	case *url == "":
+		return usageError(stderr, c, "--url URL is required")
+	case !strings.HasPrefix(*url, "http://") && !strings.HasPrefix(*url, "https://"):
+		return usageError(stderr, c, "--url must be an http:// or https:// URL")
+	case *version == "":
+		return usageError(stderr, c, "--version must not be empty")
+	case *idle < 0:
+		return usageError(stderr, c, "--idle must be positive")
+	case *idle == 0 && (set["streams"] || set["hold"]):
+		return usageError(stderr, c, "--streams and --hold need --idle N")
+	case *idle > 0 && (*streams < 0 || *streams > *idle):
+		return usageError(stderr, c, "--streams must be between 0 and --idle")
+	case *idle > 0 && *hold < 0:
+		return usageError(stderr, c, "--hold must not be negative")
+	case *idle == 0 && (*sessions <= 0 || *concurrency <= 0):
+		return usageError(stderr, c, "--sessions and --concurrency must be positive")
+	case *idle == 0 && (*duration <= 0 || *warmup < 0):
+		return usageError(stderr, c, "--duration must be positive and --warmup not negative")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *idle > 0 {
+		return benchIdle(ctx, loadgen.IdleOptions{
+			URL: *url, Sessions: *idle, Streams: *streams, Hold: *hold,
+			Version: *version, Header: http.Header(header),
+			Progress: func(p loadgen.IdleProgress) {
+				fmt.Fprintf(stderr, "bench: %s %4.0fs opened=%d failed=%d streams=%d\n",
+					p.Phase, p.Elapsed.Seconds(), p.Opened, p.Failed, p.Streams)
+			},
+		}, *asJSON, stdout, stderr)
+	}
+
+	var lastCalls uint64
+	var lastAt time.Duration
+	res, err := loadgen.Run(ctx, loadgen.Options{
+		URL: *url, Sessions: *sessions, Concurrency: *concurrency,
+		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header),
+		Progress: func(p loadgen.Progress) {
+			rate := float64(p.Calls-lastCalls) / (p.Elapsed - lastAt).Seconds()
+			lastCalls, lastAt = p.Calls, p.Elapsed
+			fmt.Fprintf(stderr, "bench: %s %4.0fs opened=%d calls=%d (%.0f/s) errors=%d crossed=%d\n",
+				p.Phase, p.Elapsed.Seconds(), p.Opened, p.Calls, rate, p.Errors, p.Crossed)
+		},
+	})
+	if err != nil && res.Elapsed == 0 {
+		fmt.Fprintf(stderr, "mcpgate bench: %v\n", err)
+		return exitFailure
+	}
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	if *asJSON {
+		out, _ := json.Marshal(benchJSON{
+			Sessions: res.Sessions, Concurrency: res.Concurrency, DurationS: res.Elapsed.Seconds(),
+			Calls: res.Calls, CallsPerSec: res.CallsPerSec,
+			P50us: us(res.P(0.50)), P90us: us(res.P(0.90)), P99us: us(res.P(0.99)), MaxUs: us(res.Latency.Max()),
+			Errors: res.Errors, Crossed: res.Crossed, FirstError: res.FirstError,
+		})
+		fmt.Fprintf(stdout, "%s\n", out)
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "url\t%s (version %s)\n", *url, *version)
+		fmt.Fprintf(tw, "sessions\t%d x %d callers\n", res.Sessions, res.Concurrency)
+		fmt.Fprintf(tw, "measured\t%.1fs after %s warmup\n", res.Elapsed.Seconds(), *warmup)
+		fmt.Fprintf(tw, "calls\t%d\n", res.Calls)
+		fmt.Fprintf(tw, "calls/s\t%.0f\n", res.CallsPerSec)
+		fmt.Fprintf(tw, "latency\tp50 %.0f µs\tp90 %.0f µs\tp99 %.0f µs\tmax %.0f µs\n",
+			us(res.P(0.50)), us(res.P(0.90)), us(res.P(0.99)), us(res.Latency.Max()))
+		fmt.Fprintf(tw, "errors\t%d\n", res.Errors)
+		fmt.Fprintf(tw, "crossed\t%d\n", res.Crossed)
+		_ = tw.Flush()
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "mcpgate bench: stopped early: %v\n", err)
+		return exitFailure
+	case res.Errors > 0 || res.Crossed > 0:
+		fmt.Fprintf(stderr, "mcpgate bench: %d errors, %d crossed replies; first error: %s\n", res.Errors, res.Crossed, res.FirstError)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// benchIdle runs idle mode and prints its result.
+func benchIdle(ctx context.Context, o loadgen.IdleOptions, asJSON bool, stdout, stderr io.Writer) int {
+	res, err := loadgen.Idle(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpgate bench: %v\n", err)
+		return exitFailure
+	}
+	if asJSON {
+		out, _ := json.Marshal(idleJSON{
+			Sessions: res.Sessions, Opened: res.Opened, Failed: res.Failed,
+			Streams: res.Streams, StreamsFailed: res.StreamsFailed,
+			HeldS: res.Held.Seconds(), FirstError: res.FirstError,
+		})
+		fmt.Fprintf(stdout, "%s\n", out)
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "url\t%s\n", o.URL)
+		fmt.Fprintf(tw, "sessions\t%d opened of %d, %d failed\n", res.Opened, res.Sessions, res.Failed)
+		fmt.Fprintf(tw, "streams\t%d opened of %d, %d failed\n", res.Streams, o.Streams, res.StreamsFailed)
+		fmt.Fprintf(tw, "held\t%.1fs\n", res.Held.Seconds())
+		_ = tw.Flush()
+	}
+	if res.Failed > 0 || res.StreamsFailed > 0 {
+		fmt.Fprintf(stderr, "mcpgate bench: %d sessions and %d streams failed; first error: %s\n", res.Failed, res.StreamsFailed, res.FirstError)
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"go.uber.org/goleak"
+)
+
+func runBench(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := bench(args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// noLeaks checks, after the test's other cleanups (its servers closing),
+// that the test left no goroutine behind. Call it first.
+func noLeaks(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
+
+func echoFixture(t *testing.T, wrap func(http.Handler) http.Handler) (*httptest.Server, *echoserver.Handler) {
+	t.Helper()
+	h := echoserver.NewHandler()
+	var handler http.Handler = h
+	if wrap != nil {
+		handler = wrap(h)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(func() { h.Close(); srv.Close() })
+	return srv, h
+}
+
+func TestBenchJSON(t *testing.T) {
+	noLeaks(t)
+	srv, h := echoFixture(t, nil)
+	r := runBench(t, "--url", srv.URL, "--sessions", "3", "--concurrency", "2", "--duration", "150ms", "--warmup", "10ms", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || strings.Count(r.stdout, "\n") != 1 {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"calls_per_sec", "p50_us", "p90_us", "p99_us", "max_us", "calls", "errors", "crossed", "sessions"} {
+		if _, ok := out[k]; !ok {
+			t.Errorf("no %q in %s", k, r.stdout)
+		}
+	}
+	if out["sessions"] != 3.0 || out["errors"] != 0.0 || out["crossed"] != 0.0 || out["calls"].(float64) <= 0 || out["p50_us"].(float64) <= 0 {
+		t.Errorf("result %s", r.stdout)
+	}
+	if h.Sessions() != 0 {
+		t.Errorf("%d sessions left", h.Sessions())
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	noLeaks(t)
+	srv, _ := echoFixture(t, nil)
+	r := runBench(t, "--url", srv.URL, "--sessions", "2", "--duration", "100ms", "--warmup", "0s", "--version", "2025-06-18")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"sessions  2 x 1 callers", "calls/s", "p50 ", "p99 ", "errors    0", "crossed   0", "version 2025-06-18"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestBenchFailsOnBadReplies: a server whose tools/call fails makes bench
+// exit 1 and say why.
+func TestBenchFailsOnBadReplies(t *testing.T) {
+	noLeaks(t)
+	srv, _ := echoFixture(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") != "" && r.ContentLength > 60 {
+				http.Error(w, "broken", http.StatusBadGateway)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	r := runBench(t, "--url", srv.URL, "--sessions", "1", "--duration", "50ms", "--warmup", "0s", "--json")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "502") || !strings.Contains(r.stdout, `"errors":`) {
+		t.Fatalf("exit %d, want 1 with the error\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestBenchIdle(t *testing.T) {
+	noLeaks(t)
+	srv, h := echoFixture(t, nil)
+	r := runBench(t, "--url", srv.URL, "--idle", "20", "--streams", "5", "--hold", "10ms", "--json", "--header", "X-Bench: yes")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var out idleJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Opened != 20 || out.Failed != 0 || out.Streams != 5 || out.StreamsFailed != 0 {
+		t.Errorf("result %+v", out)
+	}
+	if !strings.Contains(r.stderr, "bench: holding") {
+		t.Errorf("no holding progress line on stderr:\n%s", r.stderr)
+	}
+	if h.Sessions() != 0 {
+		t.Errorf("%d sessions left", h.Sessions())
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--url", "127.0.0.1:8080"},
+		{"--url", "http://x/mcp", "extra"},
+		{"--url", "http://x/mcp", "--sessions", "0"},
+		{"--url", "http://x/mcp", "--duration", "0s"},
+		{"--url", "http://x/mcp", "--streams", "3"},
+		{"--url", "http://x/mcp", "--idle", "2", "--streams", "3"},
+		{"--url", "http://x/mcp", "--header", "no colon"},
+		{"--url", "http://x/mcp", "--bogus"},
+	} {
+		r := runBench(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "usage: mcpgate bench") {
+			t.Errorf("bench %q: exit %d, want 2 with usage\n%s", args, r.code, r.stderr)
+		}
+	}
+	r := runBench(t, "--help")
+	if r.code != exitOK || !strings.Contains(r.stdout, "--concurrency") || !strings.Contains(r.stdout, "crossed") {
+		t.Errorf("--help: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+func TestHeaderFlags(t *testing.T) {
+	h := headerFlags{}
+	for _, v := range []string{"Authorization: Bearer x", "X-A:1", "x-a: 2"} {
+		if err := h.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := http.Header(h); got.Get("Authorization") != "Bearer x" || len(got.Values("X-A")) != 2 {
+		t.Errorf("headers %v", got)
+	}
+}

@@ -1,0 +1,172 @@
+package echoserver
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/sse"
+)
+
+type httpFixture struct {
+	t   *testing.T
+	h   *Handler
+	srv *httptest.Server
+}
+
+func newHTTPFixture(t *testing.T) *httpFixture {
+	h := NewHandler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { h.Close(); srv.Close() })
+	return &httpFixture{t: t, h: h, srv: srv}
+}
+
+func (f *httpFixture) do(method, session, body string) *http.Response {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(f.t.Context(), method, f.srv.URL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (f *httpFixture) initialize(version string) string {
+	f.t.Helper()
+	resp := f.do("POST", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+version+`"}}`)
+	body := readAll(f.t, resp)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || id == "" || !strings.Contains(body, `"protocolVersion":"`+version+`"`) {
+		f.t.Fatalf("initialize: %s, session %q, %s", resp.Status, id, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		f.t.Fatalf("initialize Content-Type %q, want application/json (as the gateway answers it)", ct)
+	}
+	return id
+}
+
+const echoCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}`
+const echoReply = `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hello"}]}}`
+
+func TestHTTPJSONFor20250618(t *testing.T) {
+	f := newHTTPFixture(t)
+	id := f.initialize("2025-06-18")
+	if resp := f.do("POST", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notification: %s", resp.Status)
+	}
+	resp := f.do("POST", id, echoCall)
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != echoReply || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("call: %s %q %s", resp.Status, resp.Header.Get("Content-Type"), body)
+	}
+}
+
+func TestHTTPSSEWithPrimingFor20251125(t *testing.T) {
+	f := newHTTPFixture(t)
+	id := f.initialize("2025-11-25")
+	resp := f.do("POST", id, echoCall)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("call: %s %q", resp.Status, ct)
+	}
+	r := sse.NewReader(resp.Body, 0)
+	prime, err := r.Next()
+	if err != nil || !strings.HasSuffix(prime.ID, "-0") || len(prime.Data) != 0 || prime.Retry == 0 {
+		t.Fatalf("priming event %+v, %v; want an id N-0, a retry and no data", prime, err)
+	}
+	ev, err := r.Next()
+	stream := strings.TrimSuffix(prime.ID, "-0")
+	if err != nil || ev.Event != "message" || ev.ID != stream+"-1" || string(ev.Data) != echoReply {
+		t.Fatalf("reply event %+v, %v", ev, err)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the reply: %v, want the stream to end", err)
+	}
+}
+
+func TestHTTPSessions(t *testing.T) {
+	f := newHTTPFixture(t)
+	if resp := f.do("POST", "", echoCall); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("no session: %s, want 400", resp.Status)
+	}
+	if resp := f.do("POST", "nope", echoCall); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown session: %s, want 404", resp.Status)
+	}
+	if resp := f.do("POST", "", `{"jsonrpc":`); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("garbage: %s, want 400", resp.Status)
+	}
+	a, b := f.initialize("2025-06-18"), f.initialize("2025-11-25")
+	if a == b || f.h.Sessions() != 2 {
+		t.Fatalf("sessions %q %q, count %d", a, b, f.h.Sessions())
+	}
+	if resp := f.do("DELETE", a, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %s", resp.Status)
+	}
+	if resp := f.do("POST", a, echoCall); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("deleted session: %s, want 404", resp.Status)
+	}
+	if resp := f.do("DELETE", a, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("second DELETE: %s, want 404", resp.Status)
+	}
+	if f.h.Sessions() != 1 {
+		t.Errorf("%d sessions left, want 1", f.h.Sessions())
+	}
+}
+
+// TestHTTPGetStream opens a session's GET stream, checks a second one is
+// refused, and that DELETE ends the first.
+func TestHTTPGetStream(t *testing.T) {
+	f := newHTTPFixture(t)
+	id := f.initialize("2025-11-25")
+	get := func() *http.Response {
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", f.srv.URL+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := get()
+	defer first.Body.Close()
+	if first.StatusCode != 200 || f.h.Streams() != 1 {
+		t.Fatalf("GET: %s, %d streams", first.Status, f.h.Streams())
+	}
+	r := sse.NewReader(first.Body, 0)
+	if ev, err := r.Next(); err != nil || ev.ID != "0-0" {
+		t.Fatalf("priming event %+v, %v", ev, err)
+	}
+	if second := get(); second.StatusCode != http.StatusConflict {
+		t.Errorf("second GET: %s, want 409", second.Status)
+	} else {
+		second.Body.Close()
+	}
+	if resp := f.do("DELETE", id, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %s", resp.Status)
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("stream after DELETE: %v, want EOF", err)
+	}
+}

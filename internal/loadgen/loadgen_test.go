@@ -1,0 +1,242 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/sse"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoServer serves the real fixture; call is, if set, used instead of the
+// fixture for tools/call requests.
+func echoServer(t *testing.T, call func(w http.ResponseWriter, r *http.Request, msg []byte)) (*httptest.Server, *echoserver.Handler) {
+	t.Helper()
+	h := echoserver.NewHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if call != nil && r.Method == http.MethodPost {
+			msg, _ := io.ReadAll(r.Body)
+			if bytes.Contains(msg, []byte(`"tools/call"`)) {
+				call(w, r, msg)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(msg))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { h.Close(); srv.Close() })
+	return srv, h
+}
+
+// writeReply answers as the gateway would: SSE with a priming event for
+// 2025-11-25, else JSON.
+func writeReply(w http.ResponseWriter, r *http.Request, reply []byte) {
+	if r.Header.Get("Mcp-Protocol-Version") < "2025-11-25" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(reply)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse.Write(w, sse.Event{ID: "1-0", Retry: time.Second})
+	sse.Write(w, sse.Event{ID: "1-1", Event: "message", Data: []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"noise"}}`)})
+	if reply != nil {
+		sse.Write(w, sse.Event{ID: "1-2", Event: "message", Data: reply})
+	}
+}
+
+func quick(url, version string) Options {
+	return Options{URL: url, Sessions: 4, Concurrency: 2, Duration: 200 * time.Millisecond, Warmup: 20 * time.Millisecond, Version: version}
+}
+
+func TestRunAgainstEcho(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2025-06-18", "2025-03-26"} {
+		t.Run(version, func(t *testing.T) {
+			srv, h := echoServer(t, nil)
+			var progress []Progress
+			o := quick(srv.URL, version)
+			o.Progress = func(p Progress) { progress = append(progress, p) }
+			o.ProgressInterval = 20 * time.Millisecond
+			res, err := Run(t.Context(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Errors != 0 || res.Crossed != 0 || res.FirstError != "" {
+				t.Fatalf("errors %d crossed %d: %s", res.Errors, res.Crossed, res.FirstError)
+			}
+			if res.Sessions != 4 || res.Concurrency != 2 || res.Calls == 0 || res.Latency.Count() != res.Calls {
+				t.Fatalf("result %+v", res)
+			}
+			if res.Elapsed < o.Duration || res.CallsPerSec <= 0 || res.P(0.5) <= 0 || res.P(0.5) > res.Latency.Max() {
+				t.Fatalf("elapsed %v, %v calls/s, p50 %v max %v", res.Elapsed, res.CallsPerSec, res.P(0.5), res.Latency.Max())
+			}
+			if h.Sessions() != 0 {
+				t.Errorf("%d sessions left on the server; Run must delete them", h.Sessions())
+			}
+			if len(progress) == 0 || progress[len(progress)-1].Opened != 4 {
+				t.Errorf("progress %+v", progress)
+			}
+		})
+	}
+}
+
+// TestRunDetectsCrossing runs against a server that answers each call with
+// the reply computed for the call before it, from whichever session: the
+// classic "next line is the reply to the last request" bug.
+func TestRunDetectsCrossing(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2025-06-18"} {
+		t.Run(version, func(t *testing.T) {
+			var mu sync.Mutex
+			var previous []byte
+			srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+				mine, _, _ := echoserver.AppendReply(nil, msg)
+				mu.Lock()
+				out := previous
+				previous = mine
+				mu.Unlock()
+				if out == nil {
+					out = mine
+				}
+				writeReply(w, r, out)
+			})
+			res, err := Run(t.Context(), quick(srv.URL, version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Crossed == 0 || res.Calls > 1 || res.Errors != 0 {
+				t.Fatalf("crossed %d calls %d errors %d (%s): every reply but the first is someone else's", res.Crossed, res.Calls, res.Errors, res.FirstError)
+			}
+		})
+	}
+}
+
+// TestRunSwappedSessionsSameIDs swaps replies between two sessions whose
+// request ids are equal: the id check alone cannot see it, the text must.
+func TestRunSwappedSessionsSameIDs(t *testing.T) {
+	var n atomic.Int64
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+		reply, _, _ := echoserver.AppendReply(nil, msg)
+		if n.Add(1)%3 == 0 {
+			reply = bytes.Replace(reply, []byte(`-s0-`), []byte(`-s1-`), 1)
+		}
+		writeReply(w, r, reply)
+	})
+	o := quick(srv.URL, "2025-06-18")
+	o.Sessions, o.Concurrency = 2, 1
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Crossed == 0 || res.Errors != 0 || res.Calls == 0 {
+		t.Fatalf("crossed %d errors %d calls %d", res.Crossed, res.Errors, res.Calls)
+	}
+}
+
+func TestRunCountsErrors(t *testing.T) {
+	tests := []struct {
+		name, version, want string
+		call                func(w http.ResponseWriter, r *http.Request, msg []byte)
+	}{
+		{"JSON-RPC error", "2025-06-18", "JSON-RPC error", func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			writeReply(w, r, []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}`))
+		}},
+		{"HTTP 500", "2025-06-18", "500", func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			http.Error(w, "down", http.StatusInternalServerError)
+		}},
+		{"lost reply", "2025-11-25", "without a JSON-RPC reply", func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			writeReply(w, r, nil) // priming and a notification, then the stream ends
+		}},
+		{"202 for a request", "2025-06-18", "202", func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			w.WriteHeader(http.StatusAccepted)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := echoServer(t, tt.call)
+			res, err := Run(t.Context(), quick(srv.URL, tt.version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Errors == 0 || res.Crossed != 0 || res.Calls != 0 || !strings.Contains(res.FirstError, tt.want) {
+				t.Fatalf("errors %d crossed %d calls %d first %q; want errors only, mentioning %q", res.Errors, res.Crossed, res.Calls, res.FirstError, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunFailsWhenSessionsCannotOpen(t *testing.T) {
+	var inits atomic.Int64
+	h := echoserver.NewHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == "" && inits.Add(1) > 2 {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer h.Close()
+	_, err := Run(t.Context(), quick(srv.URL, ""))
+	if err == nil || !strings.Contains(err.Error(), "2 of 4 sessions failed") {
+		t.Fatalf("Run = %v, want 2 of 4 sessions failed", err)
+	}
+	if h.Sessions() != 0 {
+		t.Errorf("the sessions that opened were not deleted: %d left", h.Sessions())
+	}
+}
+
+func TestRunOptions(t *testing.T) {
+	for _, url := range []string{"", "ftp://x/mcp", "127.0.0.1:80"} {
+		if _, err := Run(t.Context(), Options{URL: url}); err == nil {
+			t.Errorf("URL %q accepted", url)
+		}
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	srv, _ := echoServer(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	o := quick(srv.URL, "")
+	o.Duration = time.Hour
+	o.ProgressInterval = 10 * time.Millisecond
+	o.Progress = func(p Progress) {
+		if p.Phase == "measuring" && p.Calls > 0 {
+			cancel()
+		}
+	}
+	res, err := Run(ctx, o)
+	if err != context.Canceled || res.Errors != 0 {
+		t.Fatalf("Run = %v, errors %d; want context.Canceled and no errors", err, res.Errors)
+	}
+}
+
+func TestCustomHeaders(t *testing.T) {
+	var missing atomic.Int64
+	h := echoserver.NewHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer t" {
+			missing.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	o := quick(srv.URL, "")
+	o.Header = http.Header{"Authorization": {"Bearer t"}}
+	if _, err := Run(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if missing.Load() != 0 {
+		t.Errorf("%d requests without the header", missing.Load())
+	}
+}

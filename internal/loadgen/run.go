@@ -1,0 +1,351 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure Run. Zero values take the defaults given.
+type Options struct {
+	URL         string        // the MCP endpoint, e.g. http://127.0.0.1:8080/servers/echo/mcp; required
+	Sessions    int           // sessions opened; default 32
+	Concurrency int           // callers per session, each with one call in flight; default 1
+	Duration    time.Duration // measured; default 10s
+	Warmup      time.Duration // driven as measured but not recorded; default 0
+	Version     string        // protocol version asked for; default "2025-11-25"
+	Header      http.Header   // extra headers on every request
+	// CallTimeout bounds one call, including reading its reply; default 30s.
+	CallTimeout time.Duration
+	// Progress, if set, is called every ProgressInterval (default 1s) from
+	// one goroutine while sessions open and calls run.
+	Progress         func(Progress)
+	ProgressInterval time.Duration
+}
+
+// Progress is a snapshot of a run, for live reporting.
+type Progress struct {
+	Phase   string // "opening", "warmup" or "measuring"
+	Elapsed time.Duration
+	Opened  int    // sessions open
+	Calls   uint64 // calls completed, warmup included
+	Errors  uint64
+	Crossed uint64
+}
+
+// Result is what a run measured.
+type Result struct {
+	Sessions    int
+	Concurrency int
+	Elapsed     time.Duration // the measured window
+	// Calls is the number of calls started and answered correctly inside
+	// the measured window; CallsPerSec is Calls / Elapsed.
+	Calls       uint64
+	CallsPerSec float64
+	// Errors and Crossed count every call of the run, warmup included,
+	// and the calls in flight when it ended (they are always awaited, so a
+	// lost reply shows as an error, never as nothing).
+	Errors     uint64
+	Crossed    uint64
+	FirstError string // an example error, "" if none
+	Latency    Histogram
+}
+
+// P returns the latency quantile q of the measured calls.
+func (r *Result) P(q float64) time.Duration { return r.Latency.Quantile(q) }
+
+const defaultVersion = "2025-11-25"
+
+func (o *Options) setDefaults() error {
+	if o.URL == "" {
+		return errors.New("loadgen: URL is required")
+	}
+	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("loadgen: URL %q is not an http(s) URL", o.URL)
+	}
+	if o.Sessions <= 0 {
+		o.Sessions = 32
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	o.Warmup = max(o.Warmup, 0)
+	if o.Version == "" {
+		o.Version = defaultVersion
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = time.Second
+	}
+	return nil
+}
+
+// Phases of a run, read by callers on every call.
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseStop
+)
+
+// caller is one goroutine's state. Its histogram and firstErr are written
+// only by that goroutine and read after it exits; the counters are atomics
+// for the progress reporter.
+type caller struct {
+	sess     *session
+	prefix   []byte // message prefix unique to this caller in this run
+	nextID   *atomic.Int64
+	hist     Histogram
+	measured uint64
+	firstErr error
+
+	calls, errors, crossed atomic.Uint64
+}
+
+// Run opens the sessions, drives calls through warmup and the measured
+// duration, waits for every call in flight, deletes the sessions and
+// returns what it measured. It fails if any session cannot be opened. If
+// ctx ends early it returns what was measured so far with ctx's error.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if err := o.setDefaults(); err != nil {
+		return Result{}, err
+	}
+	tr := newTransport(o.Sessions * o.Concurrency)
+	defer tr.CloseIdleConnections()
+	ep := &endpoint{client: &http.Client{Transport: tr}, url: o.URL, header: o.Header, version: o.Version}
+
+	start := time.Now()
+	var phase atomic.Int32
+	var opened atomic.Int64
+	callers := make([]*caller, 0, o.Sessions*o.Concurrency)
+	var callersMu sync.Mutex // guards callers while the reporter may read it
+	phaseName := atomic.Value{}
+	phaseName.Store("opening")
+	stopReport := report(o.Progress, o.ProgressInterval, func() Progress {
+		p := Progress{Phase: phaseName.Load().(string), Elapsed: time.Since(start), Opened: int(opened.Load())}
+		callersMu.Lock()
+		for _, c := range callers {
+			p.Calls += c.calls.Load()
+			p.Errors += c.errors.Load()
+			p.Crossed += c.crossed.Load()
+		}
+		callersMu.Unlock()
+		return p
+	})
+	defer stopReport()
+
+	sessions, err := openSessions(ctx, ep, o.Sessions, &opened)
+	defer closeSessions(ep, sessions)
+	if err != nil {
+		return Result{Sessions: len(sessions)}, err
+	}
+
+	nonce := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	callersMu.Lock()
+	for i, s := range sessions {
+		ids := new(atomic.Int64)
+		for j := range o.Concurrency {
+			callers = append(callers, &caller{
+				sess: s, nextID: ids,
+				prefix: fmt.Appendf(nil, "%s-s%d-c%d-", nonce, i, j),
+			})
+		}
+	}
+	callersMu.Unlock()
+
+	phaseName.Store("warmup")
+	var wg sync.WaitGroup
+	for _, c := range callers {
+		wg.Go(func() { c.run(ctx, &phase, o.CallTimeout) })
+	}
+	var mStart, mEnd time.Time
+	ctxErr := sleep(ctx, o.Warmup)
+	if ctxErr == nil {
+		mStart = time.Now()
+		phase.Store(phaseMeasure)
+		phaseName.Store("measuring")
+		ctxErr = sleep(ctx, o.Duration)
+	}
+	mEnd = time.Now()
+	phase.Store(phaseStop)
+	wg.Wait()
+
+	res := Result{Sessions: len(sessions), Concurrency: o.Concurrency}
+	if !mStart.IsZero() {
+		res.Elapsed = mEnd.Sub(mStart)
+	}
+	for _, c := range callers {
+		res.Latency.Merge(&c.hist)
+		res.Calls += c.measured
+		res.Errors += c.errors.Load()
+		res.Crossed += c.crossed.Load()
+		if res.FirstError == "" && c.firstErr != nil {
+			res.FirstError = c.firstErr.Error()
+		}
+	}
+	if res.Elapsed > 0 {
+		res.CallsPerSec = float64(res.Calls) / res.Elapsed.Seconds()
+	}
+	return res, ctxErr
+}
+
+// run makes calls one after another until the phase is phaseStop or ctx
+// ends. A call counts as measured if it started in phaseMeasure and ended
+// before phaseStop.
+func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Duration) {
+	var sc scratch
+	var msg []byte
+	for seq := uint64(0); ; seq++ {
+		p := phase.Load()
+		if p == phaseStop || ctx.Err() != nil {
+			return
+		}
+		msg = strconv.AppendUint(append(msg[:0], c.prefix...), seq, 10)
+		id := c.nextID.Add(1)
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		t0 := time.Now()
+		err := c.sess.call(cctx, id, msg, &sc)
+		d := time.Since(t0)
+		cancel()
+		switch {
+		case err == nil:
+			if p == phaseMeasure && phase.Load() == phaseMeasure {
+				c.hist.Record(d)
+				c.measured++
+			}
+		case ctx.Err() != nil:
+			return // the run was cancelled: not the server's fault
+		case errors.Is(err, errCrossed):
+			c.crossed.Add(1)
+		default:
+			c.errors.Add(1)
+			if c.firstErr == nil {
+				c.firstErr = err
+			}
+		}
+		c.calls.Add(1)
+	}
+}
+
+// openSessions opens n sessions, at most 64 at a time. On error it returns
+// the sessions it did open (for the caller to close) and the first error.
+func openSessions(ctx context.Context, ep *endpoint, n int, opened *atomic.Int64) ([]*session, error) {
+	sessions := make([]*session, n)
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, 64) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				sessions[i], errs[i] = ep.open(octx)
+				cancel()
+				if errs[i] == nil {
+					opened.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var ok []*session
+	for _, s := range sessions {
+		if s != nil {
+			ok = append(ok, s)
+		}
+	}
+	failed := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return ok, err
+	}
+	if failed > 0 {
+		return ok, fmt.Errorf("loadgen: %d of %d sessions failed to open: %w", failed, n, first)
+	}
+	return ok, nil
+}
+
+// closeSessions deletes sessions, 64 at a time, within 30 seconds overall.
+func closeSessions(ep *endpoint, sessions []*session) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(sessions), 64) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(sessions) {
+					return
+				}
+				sessions[i].close(ctx)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sleep waits d or until ctx ends, returning ctx's error in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// report calls progress with snapshot() every interval until the returned
+// stop function is called; stop waits for the reporter to exit.
+func report(progress func(Progress), interval time.Duration, snapshot func() Progress) (stop func()) {
+	return every(interval, progress != nil, func() { progress(snapshot()) })
+}
+
+// every runs f every interval in one goroutine (if on) until stop.
+func every(interval time.Duration, on bool, f func()) (stop func()) {
+	if !on {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
