@@ -14,6 +14,10 @@ import (
 // batches; 2025-06-18 removed them.
 const batchVersion = "2025-03-26"
 
+// primingDelay is how long a POST's SSE stream waits for its first message
+// before sending the priming event alone.
+const primingDelay = 10 * time.Millisecond
+
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be Backend) {
 	accept := r.Header.Get("Accept")
 	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
@@ -172,6 +176,13 @@ func isJSON(contentType string) bool {
 // replies.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool) bool {
 	if s.Version() >= primingVersion {
+		// Give a quick reply the chance to leave in the same write as the
+		// priming event; a slow one gets its priming event after the delay.
+		select {
+		case <-st.Wake(): // sse reads the events; the signal is not needed
+		case <-time.After(primingDelay):
+		case <-r.Context().Done():
+		}
 		h.sse(w, r, s, st, nil, 0)
 		return true
 	}

@@ -86,30 +86,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 
+	// Events go out in as few writes as possible: the preamble and the
+	// events already there share one write, and the last one is not flushed
+	// (returning from the handler sends it with the end of the response).
 	buf := preamble
-	var err error
-	// write sends evs (and anything already in buf); false means the client is gone.
-	write := func(evs []session.Event) bool {
-		for _, ev := range evs {
-			after = ev.Seq
-			if ev.Data == nil {
-				continue
-			}
-			buf, err = sse.AppendEvent(buf, sse.Event{ID: eventID(ev.Seq), Event: "message", Data: ev.Data})
-			if err != nil {
-				return false
-			}
-		}
-		if len(buf) > 0 {
-			if _, err = w.Write(buf); err == nil {
-				err = rc.Flush()
-			}
-			buf = buf[:0]
-		}
-		return err == nil
-	}
-	if !write(pending) {
-		return
+	for _, ev := range pending {
+		buf = appendEvent(buf, ev, eventID)
+		after = ev.Seq
 	}
 	var general <-chan struct{}
 	if st.ID() == 0 {
@@ -119,20 +102,28 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	defer keep.Stop()
 	var evs []session.Event
 	for {
-		var done bool
-		var lost error
-		evs, done, lost = st.Next(evs[:0], after)
+		evs, done, lost := st.Next(evs[:0], after)
 		if lost != nil {
 			h.log.Warn("SSE stream fell behind its buffer; closing it", "session", s.ID, "stream", st.ID())
 			return
 		}
-		if !write(evs) {
-			return
+		for _, ev := range evs {
+			buf = appendEvent(buf, ev, eventID)
+			after = ev.Seq
+		}
+		if len(buf) > 0 {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			buf = buf[:0]
 		}
 		if done {
 			if st.Complete() {
 				s.Forget(st)
 			}
+			return
+		}
+		if rc.Flush() != nil {
 			return
 		}
 		select {
@@ -150,4 +141,19 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 			}
 		}
 	}
+}
+
+// appendEvent appends ev as an SSE message event; a nil message (a request
+// the client cancelled) takes no room.
+func appendEvent(buf []byte, ev session.Event, eventID func(uint64) string) []byte {
+	if ev.Data == nil {
+		return buf
+	}
+	// Data is one JSON-RPC message without newlines and ids are ours, so
+	// AppendEvent cannot fail.
+	out, err := sse.AppendEvent(buf, sse.Event{ID: eventID(ev.Seq), Event: "message", Data: ev.Data})
+	if err != nil {
+		return buf
+	}
+	return out
 }
