@@ -64,7 +64,7 @@ line with its key path, exiting 1 if there are any. Otherwise it prints
 		summary:  "print mcpgate's version and the Go version it was built with",
 		about:    `Version prints "mcpgate VERSION" and, on a second line, the Go version.`,
 	}
-	commands = []*command{&serveCmd, &validateCmd, &benchCmd, &versionCmd}
+	commands = []*command{&serveCmd, &validateCmd, &stdioCmd, &benchCmd, &versionCmd}
 )
 
 // run is the whole command line: it returns the exit code. Only serve
@@ -81,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[1:], stdout, stderr)
 	case "bench":
 		return bench(args[1:], stdout, stderr)
+	case "stdio":
+		return stdioBridge(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,303 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/remote"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const waitTimeout = 20 * time.Second
+
+// sink is Stdout: it collects lines and wakes waiters.
+type sink struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func newSink() *sink { return &sink{changed: make(chan struct{})} }
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (s *sink) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	text := s.buf.String()
+	if !strings.HasSuffix(text, "\n") && text != "" {
+		panic("partial line written: " + text)
+	}
+	return strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+}
+
+// wait waits for a line containing all of subs.
+func (s *sink) wait(t *testing.T, subs ...string) string {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		for _, l := range s.lines() {
+			ok := true
+			for _, sub := range subs {
+				ok = ok && strings.Contains(l, sub)
+			}
+			if ok {
+				return l
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("no line with %q on stdout:\n%s", subs, strings.Join(s.lines(), "\n"))
+		}
+	}
+}
+
+// upstream is a minimal Streamable HTTP server: sessions, JSON replies
+// echoing the method, 202 for the rest, 405 for GET, and a record of
+// DELETEs.
+type upstream struct {
+	mu      sync.Mutex
+	deletes int
+	methods []string
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodDelete:
+		u.mu.Lock()
+		u.deletes++
+		u.mu.Unlock()
+		return
+	case http.MethodGet:
+		http.Error(w, "no stream", http.StatusMethodNotAllowed)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	msg, err := jsonrpc.Parse(body)
+	if err != nil {
+		http.Error(w, "bad message", http.StatusBadRequest)
+		return
+	}
+	u.mu.Lock()
+	u.methods = append(u.methods, msg.MethodName())
+	u.mu.Unlock()
+	if msg.Kind != jsonrpc.KindRequest {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if msg.MethodIs("initialize") {
+		w.Header().Set("Mcp-Session-Id", "s1")
+		w.Write(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"u","version":"1"}}`)))
+		return
+	}
+	w.Write(jsonrpc.Response(msg.Bytes(msg.ID), fmt.Appendf(nil, `{"method":%q}`, msg.MethodName())))
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// runBridge runs Run in a goroutine with a pipe as stdin; the returned
+// channel yields Run's result.
+func runBridge(t *testing.T, ctx context.Context, cfg remote.Config) (*io.PipeWriter, *sink, <-chan error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	out := newSink()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Remote: cfg, Stdin: inR, Stdout: out, Logger: testLogger(t)})
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		inR.Close()
+	})
+	return inW, out, done
+}
+
+func waitDone(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return")
+	}
+	return nil
+}
+
+func TestBridgeRoundTrip(t *testing.T) {
+	u := &upstream{}
+	ts := httptest.NewServer(u)
+	defer ts.Close()
+	in, out, done := runBridge(t, t.Context(), remote.Config{URL: ts.URL + "/mcp"})
+
+	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`+"\n")
+	out.wait(t, `"id":1`, "protocolVersion")
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\r\n")
+	io.WriteString(in, "\n   \n")
+	io.WriteString(in, `{"jsonrpc":"2.0","id":"list","method":"tools/list"}`+"\n")
+	io.WriteString(in, "{not json\n")
+	io.WriteString(in, `{"id":5,"method":7}`+"\n")
+	io.WriteString(in, `[{"jsonrpc":"2.0","id":8,"method":"a"},{"jsonrpc":"2.0","id":9,"method":"b"}]`+"\n")
+	out.wait(t, `"id":"list"`, `"method":"tools/list"`)
+	if got := out.wait(t, `"id":null`); !strings.Contains(got, "-32700") {
+		t.Errorf("malformed line answered %s", got)
+	}
+	if got := out.wait(t, `"id":5`); !strings.Contains(got, "-32600") {
+		t.Errorf("invalid message answered %s", got)
+	}
+	out.wait(t, `"id":8`, `"method":"a"`)
+	out.wait(t, `"id":9`, `"method":"b"`)
+	// A last request without a newline, then EOF at once: Run still
+	// answers it before it returns.
+	io.WriteString(in, `{"jsonrpc":"2.0","id":10,"method":"last"}`)
+	in.Close()
+	out.wait(t, `"id":10`, `"method":"last"`)
+	if err := waitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.deletes != 1 {
+		t.Errorf("%d DELETEs after stdin EOF, want 1", u.deletes)
+	}
+	for _, l := range out.lines() {
+		if _, err := jsonrpc.Parse([]byte(l)); err != nil {
+			t.Errorf("stdout line is not JSON-RPC: %q", l)
+		}
+	}
+}
+
+// TestBridgeCancel: Run returns when ctx ends, stdin still open.
+func TestBridgeCancel(t *testing.T) {
+	ts := httptest.NewServer(&upstream{})
+	defer ts.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	in, out, done := runBridge(t, ctx, remote.Config{URL: ts.URL + "/mcp"})
+	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n")
+	out.wait(t, `"id":1`)
+	cancel()
+	if err := waitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestBridgeUnreachable: every request gets an error line when the server
+// cannot be reached, and stdin EOF still ends Run cleanly.
+func TestBridgeUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp"})
+	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n")
+	if got := out.wait(t, `"id":1`); !strings.Contains(got, "-32000") {
+		t.Errorf("reply %s", got)
+	}
+	in.Close()
+	if err := waitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestBridgeInvalidConfig(t *testing.T) {
+	err := Run(t.Context(), Options{Remote: remote.Config{URL: "ftp://x"}, Stdin: strings.NewReader(""), Stdout: io.Discard})
+	if err == nil {
+		t.Fatal("Run accepted an ftp URL")
+	}
+}
+
+func TestReadLine(t *testing.T) {
+	br := bufio.NewReaderSize(strings.NewReader("ab\r\n"+strings.Repeat("x", 40)+"\nok\nlast"), 16)
+	for _, want := range []struct {
+		line    string
+		tooLong bool
+		eof     bool
+	}{{"ab", false, false}, {"", true, false}, {"ok", false, false}, {"last", false, true}} {
+		line, tooLong, err := readLine(br, 20)
+		if string(line) != want.line || tooLong != want.tooLong || (err == io.EOF) != want.eof {
+			t.Errorf("readLine = %q, %v, %v; want %+v", line, tooLong, err, want)
+		}
+	}
+}
+
+func FuzzReadLine(f *testing.F) {
+	f.Add([]byte("a\nbb\r\n\nccc"), 2)
+	f.Add([]byte(strings.Repeat("z", 100)+"\n"), 10)
+	f.Fuzz(func(t *testing.T, data []byte, limit int) {
+		limit = 1 + abs(limit)%64
+		br := bufio.NewReaderSize(bytes.NewReader(data), 16)
+		for range len(data) + 2 {
+			line, tooLong, err := readLine(br, limit)
+			if len(line) > limit || tooLong && line != nil || bytes.ContainsAny(line, "\n") {
+				t.Fatalf("readLine = %q, %v", line, tooLong)
+			}
+			if err != nil {
+				return
+			}
+		}
+		t.Fatal("readLine never reached the end")
+	})
+}
+
+func FuzzIDOf(f *testing.F) {
+	for _, s := range []string{`{"id":5}`, `{"id":"x"}`, `{"id":null}`, `{"id":{}}`, `[1]`, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		id := idOf(line)
+		if id == nil {
+			return
+		}
+		// The id goes into an error reply: the reply must be valid JSON-RPC.
+		if _, err := jsonrpc.Parse(jsonrpc.ErrorResponse(id, -32600, "x")); err != nil {
+			t.Fatalf("idOf(%q) = %q: reply invalid: %v", line, id, err)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

@@ -1,0 +1,493 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Errors returned by Client.
+var (
+	// ErrClosed is returned by Send after Close.
+	ErrClosed = errors.New("remote: closed")
+	// ErrNotConnected is returned by Send while a dropped legacy SSE stream
+	// is being reconnected: the generation the message was meant for is
+	// gone (Handler.Exited said so) and the next has not started.
+	ErrNotConnected = errors.New("remote: not connected")
+	// ErrDisconnected is wrapped by the error passed to Handler.Exited when
+	// a legacy SSE stream ended or could not be opened.
+	ErrDisconnected = errors.New("remote: event stream lost")
+)
+
+// Defaults for the zero values of Config fields.
+const (
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultRequestTimeout  = 30 * time.Second
+	DefaultMaxMessageBytes = 16 << 20
+)
+
+// OversizedPrefixLen is how much of an oversized message Handler.Oversized
+// sees (at most).
+const OversizedPrefixLen = 4 << 10
+
+// Transports accepted in Config.Transport.
+const (
+	TransportAuto = "auto" // Streamable HTTP, falling back to legacy SSE
+	TransportHTTP = "http" // Streamable HTTP
+	TransportSSE  = "sse"  // legacy HTTP+SSE (2024-11-05)
+)
+
+// Handler receives what a Client reads. Its methods are never called
+// concurrently (one at a time, from whichever Client goroutine read the
+// message), in the order Started, Line/Oversized..., Exited for each
+// generation. A method may call Send but must not call Close (Close waits
+// for the goroutine calling it) and should return quickly.
+type Handler interface {
+	// Started is called for generation gen: 1 from Start, and gen+1 after
+	// a legacy SSE stream was lost and a new one (a new upstream session)
+	// got its endpoint.
+	Started(gen uint64)
+	// Line is called for each JSON-RPC message from the server. msg is
+	// valid only during the call.
+	Line(gen uint64, msg []byte)
+	// Oversized is called instead of Line for a message over
+	// MaxMessageBytes: prefix is its beginning (up to OversizedPrefixLen;
+	// for an SSE event, the raw event text as far as it could be
+	// captured), size its length as far as it was read (more than the
+	// limit). If it was the reply to a request sent through this Client,
+	// the Client also delivers an error response for that request.
+	Oversized(gen uint64, prefix []byte, size int)
+	// Exited is called once per generation when it is gone: by Close (err
+	// nil), or when a legacy SSE stream was lost (err wraps
+	// ErrDisconnected). After Exited, Send no longer reaches gen.
+	Exited(gen uint64, err error)
+}
+
+// Config configures a Client. Only URL is required.
+type Config struct {
+	Name string // server name, for logs
+	URL  string // the MCP endpoint (Streamable HTTP) or the SSE URL (legacy)
+	// Transport is TransportHTTP, TransportSSE or TransportAuto. Default
+	// TransportAuto: the first initialize is POSTed to URL; if that gets
+	// 400, 404 or 405, URL is opened as a legacy SSE stream instead.
+	Transport string
+	// Headers are added to every request (authorization, typically). They
+	// are never logged. The headers the transport itself sets (Accept,
+	// Content-Type, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID)
+	// cannot be set here.
+	Headers map[string]string
+	// HTTPClient sends every request. Default: a client of its own with TLS
+	// verification, ConnectTimeout for dialling and TLS handshakes,
+	// proxies from the environment, and no redirects to another origin.
+	// Its Timeout should be zero: streams stay open for as long as the
+	// server streams.
+	HTTPClient *http.Client
+	// ConnectTimeout bounds dialling and the TLS handshake of the default
+	// client. Default 10s.
+	ConnectTimeout time.Duration
+	// RequestTimeout bounds each request until its response headers
+	// arrive; a reply streamed over SSE may take longer. Default 30s.
+	RequestTimeout time.Duration
+	// MaxMessageBytes bounds one JSON body or SSE event. Default 16 MiB.
+	MaxMessageBytes int
+	// Logger receives connection events, with server=Name. Never message
+	// bodies or headers. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// reservedHeaders are set by the transport; Config.Headers may not.
+var reservedHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host",
+	"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
+
+// validate applies defaults and returns every problem of cfg, with base the
+// parsed URL.
+func (cfg *Config) validate() (base *url.URL, err error) {
+	var errs []error
+	base, perr := url.Parse(cfg.URL)
+	switch {
+	case cfg.URL == "":
+		errs = append(errs, errors.New("URL is empty"))
+	case perr != nil:
+		errs = append(errs, fmt.Errorf("URL: %w", perr))
+	case base.Scheme != "http" && base.Scheme != "https":
+		errs = append(errs, fmt.Errorf("URL: scheme %q is not http or https", base.Scheme))
+	case base.Host == "":
+		errs = append(errs, errors.New("URL has no host"))
+	}
+	switch cfg.Transport {
+	case "":
+		cfg.Transport = TransportAuto
+	case TransportAuto, TransportHTTP, TransportSSE:
+	default:
+		errs = append(errs, fmt.Errorf("Transport %q: want %q, %q or %q", cfg.Transport, TransportAuto, TransportHTTP, TransportSSE))
+	}
+	for name, value := range cfg.Headers {
+		canon := http.CanonicalHeaderKey(name)
+		switch {
+		case !validHeaderName(name):
+			errs = append(errs, fmt.Errorf("Headers: invalid header name %q", name))
+		case strings.ContainsAny(value, "\r\n\x00"):
+			errs = append(errs, fmt.Errorf("Headers[%s]: value contains CR, LF or NUL", name))
+		}
+		for _, r := range reservedHeaders {
+			if canon == r {
+				errs = append(errs, fmt.Errorf("Headers: %s is set by the transport", name))
+			}
+		}
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("remote %s: invalid config: %w", cfg.Name, errors.Join(errs...))
+	}
+	return base, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// mode is the transport in use.
+type mode uint8
+
+const (
+	modeUndecided mode = iota // auto, before the probe answered
+	modeHTTP
+	modeSSE
+)
+
+// Client is a connection to one remote MCP server. It is safe for
+// concurrent use; see the package comment for its goroutines and locks.
+type Client struct {
+	// Static after Start.
+	cfg    Config // defaults applied
+	h      Handler
+	log    *slog.Logger
+	hc     *http.Client
+	ownHC  bool     // hc is ours: its idle connections are closed by Close
+	base   *url.URL // cfg.URL parsed
+	ctx    context.Context
+	cancel context.CancelFunc // called by Close: ends every request
+	wg     sync.WaitGroup     // every goroutine the Client started
+
+	deliverMu sync.Mutex // held while a Handler method runs
+	reinitMu  sync.Mutex // one session renewal at a time
+	closeOnce sync.Once
+
+	mu sync.Mutex
+	// guarded by mu:
+	closed   bool
+	mode     mode
+	decided  chan struct{} // closed when mode leaves modeUndecided
+	probing  bool          // auto: the probing initialize is in flight
+	gen      uint64        // current generation
+	started  bool          // Started(gen) was called and Exited(gen) not yet
+	last     <-chan struct{}
+	inflight map[string]struct{} // raw ids of requests awaiting their reply
+	initID   []byte              // raw id of the latest initialize sent
+	init     []byte              // params of the latest initialize sent
+	sess     session             // Streamable HTTP session
+	lc       *legacyConn         // legacy SSE connection; nil until the reader starts
+}
+
+// Start validates cfg and returns a Client; it calls h.Started(1) before
+// returning. It does not touch the network: the first Send does.
+func Start(cfg Config, h Handler) (*Client, error) {
+	if h == nil {
+		return nil, errors.New("remote: nil Handler")
+	}
+	base, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg: cfg, h: h, base: base, hc: cfg.HTTPClient,
+		log:      cfg.Logger.With("server", cfg.Name),
+		decided:  make(chan struct{}),
+		gen:      1,
+		started:  true,
+		inflight: map[string]struct{}{},
+	}
+	if c.hc == nil {
+		c.hc, c.ownHC = defaultHTTPClient(cfg.ConnectTimeout), true
+	}
+	switch cfg.Transport {
+	case TransportHTTP:
+		c.mode = modeHTTP
+		close(c.decided)
+	case TransportSSE:
+		c.mode = modeSSE
+		close(c.decided)
+	}
+	closed := make(chan struct{})
+	close(closed)
+	c.last = closed
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.h.Started(1)
+	return c, nil
+}
+
+// outgoing is one message given to Send.
+type outgoing struct {
+	body   []byte
+	kind   jsonrpc.Kind
+	id     []byte // raw id of a request; nil otherwise
+	method string
+	gen    uint64
+	probe  bool            // auto: this initialize decides the transport
+	prev   <-chan struct{} // closed when the previous message may be overtaken
+	next   chan struct{}   // closed (via release) when the next message may start
+	once   sync.Once
+}
+
+// release lets the next message go. Safe to call more than once.
+func (o *outgoing) release() { o.once.Do(func() { close(o.next) }) }
+
+// Send sends one JSON-RPC message to the server. It copies msg and returns
+// without waiting for the server: a goroutine owned by the Client POSTs it
+// and delivers what comes back to the Handler. A request that cannot be
+// delivered (an HTTP error, a stream that ends before the reply and cannot
+// be resumed) gets a JSON-RPC error response for its id through
+// Handler.Line, so its sender is never left waiting. Send returns an error
+// wrapping jsonrpc.ErrParse or jsonrpc.ErrInvalidRequest for a message that
+// is not one JSON-RPC message, ErrClosed after Close, and ErrNotConnected
+// while a lost legacy SSE stream is being replaced. ctx is not used beyond
+// the call: the exchange runs until it ends or Close. Safe for concurrent
+// use.
+func (c *Client) Send(ctx context.Context, msg []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m, err := jsonrpc.Parse(msg)
+	if err != nil {
+		return fmt.Errorf("remote: %w", err)
+	}
+	o := &outgoing{body: bytes.Clone(msg), kind: m.Kind, next: make(chan struct{})}
+	o.method = strings.Clone(m.MethodName())
+	var params []byte
+	if m.Kind == jsonrpc.KindRequest {
+		o.id = o.body[m.ID.Start:m.ID.End]
+		if o.method == "initialize" {
+			params = paramsOf(o.body)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return ErrClosed
+	case !c.started:
+		return ErrNotConnected
+	}
+	if params != nil {
+		c.init, c.initID = params, o.id
+	}
+	if c.mode == modeUndecided && !c.probing && o.method == "initialize" {
+		c.probing, o.probe = true, true
+	}
+	if o.id != nil {
+		c.inflight[string(o.id)] = struct{}{}
+	}
+	o.gen, o.prev, c.last = c.gen, c.last, o.next
+	c.wg.Add(1)
+	go c.run(o)
+	return nil
+}
+
+// run carries one message to the server in whichever transport is in use.
+func (c *Client) run(o *outgoing) {
+	defer c.wg.Done()
+	defer o.release()
+	if !o.probe {
+		select {
+		case <-c.decided:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+	select {
+	case <-o.prev:
+	case <-c.ctx.Done():
+		return
+	}
+	c.mu.Lock()
+	m := c.mode
+	c.mu.Unlock()
+	if m == modeSSE {
+		c.postLegacy(o)
+		return
+	}
+	if c.postHTTP(o, true) == fallBack {
+		c.mu.Lock()
+		c.mode = modeSSE
+		close(c.decided)
+		c.mu.Unlock()
+		c.log.Info("server does not speak Streamable HTTP; using legacy SSE", "url", redact(c.base))
+		c.postLegacy(o)
+	}
+}
+
+// decide records the outcome of the probing initialize in auto mode.
+func (c *Client) decide(m mode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mode == modeUndecided {
+		c.probing = false
+		if m != modeUndecided {
+			c.mode = m
+			close(c.decided)
+		}
+	}
+}
+
+// Close ends the connection: it aborts every exchange in flight, sends
+// DELETE for a Streamable HTTP session (bounded by ConnectTimeout), waits
+// for every goroutine the Client started, and calls Handler.Exited for the
+// current generation. Idempotent; must not be called from a Handler method.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		sess := c.sess
+		c.mu.Unlock()
+		c.cancel()
+		c.wg.Wait()
+		if sess.id != "" {
+			c.deleteSession(sess)
+		}
+		if c.ownHC {
+			c.hc.CloseIdleConnections()
+		}
+		c.mu.Lock()
+		gen, started := c.gen, c.started
+		c.started = false
+		c.mu.Unlock()
+		if started {
+			c.deliverMu.Lock()
+			c.h.Exited(gen, nil)
+			c.deliverMu.Unlock()
+		}
+	})
+	return nil
+}
+
+// deliver hands one message from the server to the Handler. A response
+// settles its request, so that no error is synthesized for it afterwards;
+// the reply to the latest initialize also gives the protocol version.
+func (c *Client) deliver(gen uint64, data []byte) {
+	if jsonrpc.IsBatch(data) {
+		if elems, err := jsonrpc.SplitBatch(data); err == nil {
+			for _, e := range elems {
+				c.deliver(gen, e)
+			}
+			return
+		}
+	}
+	if m, err := jsonrpc.Parse(data); err == nil && m.Kind == jsonrpc.KindResponse {
+		id := m.Bytes(m.ID)
+		c.mu.Lock()
+		delete(c.inflight, string(id))
+		isInit := c.initID != nil && bytes.Equal(id, c.initID)
+		c.mu.Unlock()
+		if isInit && !m.IsError {
+			c.setVersion(versionOf(data))
+		}
+	}
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	c.h.Line(gen, data)
+}
+
+// oversized reports a message over the limit.
+func (c *Client) oversized(gen uint64, prefix []byte, size int) {
+	c.log.Warn("message from server exceeds the size limit; dropped", "bytes", size, "limit", c.cfg.MaxMessageBytes)
+	if len(prefix) > OversizedPrefixLen {
+		prefix = prefix[:OversizedPrefixLen]
+	}
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	c.h.Oversized(gen, prefix, size)
+}
+
+// fail delivers an error response for request id unless its reply was
+// delivered already.
+func (c *Client) fail(gen uint64, id []byte, code int, text string) {
+	if id == nil {
+		return
+	}
+	c.mu.Lock()
+	_, pending := c.inflight[string(id)]
+	delete(c.inflight, string(id))
+	c.mu.Unlock()
+	if !pending {
+		return
+	}
+	c.log.Warn("request failed", "err", text)
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	c.h.Line(gen, jsonrpc.ErrorResponse(id, code, text))
+}
+
+// awaiting reports whether request id still awaits its reply.
+func (c *Client) awaiting(id []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.inflight[string(id)]
+	return ok
+}
+
+// paramsOf returns a copy of the params member of a message, or {}.
+func paramsOf(raw []byte) []byte {
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(raw, &m) != nil || len(m.Params) == 0 {
+		return []byte("{}")
+	}
+	return bytes.Clone(m.Params)
+}
+
+// versionOf returns result.protocolVersion of an initialize response.
+func versionOf(raw []byte) string {
+	var m struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	return m.Result.ProtocolVersion
+}
+
+// redact returns u without user info, query or fragment, for logs.
+func redact(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}

@@ -1,0 +1,80 @@
+package remote
+
+import (
+	"bytes"
+	"io"
+	"net/url"
+	"testing"
+	"testing/iotest"
+)
+
+func FuzzResolveEndpoint(f *testing.F) {
+	for _, s := range []string{"/message?sessionId=1", "message", "http://h:80/m", "//x/m", "https://h/m",
+		"http://[::1]:80/", "\x00", "%", " /m ", "http://h/m#f", "?q=1"} {
+		f.Add(s)
+	}
+	base, _ := url.Parse("http://h/a/sse")
+	f.Fuzz(func(t *testing.T, data string) {
+		ep, err := resolveEndpoint(base, data)
+		if err != nil {
+			return
+		}
+		if !sameOrigin(ep, base) || ep.Fragment != "" {
+			t.Fatalf("resolveEndpoint(%q) = %v: not on %v's origin", data, ep, base)
+		}
+	})
+}
+
+// FuzzPrefixTap: the tap passes the stream through unchanged, however it
+// is split into reads, and keeps at most OversizedPrefixLen bytes.
+func FuzzPrefixTap(f *testing.F) {
+	f.Add([]byte("data: x\n\ndata: yyyyyyyyyy\r\n\r\n"), 4)
+	f.Add(bytes.Repeat([]byte("a"), 5000), 100)
+	f.Fuzz(func(t *testing.T, data []byte, limit int) {
+		limit = max(1, limit%8192)
+		tap := &prefixTap{r: iotest.OneByteReader(bytes.NewReader(data)), limit: limit}
+		out, err := io.ReadAll(tap)
+		if err != nil || !bytes.Equal(out, data) {
+			t.Fatalf("tap changed the stream: %v", err)
+		}
+		if len(tap.big) > OversizedPrefixLen || len(tap.cur) > OversizedPrefixLen {
+			t.Fatalf("prefix of %d/%d bytes", len(tap.big), len(tap.cur))
+		}
+	})
+}
+
+// FuzzReadEvents feeds arbitrary response bodies through the SSE path that
+// POST and GET streams use: no panic, and every delivered message is a
+// non-empty event's data.
+func FuzzReadEvents(f *testing.F) {
+	f.Add([]byte("id: 1\nretry: 5\ndata:\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\n"))
+	f.Add([]byte("event: endpoint\ndata: /x\n\ndata: [{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]\n\n"))
+	f.Add([]byte("data: " + string(bytes.Repeat([]byte("z"), 300)) + "\n\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := newRecorder(t)
+		c, err := Start(Config{URL: "http://127.0.0.1:1/mcp", MaxMessageBytes: 256, Logger: discardLogger}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var st streamState
+		n, _ := c.readEvents(1, bytes.NewReader(body), &st, nil)
+		lines := 0
+		for _, e := range r.snapshot() {
+			switch e.kind {
+			case "line":
+				lines++
+				if len(bytes.TrimSpace([]byte(e.data))) == 0 {
+					t.Fatalf("empty message delivered")
+				}
+			case "oversized":
+				if len(e.data) > OversizedPrefixLen || e.size <= 256 {
+					t.Fatalf("oversized: %d bytes of prefix, size %d", len(e.data), e.size)
+				}
+			}
+		}
+		if lines < n {
+			t.Fatalf("readEvents counted %d, handler saw %d", n, lines)
+		}
+	})
+}
