@@ -48,6 +48,24 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceRemote runs the suites through a chain: the gateway with a remote Streamable
+// HTTP upstream, the Go SDK's conformance server served over HTTP.
+func TestConformanceRemote(t *testing.T) {
+	requirePeers(t, node22, everythingServer, conformanceJS["stable"], conformanceJS["alpha"])
+	addr := freeAddr(t)
+	cmd := exec.Command(everythingServer, "-http", addr, "-stateless=false")
+	p := startProcess(t, "everything-server", cmd, nil)
+	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
+	waitListening(t, p, addr, 30*time.Second)
+	base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
+		"remote": {Type: "http", URL: "http://" + addr + "/mcp"},
+	}})
+	url := base + "/servers/remote/mcp"
+	for _, s := range suites {
+		t.Run(s.name, func(t *testing.T) { runConformance(t, s.name, url, s.args...) })
+	}
+}
+
 // TestConformanceBaseline runs the suites against the Go SDK's conformance server served
 // directly over Streamable HTTP, without the gateway. It proves that the suite, Node 22 and the
 // server are installed and agree, so that a TestConformance failure points at the gateway.

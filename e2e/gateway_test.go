@@ -20,7 +20,9 @@ type gatewayConfig struct {
 
 // serverConfig is one entry of "mcpServers".
 type serverConfig struct {
-	Command   string            `json:"command"`
+	Type      string            `json:"type,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Command   string            `json:"command,omitempty"`
 	Args      []string          `json:"args,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Isolation string            `json:"isolation,omitempty"`

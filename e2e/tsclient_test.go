@@ -71,6 +71,29 @@ func TestTypeScriptSSEClient(t *testing.T) {
 	}
 }
 
+// TestTypeScriptClientRemoteUpstreams puts server-everything behind the gateway as a remote
+// upstream, in its Streamable HTTP mode ("type": "http") and its legacy SSE mode ("type":
+// "sse"), and runs the same concurrent clients through the gateway's Streamable HTTP endpoint.
+func TestTypeScriptClientRemoteUpstreams(t *testing.T) {
+	requirePeers(t, node22, serverEverything)
+	script := installScript(t, everythingClientScript)
+	for _, mode := range []struct{ typ, arg, path string }{{"http", "streamableHttp", "/mcp"}, {"sse", "sse", "/sse"}} {
+		t.Run(mode.typ, func(t *testing.T) {
+			addr := freeAddr(t)
+			_, port, _ := strings.Cut(addr, ":")
+			cmd := exec.Command(node22, serverEverything, mode.arg)
+			cmd.Env = append(os.Environ(), "PORT="+port)
+			p := startProcess(t, "server-everything", cmd, nil)
+			t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
+			waitListening(t, p, addr, 30*time.Second)
+			base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
+				"remote": {Type: mode.typ, URL: "http://" + addr + mode.path},
+			}})
+			runEverythingClient(t, script, base+"/servers/remote/mcp")
+		})
+	}
+}
+
 // TestTypeScriptClientBaseline runs the same client script against server-everything served
 // directly in its own Streamable HTTP mode, proving the script and its checks against the
 // reference implementation.

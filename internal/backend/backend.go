@@ -4,7 +4,9 @@
 // Shared mode: one supervised stdio process and one multiplexer for every
 // session. Session mode: one process and one exclusive multiplexer per
 // session, started on the session's initialize (from a pool of prewarmed
-// processes when prewarm is set) and stopped when the session ends.
+// processes when prewarm is set) and stopped when the session ends. Remote
+// servers ("http", "sse"): one upstream session and one exclusive
+// multiplexer per client session, like session mode.
 //
 // A Server owns its processes and multiplexers and stops them all in Close;
 // no process outlives it.
@@ -20,6 +22,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/remote"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -44,9 +47,14 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 		Name: cfg.Name, Timeout: cfg.Timeout, MaxInFlight: cfg.MaxInFlight,
 		Roots: roots, Version: version, Logger: log,
 	}
-	if cfg.Isolation == config.IsolationSession {
+	switch {
+	case cfg.Type == config.TypeHTTP || cfg.Type == config.TypeSSE:
+		// Every client session gets its own upstream session.
 		opts.Exclusive = true
-		return newIsolated(cfg, opts, log), nil
+		return newIsolated(cfg, func() (*proc, error) { return startRemote(cfg, opts, log) }, log), nil
+	case cfg.Isolation == config.IsolationSession:
+		opts.Exclusive = true
+		return newIsolated(cfg, func() (*proc, error) { return start(cfg, opts, log) }, log), nil
 	}
 	p, err := start(cfg, opts, log)
 	if err != nil {
@@ -55,10 +63,11 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 	return &shared{p: p}, nil
 }
 
-// proc is one stdio process and the multiplexer in front of it.
+// proc is one upstream connection (a stdio process or a remote session)
+// and the multiplexer in front of it.
 type proc struct {
 	m  *mux.Mux
-	up *upstream.Stdio
+	up interface{ Close() error }
 }
 
 func start(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error) {
@@ -73,6 +82,21 @@ func start(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error
 	}
 	m.SetUpstream(up)
 	return &proc{m: m, up: up}, nil
+}
+
+// startRemote connects to a remote server (lazily: the remote client
+// dials on the first message).
+func startRemote(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error) {
+	m := mux.New(opts)
+	c, err := remote.Start(remote.Config{
+		Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: cfg.Headers, Logger: log,
+	}, m)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
+	m.SetUpstream(c)
+	return &proc{m: m, up: c}, nil
 }
 
 // stop ends the process (as the spec says: stdin, SIGTERM, SIGKILL to the

@@ -13,11 +13,12 @@ import (
 
 var errClosed = errors.New("mcpgate: server is shutting down")
 
-// isolated gives every session its own process.
+// isolated gives every session its own upstream: a process, or a remote
+// session.
 type isolated struct {
-	cfg  *config.Server
-	opts mux.Options
-	log  *slog.Logger
+	cfg   *config.Server
+	spawn func() (*proc, error)
+	log   *slog.Logger
 
 	fill chan struct{} // wakes the pool filler
 	stop chan struct{} // closed by Close
@@ -30,9 +31,9 @@ type isolated struct {
 	live   map[*proc]struct{} // given to sessions
 }
 
-func newIsolated(cfg *config.Server, opts mux.Options, log *slog.Logger) *isolated {
+func newIsolated(cfg *config.Server, spawn func() (*proc, error), log *slog.Logger) *isolated {
 	s := &isolated{
-		cfg: cfg, opts: opts, log: log,
+		cfg: cfg, spawn: spawn, log: log,
 		fill: make(chan struct{}, 1), stop: make(chan struct{}), live: map[*proc]struct{}{},
 	}
 	if cfg.Prewarm > 0 {
@@ -59,7 +60,7 @@ func (s *isolated) filler() {
 			if !need {
 				break
 			}
-			p, err := start(s.cfg, s.opts, s.log)
+			p, err := s.spawn()
 			if err != nil {
 				s.log.Error("prewarming a process failed", "server", s.cfg.Name, "err", err)
 				break
@@ -95,7 +96,7 @@ func (s *isolated) Open(_ context.Context, general mux.Stream) (httpapi.Conn, er
 	}
 	if p == nil {
 		var err error
-		if p, err = start(s.cfg, s.opts, s.log); err != nil {
+		if p, err = s.spawn(); err != nil {
 			return nil, err
 		}
 	}

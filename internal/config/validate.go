@@ -98,8 +98,17 @@ func (s *Server) check(ps *Problems, path string) {
 		if s.URL == "" {
 			ps.add(join(path, "url"), "required")
 		}
-		// Remote upstreams come in a later release; delete this line then.
-		ps.add(join(path, "type"), "%q servers are not supported yet", s.Type)
+		if s.URL != "" {
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				ps.add(join(path, "url"), "%q is not an http:// or https:// URL", s.URL)
+			}
+		}
+		if s.Command != "" {
+			ps.add(join(path, "command"), `only used by "stdio" servers`)
+		}
+		if s.Isolation == IsolationSession && s.Prewarm > 0 {
+			ps.add(join(path, "prewarm"), "remote servers are not prewarmed")
+		}
 	default:
 		ps.add(join(path, "type"), `%q is not one of "stdio", "http", "sse"`, s.Type)
 	}
