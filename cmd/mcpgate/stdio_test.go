@@ -66,8 +66,9 @@ func TestStdioForwards(t *testing.T) {
 	if res.code != exitOK {
 		t.Fatalf("exit %d\n%s", res.code, res.stderr)
 	}
+	// Replies may come in either order: each must be there once.
 	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"id":1`) || !strings.Contains(lines[1], `"id":2`) {
+	if len(lines) != 2 || strings.Count(res.stdout, `"id":1,`) != 1 || strings.Count(res.stdout, `"id":2,`) != 1 {
 		t.Errorf("stdout:\n%s", res.stdout)
 	}
 	if strings.Contains(res.stderr, "Bearer tok") {

@@ -46,14 +46,18 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 	if isInit {
 		sess = session{} // a new session starts without the old headers
 	}
+	// The next message may start once a request is written, except after
+	// an initialize: what follows needs the session id of its answer.
 	var onWritten func()
-	if o.kind == jsonrpc.KindRequest {
+	if o.kind == jsonrpc.KindRequest && !isInit {
 		onWritten = o.release
 	}
 	req := c.newRequest(c.ctx, http.MethodPost, c.base, o.body, sess)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := c.do(req, onWritten)
-	o.release()
+	if !isInit {
+		o.release()
+	}
 	if err != nil {
 		if o.probe {
 			c.decide(modeUndecided)
@@ -92,6 +96,7 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 	}
 	if isInit {
 		c.newSession(resp.Header.Get("Mcp-Session-Id"))
+		o.release()
 	}
 	if o.method == "notifications/initialized" {
 		c.startGET()
