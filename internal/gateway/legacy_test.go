@@ -25,6 +25,16 @@ type legacyClient struct {
 
 func openLegacy(t *testing.T, g *testGateway, path string, mod func(*http.Request)) *legacyClient {
 	t.Helper()
+	c, status := tryLegacy(t, g, path, mod)
+	if c == nil {
+		t.Fatalf("GET %s: status %d", path, status)
+	}
+	return c
+}
+
+// tryLegacy opens a legacy stream, or returns the status that refused it.
+func tryLegacy(t *testing.T, g *testGateway, path string, mod func(*http.Request)) (*legacyClient, int) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, g.URL+path, nil)
 	req.Header.Set("Accept", "text/event-stream")
 	if mod != nil {
@@ -36,7 +46,7 @@ func openLegacy(t *testing.T, g *testGateway, path string, mod func(*http.Reques
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		t.Fatalf("GET %s: status %d", path, resp.StatusCode)
+		return nil, resp.StatusCode
 	}
 	c := &legacyClient{t: t, g: g, host: req.Host, events: make(chan sse.Event, 100)}
 	done := make(chan struct{})
@@ -60,7 +70,7 @@ func openLegacy(t *testing.T, g *testGateway, path string, mod func(*http.Reques
 		t.Fatalf("first event %q, want endpoint", ev.Event)
 	}
 	c.endpoint = string(ev.Data)
-	return c
+	return c, resp.StatusCode
 }
 
 func (c *legacyClient) next() sse.Event {
@@ -167,18 +177,16 @@ func TestLegacyReattach(t *testing.T) {
 		t.Fatalf("POST while detached: %d", st)
 	}
 	sessionID := strings.TrimPrefix(c.endpoint, "/servers/fake/messages?sessionId=")
+	var back *legacyClient
 	waitFor(t, "the old stream to detach", func() bool {
-		req, _ := http.NewRequest(http.MethodGet, g.URL+"/servers/fake/sse", nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", sessionID+".2") // initialize reply and "before" were seen
-		resp, err := g.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		var status int
+		// The initialize reply and "before" were seen: resume after event 2.
+		back, status = tryLegacy(t, g, "/servers/fake/sse", func(r *http.Request) { r.Header.Set("Last-Event-ID", sessionID+".2") })
+		if back == nil && status != http.StatusConflict {
+			t.Fatalf("re-attach: status %d", status)
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		return back != nil
 	})
-	back := openLegacy(t, g, "/servers/fake/sse", func(r *http.Request) { r.Header.Set("Last-Event-ID", sessionID+".2") })
 	if back.endpoint != c.endpoint {
 		t.Fatalf("reattached to %q, want %q", back.endpoint, c.endpoint)
 	}
