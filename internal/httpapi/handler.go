@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"strconv"
@@ -310,16 +309,23 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 // ("type/subtype"), wildcards included.
 func accepts(header, want string) bool {
 	typ, _, _ := strings.Cut(want, "/")
-	for part := range strings.SplitSeq(header, ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		if mt == want || mt == "*/*" || mt == typ+"/*" {
+	for len(header) > 0 {
+		var part string
+		part, header, _ = strings.Cut(header, ",")
+		mt := mediaType(part)
+		if strings.EqualFold(mt, want) || mt == "*/*" || len(mt) == len(typ)+2 && strings.EqualFold(mt[:len(typ)], typ) && mt[len(typ):] == "/*" {
 			return true
 		}
 	}
 	return false
+}
+
+// mediaType returns the type/subtype of a media range or Content-Type,
+// without parameters or surrounding space, and without allocating (this is
+// on every request). Case is left as is: compare with strings.EqualFold.
+func mediaType(v string) string {
+	v, _, _ = strings.Cut(v, ";")
+	return strings.TrimSpace(v)
 }
 
 // writeError answers with an HTTP status and a JSON-RPC error body (id null).

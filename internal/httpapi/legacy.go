@@ -54,8 +54,10 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 		return
 	}
 	s.Begin()
-	preamble, _ := sse.AppendEvent(nil, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
-	h.stream(w, r, s, st, nil, after, preamble, func(seq uint64) string {
+	bp := getBuf()
+	defer putBuf(bp)
+	*bp, _ = sse.AppendEvent(*bp, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
+	h.stream(w, r, s, st, nil, after, bp, func(seq uint64) string {
 		return s.ID + "." + strconv.FormatUint(seq, 10)
 	})
 	st.Detach()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -108,15 +109,15 @@ func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []j
 // readBody reads a request body of at most limit bytes: into one buffer of
 // the announced length when there is one, else growing as it goes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, limit)
 	if n := r.ContentLength; n > 0 && n <= limit {
+		// net/http ends the body at its announced length.
 		buf := make([]byte, n)
-		if _, err := io.ReadFull(body, buf); err != nil {
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
 			return nil, err
 		}
 		return buf, nil
 	}
-	return io.ReadAll(body)
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
 // initialize creates the session, opens its connection to the server and
@@ -163,8 +164,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 }
 
 func isJSON(contentType string) bool {
-	mt, _, err := mimeType(contentType)
-	return err == nil && mt == "application/json"
+	return strings.EqualFold(mediaType(contentType), "application/json")
 }
 
 // respond writes the replies of a POST. Sessions of 2025-11-25 and later

@@ -1,8 +1,8 @@
 package httpapi
 
 import (
-	"mime"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -24,7 +24,6 @@ var (
 	noBuffering     = []string{"no"} // tells nginx-style proxies not to buffer the stream
 )
 
-func mimeType(v string) (string, map[string]string, error) { return mime.ParseMediaType(v) }
 
 // get opens the session's standalone stream, or resumes the stream a
 // Last-Event-ID names.
@@ -68,17 +67,18 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 // standalone stream) the gateway drains. Once the status line is out, no
 // error can change it: a failed write ends the stream.
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64) {
-	var preamble []byte
+	bp := getBuf()
+	defer putBuf(bp)
 	if s.Version() >= primingVersion {
-		preamble, _ = sse.AppendEvent(nil, sse.Event{ID: session.EventID(st.ID(), after), Retry: h.cfg.Retry})
+		*bp, _ = sse.AppendEvent(*bp, sse.Event{ID: session.EventID(st.ID(), after), Retry: h.cfg.Retry})
 	}
-	h.stream(w, r, s, st, pending, after, preamble, func(seq uint64) string { return session.EventID(st.ID(), seq) })
+	h.stream(w, r, s, st, pending, after, bp, func(seq uint64) string { return session.EventID(st.ID(), seq) })
 }
 
 // stream writes the SSE stream of sse and of the legacy transport: the
-// preamble (a priming or endpoint event), then st's events with ids from
-// eventID.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, preamble []byte, eventID func(uint64) string) {
+// preamble already in *bp (a priming or endpoint event), then st's events
+// with ids from eventID. *bp is its write buffer.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, bp *[]byte, eventID func(uint64) string) {
 	hdr := w.Header()
 	hdr["Content-Type"] = sseContentType
 	hdr["Cache-Control"] = noCache
@@ -89,7 +89,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	// Events go out in as few writes as possible: the preamble and the
 	// events already there share one write, and the last one is not flushed
 	// (returning from the handler sends it with the end of the response).
-	buf := preamble
+	buf := *bp
+	defer func() { *bp = buf[:0] }() // keep what the buffer grew to
 	for _, ev := range pending {
 		buf = appendEvent(buf, ev, eventID)
 		after = ev.Seq
@@ -98,9 +99,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	if st.ID() == 0 {
 		general = h.drain
 	}
-	keep := time.NewTicker(h.cfg.KeepAlive)
-	defer keep.Stop()
-	var evs []session.Event
+	var keep <-chan time.Time // made on the first wait: most POST streams never wait
+	var stack [4]session.Event
+	evs := stack[:0]
 	for {
 		evs, done, lost := st.Next(evs[:0], after)
 		if lost != nil {
@@ -126,13 +127,18 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 		if rc.Flush() != nil {
 			return
 		}
+		if keep == nil {
+			t := time.NewTicker(h.cfg.KeepAlive)
+			defer t.Stop()
+			keep = t.C
+		}
 		select {
 		case <-st.Wake():
 		case <-r.Context().Done():
 			return
 		case <-general:
 			return
-		case <-keep.C:
+		case <-keep:
 			if err := sse.WriteComment(w, "keep-alive"); err != nil {
 				return
 			}
@@ -140,6 +146,18 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 				return
 			}
 		}
+	}
+}
+
+// bufPool holds the buffers SSE events are formatted into (w.Write copies).
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= 256<<10 {
+		*bp = (*bp)[:0]
+		bufPool.Put(bp)
 	}
 }
 
