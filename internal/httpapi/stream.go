@@ -24,7 +24,6 @@ var (
 	noBuffering     = []string{"no"} // tells nginx-style proxies not to buffer the stream
 )
 
-
 // get opens the session's standalone stream, or resumes the stream a
 // Last-Event-ID names.
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
