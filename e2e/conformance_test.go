@@ -52,13 +52,8 @@ func TestConformance(t *testing.T) {
 // HTTP upstream, the Go SDK's conformance server served over HTTP.
 func TestConformanceRemote(t *testing.T) {
 	requirePeers(t, node22, everythingServer, conformanceJS["stable"], conformanceJS["alpha"])
-	addr := freeAddr(t)
-	cmd := exec.Command(everythingServer, "-http", addr, "-stateless=false")
-	p := startProcess(t, "everything-server", cmd, nil)
-	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-	waitListening(t, p, addr, 30*time.Second)
 	base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
-		"remote": {Type: "http", URL: "http://" + addr + "/mcp"},
+		"remote": {Type: "http", URL: startEverythingHTTP(t)},
 	}})
 	url := base + "/servers/remote/mcp"
 	for _, s := range suites {
@@ -71,15 +66,22 @@ func TestConformanceRemote(t *testing.T) {
 // server are installed and agree, so that a TestConformance failure points at the gateway.
 func TestConformanceBaseline(t *testing.T) {
 	requirePeers(t, node22, everythingServer, conformanceJS["stable"], conformanceJS["alpha"])
+	url := startEverythingHTTP(t)
+	for _, s := range suites {
+		t.Run(s.name, func(t *testing.T) { runConformance(t, s.name, url, s.args...) })
+	}
+}
+
+// startEverythingHTTP serves the Go SDK's conformance server over Streamable HTTP (stateful)
+// until the test ends and returns its endpoint URL.
+func startEverythingHTTP(t *testing.T) string {
+	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(everythingServer, "-http", addr, "-stateless=false")
 	p := startProcess(t, "everything-server", cmd, nil)
 	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
 	waitListening(t, p, addr, 30*time.Second)
-	url := "http://" + addr + "/mcp"
-	for _, s := range suites {
-		t.Run(s.name, func(t *testing.T) { runConformance(t, s.name, url, s.args...) })
-	}
+	return "http://" + addr + "/mcp"
 }
 
 // runConformance runs one conformance suite against url and fails the test unless every check

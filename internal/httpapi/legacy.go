@@ -26,26 +26,9 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	}
 	s, after := h.reattach(r, name)
 	if s == nil {
-		if h.draining.Load() {
-			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+		if s, _ = h.open(w, r, name, be, true); s == nil {
 			return
 		}
-		var err error
-		if s, err = h.store.Create(name, time.Now()); err != nil {
-			w.Header().Set("Retry-After", "5")
-			writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
-			return
-		}
-		s.SetLegacy()
-		conn, err := be.Open(r.Context(), s.General())
-		if err != nil {
-			h.store.Remove(s.ID)
-			h.log.Error("opening session failed", "server", name, "err", err)
-			writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
-			return
-		}
-		s.SetValue(conn)
 		h.log.Debug("legacy SSE session opened", "session", s.ID, "server", name)
 	}
 	st := s.General()

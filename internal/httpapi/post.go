@@ -123,25 +123,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // initialize creates the session, opens its connection to the server and
 // answers the client's initialize with the new session's id.
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string, be Backend, msg *jsonrpc.Message) {
-	if h.draining.Load() {
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+	s, conn := h.open(w, r, name, be, false)
+	if s == nil {
 		return
 	}
-	s, err := h.store.Create(name, time.Now())
-	if err != nil {
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
-		return
-	}
-	conn, err := be.Open(r.Context(), s.General())
-	if err != nil {
-		h.store.Remove(s.ID)
-		h.log.Error("opening session failed", "server", name, "err", err)
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
-		return
-	}
-	s.SetValue(conn)
 	s.Begin()
 	st := s.NewStream(1)
 	st.Attach()
@@ -161,6 +146,35 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	if h.store.Remove(s.ID) != nil {
 		conn.Close()
 	}
+}
+
+// open creates a session and its connection to the server, or answers 503
+// itself (draining, too many sessions, the server cannot be reached) and
+// returns nil.
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be Backend, legacy bool) (*session.Session, Conn) {
+	if h.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+		return nil, nil
+	}
+	s, err := h.store.Create(name, time.Now())
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
+		return nil, nil
+	}
+	if legacy {
+		s.SetLegacy()
+	}
+	conn, err := be.Open(r.Context(), s.General())
+	if err != nil {
+		h.store.Remove(s.ID)
+		h.log.Error("opening session failed", "server", name, "err", err)
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
+		return nil, nil
+	}
+	s.SetValue(conn)
+	return s, conn
 }
 
 func isJSON(contentType string) bool {
