@@ -92,17 +92,26 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message)) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
-	if err := m.waitReady(ctx); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
-		return
-	}
 	cl := &call{client: c, out: out, onReply: onReply}
 	cl.setID(id)
 	if msg.ProgressToken.Present() {
 		cl.setToken(msg.Bytes(msg.ProgressToken))
 	}
 	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
-	m.mu.Lock()
+	for {
+		if err := m.waitReady(ctx); err != nil {
+			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+			return
+		}
+		m.mu.Lock()
+		// The process may have exited (or a new one not yet been
+		// initialized) since waitReady looked: never write to one that is
+		// not ready.
+		if m.closed || m.readyLocked() {
+			break
+		}
+		m.mu.Unlock()
+	}
 	if c.closed || m.closed {
 		m.mu.Unlock()
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: session closed"))
@@ -162,13 +171,17 @@ func (c *Client) eachLocked(f func(*call)) {
 	}
 }
 
+// readyLocked reports whether the current process generation runs and is
+// initialized. Called with m.mu held.
+func (m *Mux) readyLocked() bool { return m.running && m.readyGen == m.gen }
+
 // waitReady blocks until the current process generation is initialized.
 func (m *Mux) waitReady(ctx context.Context) error {
 	var timer *time.Timer
 	for {
 		m.mu.Lock()
 		closed, ready, initErr := m.closed, m.ready, m.initErr
-		ok := m.running && m.readyGen == m.gen
+		ok := m.readyLocked()
 		m.mu.Unlock()
 		switch {
 		case closed:

@@ -69,10 +69,10 @@ func (m *Mux) initializeUpstream(gen uint64) {
 		return
 	}
 	m.sendBestEffort(jsonrpc.Notification("notifications/initialized", nil))
+	m.markReady(gen, nil)
 	if !m.opts.Exclusive {
 		m.restoreState()
 	}
-	m.markReady(gen, nil)
 }
 
 // roundTrip sends the gateway's own request to generation gen and waits for
@@ -119,9 +119,9 @@ func (m *Mux) roundTrip(gen uint64, method string, params []byte) ([]byte, error
 func (m *Mux) internal(method string, params []byte) {
 	c := &call{}
 	m.mu.Lock()
-	if m.closed || !m.running {
+	if m.closed || !m.readyLocked() {
 		m.mu.Unlock()
-		return
+		return // a process that is not ready gets this state when it is
 	}
 	m.registerLocked(c)
 	c.sent = true
