@@ -173,26 +173,26 @@ func TestStreamableSSEUnresumable(t *testing.T) {
 // the Client's delivery must not wait for the POST.
 func TestReplyOnGETBeforePOSTReturns(t *testing.T) {
 	f := newFake(t)
-	getOpen := make(chan http.ResponseWriter)
-	getDone := make(chan struct{})
+	// The POST handler hands the reply to the GET handler, which writes it on
+	// its own stream: a ResponseWriter is only written by its own handler.
+	replies := make(chan []byte)
+	written := make(chan struct{})
 	var r *recorder
 	f.get = func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		flushWrite(w, ": open\n\n")
 		select {
-		case getOpen <- w:
+		case reply := <-replies:
+			flushWrite(w, "data: "+string(reply)+"\n\n")
+			close(written)
 		case <-req.Context().Done():
 			return
 		}
-		select {
-		case <-getDone:
-		case <-req.Context().Done():
-		}
+		<-req.Context().Done()
 	}
 	f.request = func(w http.ResponseWriter, req *http.Request, method string, id []byte) bool {
-		gw := <-getOpen
-		flushWrite(gw, "data: "+string(jsonrpc.Response(id, []byte(`{"via":"get"}`)))+"\n\n")
-		close(getDone)
+		replies <- jsonrpc.Response(id, []byte(`{"via":"get"}`))
+		<-written
 		r.waitLine(`"via":"get"`) // the POST stays open until the reply was delivered
 		w.Header().Set("Content-Type", "text/event-stream")
 		flushWrite(w, ": nothing here\n\n")
