@@ -391,7 +391,13 @@ func (c *Client) Close() {
 		for _, uri := range unsub {
 			m.internal("resources/unsubscribe", uriParams(uri))
 		}
-		m.applyLevel()
+		m.wg.Add(1)
+		go func() { // the server's answer is not worth holding up a DELETE
+			defer m.wg.Done()
+			if err := m.applyLevel(); err != nil {
+				m.log.Debug("logging level not lowered", "err", err)
+			}
+		}()
 	}
 	m.write(next)
 }

@@ -109,7 +109,7 @@ func (m *Mux) roundTrip(gen uint64, method string, params []byte) ([]byte, error
 		return a.result, a.err
 	case <-timer.C:
 		m.finish(c.upID, func(*call) {})
-		return nil, errors.New("no initialize reply in time")
+		return nil, fmt.Errorf("no %s reply in time", method)
 	case <-m.ctx.Done():
 		return nil, errClosed
 	}
@@ -175,7 +175,9 @@ func (m *Mux) restoreState() {
 	for _, uri := range uris {
 		m.internal("resources/subscribe", uriParams(uri))
 	}
-	m.applyLevel()
+	if err := m.applyLevel(); err != nil {
+		m.log.Warn("logging level not restored after a restart", "err", err)
+	}
 }
 
 // initialize answers a client's initialize in shared mode from the
@@ -266,7 +268,10 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream)
 	c.m.mu.Lock()
 	c.level = levelRank(p.Level)
 	c.m.mu.Unlock()
-	c.m.applyLevel()
+	if err := c.m.applyLevel(); err != nil {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: the server refused logging/setLevel: "+err.Error()))
+		return
+	}
 	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
 }
 
@@ -280,8 +285,12 @@ func validLevel(s string) bool {
 }
 
 // applyLevel sends logging/setLevel upstream when the most verbose level
-// asked for by any client changed.
-func (m *Mux) applyLevel() {
+// asked for by any client changed, and waits for the server's answer.
+// Changes are applied one at a time (servers may handle requests
+// concurrently), so the server ends at the level the clients want now.
+func (m *Mux) applyLevel() error {
+	m.levelMu.Lock()
+	defer m.levelMu.Unlock()
 	m.mu.Lock()
 	want := -1
 	for c := range m.clients {
@@ -289,14 +298,21 @@ func (m *Mux) applyLevel() {
 			want = c.level
 		}
 	}
-	changed := want >= 0 && want != m.level
-	if changed {
+	changed := want >= 0 && want != m.level && m.readyLocked()
+	gen := m.gen
+	m.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	if _, err := m.roundTrip(gen, "logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want])); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.gen == gen {
 		m.level = want
 	}
 	m.mu.Unlock()
-	if changed {
-		m.internal("logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want]))
-	}
+	return nil
 }
 
 // subscribe reference-counts resource subscriptions: only the first

@@ -77,6 +77,8 @@ type Mux struct {
 
 	upMu sync.Mutex
 	up   Upstream // set once by SetUpstream; guarded by upMu
+
+	levelMu sync.Mutex // serializes applyLevel; taken before mu
 	upCh chan struct{}
 
 	stats struct {
