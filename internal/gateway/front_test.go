@@ -138,7 +138,7 @@ func TestIdleSessionsExpire(t *testing.T) {
 	s := fakeServer("iso", mcptest.FakeOptions{Marker: marker})
 	s.Isolation = config.IsolationSession
 	cfg := newConfig(s)
-	cfg.Gateway.SessionIdleTimeout = 200 * time.Millisecond
+	cfg.Gateway.SessionIdleTimeout = 2 * time.Second // long enough to see the process first on a loaded machine
 	cfg.Gateway.SessionSweepInterval = 20 * time.Millisecond
 	g := startGateway(t, cfg)
 	c := g.client("iso")

@@ -22,9 +22,12 @@ func TestFairQueueAcrossSessions(t *testing.T) {
 
 	var mu sync.Mutex
 	var order []string
-	call := func(c *mcpClient, name string) {
-		m := c.post(t, callBody(`"`+name+`"`, "slow", map[string]int{"ms": 50}, "")).final(t)
-		if m.Error != nil {
+	call := func(c *mcpClient, name string, ms int) {
+		r := c.post(t, callBody(`"`+name+`"`, "slow", map[string]int{"ms": ms}, ""))
+		if len(r.Msgs) == 0 {
+			return // cancelled: no reply
+		}
+		if m := r.final(t); m.Error != nil {
 			t.Errorf("%s: %s", name, m.Error.Message)
 		}
 		mu.Lock()
@@ -32,22 +35,23 @@ func TestFairQueueAcrossSessions(t *testing.T) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { call(busy, "busy-0") })
+	// A call that holds the only slot until it is cancelled, so that the
+	// queue is built while nothing moves, however slow the machine.
+	wg.Go(func() { call(busy, "hold", 600000) })
 	waitFor(t, "the first call to hold the only slot", func() bool { return g.pending("fake") == 1 })
 	for i := 1; i <= 5; i++ {
-		wg.Go(func() { call(busy, fmt.Sprintf("busy-%d", i)) })
+		wg.Go(func() { call(busy, fmt.Sprintf("busy-%d", i), 20) })
 	}
 	waitFor(t, "busy's calls to queue", func() bool { return g.pending("fake") == 6 })
-	wg.Go(func() { call(other, "other") })
-	wg.Wait()
-	pos := -1
-	for i, name := range order {
-		if name == "other" {
-			pos = i
-		}
+	wg.Go(func() { call(other, "other", 20) })
+	waitFor(t, "other's call to queue", func() bool { return g.pending("fake") == 7 })
+	if r := busy.post(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"hold"}}`); r.Status != http.StatusAccepted {
+		t.Fatalf("cancel: %d", r.Status)
 	}
-	// Round robin: busy's first queued call, then other's. FIFO would put it last.
-	if pos < 0 || pos > 2 {
+	wg.Wait()
+	// Round robin: one of busy's queued calls, then other's. FIFO would put
+	// other's last.
+	if len(order) != 6 || order[1] != "other" {
 		t.Fatalf("completion order %v: the other session waited behind the busy one", order)
 	}
 }
