@@ -286,7 +286,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *s
 		return nil
 	}
 	s := h.store.Get(id)
-	if s == nil || s.Server != name {
+	if s == nil || s.Server != name || s.Legacy() {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
 	}
