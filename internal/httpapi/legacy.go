@@ -40,8 +40,12 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	bp := getBuf()
 	defer putBuf(bp)
 	*bp, _ = sse.AppendEvent(*bp, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
-	h.stream(w, r, s, st, nil, after, bp, func(seq uint64) string {
-		return s.ID + "." + strconv.FormatUint(seq, 10)
+	h.stream(w, r, s, st, nil, after, bp, func(dst []byte, seq uint64) []byte {
+		dst = append(dst, "id: "...)
+		dst = append(dst, s.ID...)
+		dst = append(dst, '.')
+		dst = strconv.AppendUint(dst, seq, 10)
+		return append(dst, '\n')
 	})
 	st.Detach()
 	s.End(time.Now())

@@ -69,15 +69,16 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session
 	bp := getBuf()
 	defer putBuf(bp)
 	if s.Version() >= primingVersion {
-		*bp, _ = sse.AppendEvent(*bp, sse.Event{ID: session.EventID(st.ID(), after), Retry: h.cfg.Retry})
+		*bp = appendID(*bp, st.ID(), after)
+		*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry})
 	}
-	h.stream(w, r, s, st, pending, after, bp, func(seq uint64) string { return session.EventID(st.ID(), seq) })
+	h.stream(w, r, s, st, pending, after, bp, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
 }
 
 // stream writes the SSE stream of sse and of the legacy transport: the
 // preamble already in *bp (a priming or endpoint event), then st's events
-// with ids from eventID. *bp is its write buffer.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, bp *[]byte, eventID func(uint64) string) {
+// with id fields from idField. *bp is its write buffer.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, bp *[]byte, idField func(dst []byte, seq uint64) []byte) {
 	hdr := w.Header()
 	hdr["Content-Type"] = sseContentType
 	hdr["Cache-Control"] = noCache
@@ -91,7 +92,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	buf := *bp
 	defer func() { *bp = buf[:0] }() // keep what the buffer grew to
 	for _, ev := range pending {
-		buf = appendEvent(buf, ev, eventID)
+		buf = appendEvent(buf, ev, idField)
 		after = ev.Seq
 	}
 	var general <-chan struct{}
@@ -108,7 +109,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 			return
 		}
 		for _, ev := range evs {
-			buf = appendEvent(buf, ev, eventID)
+			buf = appendEvent(buf, ev, idField)
 			after = ev.Seq
 		}
 		if len(buf) > 0 {
@@ -162,15 +163,20 @@ func putBuf(bp *[]byte) {
 
 // appendEvent appends ev as an SSE message event; a nil message (a request
 // the client cancelled) takes no room.
-func appendEvent(buf []byte, ev session.Event, eventID func(uint64) string) []byte {
+func appendEvent(buf []byte, ev session.Event, idField func(dst []byte, seq uint64) []byte) []byte {
 	if ev.Data == nil {
 		return buf
 	}
-	// Data is one JSON-RPC message without newlines and ids are ours, so
-	// AppendEvent cannot fail.
-	out, err := sse.AppendEvent(buf, sse.Event{ID: eventID(ev.Seq), Event: "message", Data: ev.Data})
-	if err != nil {
-		return buf
-	}
-	return out
+	buf = idField(buf, ev.Seq)
+	// The event type is a constant, so AppendEvent cannot fail.
+	buf, _ = sse.AppendEvent(buf, sse.Event{Event: "message", Data: ev.Data})
+	return buf
+}
+
+// appendID appends the id field of event seq on stream: the ids are built
+// in place, not as strings, because every event has one.
+func appendID(dst []byte, stream, seq uint64) []byte {
+	dst = append(dst, "id: "...)
+	dst = session.AppendEventID(dst, stream, seq)
+	return append(dst, '\n')
 }

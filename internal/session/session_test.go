@@ -63,6 +63,9 @@ func TestStreamSingleReaderAndClose(t *testing.T) {
 
 func TestEventIDRoundTrip(t *testing.T) {
 	for _, c := range [][2]uint64{{0, 0}, {3, 17}, {1 << 40, 1<<64 - 1}} {
+		if got := string(AppendEventID([]byte("x"), c[0], c[1])); got != "x"+EventID(c[0], c[1]) {
+			t.Fatalf("AppendEventID %q, EventID %q", got, EventID(c[0], c[1]))
+		}
 		s, q, ok := ParseEventID(EventID(c[0], c[1]))
 		if !ok || s != c[0] || q != c[1] {
 			t.Fatalf("%v: got %d %d %v", c, s, q, ok)

@@ -199,6 +199,13 @@ func EventID(stream, seq uint64) string {
 	return strconv.FormatUint(stream, 10) + "-" + strconv.FormatUint(seq, 10)
 }
 
+// AppendEventID appends EventID(stream, seq) to dst without allocating.
+func AppendEventID(dst []byte, stream, seq uint64) []byte {
+	dst = strconv.AppendUint(dst, stream, 10)
+	dst = append(dst, '-')
+	return strconv.AppendUint(dst, seq, 10)
+}
+
 // ParseEventID is the inverse of EventID.
 func ParseEventID(id string) (stream, seq uint64, ok bool) {
 	a, b, found := strings.Cut(id, "-")
