@@ -79,7 +79,7 @@ type Mux struct {
 	up   Upstream // set once by SetUpstream; guarded by upMu
 
 	levelMu sync.Mutex // serializes applyLevel; taken before mu
-	upCh chan struct{}
+	upCh    chan struct{}
 
 	stats struct {
 		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress atomic.Uint64
