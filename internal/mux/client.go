@@ -122,10 +122,17 @@ func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, 
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
 		return
 	}
+	full := m.opts.MaxInFlight > 0 && m.sending >= m.opts.MaxInFlight
+	if full && len(c.queue) >= maxQueuedPerClient {
+		m.mu.Unlock()
+		m.stats.queueFull.Add(1)
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: too many requests waiting for this server; retry later"))
+		return
+	}
 	m.registerLocked(cl)
 	j.upID = cl.upID
 	c.addLocked(cl)
-	if m.opts.MaxInFlight > 0 && m.sending >= m.opts.MaxInFlight {
+	if full {
 		cl.queued = true
 		j.msg = bytes.Clone(msg.Raw) // the caller's buffer is not ours past return
 		cl.job = j

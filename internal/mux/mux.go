@@ -53,7 +53,13 @@ type Stats struct {
 	Unroutable      uint64 // server->client requests refused: no single session to route to
 	OversizedLines  uint64 // upstream lines over the line limit
 	DroppedProgress uint64 // progress for requests no longer pending
+	QueueFull       uint64 // client requests refused: their session's queue was full
 }
+
+// maxQueuedPerClient bounds the requests one session may have waiting for
+// an upstream slot (maxInFlight); more are refused with an error at once,
+// so one client cannot hold unbounded memory in the queue.
+const maxQueuedPerClient = 1024
 
 // readyWait bounds how long a request waits for the upstream to be (re)started
 // and initialized before it fails.
@@ -82,7 +88,7 @@ type Mux struct {
 	upCh    chan struct{}
 
 	stats struct {
-		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress atomic.Uint64
+		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress, queueFull atomic.Uint64
 	}
 
 	mu sync.Mutex
@@ -178,7 +184,7 @@ func (m *Mux) Stats() Stats {
 		Forwarded: m.stats.forwarded.Load(), TimedOut: m.stats.timedOut.Load(),
 		Garbage: m.stats.garbage.Load(), UnknownReplies: m.stats.unknown.Load(),
 		Unroutable: m.stats.unroutable.Load(), OversizedLines: m.stats.oversized.Load(),
-		DroppedProgress: m.stats.droppedProgress.Load(),
+		DroppedProgress: m.stats.droppedProgress.Load(), QueueFull: m.stats.queueFull.Load(),
 	}
 }
 

@@ -3,6 +3,7 @@ package mux
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -97,7 +98,10 @@ func (c *collect) Reply(msg []byte) {
 	c.mu.Lock()
 	c.replies = append(c.replies, msg)
 	c.mu.Unlock()
-	c.done <- struct{}{}
+	select { // a signal per reply, as far as the test made room for
+	case c.done <- struct{}{}:
+	default:
+	}
 }
 
 // TestDeadlinesInRegistrationOrder: calls answered out of order leave the
@@ -151,5 +155,29 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 	}
 	if cancels != 2 {
 		t.Fatalf("%d cancellations upstream, want 2", cancels)
+	}
+}
+
+// TestQueueBoundPerClient: behind maxInFlight, one session may queue at
+// most maxQueuedPerClient requests; the next is refused at once.
+func TestQueueBoundPerClient(t *testing.T) {
+	m := New(Options{Name: "t", MaxInFlight: 1})
+	defer m.Close()
+	m.SetUpstream(&silent{m: m})
+	m.Started(1)
+	out := &collect{done: make(chan struct{}, 1)}
+	c := m.Join(out)
+	for i := range maxQueuedPerClient + 2 { // one in flight, the queue full, one more
+		msg, _ := jsonrpc.Parse(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call"}`, i))
+		c.Handle(context.Background(), &msg, out)
+	}
+	<-out.done
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if len(out.replies) != 1 || !bytes.Contains(out.replies[0], []byte(`"id":1025`)) || !bytes.Contains(out.replies[0], []byte("too many requests")) {
+		t.Fatalf("replies %q", out.replies)
+	}
+	if m.Pending() != maxQueuedPerClient+1 || m.Stats().QueueFull != 1 {
+		t.Fatalf("pending %d, queue-full count %d", m.Pending(), m.Stats().QueueFull)
 	}
 }
