@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -18,6 +19,13 @@ const batchVersion = "2025-03-26"
 // primingDelay is how long a POST's SSE stream waits for its first message
 // before sending the priming event alone.
 const primingDelay = 10 * time.Millisecond
+
+// timerPool holds stopped timers for primingDelay: one per POST otherwise.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be Backend) {
 	accept := r.Header.Get("Accept")
@@ -192,11 +200,15 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 	if s.Version() >= primingVersion {
 		// Give a quick reply the chance to leave in the same write as the
 		// priming event; a slow one gets its priming event after the delay.
+		t := timerPool.Get().(*time.Timer)
+		t.Reset(primingDelay)
 		select {
 		case <-st.Wake(): // sse reads the events; the signal is not needed
-		case <-time.After(primingDelay):
+		case <-t.C:
 		case <-r.Context().Done():
 		}
+		t.Stop() // since Go 1.23 a stopped timer's channel holds nothing stale
+		timerPool.Put(t)
 		h.sse(w, r, s, st, nil, 0)
 		return true
 	}

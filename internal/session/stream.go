@@ -41,6 +41,8 @@ type Stream struct {
 	closed    bool
 
 	wake chan struct{} // capacity 1: signalled after every append and on Close
+
+	inline [2]Event // the first ring, so a request's stream needs no second allocation
 }
 
 func newStream(id uint64, capacity, want int) *Stream {
@@ -67,7 +69,7 @@ func (s *Stream) append(msg []byte, final bool) {
 		return
 	}
 	if s.ring == nil {
-		s.ring = make([]Event, min(s.capacity, 4))
+		s.ring = s.inline[:min(s.capacity, len(s.inline))]
 	}
 	if s.n == len(s.ring) {
 		if len(s.ring) < s.capacity {
