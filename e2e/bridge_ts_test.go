@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -52,13 +50,7 @@ func TestBridgeTypeScriptLegacySSE(t *testing.T) {
 	script := installScript(t, bridgeClientScript)
 	bin := gatewayBinary(t)
 	requireStdioCommand(t, bin)
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	cmd := exec.Command(node22, serverEverything, "sse")
-	cmd.Env = append(os.Environ(), "PORT="+port)
-	p := startProcess(t, "server-everything-sse", cmd, nil)
-	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-	waitListening(t, p, addr, 30*time.Second)
+	addr := startServerEverything(t, "sse")
 	runBridgeClient(t, script, bin, "http://"+addr+"/sse", "auto")
 }
 

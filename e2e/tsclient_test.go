@@ -79,13 +79,7 @@ func TestTypeScriptClientRemoteUpstreams(t *testing.T) {
 	script := installScript(t, everythingClientScript)
 	for _, mode := range []struct{ typ, arg, path string }{{"http", "streamableHttp", "/mcp"}, {"sse", "sse", "/sse"}} {
 		t.Run(mode.typ, func(t *testing.T) {
-			addr := freeAddr(t)
-			_, port, _ := strings.Cut(addr, ":")
-			cmd := exec.Command(node22, serverEverything, mode.arg)
-			cmd.Env = append(os.Environ(), "PORT="+port)
-			p := startProcess(t, "server-everything", cmd, nil)
-			t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-			waitListening(t, p, addr, 30*time.Second)
+			addr := startServerEverything(t, mode.arg)
 			base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
 				"remote": {Type: mode.typ, URL: "http://" + addr + mode.path},
 			}})
@@ -100,13 +94,7 @@ func TestTypeScriptClientRemoteUpstreams(t *testing.T) {
 func TestTypeScriptClientBaseline(t *testing.T) {
 	requirePeers(t, node22, serverEverything)
 	script := installScript(t, everythingClientScript)
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	cmd := exec.Command(node22, serverEverything, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+port)
-	p := startProcess(t, "server-everything", cmd, nil)
-	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-	waitListening(t, p, addr, 30*time.Second)
+	addr := startServerEverything(t, "streamableHttp")
 	runEverythingClient(t, script, "http://"+addr+"/mcp")
 }
 
@@ -115,14 +103,23 @@ func TestTypeScriptClientBaseline(t *testing.T) {
 func TestTypeScriptSSEClientBaseline(t *testing.T) {
 	requirePeers(t, node22, serverEverything)
 	script := installScript(t, everythingClientScript)
+	addr := startServerEverything(t, "sse")
+	runEverythingClient(t, script, "http://"+addr+"/sse", "--transport", "sse")
+}
+
+// startServerEverything serves the reference server-everything over HTTP in
+// mode ("streamableHttp" at /mcp or "sse" at /sse) until the test ends, and
+// returns its address.
+func startServerEverything(t *testing.T, mode string) string {
+	t.Helper()
 	addr := freeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
-	cmd := exec.Command(node22, serverEverything, "sse")
+	cmd := exec.Command(node22, serverEverything, mode)
 	cmd.Env = append(os.Environ(), "PORT="+port)
-	p := startProcess(t, "server-everything", cmd, nil)
+	p := startProcess(t, "server-everything-"+mode, cmd, nil)
 	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
 	waitListening(t, p, addr, 30*time.Second)
-	runEverythingClient(t, script, "http://"+addr+"/sse", "--transport", "sse")
+	return addr
 }
 
 // runEverythingClient runs everything_client.mjs against url and checks its exit status and its
