@@ -16,6 +16,8 @@ help:
 ## test: install the e2e peers, vet, then run every test with -race (what CI runs)
 test: peers vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	# Allocation counts need the race detector off (it makes sync.Pool drop items).
+	$(GO) test -count=1 -run 'NoAllocs' ./internal/jsonrpc/ ./internal/mux/
 
 ## vet: go vet ./...
 vet:

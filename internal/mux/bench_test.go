@@ -73,3 +73,25 @@ func BenchmarkMuxRoundTrip(b *testing.B) {
 }
 
 func byteSize(n int) string { return strconv.Itoa(n>>10) + "KB" }
+
+// TestRoundTripNoAllocs keeps the multiplexer's hot path at two
+// allocations per round trip (the pending call and the reply handed to the
+// client's stream): one per forwarded message.
+func TestRoundTripNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under -race")
+	}
+	m := newLoopbackMux(t)
+	out := &discard{}
+	c := m.Join(out)
+	raw := []byte(`{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"progressToken":"p"}}}`)
+	msg, err := jsonrpc.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c.Handle(ctx, &msg, out) // warm the pools and maps
+	if n := testing.AllocsPerRun(200, func() { c.Handle(ctx, &msg, out) }); n > 2 {
+		t.Fatalf("%.1f allocations per round trip, want at most 2", n)
+	}
+}
