@@ -213,17 +213,6 @@ func next(t *testing.T, ch <-chan json.RawMessage) rpc {
 	return rpc{}
 }
 
-// quiet checks that a stream has nothing more, after a round trip through
-// the same upstream proved that anything sent before has been delivered.
-func quiet(t *testing.T, ch <-chan json.RawMessage, what string) {
-	t.Helper()
-	select {
-	case raw := <-ch:
-		t.Fatalf("%s got an unexpected message %s", what, raw)
-	default:
-	}
-}
-
 // TestSSEWireFormat reads a GET stream's raw bytes: a 2025-11-25 stream opens
 // with a priming event (an id, a retry hint, empty data), and an idle stream
 // gets keep-alive comments.

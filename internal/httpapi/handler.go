@@ -207,9 +207,17 @@ func (h *Handler) Close() {
 }
 
 func closeConn(s *session.Session) {
-	if c, ok := s.Value().(Conn); ok {
+	if c := connOf(s); c != nil {
 		c.Close()
 	}
+}
+
+// connOf returns a session's connection to its server. It is nil only in
+// the instant between a session's creation and its Open, before its id was
+// given to any client.
+func connOf(s *session.Session) Conn {
+	c, _ := s.Value().(Conn)
+	return c
 }
 
 // front runs the checks every endpoint shares and finds the server; it

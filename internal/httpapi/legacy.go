@@ -120,7 +120,7 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	if !ok {
 		return
 	}
-	conn, _ := s.Value().(Conn)
+	conn := connOf(s)
 	if conn == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
 		return

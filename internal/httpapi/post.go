@@ -59,7 +59,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+s.Version())
 		return
 	}
-	conn, _ := s.Value().(Conn)
+	conn := connOf(s)
 	if conn == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
 		return
