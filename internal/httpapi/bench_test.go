@@ -30,6 +30,9 @@ func (u *loopback) Send(_ context.Context, msg []byte) error {
 	return nil
 }
 
+// TrySend is Send: the loopback never blocks.
+func (u *loopback) TrySend(msg []byte) error { return u.Send(context.Background(), msg) }
+
 type muxBackend struct{ m *mux.Mux }
 
 func (b muxBackend) Open(_ context.Context, general mux.Stream) (Conn, error) {

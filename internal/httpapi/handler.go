@@ -27,13 +27,19 @@ type Conn interface {
 	// client disconnected and cannot resume.
 	Abandon(out mux.Stream)
 	// Close ends the session's use of the server.
+	//
+	// Close must answer every request of the session still in flight with a
+	// JSON-RPC error on its Stream before it returns, and must not block on
+	// the server: the HTTP front closes the session's streams right after.
 	Close()
 }
 
 // Backend opens client sessions on one configured server.
 type Backend interface {
 	// Open starts a session's connection; messages not tied to a request go
-	// to general.
+	// to general. An error with a RetryAfter() time.Duration method (the
+	// server is starting, or at its session limit) is answered 503 with a
+	// Retry-After header.
 	Open(ctx context.Context, general mux.Stream) (Conn, error)
 }
 
@@ -47,8 +53,23 @@ type Config struct {
 	MaxSessions   int                      // default 10,000
 	IdleTimeout   time.Duration            // default 30m
 	SweepInterval time.Duration            // default 30s
-	ReplayEvents  int                      // events kept per stream; default 512
-	LegacyGrace   time.Duration            // a legacy SSE session outlives its stream this long; default 5s
+	// ReplayEvents is the events kept per stream for Last-Event-ID; 0: 512;
+	// negative: none once a reader took them.
+	ReplayEvents int
+	// ReplayBytes bounds each stream's kept events (progress and log
+	// messages go first; final replies are kept). Default 4 MiB.
+	ReplayBytes int64
+	// SessionReplayBytes bounds the events all streams of a session keep:
+	// finished streams nobody reads are evicted oldest first. Default 16 MiB.
+	SessionReplayBytes int64
+	// BodyReadTimeout bounds reading a request body; a stalled upload gets
+	// 408 and its connection closed. Default 30s.
+	BodyReadTimeout time.Duration
+	// HostAllowed reports whether a request's Host (lower-cased, without
+	// port or IPv6 brackets) may be served; others get 403, so a DNS
+	// rebinding page cannot reach a loopback gateway. nil: every Host.
+	HostAllowed func(host string) bool
+	LegacyGrace time.Duration // a legacy SSE session outlives its stream this long; default 5s
 	// HostDomain enables subdomain routing: with "mcp.example.com", host
 	// "memory.mcp.example.com" serves server "memory" at /mcp, /sse and
 	// /messages. Default "" (off).
@@ -72,6 +93,10 @@ type Handler struct {
 	draining atomic.Bool
 	drain    chan struct{} // closed by Drain: standalone streams end
 	once     sync.Once
+
+	handlers tracker       // ServeHTTP calls in progress
+	closers  tracker       // session closes started by Sweep and Close
+	closeSem chan struct{} // bounds the session closes running at once
 }
 
 // New returns a Handler for cfg.
@@ -94,8 +119,11 @@ func New(cfg Config) *Handler {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = 30 * time.Second
 	}
-	if cfg.ReplayEvents <= 0 {
+	if cfg.ReplayEvents == 0 {
 		cfg.ReplayEvents = 512
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
 	}
 	if cfg.LegacyGrace <= 0 {
 		cfg.LegacyGrace = 5 * time.Second
@@ -108,8 +136,12 @@ func New(cfg Config) *Handler {
 	}
 	h := &Handler{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
-		store: session.NewStore(cfg.MaxSessions, cfg.IdleTimeout, cfg.ReplayEvents),
-		drain: make(chan struct{}),
+		store: session.NewStore(session.Limits{
+			MaxSessions: cfg.MaxSessions, IdleTimeout: cfg.IdleTimeout, ReplayEvents: cfg.ReplayEvents,
+			ReplayBytes: cfg.ReplayBytes, SessionReplayBytes: cfg.SessionReplayBytes,
+		}),
+		drain:    make(chan struct{}),
+		closeSem: make(chan struct{}, closeParallel),
 	}
 	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
 	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
@@ -122,6 +154,16 @@ func New(cfg Config) *Handler {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.handlers.add()
+	defer h.handlers.done()
+	// Host first, before anything is revealed: a DNS-rebinding page reaches
+	// a loopback listener under its own name.
+	if h.cfg.HostAllowed != nil {
+		if host := requestHost(r.Host); !h.cfg.HostAllowed(host) {
+			writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+" is not allowed")
+			return
+		}
+	}
 	if h.cfg.HostDomain != "" {
 		if name, ok := h.hostServer(r); ok {
 			var serve http.HandlerFunc
@@ -166,51 +208,6 @@ func (h *Handler) hostServer(r *http.Request) (string, bool) {
 
 // Sessions returns the number of live sessions.
 func (h *Handler) Sessions() int { return h.store.Len() }
-
-// Run expires idle sessions until ctx ends.
-func (h *Handler) Run(ctx context.Context) {
-	t := time.NewTicker(h.cfg.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			h.Sweep(now)
-		}
-	}
-}
-
-// Sweep ends the sessions idle at now for longer than the idle timeout.
-func (h *Handler) Sweep(now time.Time) {
-	for _, s := range h.store.Expire(now) {
-		h.log.Info("session expired", "session", s.ID, "server", s.Server)
-		closeConn(s)
-	}
-}
-
-// Drain refuses new sessions and ends standalone streams, so that an
-// http.Server.Shutdown waits only for requests in flight.
-func (h *Handler) Drain() {
-	h.once.Do(func() {
-		h.draining.Store(true)
-		close(h.drain)
-	})
-}
-
-// Close ends every session.
-func (h *Handler) Close() {
-	h.Drain()
-	for _, s := range h.store.RemoveAll() {
-		closeConn(s)
-	}
-}
-
-func closeConn(s *session.Session) {
-	if c := connOf(s); c != nil {
-		c.Close()
-	}
-}
 
 // connOf returns a session's connection to its server. It is nil only in
 // the instant between a session's creation and its Open, before its id was
@@ -272,7 +269,9 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		// A GET without a session is a 2024-11-05 client (or an SDK falling
 		// back to the old transport on the same URL): a legacy SSE session.
-		if r.Header.Get("Mcp-Session-Id") == "" && accepts(r.Header.Get("Accept"), "text/event-stream") {
+		// It must list text/event-stream itself: a bare "*/*" (curl) must not
+		// open a session, let alone start a process.
+		if r.Header.Get("Mcp-Session-Id") == "" {
 			h.legacyGet(w, r, name, be)
 			return
 		}
@@ -307,7 +306,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	if h.store.Remove(s.ID) != nil {
-		closeConn(s)
+		h.end(s, "the client deleted the session")
 		h.log.Info("session deleted", "session", s.ID, "server", name)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -326,6 +325,31 @@ func accepts(header, want string) bool {
 		}
 	}
 	return false
+}
+
+// lists reports whether an Accept header names media type want itself, not
+// by a wildcard.
+func lists(header, want string) bool {
+	for len(header) > 0 {
+		var part string
+		part, header, _ = strings.Cut(header, ",")
+		if strings.EqualFold(mediaType(part), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestHost returns the host a request names, as Config.HostAllowed sees
+// it: lower-cased, without port or IPv6 brackets.
+func requestHost(hostport string) string {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return strings.ToLower(host)
 }
 
 // mediaType returns the type/subtype of a media range or Content-Type,

@@ -20,8 +20,9 @@ import (
 
 // legacyGet opens (or, with Last-Event-ID, re-attaches to) a legacy session.
 func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string, be Backend) {
-	if a := r.Header.Get("Accept"); a != "" && !accepts(a, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list text/event-stream")
+	if !lists(r.Header.Get("Accept"), "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest,
+			"mcpgate: a GET without Mcp-Session-Id opens a legacy HTTP+SSE session and must send Accept: text/event-stream")
 		return
 	}
 	s, after := h.reattach(r, name)
@@ -40,7 +41,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	bp := getBuf()
 	defer putBuf(bp)
 	*bp, _ = sse.AppendEvent(*bp, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
-	h.stream(w, r, s, st, nil, after, bp, func(dst []byte, seq uint64) []byte {
+	h.stream(w, r, s, st, nil, after, bp, nil, func(dst []byte, seq uint64) []byte {
 		dst = append(dst, "id: "...)
 		dst = append(dst, s.ID...)
 		dst = append(dst, '.')
@@ -52,7 +53,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	time.AfterFunc(h.cfg.LegacyGrace, func() {
 		if !st.Attached() && h.store.Remove(s.ID) != nil {
 			h.log.Debug("legacy SSE session ended", "session", s.ID, "server", name)
-			closeConn(s)
+			h.end(s, "the client's SSE stream closed")
 		}
 	})
 }
@@ -126,6 +127,15 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	s.Begin()
+	requests := 0
+	for i := range msgs {
+		if msgs[i].Kind == jsonrpc.KindRequest {
+			requests++
+		}
+	}
+	// Announced before they are handled, so a draining stream stays open
+	// until their replies are out.
+	s.General().Expect(requests)
 	for i := range msgs {
 		conn.Handle(r.Context(), &msgs[i], s.General())
 	}

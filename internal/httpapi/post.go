@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +81,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	for i := range msgs {
 		conn.Handle(r.Context(), &msgs[i], st)
 	}
-	if !h.respond(w, r, s, st, batch) {
+	if !h.respond(w, r, s, st, batch, newAnswers(msgs, requests)) {
 		conn.Abandon(st)
 	}
 }
@@ -87,11 +89,18 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 // readMessages reads and parses a POST body: one message or a batch. On
 // failure it answers the request itself.
 func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []jsonrpc.Message, batch, ok bool) {
-	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	body, err := h.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "mcpgate: request body over the limit")
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest,
+				"mcpgate: request body over the limit of "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+" bytes")
+			return nil, false, false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, jsonrpc.CodeInvalidRequest,
+				"mcpgate: request body not received within "+h.cfg.BodyReadTimeout.String())
 			return nil, false, false
 		}
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "mcpgate: reading request body: "+err.Error())
@@ -114,46 +123,108 @@ func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []j
 	return msgs, batch, true
 }
 
-// readBody reads a request body of at most limit bytes: into one buffer of
-// the announced length when there is one, else growing as it goes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if n := r.ContentLength; n > 0 && n <= limit {
-		// net/http ends the body at its announced length.
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
+// readBody reads a request body of at most MaxBodyBytes within
+// BodyReadTimeout. The buffer grows as bytes arrive: a peer announcing a
+// large Content-Length and sending nothing costs almost nothing.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := h.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
 	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	// The deadline covers the body only and is lifted after it, so replies
+	// streamed for minutes are not cut. (http.Server.ReadTimeout would cut
+	// them: it also bounds long-lived handlers.)
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) == nil {
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	return readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 }
 
+// readAll reads rd to its end into a buffer that starts at most
+// initialBodyBuf long, whatever length was announced.
+func readAll(rd io.Reader, announced int64) ([]byte, error) {
+	size := int64(512)
+	if announced >= 0 {
+		size = min(announced+1, initialBodyBuf) // +1: room to see EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// initialBodyBuf is the most a body buffer starts with.
+const initialBodyBuf = 16 << 10
+
 // initialize creates the session, opens its connection to the server and
-// answers the client's initialize with the new session's id.
+// answers the client's initialize. It waits for the reply before writing
+// any header: only a successful initialize gets the session's id; after a
+// failure the session is gone and the client must not be told its id.
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string, be Backend, msg *jsonrpc.Message) {
 	s, conn := h.open(w, r, name, be, false)
 	if s == nil {
 		return
 	}
 	s.Begin()
+	defer func() { s.End(time.Now()) }()
 	st := s.NewStream(1)
 	st.Attach()
+	defer st.Detach()
 	conn.Handle(r.Context(), msg, st)
-	w.Header().Set("Mcp-Session-Id", s.ID)
-	if !h.respond(w, r, s, st, false) {
-		conn.Abandon(st)
+	var evs []session.Event
+	for {
+		var done bool
+		evs, done, _ = st.Next(evs, seqOf(evs))
+		if done {
+			break
+		}
+		select {
+		case <-st.Wake():
+		case <-r.Context().Done():
+			// The client left: nobody will ever use this session.
+			if h.store.Remove(s.ID) != nil {
+				h.end(s, "the client left during initialize")
+			}
+			return
+		}
 	}
-	st.Detach()
-	s.End(time.Now())
-	if v := conn.Version(); v != "" {
+	v := conn.Version()
+	if v == "" || !st.Complete() {
+		if h.store.Remove(s.ID) != nil {
+			h.end(s, "initialize failed")
+		}
+		if !st.Complete() {
+			evs = append(evs, session.Event{Final: true, Data: jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeServerError,
+				"mcpgate: server "+name+" did not answer initialize: "+closeReason(s))})
+		}
+	} else {
 		s.SetVersion(v)
+		w.Header().Set("Mcp-Session-Id", s.ID)
 		h.log.Debug("session initialized", "session", s.ID, "server", name, "version", v)
-		return
 	}
-	// The initialize failed: the session never existed for the client.
-	if h.store.Remove(s.ID) != nil {
-		conn.Close()
+	s.Forget(st)
+	for _, ev := range evs {
+		if !ev.Final && ev.Data != nil {
+			// Related messages came first: all of it as one SSE stream, with
+			// no priming event (the client did not know its version yet).
+			bp := getBuf()
+			defer putBuf(bp)
+			h.stream(w, r, s, st, evs, evs[len(evs)-1].Seq, bp, nil, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
+			return
+		}
 	}
+	writeJSON(w, evs, false)
 }
 
 // open creates a session and its connection to the server, or answers 503
@@ -177,12 +248,23 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 	conn, err := be.Open(r.Context(), s.General())
 	if err != nil {
 		h.store.Remove(s.ID)
+		s.Close("the server could not be opened")
 		h.log.Error("opening session failed", "server", name, "err", err)
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) {
+			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))
+		}
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
 		return nil, nil
 	}
 	s.SetValue(conn)
 	return s, conn
+}
+
+// retryAfter formats d as Retry-After seconds: rounded up, at least 1.
+func retryAfter(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(secs, 1), 10)
 }
 
 func isJSON(contentType string) bool {
@@ -196,7 +278,11 @@ func isJSON(contentType string) bool {
 // stream from the first related message on. It returns false if the client
 // left before it got any event id to resume from: nobody will ever read the
 // replies.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool) bool {
+//
+// A request whose final reply a closed stream never got (its session ended
+// and its connection did not answer it) is answered here with an error, as
+// recorded by ans.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool, ans *answers) bool {
 	if s.Version() >= primingVersion {
 		// Give a quick reply the chance to leave in the same write as the
 		// priming event; a slow one gets its priming event after the delay.
@@ -209,20 +295,31 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 		}
 		t.Stop() // since Go 1.23 a stopped timer's channel holds nothing stale
 		timerPool.Put(t)
-		h.sse(w, r, s, st, nil, 0)
+		h.sse(w, r, s, st, nil, 0, ans)
 		return true
 	}
 	var evs []session.Event
 	for {
 		var done bool
+		// ErrLost is no matter here: only non-final events are ever
+		// dropped from a request's stream, and the first one seen switches
+		// to SSE.
 		evs, done, _ = st.Next(evs, seqOf(evs))
 		for _, ev := range evs {
 			if !ev.Final && ev.Data != nil {
-				h.sse(w, r, s, st, evs, 0)
+				h.sse(w, r, s, st, evs, 0, ans)
 				return true
 			}
 		}
 		if done {
+			if !st.Complete() {
+				for _, ev := range evs {
+					ans.saw(ev)
+				}
+				for _, e := range ans.missing(closeReason(s)) {
+					evs = append(evs, session.Event{Final: true, Data: e})
+				}
+			}
 			writeJSON(w, evs, batch)
 			s.Forget(st)
 			return true

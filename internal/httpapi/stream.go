@@ -57,28 +57,35 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 	defer st.Detach()
 	s.Begin()
 	defer func() { s.End(time.Now()) }()
-	h.sse(w, r, s, st, nil, after)
+	h.sse(w, r, s, st, nil, after, nil)
 }
 
 // sse serves stream st as Server-Sent Events: first the events in pending
 // (already taken from st), then whatever follows `after`, until the
 // stream's requests all have their replies, the client leaves, or (for the
 // standalone stream) the gateway drains. Once the status line is out, no
-// error can change it: a failed write ends the stream.
-func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64) {
+// error can change it: a failed write ends the stream. ans (nil for a GET)
+// records the POST's requests, answered here if the stream closes without
+// their replies.
+func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, ans *answers) {
 	bp := getBuf()
 	defer putBuf(bp)
 	if s.Version() >= primingVersion {
 		*bp = appendID(*bp, st.ID(), after)
 		*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry})
 	}
-	h.stream(w, r, s, st, pending, after, bp, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
+	h.stream(w, r, s, st, pending, after, bp, ans, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
 }
 
 // stream writes the SSE stream of sse and of the legacy transport: the
 // preamble already in *bp (a priming or endpoint event), then st's events
 // with id fields from idField. *bp is its write buffer.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, bp *[]byte, idField func(dst []byte, seq uint64) []byte) {
+//
+// A reader that fell behind its stream's bounded buffer goes on with a gap:
+// only progress and log messages (or events it already took) are dropped,
+// never a final reply it has not taken. A legacy session's stream outlives
+// Drain until the requests it carries are answered.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, bp *[]byte, ans *answers, idField func(dst []byte, seq uint64) []byte) {
 	hdr := w.Header()
 	hdr["Content-Type"] = sseContentType
 	hdr["Cache-Control"] = noCache
@@ -93,24 +100,33 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	defer func() { *bp = buf[:0] }() // keep what the buffer grew to
 	for _, ev := range pending {
 		buf = appendEvent(buf, ev, idField)
+		ans.saw(ev)
 		after = ev.Seq
 	}
 	var general <-chan struct{}
 	if st.ID() == 0 {
 		general = h.drain
 	}
+	draining := false // a legacy stream after Drain: ends once settled
+	warned := false
 	var keep <-chan time.Time // made on the first wait: most POST streams never wait
 	var stack [4]session.Event
 	evs := stack[:0]
 	for {
 		evs, done, lost := st.Next(evs[:0], after)
-		if lost != nil {
-			h.log.Warn("SSE stream fell behind its buffer; closing it", "session", s.ID, "stream", st.ID())
-			return
+		if lost != nil && !warned {
+			warned = true
+			h.log.Warn("SSE stream fell behind its buffer; events were dropped", "session", s.ID, "stream", st.ID(), "dropped", st.Dropped())
 		}
 		for _, ev := range evs {
 			buf = appendEvent(buf, ev, idField)
+			ans.saw(ev)
 			after = ev.Seq
+		}
+		if done && !st.Complete() {
+			for _, e := range ans.missing(closeReason(s)) {
+				buf, _ = sse.AppendEvent(buf, sse.Event{Event: "message", Data: e})
+			}
 		}
 		if len(buf) > 0 {
 			if _, err := w.Write(buf); err != nil {
@@ -122,6 +138,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 			if st.Complete() {
 				s.Forget(st)
 			}
+			return
+		}
+		if draining && st.Settled() {
 			return
 		}
 		if rc.Flush() != nil {
@@ -137,7 +156,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 		case <-r.Context().Done():
 			return
 		case <-general:
-			return
+			if !s.Legacy() {
+				return
+			}
+			// Its replies come on this stream: keep it until they are out
+			// (Close ends the session, answering what is left).
+			draining, general = true, nil
 		case <-keep:
 			if err := sse.WriteComment(w, "keep-alive"); err != nil {
 				return

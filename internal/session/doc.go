@@ -10,6 +10,11 @@
 // and never does I/O, so the multiplexer may deliver from any goroutine.
 //
 // Locking: Store.mu guards the session table; Session.mu guards a session's
-// stream table and activity counters; Stream.mu guards one event log. No lock
-// is held while calling out of the package.
+// stream table and activity counters; Stream.mu guards one event log. Lock
+// order: Session.mu before Stream.mu (a stream over its session's byte bound
+// releases its own lock before asking the session to evict). No lock is held
+// while calling out of the package.
+//
+// Ending a session: take it out of the Store, close its connection (which
+// answers the requests in flight on their streams), then Session.Close.
 package session

@@ -16,14 +16,45 @@ var ErrTooMany = errors.New("session: too many sessions")
 // keeps for Last-Event-ID resumption; the oldest finished one goes first.
 const maxRetainedStreams = 64
 
+// Limits bound a Store. Zero values take the documented defaults.
+type Limits struct {
+	MaxSessions int           // 0: no limit
+	IdleTimeout time.Duration // a session idle this long expires; 0: never
+	// ReplayEvents is the events each stream keeps; 0: 512; negative: none
+	// once a reader took them (events not yet taken are still kept, bounded
+	// by ReplayBytes).
+	ReplayEvents int
+	// ReplayBytes bounds each stream's kept events (data plus 64 bytes
+	// each); over it, non-final events are dropped first. Default 4 MiB.
+	ReplayBytes int64
+	// SessionReplayBytes bounds all of a session's streams: over it, the
+	// finished streams nobody is reading (kept for resumption) are evicted,
+	// oldest first. Default 16 MiB.
+	SessionReplayBytes int64
+}
+
+func (l *Limits) defaults() {
+	if l.ReplayEvents == 0 {
+		l.ReplayEvents = 512
+	}
+	if l.ReplayBytes <= 0 {
+		l.ReplayBytes = 4 << 20
+	}
+	if l.SessionReplayBytes <= 0 {
+		l.SessionReplayBytes = 16 << 20
+	}
+}
+
 // Session is one client session.
 type Session struct {
 	// Static after construction.
 	ID     string // at least 128 random bits, URL-safe base64: visible ASCII
 	Server string // the server name the session was opened on
+	limits *Limits
 
-	replay int // events kept per stream
-	legacy atomic.Bool
+	legacy  atomic.Bool
+	bytes   atomic.Int64  // kept by the streams the session holds
+	evicted atomic.Uint64 // streams evicted by the byte bound or the count bound
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -36,6 +67,7 @@ type Session struct {
 	active     int // requests in flight and streams open
 	lastActive time.Time
 	closed     bool
+	reason     string // why the session was closed
 }
 
 // Legacy reports whether the session speaks the 2024-11-05 HTTP+SSE
@@ -82,28 +114,61 @@ func (s *Session) NewStream(requests int) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextStream++
-	st := newStream(s.nextStream, s.replay, requests)
+	st := newStream(s.nextStream, s.limits.ReplayEvents, s.limits.ReplayBytes, requests)
 	if s.closed {
 		st.closed = true
 		return st
 	}
+	st.owner = s // not yet shared: no lock needed
 	s.streams[st.id] = st
 	s.order = append(s.order, st.id)
 	if len(s.order) > maxRetainedStreams {
-		s.evictLocked()
+		for i, id := range s.order {
+			if old := s.streams[id]; old.Complete() {
+				// A reader still attached keeps its pointer: only
+				// resumption is lost.
+				s.dropLocked(i, old, !old.Attached())
+				break
+			}
+		}
 	}
 	return st
 }
 
-func (s *Session) evictLocked() {
-	for i, id := range s.order {
-		if st := s.streams[id]; st != nil && st.Complete() {
-			delete(s.streams, id)
-			s.order = append(s.order[:i], s.order[i+1:]...)
-			return
-		}
+// dropLocked takes the stream at s.order[i] out of the session.
+func (s *Session) dropLocked(i int, st *Stream, evict bool) {
+	delete(s.streams, st.id)
+	s.order = append(s.order[:i], s.order[i+1:]...)
+	s.bytes.Add(-st.disown(evict))
+	if evict {
+		s.evicted.Add(1)
 	}
 }
+
+// trim evicts finished streams nobody reads, oldest first, while the
+// session is over its byte bound. A stream with a reader attached (a final
+// reply someone waits for) is never evicted.
+func (s *Session) trim() {
+	if s.bytes.Load() <= s.limits.SessionReplayBytes {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < len(s.order) && s.bytes.Load() > s.limits.SessionReplayBytes; {
+		if st := s.streams[s.order[i]]; st.evictable() {
+			s.dropLocked(i, st, true)
+			continue
+		}
+		i++
+	}
+}
+
+// Evicted returns how many finished streams the session let go before a
+// client read or resumed them (over its byte or stream-count bound).
+func (s *Session) Evicted() uint64 { return s.evicted.Load() }
+
+// Bytes returns the bytes kept by the session's streams.
+func (s *Session) Bytes() int64 { return s.bytes.Load() }
 
 // Stream returns stream id (0: the standalone stream), or nil.
 func (s *Session) Stream(id uint64) *Stream {
@@ -122,10 +187,9 @@ func (s *Session) Forget(st *Stream) {
 	if s.streams[st.id] != st {
 		return
 	}
-	delete(s.streams, st.id)
 	for i, id := range s.order {
 		if id == st.id {
-			s.order = append(s.order[:i], s.order[i+1:]...)
+			s.dropLocked(i, st, false)
 			break
 		}
 	}
@@ -163,10 +227,19 @@ func (s *Session) idleSince(now time.Time) (time.Duration, bool) {
 	return now.Sub(s.lastActive), true
 }
 
-// close closes every stream of the session so their readers return.
-func (s *Session) close() {
+// Close ends the session: every stream is closed so its readers return
+// (after taking the events already there). reason says why, for the replies
+// the HTTP front writes itself to requests that got none. The owner of the
+// session's connection closes that first, so that the requests in flight are
+// answered on their streams before the streams close. Close is idempotent.
+func (s *Session) Close(reason string) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
+	s.reason = reason
 	streams := make([]*Stream, 0, len(s.streams)+1)
 	streams = append(streams, s.general)
 	for _, st := range s.streams {
@@ -180,21 +253,28 @@ func (s *Session) close() {
 	}
 }
 
-// Store holds the live sessions.
+// CloseReason returns the reason given to Close ("" while open).
+func (s *Session) CloseReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// Store holds the live sessions. Taking a session out of the store (Remove,
+// Expire, RemoveAll) does not close it: the caller closes the session's
+// connection, then calls Session.Close.
 type Store struct {
-	max    int
-	idle   time.Duration
-	replay int
+	limits Limits
 
 	mu sync.RWMutex
 	// guarded by mu:
 	sessions map[string]*Session
 }
 
-// NewStore returns a store holding at most max sessions (0: no limit) that
-// expire after idle without activity, each stream keeping replay events.
-func NewStore(max int, idle time.Duration, replay int) *Store {
-	return &Store{max: max, idle: idle, replay: replay, sessions: map[string]*Session{}}
+// NewStore returns a store bounded by l.
+func NewStore(l Limits) *Store {
+	l.defaults()
+	return &Store{limits: l, sessions: map[string]*Session{}}
 }
 
 // Create makes a session on server, or returns ErrTooMany.
@@ -203,13 +283,15 @@ func (st *Store) Create(server string, now time.Time) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &st.limits
 	s := &Session{
-		ID: id, Server: server, replay: st.replay,
-		streams: map[uint64]*Stream{}, general: newStream(0, st.replay, 0), lastActive: now,
+		ID: id, Server: server, limits: l,
+		streams: map[uint64]*Stream{}, general: newStream(0, l.ReplayEvents, l.ReplayBytes, 0), lastActive: now,
 	}
+	s.general.owner = s
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.max > 0 && len(st.sessions) >= st.max {
+	if st.limits.MaxSessions > 0 && len(st.sessions) >= st.limits.MaxSessions {
 		return nil, ErrTooMany
 	}
 	st.sessions[id] = s
@@ -231,17 +313,13 @@ func (st *Store) Get(id string) *Session {
 	return st.sessions[id]
 }
 
-// Remove takes a session out of the store and closes its streams. It returns
-// nil if the session was not there (already removed), so exactly one caller
-// gets to clean up after it.
+// Remove takes a session out of the store. It returns nil if the session
+// was not there (already removed), so exactly one caller gets to close it.
 func (st *Store) Remove(id string) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]
 	delete(st.sessions, id)
 	st.mu.Unlock()
-	if s != nil {
-		s.close()
-	}
 	return s
 }
 
@@ -251,15 +329,12 @@ func (st *Store) Expire(now time.Time) []*Session {
 	var out []*Session
 	st.mu.Lock()
 	for id, s := range st.sessions {
-		if d, idle := s.idleSince(now); idle && d > st.idle {
+		if d, idle := s.idleSince(now); idle && st.limits.IdleTimeout > 0 && d > st.limits.IdleTimeout {
 			delete(st.sessions, id)
 			out = append(out, s)
 		}
 	}
 	st.mu.Unlock()
-	for _, s := range out {
-		s.close()
-	}
 	return out
 }
 
@@ -272,9 +347,6 @@ func (st *Store) RemoveAll() []*Session {
 	}
 	st.sessions = map[string]*Session{}
 	st.mu.Unlock()
-	for _, s := range out {
-		s.close()
-	}
 	return out
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 func TestStreamKeepsOrderAndCompletes(t *testing.T) {
-	st := newStream(1, 8, 2)
+	st := newStream(1, 8, 1<<20, 2)
 	st.Send([]byte("p1"))
 	st.Reply([]byte("r1"))
 	evs, done, err := st.Next(nil, 0)
@@ -28,15 +28,15 @@ func TestStreamKeepsOrderAndCompletes(t *testing.T) {
 }
 
 func TestStreamDropsOldestAndReportsLoss(t *testing.T) {
-	st := newStream(0, 4, 0)
+	st := newStream(0, 4, 1<<20, 0)
 	for i := range 10 {
 		st.Send(fmt.Appendf(nil, "m%d", i))
 	}
 	if st.Dropped() != 6 {
 		t.Fatalf("dropped %d, want 6", st.Dropped())
 	}
-	if _, _, err := st.Next(nil, 2); !errors.Is(err, ErrLost) {
-		t.Fatalf("resume from a dropped event: err %v, want ErrLost", err)
+	if evs, _, err := st.Next(nil, 2); !errors.Is(err, ErrLost) || len(evs) != 4 {
+		t.Fatalf("resume from a dropped event: %d events, err %v, want the 4 kept and ErrLost", len(evs), err)
 	}
 	evs, _, err := st.Next(nil, 6)
 	if err != nil || len(evs) != 4 || string(evs[0].Data) != "m6" {
@@ -48,7 +48,7 @@ func TestStreamDropsOldestAndReportsLoss(t *testing.T) {
 }
 
 func TestStreamSingleReaderAndClose(t *testing.T) {
-	st := newStream(0, 4, 0)
+	st := newStream(0, 4, 1<<20, 0)
 	if !st.Attach() || st.Attach() {
 		t.Fatal("a second reader was allowed")
 	}
@@ -80,7 +80,7 @@ func TestEventIDRoundTrip(t *testing.T) {
 
 func TestStoreLimitsExpiryAndIDs(t *testing.T) {
 	now := time.Unix(1000, 0)
-	st := NewStore(2, time.Minute, 8)
+	st := NewStore(Limits{MaxSessions: 2, IdleTimeout: time.Minute, ReplayEvents: 8})
 	a, err := st.Create("x", now)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestStoreLimitsExpiryAndIDs(t *testing.T) {
 }
 
 func TestSessionRetainsBoundedStreams(t *testing.T) {
-	st := NewStore(0, time.Minute, 8)
+	st := NewStore(Limits{IdleTimeout: time.Minute, ReplayEvents: 8})
 	s, _ := st.Create("x", time.Now())
 	first := s.NewStream(1)
 	first.Reply([]byte("r"))
@@ -127,9 +127,12 @@ func TestSessionRetainsBoundedStreams(t *testing.T) {
 	if s.Stream(0) != s.General() {
 		t.Fatal("stream 0 is not the standalone stream")
 	}
-	st.RemoveAll()
-	if _, done, _ := s.General().Next(nil, 0); !done {
-		t.Fatal("streams stay open after the session is removed")
+	if got := st.RemoveAll(); len(got) != 1 || s.General().Closed() {
+		t.Fatal("RemoveAll closed the session: its connection must close first")
+	}
+	s.Close("deleted")
+	if _, done, _ := s.General().Next(nil, 0); !done || s.CloseReason() != "deleted" {
+		t.Fatal("streams stay open after the session is closed")
 	}
 }
 

@@ -2,15 +2,21 @@ package session
 
 import (
 	"errors"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 )
 
-// ErrLost is returned by Stream.Next when events after the requested one were
-// already dropped from the stream's bounded buffer: the reader cannot resume
-// without a gap and should close the stream.
+// ErrLost is returned by Stream.Next, together with the events still kept,
+// when events after the requested one were dropped from the stream's bounded
+// buffer: the reader has a gap (progress or log messages, or replies it had
+// already taken), but still gets every final reply it has not taken.
 var ErrLost = errors.New("session: events were dropped from the stream buffer")
+
+// eventOverhead is what one kept event costs besides its data, so that a
+// flood of empty messages is bounded by bytes too.
+const eventOverhead = 64
 
 // Event is one message on a stream.
 type Event struct {
@@ -19,37 +25,84 @@ type Event struct {
 	Final bool   // the reply to one of the stream's requests
 }
 
+func (ev *Event) size() int64 { return int64(len(ev.Data)) + eventOverhead }
+
+// queue is a FIFO of events ordered by Seq.
+type queue struct {
+	evs  []Event
+	head int
+}
+
+func (q *queue) len() int { return len(q.evs) - q.head }
+
+func (q *queue) push(ev Event) { q.evs = append(q.evs, ev) }
+
+func (q *queue) front() *Event {
+	if q.head == len(q.evs) {
+		return nil
+	}
+	return &q.evs[q.head]
+}
+
+func (q *queue) pop() Event {
+	ev := q.evs[q.head]
+	q.evs[q.head] = Event{} // release the data
+	q.head++
+	if q.head == len(q.evs) {
+		q.evs, q.head = q.evs[:0], 0
+	} else if q.head > 32 && q.head*2 > len(q.evs) {
+		n := copy(q.evs, q.evs[q.head:])
+		clear(q.evs[n:])
+		q.evs, q.head = q.evs[:n], 0
+	}
+	return ev
+}
+
+// after returns the index of the first event with Seq > seq.
+func (q *queue) after(seq uint64) int {
+	return q.head + sort.Search(q.len(), func(i int) bool { return q.evs[q.head+i].Seq > seq })
+}
+
 // Stream is the event log of one SSE stream (or JSON reply) of a session: the
 // stream of a POST that carried requests, or the session's standalone stream.
-// Appending never blocks: the log keeps the last Cap events and drops the
-// oldest beyond that, counting the drop. Readers take events with Next and
-// wait on Wake.
+//
+// Appending never blocks. The log is bounded by an event count and by bytes;
+// over either bound it drops the oldest non-final event first, counting the
+// drop. Final replies are kept apart and never dropped from a POST stream
+// (they are bounded by its request count); the standalone stream (which
+// carries legacy sessions' replies) drops only finals a reader already took.
+// Readers take events with Next and wait on Wake.
 type Stream struct {
+	// Static after construction.
 	id       uint64
-	capacity int
-	want     int // finals that complete the stream; 0 for the standalone stream
+	keep     int   // events kept: > 0 a count bound; < 0 none once delivered
+	maxBytes int64 // bytes kept
+	want     int   // finals that complete the stream; 0 for the standalone stream
 
 	mu sync.Mutex
 	// guarded by mu:
-	ring      []Event // ring buffer; ring[(head+i)%len] for i < n
-	head, n   int
-	next      uint64 // seq of the next event
-	finals    int
-	dropped   uint64
+	events    queue // non-final events
+	finals    queue // final replies
+	bytes     int64 // size of the kept events
+	next      uint64
+	nfinals   int
+	expect    int    // requests whose replies come on the standalone stream (legacy)
+	dropped   uint64 // events dropped by the bounds
+	lostMax   uint64 // highest seq no longer kept (0: none)
 	delivered uint64 // highest seq a reader has taken
 	reader    bool   // a reader is attached
 	closed    bool
+	owner     *Session // charged for bytes; nil once the session let the stream go
 
 	wake chan struct{} // capacity 1: signalled after every append and on Close
 
-	inline [2]Event // the first ring, so a request's stream needs no second allocation
+	inline [1]Event // the first finals slot, so a request's stream needs no second allocation
 }
 
-func newStream(id uint64, capacity, want int) *Stream {
-	if capacity < 1 {
-		capacity = 1
-	}
-	return &Stream{id: id, capacity: capacity, want: want, next: 1, wake: make(chan struct{}, 1)}
+func newStream(id uint64, keep int, maxBytes int64, want int) *Stream {
+	s := &Stream{id: id, keep: keep, maxBytes: maxBytes, want: want, next: 1, wake: make(chan struct{}, 1)}
+	s.finals.evs = s.inline[:0]
+	return s
 }
 
 // ID returns the stream's number within its session (0 is the standalone stream).
@@ -59,7 +112,8 @@ func (s *Stream) ID() uint64 { return s.id }
 // a server-to-client request, a log message).
 func (s *Stream) Send(msg []byte) { s.append(msg, false) }
 
-// Reply appends the final reply to one of the stream's requests.
+// Reply appends the final reply to one of the stream's requests. A nil msg
+// ends a request without a message (the client cancelled it).
 func (s *Stream) Reply(msg []byte) { s.append(msg, true) }
 
 func (s *Stream) append(msg []byte, final bool) {
@@ -68,35 +122,67 @@ func (s *Stream) append(msg []byte, final bool) {
 		s.mu.Unlock()
 		return
 	}
-	if s.ring == nil {
-		s.ring = s.inline[:min(s.capacity, len(s.inline))]
-	}
-	if s.n == len(s.ring) {
-		if len(s.ring) < s.capacity {
-			s.grow()
-		} else {
-			s.head = (s.head + 1) % len(s.ring)
-			s.n--
-			s.dropped++
-		}
-	}
-	s.ring[(s.head+s.n)%len(s.ring)] = Event{Seq: s.next, Data: msg, Final: final}
-	s.n++
+	ev := Event{Seq: s.next, Data: msg, Final: final}
 	s.next++
 	if final {
-		s.finals++
+		s.finals.push(ev)
+		s.nfinals++
+	} else {
+		s.events.push(ev)
 	}
+	s.charge(ev.size())
+	s.trimLocked()
+	owner := s.owner
 	s.mu.Unlock()
 	s.signal()
+	if owner != nil {
+		owner.trim()
+	}
 }
 
-func (s *Stream) grow() {
-	size := min(len(s.ring)*2, s.capacity)
-	ring := make([]Event, size)
-	for i := 0; i < s.n; i++ {
-		ring[i] = s.ring[(s.head+i)%len(s.ring)]
+// charge adds d to the bytes kept, and to the owning session's total.
+func (s *Stream) charge(d int64) {
+	s.bytes += d
+	if s.owner != nil {
+		s.owner.bytes.Add(d)
 	}
-	s.ring, s.head = ring, 0
+}
+
+func (s *Stream) overLocked() bool {
+	return s.bytes > s.maxBytes || s.keep > 0 && s.events.len()+s.finals.len() > s.keep
+}
+
+// trimLocked drops events until the stream is within its bounds, or only
+// finals it must keep are left.
+func (s *Stream) trimLocked() {
+	for s.overLocked() {
+		var ev Event
+		switch f := s.finals.front(); {
+		case s.events.len() > 0:
+			ev = s.events.pop()
+		case s.want == 0 && f != nil && f.Seq <= s.delivered:
+			ev = s.finals.pop()
+		default:
+			return
+		}
+		s.dropped++
+		s.forgetLocked(ev)
+	}
+}
+
+func (s *Stream) forgetLocked(ev Event) {
+	s.charge(-ev.size())
+	s.lostMax = max(s.lostMax, ev.Seq)
+}
+
+// releaseDeliveredLocked drops what a reader took when the stream keeps no
+// events for replay.
+func (s *Stream) releaseDeliveredLocked() {
+	for _, q := range [...]*queue{&s.events, &s.finals} {
+		for f := q.front(); f != nil && f.Seq <= s.delivered; f = q.front() {
+			s.forgetLocked(q.pop())
+		}
+	}
 }
 
 func (s *Stream) signal() {
@@ -111,48 +197,84 @@ func (s *Stream) signal() {
 // after each receive never misses an event.
 func (s *Stream) Wake() <-chan struct{} { return s.wake }
 
-// Next appends to dst the events after seq `after` and returns them. done
-// reports that every request of the stream has its final reply among the
-// events returned so far (always false for the standalone stream) or that the
-// stream was closed. It returns ErrLost if events after `after` were dropped.
+// Next appends to dst the kept events after seq `after`, in order, and
+// returns them. done reports that every request of the stream has its final
+// reply among the events returned so far (always false for the standalone
+// stream) or that the stream was closed. err is ErrLost when events after
+// `after` are no longer kept: the events returned are still valid, and
+// include every final reply not yet taken.
 func (s *Stream) Next(dst []Event, after uint64) (evs []Event, done bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	oldest := s.next - uint64(s.n)
-	if after+1 < oldest {
-		return dst, false, ErrLost
+	if s.lostMax > after {
+		err = ErrLost
 	}
-	for i := 0; i < s.n; i++ {
-		ev := s.ring[(s.head+i)%len(s.ring)]
-		if ev.Seq > after {
-			dst = append(dst, ev)
+	i, j := s.events.after(after), s.finals.after(after)
+	for i < len(s.events.evs) || j < len(s.finals.evs) {
+		if j == len(s.finals.evs) || i < len(s.events.evs) && s.events.evs[i].Seq < s.finals.evs[j].Seq {
+			dst = append(dst, s.events.evs[i])
+			i++
+		} else {
+			dst = append(dst, s.finals.evs[j])
+			j++
 		}
 	}
-	last := after
-	if len(dst) > 0 {
-		last = dst[len(dst)-1].Seq
+	if n := len(dst); n > 0 && dst[n-1].Seq > s.delivered {
+		s.delivered = dst[n-1].Seq
 	}
-	if last > s.delivered {
-		s.delivered = last
+	if s.keep < 0 {
+		s.releaseDeliveredLocked()
 	}
-	complete := s.want > 0 && s.finals >= s.want && last+1 == s.next
-	return dst, complete || s.closed, nil
+	complete := s.want > 0 && s.nfinals >= s.want
+	return dst, complete || s.closed, err
 }
 
 // Complete reports whether every request of the stream has its final reply.
 func (s *Stream) Complete() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.want > 0 && s.finals >= s.want
+	return s.want > 0 && s.nfinals >= s.want
 }
 
-// Undelivered returns the seq after which no reader has taken events: a new
-// reader of the standalone stream starts there, so messages queued while no
-// GET stream was open are not lost.
+// Closed reports whether the stream was closed (its session ended).
+func (s *Stream) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Expect records n more requests whose final replies will come on this
+// stream although it is not theirs alone (a legacy session's standalone
+// stream); Settled reports whether they all came.
+func (s *Stream) Expect(n int) {
+	s.mu.Lock()
+	s.expect += n
+	s.mu.Unlock()
+}
+
+// Settled reports whether every request announced with Expect has its final
+// reply.
+func (s *Stream) Settled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nfinals >= s.expect
+}
+
+// Undelivered returns the seq after which a new reader of the standalone
+// stream starts: after what readers took, so messages queued while no GET
+// stream was open are not lost, but never before the oldest event still
+// kept, so a stream that overflowed before its first reader can be opened.
 func (s *Stream) Undelivered() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.delivered
+	oldest := s.next
+	if f := s.events.front(); f != nil {
+		oldest = f.Seq
+	}
+	if f := s.finals.front(); f != nil && f.Seq < oldest {
+		oldest = f.Seq
+	}
+	return max(s.delivered, oldest-1)
 }
 
 // Attach marks a reader as attached; it returns false if one already is.
@@ -173,26 +295,64 @@ func (s *Stream) Attached() bool {
 	return s.reader
 }
 
-// Detach marks the reader gone.
+// Detach marks the reader gone. A finished stream without a reader may then
+// be evicted by its session's byte bound.
 func (s *Stream) Detach() {
 	s.mu.Lock()
 	s.reader = false
+	owner := s.owner
 	s.mu.Unlock()
+	if owner != nil {
+		owner.trim()
+	}
 }
 
-// Dropped returns how many events the bounded buffer dropped.
+// Dropped returns how many events the stream's bounds dropped.
 func (s *Stream) Dropped() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.dropped
 }
 
+// Bytes returns the bytes the stream keeps (data plus a fixed cost per event).
+func (s *Stream) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}
+
 // Close ends the stream: later appends are ignored and readers are woken.
+// Events already appended stay readable.
 func (s *Stream) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.signal()
+}
+
+// disown stops charging the stream's bytes to its session (the session no
+// longer holds the stream) and returns them. With release, the stream was
+// evicted: it is closed and its events are let go.
+func (s *Stream) disown(release bool) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.bytes
+	s.owner = nil
+	if release {
+		s.closed = true
+		s.events, s.finals = queue{}, queue{}
+		s.bytes = 0
+		s.lostMax = s.next - 1
+	}
+	return n
+}
+
+// evictable reports whether the session may let the stream go to stay in
+// its byte bound: it is finished and nobody is reading it.
+func (s *Stream) evictable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.reader && s.want > 0 && s.nfinals >= s.want
 }
 
 // EventID returns the SSE event id of event seq on stream: both numbers, so a
