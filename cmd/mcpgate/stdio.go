@@ -18,7 +18,7 @@ import (
 
 var stdioCmd = command{
 	name:     "stdio",
-	synopses: []string{"stdio --url URL [--header 'NAME: VALUE']... [--transport auto|http|sse] [--log-level LEVEL]"},
+	synopses: []string{"stdio --url URL [--header 'NAME: VALUE']... [--transport auto|http|sse] [--drain-timeout D] [--log-level LEVEL]"},
 	summary:  "serve a remote MCP server as a local stdio server",
 	about: `Stdio is a stdio MCP server that forwards every message to the remote
 MCP server at URL, typically another mcpgate
@@ -32,9 +32,19 @@ stdio servers (Claude Desktop, say) can use remote ones:
 It reads newline-delimited JSON-RPC messages on stdin and writes the
 server's on stdout; logs go to stderr. --transport auto (the default)
 tries Streamable HTTP and falls back to the legacy HTTP+SSE transport of
-2024-11-05. TLS certificates are verified. It stops when stdin ends
-(after the replies to requests already sent) or at SIGINT or SIGTERM,
-ending the remote session.`,
+2024-11-05. TLS certificates are verified.
+
+Every request gets exactly one reply line: the server's, or a JSON-RPC
+error naming the cause (for example "remote http://127.0.0.1:1/mcp
+unreachable: connection refused"). It stops when stdin ends, once the
+replies to requests already sent have come or --drain-timeout has passed
+(requests still unanswered then get an error), or at SIGINT or SIGTERM,
+ending the remote session (a DELETE, bounded by the 10s connect
+timeout): so it exits at most drain timeout + about 15s after stdin
+closes, whatever the server does. The exit status is 0 also when the
+server could not be reached (the errors went to the client, and to the
+log on stderr); 1 for an invalid URL, or when reading stdin or writing
+stdout failed; 2 for a usage error.`,
 }
 
 // stdioInput is what `mcpgate stdio` reads; tests replace it.
@@ -64,6 +74,7 @@ func stdioBridge(args []string, stdout, stderr io.Writer) int {
 	headers := remoteHeaders{}
 	fs.Var(headers, "header", "add the HTTP header `'NAME: VALUE'` to every request (repeatable);\nfor credentials: values are never logged")
 	transport := fs.String("transport", remote.TransportAuto, "`TRANSPORT` to use: auto, http (Streamable HTTP) or sse (legacy HTTP+SSE)")
+	drain := fs.Duration("drain-timeout", bridge.DefaultDrainTimeout, "after stdin ends, wait at most `D` for the replies still due")
 	logLevel := fs.String("log-level", "info", "log at `LEVEL` (debug, info, warn or error) on stderr")
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
@@ -78,6 +89,9 @@ func stdioBridge(args []string, stdout, stderr io.Writer) int {
 	case remote.TransportAuto, remote.TransportHTTP, remote.TransportSSE:
 	default:
 		return usageError(stderr, c, "--transport: %q is not auto, http or sse", *transport)
+	}
+	if *drain <= 0 {
+		return usageError(stderr, c, "--drain-timeout: %v is not positive", *drain)
 	}
 	level, err := config.ParseLogLevel(*logLevel)
 	if err != nil {
@@ -97,9 +111,10 @@ func stdioBridge(args []string, stdout, stderr io.Writer) int {
 			Headers:   headers,
 			Logger:    log,
 		},
-		Stdin:  stdioInput,
-		Stdout: stdout,
-		Logger: log,
+		Stdin:        stdioInput,
+		Stdout:       stdout,
+		DrainTimeout: *drain,
+		Logger:       log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpgate stdio: %v\n", err)

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -93,6 +96,7 @@ func TestStdioUsage(t *testing.T) {
 		{"--url", "http://x/", "--transport", "ws"},
 		{"--url", "http://x/", "--header", "novalue"},
 		{"--url", "http://x/", "--log-level", "loud"},
+		{"--url", "http://x/", "--drain-timeout", "0s"},
 	} {
 		if res := runStdio(t, "", args...); res.code != exitUsage || !strings.Contains(res.stderr, "usage: mcpgate stdio") {
 			t.Errorf("stdio %q: exit %d\n%s", args, res.code, res.stderr)
@@ -104,5 +108,39 @@ func TestStdioUsage(t *testing.T) {
 	res := runStdio(t, "", "--help")
 	if res.code != exitOK || !strings.Contains(res.stdout, "--transport") || !strings.Contains(res.stdout, "Claude Desktop") {
 		t.Errorf("--help: exit %d\n%s", res.code, res.stdout)
+	}
+}
+
+// TestStdioUnreachable: with the remote unreachable, `mcpgate stdio` answers
+// every request (one sent before initialize, the initialize, one after it)
+// with an error naming the cause, and exits 0 at the end of stdin. Before,
+// it answered only the initialize and never exited.
+func TestStdioUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String() + "/mcp"
+	l.Close()
+	in := `{"jsonrpc":"2.0","id":0,"method":"tools/list"}` + "\n" +
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}` + "\n"
+	start := time.Now()
+	res := runStdio(t, in, "--url", url)
+	if res.code != exitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("exited after %v", d)
+	}
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("stdout:\n%s", res.stdout)
+	}
+	for i, l := range lines {
+		if !strings.Contains(l, "remote "+url+" unreachable: connection refused") || strings.Count(res.stdout, fmt.Sprintf(`"id":%d,`, i)) != 1 {
+			t.Errorf("stdout:\n%s", res.stdout)
+		}
 	}
 }

@@ -11,21 +11,27 @@
 // remote.Client (closed, which DELETEs its session, when stdin ends or ctx
 // is done), one goroutine reading Stdin, the only reader, and one writing
 // Stdout, the only writer, fed by a bounded queue and flushing whenever the
-// queue runs empty. One exception: a Read of Stdin that is blocked when ctx
-// ends cannot be interrupted unless Stdin has SetReadDeadline (an *os.File
-// on a pipe in non-blocking mode, a net.Conn) or the caller closes it; Run
-// then returns without waiting for it, and the reader exits at its next
-// line or EOF without sending anything.
+// queue runs empty. Two exceptions, so that Run always returns in bounded
+// time: a Read of Stdin that is blocked when ctx ends cannot be interrupted
+// unless Stdin has SetReadDeadline (an *os.File on a pipe in non-blocking
+// mode, a net.Conn) or the caller closes it; and a Write to a Stdout that is
+// no longer read cannot be either. Run then returns without waiting for
+// that goroutine (see Run for the bound): the reader exits at
+// its next line or EOF without sending anything, the writer when its Write
+// returns, and no line is queued any more.
 //
 // # Locking
 //
 // bridge.mu guards the requests awaiting replies and the initialize kept for
-// replay; bridge.outMu guards the output queue's closing. Neither is held
-// during I/O or while calling the remote.Client.
+// replay; it is never held during I/O or while calling the remote.Client.
+// The output queue is never closed: Run closes finish to stop the writer
+// and abandon to make blocked writes drop their lines.
 //
 // Every request read from Stdin gets exactly one reply line: the server's,
-// or a JSON-RPC error when the line is invalid, the message cannot be sent,
-// or the connection it went out on is lost. When a legacy SSE stream is
+// or a JSON-RPC error when the line is invalid, the message cannot be sent
+// (the server is unreachable, say), the connection it went out on is lost,
+// or Run ends first. Each message is written as one line, compacted: a
+// pretty-printed reply would otherwise span several. When a legacy SSE stream is
 // replaced (a new upstream session), the bridge replays the client's
 // initialize on it and swallows the reply, so the client keeps working.
 package bridge
@@ -48,6 +54,13 @@ import (
 // block (backpressure on the server's streams rather than unbounded memory).
 const OutputQueueLen = 1024
 
+// DefaultDrainTimeout is Options.DrainTimeout's default.
+const DefaultDrainTimeout = 5 * time.Second
+
+// flushTimeout is added to the connect timeout to bound the end of Run: a
+// client that closed stdin may have stopped reading stdout too.
+const flushTimeout = 2 * time.Second
+
 // Options configure Run.
 type Options struct {
 	// Remote is the server to forward to; Transport "" means auto, and
@@ -55,16 +68,30 @@ type Options struct {
 	Remote remote.Config
 	Stdin  io.Reader // newline-delimited JSON-RPC messages from the client
 	Stdout io.Writer // the server's messages, one per line; nothing else
+	// DrainTimeout bounds the wait, once Stdin has ended, for the replies
+	// to requests already read; requests still unanswered then get an
+	// error reply. Default DefaultDrainTimeout (5s).
+	DrainTimeout time.Duration
 	// Logger receives the bridge's logs; never Stdout. Default
 	// slog.Default().
 	Logger *slog.Logger
 }
 
 // Run forwards messages between Stdin/Stdout and the remote server until
-// Stdin reaches EOF and every request read has been answered, or ctx is
-// done, both of which end it normally (nil);
-// it returns an error if the remote config is invalid, or reading Stdin or
-// writing Stdout fails.
+// Stdin reaches EOF or ctx is done, both of which end it normally (nil); it
+// returns an error if the remote config is invalid, or reading Stdin or
+// writing Stdout fails. A remote server that cannot be reached is not an
+// error of Run: each request gets an error reply naming the cause.
+//
+// Every request read from Stdin gets exactly one reply line, also when Run
+// ends: after EOF, Run waits up to DrainTimeout for the replies, answers the
+// requests still pending with an error, and closes the remote.Client (a
+// DELETE of the session, bounded by Remote.ConnectTimeout). A request the
+// client cancelled (notifications/cancelled) is no longer waited for, and
+// a late reply to it is dropped. So Run returns at most DrainTimeout +
+// ConnectTimeout + 2s after EOF (with the 10s default, DrainTimeout + 12s)
+// whatever the server does, and at most DrainTimeout + 2 x ConnectTimeout +
+// 2s if Stdout is no longer read either.
 func Run(ctx context.Context, opts Options) error {
 	if opts.Stdin == nil || opts.Stdout == nil {
 		return errors.New("bridge: Stdin and Stdout are required")
@@ -75,9 +102,14 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Remote.Logger == nil {
 		opts.Remote.Logger = opts.Logger
 	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
 	b := &bridge{
 		log:      opts.Logger.With("server", opts.Remote.Name),
 		out:      make(chan []byte, OutputQueueLen),
+		finish:   make(chan struct{}),
+		abandon:  make(chan struct{}),
 		writeErr: make(chan error, 1),
 		pending:  map[string]struct{}{},
 		drained:  make(chan struct{}),
@@ -91,9 +123,10 @@ func Run(ctx context.Context, opts Options) error {
 		defer close(writerDone)
 		b.writeLoop(opts.Stdout)
 	}()
+	defer b.abandonOutput() // no write blocks once Run has returned
 	c, err := remote.Start(opts.Remote, b)
 	if err != nil {
-		b.closeOutput()
+		close(b.finish)
 		<-writerDone
 		return err
 	}
@@ -103,11 +136,12 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { readerDone <- b.readLoop(ctx, opts.Stdin) }()
 
 	var runErr error
+	why := "mcpgate: the bridge is stopping"
 	select {
 	case err := <-readerDone:
 		runErr = err
-		if err == nil {
-			b.drain(ctx)
+		if err == nil && !b.drain(ctx, opts.DrainTimeout) && ctx.Err() == nil {
+			why = fmt.Sprintf("mcpgate: stdin closed and no reply came within %v", opts.DrainTimeout)
 		}
 	case <-ctx.Done():
 		b.unblock(opts.Stdin, readerDone)
@@ -115,23 +149,60 @@ func Run(ctx context.Context, opts Options) error {
 		runErr = fmt.Errorf("bridge: writing stdout: %w", err)
 		b.unblock(opts.Stdin, readerDone)
 	}
+	// From here on, a Stdout that is not read must not hold Run: past the
+	// deadline, lines are dropped, so that neither the Client's Handler
+	// calls nor the last error replies block.
+	connect := opts.Remote.ConnectTimeout
+	if connect <= 0 {
+		connect = remote.DefaultConnectTimeout
+	}
+	deadline := time.AfterFunc(connect+flushTimeout, b.abandonOutput)
+	defer deadline.Stop()
 	c.Close()
-	b.closeOutput()
-	<-writerDone
+	b.failPending(why)
+	close(b.finish)
+	select {
+	case <-writerDone:
+	case <-b.abandon:
+		b.log.Warn("stdout is not being read; exiting without the last lines")
+	}
 	return runErr
 }
 
 // drain waits, after stdin ended, until every request read from it was
 // answered (a client may close stdin right after its last request, as in
-// `echo REQUEST | mcpgate stdio`), or ctx ends.
-func (b *bridge) drain(ctx context.Context) {
+// `echo REQUEST | mcpgate stdio`), ctx ends, or timeout passes. It reports
+// whether nothing is pending.
+func (b *bridge) drain(ctx context.Context, timeout time.Duration) bool {
 	b.mu.Lock()
 	b.eof = true
 	b.settleLocked()
 	b.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-b.drained:
+		return true
 	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return false
+	}
+}
+
+// failPending answers every request still awaiting a reply with an error
+// saying why.
+func (b *bridge) failPending(why string) {
+	b.mu.Lock()
+	ids := make([][]byte, 0, len(b.pending))
+	for id := range b.pending {
+		ids = append(ids, []byte(id))
+	}
+	b.pending = map[string]struct{}{}
+	b.settleLocked()
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.write(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, why))
 	}
 }
 
@@ -158,11 +229,12 @@ type bridge struct {
 	client  *remote.Client
 	maxLine int
 
-	out      chan []byte // lines for Stdout, without the newline
-	writeErr chan error  // the first write error
+	out      chan []byte   // lines for Stdout, without the newline
+	finish   chan struct{} // closed by Run: the writer writes what is queued and returns
+	abandon  chan struct{} // closed when Run gives up on Stdout: write drops lines
+	writeErr chan error    // the first write error
 
-	outMu     sync.Mutex
-	outClosed bool // guarded by outMu; out is closed
+	abandonOnce sync.Once
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -173,6 +245,7 @@ type bridge struct {
 	eof       bool          // stdin has ended
 	drained   chan struct{} // closed once eof and no request is pending
 	isDrained bool
+	lost      error // why the latest connection was lost (Handler.Exited)
 }
 
 // readLoop reads Stdin until EOF, forwarding each message.
@@ -216,7 +289,8 @@ func (b *bridge) forward(ctx context.Context, line []byte) {
 		return
 	}
 	var id []byte
-	if msg.Kind == jsonrpc.KindRequest {
+	switch {
+	case msg.Kind == jsonrpc.KindRequest:
 		id = msg.Bytes(msg.ID)
 		b.mu.Lock()
 		b.pending[string(id)] = struct{}{}
@@ -224,9 +298,24 @@ func (b *bridge) forward(ctx context.Context, line []byte) {
 			b.initMsg = append([]byte(nil), line...)
 		}
 		b.mu.Unlock()
+	case msg.Kind == jsonrpc.KindNotification && msg.MethodIs("notifications/cancelled"):
+		// The client gave up on that request: a reply is no longer due
+		// (nor waited for when stdin ends), though one may still come.
+		if rid := cancelledID(line); rid != nil {
+			b.mu.Lock()
+			delete(b.pending, string(rid))
+			b.settleLocked()
+			b.mu.Unlock()
+		}
 	}
 	if err := b.client.Send(ctx, line); err != nil && id != nil {
-		b.answer(id, jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: "+err.Error()))
+		text := "mcpgate: " + err.Error()
+		b.mu.Lock()
+		if lost := b.lost; lost != nil && errors.Is(err, remote.ErrNotConnected) {
+			text += " (" + lost.Error() + ")"
+		}
+		b.mu.Unlock()
+		b.answer(id, jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, text))
 	}
 }
 
@@ -242,33 +331,33 @@ func (b *bridge) answer(id, reply []byte) {
 	}
 }
 
-// write queues one line for Stdout; it copies msg.
+// write queues one message for Stdout as one line: it copies msg without
+// the whitespace outside its strings, so that a pretty-printed message
+// (valid JSON-RPC from a remote server) does not become several lines. It
+// blocks while the queue is full, unless output was abandoned (then the
+// line is dropped).
 func (b *bridge) write(msg []byte) {
-	line := append(make([]byte, 0, len(msg)), msg...)
-	b.outMu.Lock()
-	defer b.outMu.Unlock()
-	if !b.outClosed {
-		b.out <- line
+	line := jsonrpc.AppendCompact(make([]byte, 0, len(msg)), msg)
+	select {
+	case b.out <- line:
+	case <-b.abandon:
 	}
 }
 
-func (b *bridge) closeOutput() {
-	b.outMu.Lock()
-	defer b.outMu.Unlock()
-	if !b.outClosed {
-		b.outClosed = true
-		close(b.out)
-	}
+// abandonOutput makes every write, pending or later, drop its line.
+func (b *bridge) abandonOutput() {
+	b.abandonOnce.Do(func() { close(b.abandon) })
 }
 
 // writeLoop is the only writer of Stdout. It flushes whenever nothing else
-// is queued. After a write error it reports it and discards the rest.
+// is queued, and returns once finish is closed and the queue is empty.
+// After a write error it reports it and discards the rest.
 func (b *bridge) writeLoop(stdout io.Writer) {
 	bw := bufio.NewWriterSize(stdout, 64<<10)
 	var failed error
-	for line := range b.out {
+	put := func(line []byte) {
 		if failed != nil {
-			continue
+			return
 		}
 		_, _ = bw.Write(line)
 		_ = bw.WriteByte('\n')
@@ -282,9 +371,24 @@ func (b *bridge) writeLoop(stdout io.Writer) {
 			b.writeErr <- failed
 		}
 	}
-	if failed == nil {
-		if err := bw.Flush(); err != nil {
-			b.writeErr <- err
+	for {
+		select {
+		case line := <-b.out:
+			put(line)
+		case <-b.finish:
+			for {
+				select {
+				case line := <-b.out:
+					put(line)
+				default:
+					if failed == nil {
+						if err := bw.Flush(); err != nil {
+							b.writeErr <- err
+						}
+					}
+					return
+				}
+			}
 		}
 	}
 }

@@ -138,17 +138,25 @@ func (w tWriter) Write(p []byte) (int, error) {
 // channel yields Run's result.
 func runBridge(t *testing.T, ctx context.Context, cfg remote.Config) (*io.PipeWriter, *sink, <-chan error) {
 	t.Helper()
-	inR, inW := io.Pipe()
 	out := newSink()
+	in, done := runBridgeWith(t, ctx, Options{Remote: cfg, Stdout: out})
+	return in, out, done
+}
+
+// runBridgeWith is runBridge with more options; Stdin is a pipe.
+func runBridgeWith(t *testing.T, ctx context.Context, opts Options) (*io.PipeWriter, <-chan error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	opts.Stdin, opts.Logger = inR, testLogger(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Remote: cfg, Stdin: inR, Stdout: out, Logger: testLogger(t)})
+		done <- Run(ctx, opts)
 	}()
 	t.Cleanup(func() {
 		inW.Close()
 		inR.Close()
 	})
-	return inW, out, done
+	return inW, done
 }
 
 func waitDone(t *testing.T, done <-chan error) error {
@@ -219,8 +227,11 @@ func TestBridgeCancel(t *testing.T) {
 	}
 }
 
-// TestBridgeUnreachable: every request gets an error line when the server
-// cannot be reached, and stdin EOF still ends Run cleanly.
+// TestBridgeUnreachable: with the server unreachable, every request gets
+// exactly one error line naming the cause, whether it came before
+// initialize, was the initialize, or came after it, and stdin EOF ends Run
+// cleanly. Before, everything after a failed initialize went unanswered and
+// Run never returned.
 func TestBridgeUnreachable(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -228,14 +239,37 @@ func TestBridgeUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp"})
-	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n")
-	if got := out.wait(t, `"id":1`); !strings.Contains(got, "-32000") {
-		t.Errorf("reply %s", got)
-	}
-	in.Close()
-	if err := waitDone(t, done); err != nil {
-		t.Fatalf("Run: %v", err)
+	for _, transport := range []string{remote.TransportAuto, remote.TransportHTTP, remote.TransportSSE} {
+		t.Run(transport, func(t *testing.T) {
+			in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp", Transport: transport})
+			io.WriteString(in, `{"jsonrpc":"2.0","id":"early","method":"tools/list"}`+"\n")
+			io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n")
+			out.wait(t, `"id":1`)
+			io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+			io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+			out.wait(t, `"id":2`)
+			io.WriteString(in, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+			in.Close()
+			if err := waitDone(t, done); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			want := "remote http://" + addr + "/mcp unreachable: connection refused"
+			lines := out.lines()
+			for _, id := range []string{`"early"`, "1", "2", "3"} {
+				n := 0
+				for _, l := range lines {
+					if strings.Contains(l, `"id":`+id+`,`) {
+						n++
+						if !strings.Contains(l, "-32000") || !strings.Contains(l, want) {
+							t.Errorf("reply to %s: %s", id, l)
+						}
+					}
+				}
+				if n != 1 {
+					t.Errorf("%d replies to %s; stdout:\n%s", n, id, strings.Join(lines, "\n"))
+				}
+			}
+		})
 	}
 }
 
@@ -300,4 +334,114 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// hangingUpstream is upstream, except that the method "slow" is never
+// answered: its handler says so on entered, waits until the client goes
+// away, then says so on left.
+func hangingUpstream(t *testing.T) (u *upstream, url string, entered, left <-chan struct{}) {
+	u = &upstream{}
+	in, out := make(chan struct{}, 4), make(chan struct{}, 4)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if msg, err := jsonrpc.Parse(body); err == nil && msg.MethodIs("slow") {
+				in <- struct{}{}
+				<-r.Context().Done()
+				out <- struct{}{}
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		u.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return u, ts.URL + "/mcp", in, out
+}
+
+const initLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}` + "\n" +
+	`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+
+// TestBridgeDrainTimeout: after stdin ends, a request the server never
+// answers gets an error reply once DrainTimeout has passed, and Run ends
+// (DELETEing the session). Before, Run waited for the reply forever.
+func TestBridgeDrainTimeout(t *testing.T) {
+	u, url, entered, left := hangingUpstream(t)
+	out := newSink()
+	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url}, Stdout: out, DrainTimeout: 200 * time.Millisecond})
+	io.WriteString(in, initLine+`{"jsonrpc":"2.0","id":3,"method":"slow"}`+"\n")
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the slow request never reached the server")
+	}
+	in.Close()
+	if err := waitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := out.wait(t, `"id":3`); !strings.Contains(got, "stdin closed and no reply came within 200ms") {
+		t.Errorf("reply %s", got)
+	}
+	select {
+	case <-left:
+	case <-time.After(waitTimeout):
+		t.Error("the slow exchange was never aborted")
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.deletes != 1 {
+		t.Errorf("%d DELETEs, want 1", u.deletes)
+	}
+}
+
+// TestBridgeClientCancelled: a request the client cancelled is not waited
+// for when stdin ends (with a DrainTimeout far longer than the test's
+// wait), and the remote exchange is aborted at once.
+func TestBridgeClientCancelled(t *testing.T) {
+	_, url, entered, left := hangingUpstream(t)
+	out := newSink()
+	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url}, Stdout: out, DrainTimeout: time.Hour})
+	io.WriteString(in, initLine+`{"jsonrpc":"2.0","id":"s","method":"slow"}`+"\n")
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the slow request never reached the server")
+	}
+	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s"}}`+"\n")
+	select {
+	case <-left:
+	case <-time.After(waitTimeout):
+		t.Fatal("the cancelled exchange was not aborted")
+	}
+	in.Close()
+	if err := waitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, l := range out.lines() {
+		if strings.Contains(l, `"id":"s"`) {
+			t.Errorf("the cancelled request was answered: %s", l)
+		}
+	}
+}
+
+// blockedWriter is a Stdout nobody reads: Write blocks until release.
+type blockedWriter struct{ release chan struct{} }
+
+func (w blockedWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return 0, io.ErrClosedPipe
+}
+
+// TestBridgeStdoutNotRead: Run ends in bounded time after stdin EOF even
+// when Stdout is never read. Before, it waited for the writer forever.
+func TestBridgeStdoutNotRead(t *testing.T) {
+	_, url, _, _ := hangingUpstream(t)
+	w := blockedWriter{release: make(chan struct{})}
+	t.Cleanup(func() { close(w.release) }) // lets the writer go, for goleak
+	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url, ConnectTimeout: 500 * time.Millisecond}, Stdout: w, DrainTimeout: 100 * time.Millisecond})
+	io.WriteString(in, initLine+`{"jsonrpc":"2.0","id":3,"method":"slow"}`+"\n")
+	in.Close()
+	if err := waitDone(t, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }

@@ -47,7 +47,9 @@ func (b *bridge) Started(gen uint64) {
 }
 
 // Line writes one message from the server to Stdout, settling the request
-// it answers. The reply to a replayed initialize is swallowed and followed
+// it answers. A response to no pending request (one the client cancelled,
+// or answered with an error already) is dropped: each request gets exactly
+// one reply. The reply to a replayed initialize is swallowed and followed
 // by notifications/initialized.
 func (b *bridge) Line(gen uint64, line []byte) {
 	msg, err := jsonrpc.Parse(line)
@@ -58,9 +60,14 @@ func (b *bridge) Line(gen uint64, line []byte) {
 		if replayed {
 			b.replayID = nil
 		}
+		_, pending := b.pending[string(id)]
 		delete(b.pending, string(id))
 		b.settleLocked()
 		b.mu.Unlock()
+		if !pending && !replayed {
+			b.log.Debug("reply to no pending request dropped", "id", string(id))
+			return
+		}
 		if replayed {
 			if msg.IsError {
 				b.log.Warn("the new upstream session refused the replayed initialize")
@@ -89,19 +96,10 @@ func (b *bridge) Exited(gen uint64, err error) {
 	}
 	b.log.Warn("connection to the server lost", "gen", gen, "err", err)
 	b.mu.Lock()
-	ids := make([][]byte, 0, len(b.pending))
-	for id := range b.pending {
-		ids = append(ids, []byte(id))
-	}
-	b.pending = map[string]struct{}{}
 	b.replayID = nil
+	b.lost = err
 	b.mu.Unlock()
-	for _, id := range ids {
-		b.write(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: connection to the remote server lost"))
-	}
-	b.mu.Lock()
-	b.settleLocked()
-	b.mu.Unlock()
+	b.failPending("mcpgate: connection to the remote server lost: " + err.Error())
 }
 
 // readLine reads one line (without its LF or CRLF) of at most limit bytes.
@@ -126,6 +124,20 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 		}
 		return bytes.TrimSpace(line), tooLong, e
 	}
+}
+
+// cancelledID returns params.requestId of a notifications/cancelled
+// message, compacted like the raw ids the bridge keeps, or nil.
+func cancelledID(line []byte) []byte {
+	var m struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || len(m.Params.RequestID) == 0 {
+		return nil
+	}
+	return jsonrpc.AppendCompact(nil, m.Params.RequestID)
 }
 
 // idOf returns the id of a message that is valid JSON but not a valid

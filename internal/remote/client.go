@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -27,25 +26,17 @@ var (
 	// ErrDisconnected is wrapped by the error passed to Handler.Exited when
 	// a legacy SSE stream ended or could not be opened.
 	ErrDisconnected = errors.New("remote: event stream lost")
-)
-
-// Defaults for the zero values of Config fields.
-const (
-	DefaultConnectTimeout  = 10 * time.Second
-	DefaultRequestTimeout  = 30 * time.Second
-	DefaultMaxMessageBytes = 16 << 20
+	// ErrUnreachable matches (errors.Is) the error of a request that could
+	// not connect to the server at all (refused, no such host, dial
+	// timeout). The error reply synthesized for such a request reads, for
+	// example, "mcpgate: remote http://127.0.0.1:1/mcp unreachable:
+	// connection refused".
+	ErrUnreachable = errors.New("remote: server unreachable")
 )
 
 // OversizedPrefixLen is how much of an oversized message Handler.Oversized
 // sees (at most).
 const OversizedPrefixLen = 4 << 10
-
-// Transports accepted in Config.Transport.
-const (
-	TransportAuto = "auto" // Streamable HTTP, falling back to legacy SSE
-	TransportHTTP = "http" // Streamable HTTP
-	TransportSSE  = "sse"  // legacy HTTP+SSE (2024-11-05)
-)
 
 // Handler receives what a Client reads. Its methods are never called
 // concurrently (one at a time, from whichever Client goroutine read the
@@ -64,116 +55,14 @@ type Handler interface {
 	// MaxMessageBytes: prefix is its beginning (up to OversizedPrefixLen;
 	// for an SSE event, the raw event text as far as it could be
 	// captured), size its length as far as it was read (more than the
-	// limit). If it was the reply to a request sent through this Client,
-	// the Client also delivers an error response for that request.
+	// limit; the rest is never read). If it came on a POST's response,
+	// the Client also delivers an error response for that request; on a
+	// legacy SSE stream, the stream is lost (Exited).
 	Oversized(gen uint64, prefix []byte, size int)
 	// Exited is called once per generation when it is gone: by Close (err
 	// nil), or when a legacy SSE stream was lost (err wraps
 	// ErrDisconnected). After Exited, Send no longer reaches gen.
 	Exited(gen uint64, err error)
-}
-
-// Config configures a Client. Only URL is required.
-type Config struct {
-	Name string // server name, for logs
-	URL  string // the MCP endpoint (Streamable HTTP) or the SSE URL (legacy)
-	// Transport is TransportHTTP, TransportSSE or TransportAuto. Default
-	// TransportAuto: the first initialize is POSTed to URL; if that gets
-	// 400, 404 or 405, URL is opened as a legacy SSE stream instead.
-	Transport string
-	// Headers are added to every request (authorization, typically). They
-	// are never logged. The headers the transport itself sets (Accept,
-	// Content-Type, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID)
-	// cannot be set here.
-	Headers map[string]string
-	// HTTPClient sends every request. Default: a client of its own with TLS
-	// verification, ConnectTimeout for dialling and TLS handshakes,
-	// proxies from the environment, and no redirects to another origin.
-	// Its Timeout should be zero: streams stay open for as long as the
-	// server streams.
-	HTTPClient *http.Client
-	// ConnectTimeout bounds dialling and the TLS handshake of the default
-	// client. Default 10s.
-	ConnectTimeout time.Duration
-	// RequestTimeout bounds each request until its response headers
-	// arrive; a reply streamed over SSE may take longer. Default 30s.
-	RequestTimeout time.Duration
-	// MaxMessageBytes bounds one JSON body or SSE event. Default 16 MiB.
-	MaxMessageBytes int
-	// Logger receives connection events, with server=Name. Never message
-	// bodies or headers. Default slog.Default().
-	Logger *slog.Logger
-}
-
-// reservedHeaders are set by the transport; Config.Headers may not.
-var reservedHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host",
-	"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
-
-// validate applies defaults and returns every problem of cfg, with base the
-// parsed URL.
-func (cfg *Config) validate() (base *url.URL, err error) {
-	var errs []error
-	base, perr := url.Parse(cfg.URL)
-	switch {
-	case cfg.URL == "":
-		errs = append(errs, errors.New("URL is empty"))
-	case perr != nil:
-		errs = append(errs, fmt.Errorf("URL: %w", perr))
-	case base.Scheme != "http" && base.Scheme != "https":
-		errs = append(errs, fmt.Errorf("URL: scheme %q is not http or https", base.Scheme))
-	case base.Host == "":
-		errs = append(errs, errors.New("URL has no host"))
-	}
-	switch cfg.Transport {
-	case "":
-		cfg.Transport = TransportAuto
-	case TransportAuto, TransportHTTP, TransportSSE:
-	default:
-		errs = append(errs, fmt.Errorf("Transport %q: want %q, %q or %q", cfg.Transport, TransportAuto, TransportHTTP, TransportSSE))
-	}
-	for name, value := range cfg.Headers {
-		canon := http.CanonicalHeaderKey(name)
-		switch {
-		case !validHeaderName(name):
-			errs = append(errs, fmt.Errorf("Headers: invalid header name %q", name))
-		case strings.ContainsAny(value, "\r\n\x00"):
-			errs = append(errs, fmt.Errorf("Headers[%s]: value contains CR, LF or NUL", name))
-		}
-		for _, r := range reservedHeaders {
-			if canon == r {
-				errs = append(errs, fmt.Errorf("Headers: %s is set by the transport", name))
-			}
-		}
-	}
-	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("remote %s: invalid config: %w", cfg.Name, errors.Join(errs...))
-	}
-	return base, nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // mode is the transport in use.
@@ -205,18 +94,19 @@ type Client struct {
 
 	mu sync.Mutex
 	// guarded by mu:
-	closed   bool
-	mode     mode
-	decided  chan struct{} // closed when mode leaves modeUndecided
-	probing  bool          // auto: the probing initialize is in flight
-	gen      uint64        // current generation
-	started  bool          // Started(gen) was called and Exited(gen) not yet
-	last     <-chan struct{}
-	inflight map[string]struct{} // raw ids of requests awaiting their reply
-	initID   []byte              // raw id of the latest initialize sent
-	init     []byte              // params of the latest initialize sent
-	sess     session             // Streamable HTTP session
-	lc       *legacyConn         // legacy SSE connection; nil until the reader starts
+	closed  bool
+	mode    mode
+	gen     uint64 // current generation
+	started bool   // Started(gen) was called and Exited(gen) not yet
+	last    <-chan struct{}
+	// inflight maps the raw id of each request awaiting its reply to the
+	// cancel func of its exchange (notifications/cancelled for it, sent
+	// through Send, aborts the exchange at once).
+	inflight map[string]context.CancelFunc
+	initID   []byte      // raw id of the latest initialize sent
+	init     []byte      // params of the latest initialize sent
+	sess     session     // Streamable HTTP session
+	lc       *legacyConn // legacy SSE connection; nil until the reader starts
 }
 
 // Start validates cfg and returns a Client; it calls h.Started(1) before
@@ -232,10 +122,9 @@ func Start(cfg Config, h Handler) (*Client, error) {
 	c := &Client{
 		cfg: cfg, h: h, base: base, hc: cfg.HTTPClient,
 		log:      cfg.Logger.With("server", cfg.Name),
-		decided:  make(chan struct{}),
 		gen:      1,
 		started:  true,
-		inflight: map[string]struct{}{},
+		inflight: map[string]context.CancelFunc{},
 	}
 	if c.hc == nil {
 		c.hc, c.ownHC = defaultHTTPClient(cfg.ConnectTimeout), true
@@ -243,10 +132,8 @@ func Start(cfg Config, h Handler) (*Client, error) {
 	switch cfg.Transport {
 	case TransportHTTP:
 		c.mode = modeHTTP
-		close(c.decided)
 	case TransportSSE:
 		c.mode = modeSSE
-		close(c.decided)
 	}
 	closed := make(chan struct{})
 	close(closed)
@@ -263,7 +150,11 @@ type outgoing struct {
 	id     []byte // raw id of a request; nil otherwise
 	method string
 	gen    uint64
-	probe  bool            // auto: this initialize decides the transport
+	// ctx bounds the exchange: a child of the Client's, cancelled when
+	// the exchange ends, by Close, or by notifications/cancelled for id.
+	ctx    context.Context
+	cancel context.CancelFunc
+	probe  bool            // auto: this initialize decides the transport; set by run
 	prev   <-chan struct{} // closed when the previous message may be overtaken
 	next   chan struct{}   // closed (via release) when the next message may start
 	once   sync.Once
@@ -281,8 +172,13 @@ func (o *outgoing) release() { o.once.Do(func() { close(o.next) }) }
 // wrapping jsonrpc.ErrParse or jsonrpc.ErrInvalidRequest for a message that
 // is not one JSON-RPC message, ErrClosed after Close, and ErrNotConnected
 // while a lost legacy SSE stream is being replaced. ctx is not used beyond
-// the call: the exchange runs until it ends or Close. Safe for concurrent
-// use.
+// the call: the exchange runs until it ends or Close. Send never blocks on
+// the network. Safe for concurrent use.
+//
+// notifications/cancelled for a request still awaiting its reply aborts
+// that request's exchange at once (its HTTP request or stream is closed)
+// besides being sent; no error reply is synthesized for the cancelled
+// request, as its sender gave up on it.
 func (c *Client) Send(ctx context.Context, msg []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -293,12 +189,15 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 	}
 	o := &outgoing{body: bytes.Clone(msg), kind: m.Kind, next: make(chan struct{})}
 	o.method = strings.Clone(m.MethodName())
-	var params []byte
-	if m.Kind == jsonrpc.KindRequest {
+	var params, cancelled []byte
+	switch {
+	case m.Kind == jsonrpc.KindRequest:
 		o.id = o.body[m.ID.Start:m.ID.End]
 		if o.method == "initialize" {
 			params = paramsOf(o.body)
 		}
+	case m.Kind == jsonrpc.KindNotification && o.method == "notifications/cancelled":
+		cancelled = requestIDOf(o.body)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,11 +210,13 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 	if params != nil {
 		c.init, c.initID = params, o.id
 	}
-	if c.mode == modeUndecided && !c.probing && o.method == "initialize" {
-		c.probing, o.probe = true, true
+	if abort, ok := c.inflight[string(cancelled)]; ok && cancelled != nil {
+		delete(c.inflight, string(cancelled))
+		abort()
 	}
+	o.ctx, o.cancel = context.WithCancel(c.ctx)
 	if o.id != nil {
-		c.inflight[string(o.id)] = struct{}{}
+		c.inflight[string(o.id)] = o.cancel
 	}
 	o.gen, o.prev, c.last = c.gen, c.last, o.next
 	c.wg.Add(1)
@@ -323,34 +224,40 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 	return nil
 }
 
+// TrySend is Send without a context: Send never blocks (the exchange runs
+// on a goroutine of the Client), so TrySend never blocks either. It exists
+// for owners that need a send that cannot block, such as the multiplexer's
+// timer and teardown paths. Safe for concurrent use.
+func (c *Client) TrySend(msg []byte) error {
+	return c.Send(context.Background(), msg)
+}
+
 // run carries one message to the server in whichever transport is in use.
+// Messages start in the order they were sent (each waits for the previous
+// one's release), so the transport is known by the time a message starts,
+// except before the first initialize of an auto Client got an answer: an
+// initialize then probes (and decides the transport), anything else is
+// POSTed as Streamable HTTP without deciding it, so that it still gets an
+// answer (an error from a legacy or unreachable server).
 func (c *Client) run(o *outgoing) {
 	defer c.wg.Done()
+	defer o.cancel()
 	defer o.release()
-	if !o.probe {
-		select {
-		case <-c.decided:
-		case <-c.ctx.Done():
-			return
-		}
-	}
 	select {
 	case <-o.prev:
-	case <-c.ctx.Done():
+	case <-o.ctx.Done():
 		return
 	}
 	c.mu.Lock()
 	m := c.mode
+	o.probe = m == modeUndecided && o.method == "initialize"
 	c.mu.Unlock()
 	if m == modeSSE {
 		c.postLegacy(o)
 		return
 	}
 	if c.postHTTP(o, true) == fallBack {
-		c.mu.Lock()
-		c.mode = modeSSE
-		close(c.decided)
-		c.mu.Unlock()
+		c.decide(modeSSE)
 		c.log.Info("server does not speak Streamable HTTP; using legacy SSE", "url", redact(c.base))
 		c.postLegacy(o)
 	}
@@ -361,11 +268,7 @@ func (c *Client) decide(m mode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mode == modeUndecided {
-		c.probing = false
-		if m != modeUndecided {
-			c.mode = m
-			close(c.decided)
-		}
+		c.mode = m
 	}
 }
 
@@ -463,6 +366,20 @@ func (c *Client) awaiting(id []byte) bool {
 	defer c.mu.Unlock()
 	_, ok := c.inflight[string(id)]
 	return ok
+}
+
+// requestIDOf returns params.requestId of a notifications/cancelled
+// message, compacted like the raw ids Send records, or nil.
+func requestIDOf(raw []byte) []byte {
+	var m struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &m) != nil || len(m.Params.RequestID) == 0 {
+		return nil
+	}
+	return jsonrpc.AppendCompact(nil, m.Params.RequestID)
 }
 
 // paramsOf returns a copy of the params member of a message, or {}.

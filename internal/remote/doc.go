@@ -23,7 +23,17 @@
 // Messages are ordered as they were given to Send: a POST starts only after
 // the previous message's request was written, and after a notification or
 // response only once its status arrived (so notifications/initialized is
-// accepted before the next request reaches the server).
+// accepted before the next request reaches the server). In auto mode, the
+// first initialize decides the transport; a message that starts before one
+// was answered is POSTed as Streamable HTTP, so that it too gets an answer.
+//
+// # Bounds
+//
+// Send and TrySend never block. Each exchange has its own context:
+// notifications/cancelled for a request, or Close, aborts it at once, so
+// that its connection and goroutine are released. A JSON body or SSE event
+// over Config.MaxMessageBytes is not read further: the stream is aborted
+// (closed) and the request it answers fails.
 //
 // # Locking
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -24,16 +25,25 @@ type streamState struct {
 // many messages it delivered and the error that ended the body (io.EOF for
 // a clean end). visit, if not nil, sees each event's data first and may
 // claim it (return true) so that it is not delivered.
+//
+// An event over MaxMessageBytes ends the read at once, reported to
+// Handler.Oversized and in st.oversized, with an error wrapping
+// sse.ErrEventTooLarge: the rest of it is not read (a peer may stream an
+// endless event), so the caller must close the body.
 func (c *Client) readEvents(gen uint64, body io.Reader, st *streamState, visit func(ev sse.Event) bool) (int, error) {
 	tap := &prefixTap{r: body, limit: c.cfg.MaxMessageBytes}
 	r := sse.NewReader(tap, c.cfg.MaxMessageBytes)
 	n := 0
 	for {
 		ev, err := r.Next()
-		if errors.Is(err, sse.ErrEventTooLarge) {
+		if errors.Is(err, sse.ErrEventTooLarge) || errors.Is(err, errRawTooLarge) {
 			st.oversized = true
-			c.oversized(gen, tap.big, c.cfg.MaxMessageBytes+1)
-			continue
+			prefix := tap.big
+			if prefix == nil {
+				prefix = tap.cur
+			}
+			c.oversized(gen, prefix, max(tap.n, c.cfg.MaxMessageBytes+1))
+			return n, fmt.Errorf("%w (%d bytes read)", sse.ErrEventTooLarge, tap.n)
 		}
 		if err != nil {
 			return n, err
@@ -55,6 +65,19 @@ func (c *Client) readEvents(gen uint64, body io.Reader, st *streamState, visit f
 	}
 }
 
+// errRawTooLarge is returned by prefixTap.Read once a line or an event is
+// longer than the sse.Reader could accept.
+var errRawTooLarge = errors.New("remote: event stream line or event over the size limit")
+
+// Raw bounds of prefixTap, beyond the limit on an event's data: a line may
+// add its field name (the sse.Reader allows 64 bytes for it); an event may
+// be made of many short data lines, each adding "data:" and a line end to
+// the byte or two it counts ("data\r\n" adds one "\n" for six raw bytes).
+const (
+	rawLineSlack   = 64
+	rawEventFactor = 8
+)
+
 // prefixTap passes an event stream through unchanged and keeps the first
 // OversizedPrefixLen bytes of the raw event being read, so that an event the
 // sse.Reader rejects as too large can be shown to Handler.Oversized. The
@@ -62,32 +85,53 @@ func (c *Client) readEvents(gen uint64, body io.Reader, st *streamState, visit f
 // far above the read-ahead (4 KiB) the captured prefix is the rejected
 // event's. big holds the prefix of the latest event whose raw size passed
 // the limit.
+//
+// The sse.Reader reads an overlong line to its end before rejecting it, so
+// the tap stops the stream itself: a Read that finds a line longer than
+// limit+rawLineSlack, or an event longer than rawEventFactor*limit, returns
+// the bytes before it and errRawTooLarge (sticky). Nothing the Reader could
+// accept is cut.
 type prefixTap struct {
 	r      io.Reader
 	limit  int
 	cur    []byte // start of the raw event being read
 	n      int    // raw bytes of that event so far
+	line   int    // raw bytes of the line being read so far
 	lastLF bool   // the previous non-CR byte was LF
 	big    []byte
+	err    error // errRawTooLarge once a bound was passed
 }
 
 func (t *prefixTap) Read(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
 	n, err := t.r.Read(p)
-	for _, b := range p[:n] {
+	for i, b := range p[:n] {
 		switch {
 		case b == '\r':
+			t.line = 0
 			continue // CRLF line ends look like LF ones
 		case b == '\n' && t.lastLF:
-			t.cur, t.n, t.lastLF = t.cur[:0], 0, false
+			t.cur, t.n, t.line, t.lastLF = t.cur[:0], 0, 0, false
 			continue
 		}
 		t.lastLF = b == '\n'
 		t.n++
+		if b == '\n' {
+			t.line = 0
+		} else {
+			t.line++
+		}
 		if len(t.cur) < OversizedPrefixLen {
 			t.cur = append(t.cur, b)
 		}
 		if t.n == t.limit+1 {
 			t.big = append(t.big[:0], t.cur...)
+		}
+		if t.line > t.limit+rawLineSlack || t.n > rawEventFactor*t.limit+rawLineSlack {
+			t.err = errRawTooLarge
+			return i, t.err
 		}
 	}
 	return n, err

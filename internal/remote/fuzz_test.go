@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/url"
 	"testing"
@@ -26,15 +27,22 @@ func FuzzResolveEndpoint(f *testing.F) {
 }
 
 // FuzzPrefixTap: the tap passes the stream through unchanged, however it
-// is split into reads, and keeps at most OversizedPrefixLen bytes.
+// is split into reads, or stops it at a line or an event over its bounds,
+// and keeps at most OversizedPrefixLen bytes.
 func FuzzPrefixTap(f *testing.F) {
 	f.Add([]byte("data: x\n\ndata: yyyyyyyyyy\r\n\r\n"), 4)
 	f.Add(bytes.Repeat([]byte("a"), 5000), 100)
+	f.Add(bytes.Repeat([]byte("data\r\n"), 500), 100)
 	f.Fuzz(func(t *testing.T, data []byte, limit int) {
 		limit = max(1, limit%8192)
 		tap := &prefixTap{r: iotest.OneByteReader(bytes.NewReader(data)), limit: limit}
 		out, err := io.ReadAll(tap)
-		if err != nil || !bytes.Equal(out, data) {
+		switch {
+		case errors.Is(err, errRawTooLarge):
+			if !bytes.HasPrefix(data, out) || tap.line <= limit+rawLineSlack && tap.n <= rawEventFactor*limit+rawLineSlack {
+				t.Fatalf("tap stopped at %d bytes (line %d, event %d, limit %d)", len(out), tap.line, tap.n, limit)
+			}
+		case err != nil || !bytes.Equal(out, data):
 			t.Fatalf("tap changed the stream: %v", err)
 		}
 		if len(tap.big) > OversizedPrefixLen || len(tap.cur) > OversizedPrefixLen {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"time"
 )
 
@@ -116,13 +117,51 @@ func (c *Client) do(req *http.Request, onWritten func()) (*http.Response, error)
 		cancel()
 		// The URL may carry credentials in its query: name it redacted.
 		var ue *url.Error
-		if errors.As(err, &ue) {
+		var oe *net.OpError
+		switch {
+		case errors.As(err, &oe) && oe.Op == "dial":
+			err = &unreachableError{url: redact(req.URL), err: dialCause(oe)}
+		case errors.As(err, &ue):
 			err = fmt.Errorf("%s %s: %w", ue.Op, redact(req.URL), ue.Err)
 		}
 		return nil, err
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// unreachableError is the error of a request that could not connect.
+type unreachableError struct {
+	url string // redacted
+	err error
+}
+
+func (e *unreachableError) Error() string {
+	return "remote " + e.url + " unreachable: " + e.err.Error()
+}
+func (e *unreachableError) Unwrap() error { return e.err }
+func (e *unreachableError) Is(target error) bool {
+	return target == ErrUnreachable
+}
+
+// dialCause returns the reason a dial failed without the addresses and
+// system call names around it ("connection refused", "i/o timeout", the
+// resolver's error), which the message names already.
+func dialCause(oe *net.OpError) error {
+	var se *os.SyscallError
+	if errors.As(oe.Err, &se) {
+		return se.Err
+	}
+	return oe.Err
+}
+
+// requestFailed is the text of the error reply for a request whose HTTP
+// exchange failed with err.
+func requestFailed(err error) string {
+	if errors.Is(err, ErrUnreachable) {
+		return "mcpgate: " + err.Error()
+	}
+	return "mcpgate: upstream request failed: " + err.Error()
 }
 
 // cancelBody releases the request's context when the body is closed.
@@ -137,18 +176,17 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-// readLimited reads r up to limit bytes. If r holds more, over is true, data
-// is the first limit+1 bytes, and size counts what was read (the rest is
-// drained up to 4 times the limit, for the count and to reuse the
-// connection).
+// readLimited reads r up to limit bytes. If r holds more, over is true,
+// data is the first limit+1 bytes and size their count: the rest is not
+// read (a peer may send gigabytes), so the caller must close the body
+// rather than reuse its connection.
 func readLimited(r io.Reader, limit int) (data []byte, size int, over bool, err error) {
 	data, err = io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	size = len(data)
 	if size <= limit || err != nil {
 		return data, size, false, err
 	}
-	n, _ := io.Copy(io.Discard, io.LimitReader(r, 4*int64(limit)))
-	return data, size + int(n), true, nil
+	return data, size, true, nil
 }
 
 // drain reads and discards a little of a response body we do not use, so

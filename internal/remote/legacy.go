@@ -60,20 +60,20 @@ func (c *Client) postLegacy(o *outgoing) {
 	case <-lc.ready:
 	case <-lc.gone:
 		return
-	case <-c.ctx.Done():
+	case <-o.ctx.Done():
 		return
 	}
 	var onWritten func()
 	if o.kind == jsonrpc.KindRequest {
 		onWritten = o.release
 	}
-	req := c.newRequest(c.ctx, http.MethodPost, lc.endpoint, o.body, session{})
+	req := c.newRequest(o.ctx, http.MethodPost, lc.endpoint, o.body, session{})
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := c.do(req, onWritten)
 	o.release()
 	if err != nil {
 		if !ctxDone(c.ctx) {
-			c.fail(o.gen, o.id, jsonrpc.CodeServerError, "mcpgate: upstream request failed: "+err.Error())
+			c.fail(o.gen, o.id, jsonrpc.CodeServerError, requestFailed(err))
 		}
 		return
 	}
@@ -100,7 +100,7 @@ func (c *Client) legacyLoop(lc *legacyConn) {
 		c.mu.Lock()
 		gen, started := c.gen, c.started
 		c.started = false
-		c.inflight = map[string]struct{}{} // the owner fails them on Exited
+		c.inflight = map[string]context.CancelFunc{} // the owner fails them on Exited
 		c.mu.Unlock()
 		if started {
 			c.log.Warn("legacy SSE stream lost; reconnecting", "gen", gen, "err", err)

@@ -52,18 +52,15 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 	if o.kind == jsonrpc.KindRequest && !isInit {
 		onWritten = o.release
 	}
-	req := c.newRequest(c.ctx, http.MethodPost, c.base, o.body, sess)
+	req := c.newRequest(o.ctx, http.MethodPost, c.base, o.body, sess)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := c.do(req, onWritten)
 	if !isInit {
 		o.release()
 	}
 	if err != nil {
-		if o.probe {
-			c.decide(modeUndecided)
-		}
 		if !ctxDone(c.ctx) {
-			c.fail(o.gen, o.id, jsonrpc.CodeServerError, "mcpgate: upstream request failed: "+err.Error())
+			c.fail(o.gen, o.id, jsonrpc.CodeServerError, requestFailed(err))
 		}
 		return handled
 	}
@@ -82,9 +79,6 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 		return handled
 	case code < 200 || code > 299:
 		drain(resp)
-		if o.probe {
-			c.decide(modeUndecided)
-		}
 		if o.id == nil {
 			c.log.Warn("upstream refused a message", "method", o.method, "status", code)
 		}
@@ -115,7 +109,8 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 	return handled
 }
 
-// readJSON delivers a JSON reply body (one message or a batch).
+// readJSON delivers a JSON reply body (one message or a batch). A body over
+// MaxMessageBytes is not read further: the caller closes it.
 func (c *Client) readJSON(o *outgoing, resp *http.Response) {
 	data, size, over, err := readLimited(resp.Body, c.cfg.MaxMessageBytes)
 	switch {
@@ -134,16 +129,17 @@ func (c *Client) readJSON(o *outgoing, resp *http.Response) {
 // readPostStream delivers the SSE stream a POST answered with. If it ends
 // before the reply to the POSTed request, it is resumed from its last event
 // id with GET; a stream that cannot be resumed gets an error reply for the
-// request, so that its sender is not left waiting.
+// request, so that its sender is not left waiting. An event over the size
+// limit ends the stream for good: the server would send it again.
 func (c *Client) readPostStream(o *outgoing, resp *http.Response) {
 	var st streamState
 	_, _ = c.readEvents(o.gen, resp.Body, &st, nil)
 	resp.Body.Close()
-	for failures := 0; o.id != nil && c.awaiting(o.id) && st.lastID != "" && failures < maxResumes; {
-		if !sleep(c.ctx, retryDelay(st.retry, failures)) {
+	for failures := 0; o.id != nil && !st.oversized && c.awaiting(o.id) && st.lastID != "" && failures < maxResumes; {
+		if !sleep(o.ctx, retryDelay(st.retry, failures)) {
 			return
 		}
-		n, status := c.resume(o.gen, &st)
+		n, status := c.resume(o.ctx, o.gen, &st)
 		switch {
 		case status == http.StatusNotFound, status == http.StatusMethodNotAllowed,
 			status >= 400 && status < 500:
@@ -165,13 +161,13 @@ func (c *Client) readPostStream(o *outgoing, resp *http.Response) {
 }
 
 // resume GETs the stream st was reading from its last event id and reads
-// it. It returns how many messages were delivered and the HTTP status (0 if
-// there was none).
-func (c *Client) resume(gen uint64, st *streamState) (delivered, status int) {
+// it, until ctx ends. It returns how many messages were delivered and the
+// HTTP status (0 if there was none).
+func (c *Client) resume(ctx context.Context, gen uint64, st *streamState) (delivered, status int) {
 	c.mu.Lock()
 	sess := c.sess
 	c.mu.Unlock()
-	resp, err := c.get(c.ctx, sess, st.lastID)
+	resp, err := c.get(ctx, sess, st.lastID)
 	if err != nil {
 		c.log.Debug("resuming a stream failed", "err", err)
 		return 0, 0
@@ -264,6 +260,11 @@ func (c *Client) standalone(ctx context.Context, sess session) {
 			failures = 0
 			_, err := c.readEvents(c.curGen(), resp.Body, &st, nil)
 			resp.Body.Close()
+			if st.oversized {
+				// Reconnecting may replay the same event: back off.
+				st.oversized = false
+				failures = maxResumes
+			}
 			if !ctxDone(ctx) {
 				c.log.Debug("standalone stream ended; reconnecting", "err", err)
 			}

@@ -1,0 +1,169 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// unusedAddr returns a loopback address nothing listens on.
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// TestAutoUnreachableAnswersEveryRequest: with the server unreachable, an
+// auto Client answers a request sent before initialize, the initialize, and
+// the requests after it, each with an error naming the cause. The old code
+// left every message after a failed probe waiting for a transport decision
+// that never came.
+func TestAutoUnreachableAnswersEveryRequest(t *testing.T) {
+	url := "http://" + unusedAddr(t) + "/mcp"
+	c, r := start(t, Config{URL: url})
+	send(t, c, `{"jsonrpc":"2.0","id":"early","method":"tools/list"}`)
+	send(t, c, initReq)
+	send(t, c, inited)
+	send(t, c, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if err := c.TrySend([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)); err != nil {
+		t.Fatalf("TrySend: %v", err)
+	}
+	want := "mcpgate: remote " + url + " unreachable: connection refused"
+	for _, id := range []string{`"early"`, `1`, `2`, `3`} {
+		if got := r.waitLine(`"id":`+id+`,`, `"error"`); !strings.Contains(got, want) {
+			t.Errorf("reply to %s: %s\nwant the message %q", id, got, want)
+		}
+	}
+}
+
+// TestAutoRequestBeforeInitialize: a request sent before initialize to a
+// reachable Streamable HTTP server is answered, and the initialize after it
+// still decides the transport.
+func TestAutoRequestBeforeInitialize(t *testing.T) {
+	f := newFake(t)
+	c, r := start(t, Config{URL: f.run()})
+	send(t, c, `{"jsonrpc":"2.0","id":"early","method":"tools/list"}`)
+	if got := r.waitLine(`"id":"early"`); !strings.Contains(got, "HTTP 404") {
+		t.Errorf("early request answered %s", got)
+	}
+	initialize(t, c, r)
+	send(t, c, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	r.waitLine(`"id":2`, `"method":"tools/list"`)
+}
+
+func TestUnreachableError(t *testing.T) {
+	url := "http://" + unusedAddr(t) + "/mcp?token=secret"
+	c, _ := start(t, Config{URL: url, Transport: TransportHTTP})
+	_, err := c.do(c.newRequest(t.Context(), http.MethodGet, c.base, nil, session{}), nil)
+	if !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "secret") ||
+		!strings.HasSuffix(err.Error(), "unreachable: connection refused") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestCancelledAbortsExchange: notifications/cancelled for a request whose
+// server never answers aborts its exchange at once (the server sees the
+// client go away; goroutines return to where they were), and no reply is
+// synthesized for it. Before, the exchange lived until the session ended.
+func TestCancelledAbortsExchange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		headers bool // the server sends SSE headers before hanging
+	}{{"no headers", false}, {"open stream", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered := make(chan struct{})
+			left := make(chan struct{})
+			f := newFake(t)
+			f.request = func(w http.ResponseWriter, r *http.Request, method string, id []byte) bool {
+				if method != "slow" {
+					return false
+				}
+				if tc.headers {
+					w.Header().Set("Content-Type", "text/event-stream")
+					flushWrite(w, ": priming\n\n")
+				}
+				close(entered)
+				<-r.Context().Done()
+				close(left)
+				return true
+			}
+			c, r := start(t, Config{URL: f.run(), Transport: TransportHTTP})
+			initialize(t, c, r)
+			send(t, c, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+			r.waitLine(`"id":2`)
+			// Idle keep-alive connections are not the exchange's: close
+			// them before counting, here and below.
+			c.hc.CloseIdleConnections()
+			baseline := runtime.NumGoroutine()
+
+			send(t, c, `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
+			waitClosed(t, entered, "the slow request to reach the server")
+			if err := c.TrySend([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"timeout"}}`)); err != nil {
+				t.Fatal(err)
+			}
+			waitClosed(t, left, "the server to see the client abort the exchange")
+			waitGoroutines(t, baseline, c.hc.CloseIdleConnections)
+			if got := r.lines(`"id":7`); len(got) != 0 {
+				t.Errorf("a reply was synthesized for the cancelled request: %q", got)
+			}
+			// The Client still works.
+			send(t, c, `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`)
+			r.waitLine(`"id":8`)
+		})
+	}
+}
+
+// TestCloseAbortsExchange: Close ends an exchange the server never answers
+// without waiting for it.
+func TestCloseAbortsExchange(t *testing.T) {
+	entered := make(chan struct{})
+	f := newFake(t)
+	f.request = func(w http.ResponseWriter, r *http.Request, method string, id []byte) bool {
+		close(entered)
+		<-r.Context().Done()
+		return true
+	}
+	c, r := start(t, Config{URL: f.run(), Transport: TransportHTTP})
+	initialize(t, c, r)
+	send(t, c, `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
+	waitClosed(t, entered, "the request to reach the server")
+	closed := make(chan struct{})
+	go func() {
+		c.Close()
+		close(closed)
+	}()
+	waitClosed(t, closed, "Close to return")
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// waitGoroutines waits until no more than n goroutines run, calling tidy
+// before each count.
+func waitGoroutines(t *testing.T, n int, tidy func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	for tidy(); runtime.NumGoroutine() > n; tidy() {
+		if !sleep(ctx, 10*time.Millisecond) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}
