@@ -24,11 +24,12 @@ func TestMain(m *testing.M) {
 const failAfter = 15 * time.Second
 
 type event struct {
-	kind string // "started", "line", "oversized", "exited"
+	kind string // "started", "line", "oversized", "exited", "waiting"
 	gen  uint64
 	data string // line, or oversized prefix
 	size int
 	err  error
+	wait time.Duration // Waiting's d
 }
 
 // recorder is a Handler that records every call and lets tests wait for a
@@ -67,6 +68,9 @@ func (r *recorder) Oversized(gen uint64, prefix []byte, size int) {
 	r.add(event{kind: "oversized", gen: gen, data: string(prefix), size: size})
 }
 func (r *recorder) Exited(gen uint64, err error) { r.add(event{kind: "exited", gen: gen, err: err}) }
+func (r *recorder) Waiting(err error, d time.Duration) {
+	r.add(event{kind: "waiting", err: err, wait: d})
+}
 
 func (r *recorder) snapshot() []event {
 	r.mu.Lock()
@@ -172,7 +176,7 @@ func fakeConfig(t *testing.T, opts mcptest.FakeOptions) StdioConfig {
 		Name:       t.Name(),
 		Command:    name,
 		Args:       args,
-		Env:        env,
+		Env:        append(os.Environ(), env...),
 		Logger:     testLogger(t),
 		StopGrace:  time.Second,
 		MinBackoff: 5 * time.Millisecond,
@@ -195,3 +199,6 @@ func start(t *testing.T, cfg StdioConfig) (*Stdio, *recorder) {
 func marker(t *testing.T) string {
 	return fmt.Sprintf("mk-%d-%d-%s", os.Getpid(), time.Now().UnixNano(), strings.ReplaceAll(t.Name(), "/", "_"))
 }
+
+// discardLogger drops everything: for tests whose children log floods.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

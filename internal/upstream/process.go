@@ -1,17 +1,14 @@
 package upstream
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // coalesceBytes bounds how much the writer gathers from the queue into one
@@ -38,30 +35,40 @@ type proc struct {
 	errDone   chan struct{} // closed by the stderr logger at EOF
 	finished  chan struct{} // closed by the reader after Handler.Exited returned
 	stopping  atomic.Bool   // Close asked this process to stop
+	served    atomic.Bool   // Stdio.Served was called for this generation
+
+	exitedAt time.Time  // written by the waiter before exited is closed
+	tail     stderrTail // written by the stderr logger, read after errDone
+	exitErr  error      // written by the reader before finished is closed
 
 	sigMu  sync.Mutex
 	reaped bool // guarded by sigMu: the leader was reaped, its pgid may be reused
+	// guarded by sigMu: why the gateway killed the process ("" if it did
+	// not); the first reason wins.
+	killReason string
+	stuck      bool // guarded by sigMu: killReason is the stuck rule
 }
 
 // startProc spawns the next generation, publishes it for Send and starts its
 // goroutines. Only StartStdio and the supervisor call it, never concurrently.
+// Its error wraps ErrSpawn.
 func (s *Stdio) startProc() (*proc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, newSpawnError(s.cfg.Command, s.cfg.Dir, err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
-		return nil, err
+		return nil, newSpawnError(s.cfg.Command, s.cfg.Dir, err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
-		return nil, err
+		return nil, newSpawnError(s.cfg.Command, s.cfg.Dir, err)
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-	cmd.Env = append(os.Environ(), s.cfg.Env...)
+	cmd.Env = s.cfg.Env // nil: exec inherits os.Environ()
 	cmd.Dir = s.cfg.Dir
 	// *os.File streams: exec starts no copying goroutines and Wait closes
 	// nothing of ours, so reading and reaping are ordered by us alone.
@@ -75,7 +82,7 @@ func (s *Stdio) startProc() (*proc, error) {
 	closeAll(inR, outW, errW) // the child holds its own copies
 	if err != nil {
 		closeAll(inW, outR, errR)
-		return nil, err
+		return nil, newSpawnError(s.cfg.Command, s.cfg.Dir, err)
 	}
 	p := &proc{
 		s:         s,
@@ -95,6 +102,7 @@ func (s *Stdio) startProc() (*proc, error) {
 	s.mu.Lock()
 	s.gen++
 	p.gen = s.gen
+	s.last = p
 	if !s.closed {
 		s.cur = p
 	}
@@ -129,6 +137,10 @@ func (p *proc) closeStdin() {
 func (p *proc) signal(sig syscall.Signal) {
 	p.sigMu.Lock()
 	defer p.sigMu.Unlock()
+	p.signalLocked(sig)
+}
+
+func (p *proc) signalLocked(sig syscall.Signal) {
 	if p.reaped {
 		return
 	}
@@ -137,8 +149,29 @@ func (p *proc) signal(sig syscall.Signal) {
 	}
 }
 
+// kill sends SIGKILL to the process group now and records why, for the
+// ExitError. It reports whether this call killed it: false if the process
+// was already being killed by the gateway or has exited. Never blocks on
+// the child.
+func (p *proc) kill(reason string, stuck bool) bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+	}
+	p.sigMu.Lock()
+	defer p.sigMu.Unlock()
+	if p.reaped || p.killReason != "" {
+		return false
+	}
+	p.killReason, p.stuck = reason, stuck
+	p.s.log.Warn("upstream killed", "pid", p.pid, "gen", p.gen, "reason", reason)
+	p.signalLocked(syscall.SIGKILL)
+	return true
+}
+
 // writeLoop is the only writer of stdin. It gathers what is queued into one
-// write, and on any end (stop, write error) drops and counts the rest.
+// write, and on any end (stop, write error, stuck) drops and counts the rest.
 func (p *proc) writeLoop() {
 	s := p.s
 	defer s.wg.Done()
@@ -171,7 +204,7 @@ func (p *proc) writeLoop() {
 			}
 			out = wbuf
 		}
-		_, err := p.stdin.Write(out)
+		err := p.write(out)
 		for i, b := range batch {
 			putBuf(b)
 			batch[i] = nil
@@ -181,8 +214,13 @@ func (p *proc) writeLoop() {
 		}
 		if err != nil {
 			s.dropped.Add(uint64(len(batch)))
-			select {
-			case <-p.stopWrite: // we closed it: nothing to report
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				if p.kill(fmt.Sprintf("stuck: stdin not read for %v", s.cfg.StuckTimeout), true) {
+					s.stuck.Add(1)
+				}
+			case p.stopped():
+				// We closed it: nothing to report.
 			default:
 				s.log.Warn("upstream stdin write failed", "pid", p.pid, "err", err)
 			}
@@ -192,6 +230,35 @@ func (p *proc) writeLoop() {
 		}
 		s.sent.Add(uint64(len(batch)))
 		s.writes.Add(1)
+	}
+}
+
+// write writes out to stdin. Each wait for the pipe to drain is bounded by
+// StuckTimeout through a write deadline that is renewed whenever the child
+// read something: a slow reader of a big message is not stuck, a child
+// that reads nothing for StuckTimeout is (os.ErrDeadlineExceeded).
+func (p *proc) write(out []byte) error {
+	for {
+		if err := p.stdin.SetWriteDeadline(time.Now().Add(p.s.cfg.StuckTimeout)); err != nil {
+			return err
+		}
+		n, err := p.stdin.Write(out)
+		out = out[n:]
+		if err == nil || len(out) == 0 {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || n == 0 {
+			return err
+		}
+	}
+}
+
+func (p *proc) stopped() bool {
+	select {
+	case <-p.stopWrite:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -209,58 +276,10 @@ func (p *proc) dropQueued() {
 	}
 }
 
-// waitLoop waits for the leader to exit without reaping it, unpublishes the
-// process, kills what is left of its group, and gives stdout and stderr
-// StopGrace to reach EOF before closing them (a descendant that left the
-// group could otherwise hold them open forever).
-func (p *proc) waitLoop() {
-	s := p.s
-	defer s.wg.Done()
-	if err := waitExitNoReap(p.pid); err != nil {
-		s.log.Error("upstream waitid failed; killing the group", "pid", p.pid, "err", err)
-	}
-	s.mu.Lock()
-	if s.cur == p {
-		s.cur = nil
-	}
-	s.mu.Unlock()
-	p.signal(syscall.SIGKILL)
-	p.closeStdin()
-	close(p.exited)
-
-	deadline := time.NewTimer(s.cfg.StopGrace)
-	defer deadline.Stop()
-	for _, ch := range []chan struct{}{p.outDone, p.errDone} {
-		select {
-		case <-ch:
-		case <-deadline.C:
-			s.log.Warn("upstream output still open after exit; closing it", "pid", p.pid)
-			closeAll(p.stdout, p.stderr)
-			return
-		}
-	}
-}
-
-// waitExitNoReap blocks until process pid has exited, leaving it a zombie:
-// waitid(P_PID, pid, WEXITED|WNOWAIT).
-func waitExitNoReap(pid int) error {
-	const pPID = 1
-	var info [128]byte // siginfo_t
-	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
-		if errno == syscall.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return errno
-		}
-		return nil
-	}
-}
-
 // readLoop is the only reader of stdout and the only caller of the Handler
-// for this generation.
+// for this generation. It never waits for the writer, so a child that
+// floods stdout while not reading stdin is still read, unless the Handler
+// itself blocks; the stuck rule then ends the cycle.
 func (p *proc) readLoop() {
 	s := p.s
 	defer s.wg.Done()
@@ -288,24 +307,31 @@ func (p *proc) readLoop() {
 	<-p.errDone
 	p.sigMu.Lock()
 	p.reaped = true
+	reason, stuck := p.killReason, p.stuck
 	p.sigMu.Unlock()
 	werr := p.cmd.Wait()
 	closeAll(p.stdout, p.stderr)
 
-	var err error
-	switch {
-	case p.stopping.Load():
+	uptime := p.exitedAt.Sub(p.started)
+	if p.stopping.Load() && reason == "" {
 		s.log.Info("upstream stopped", "pid", p.pid, "gen", p.gen, "status", exitStatus(werr))
-	case werr == nil:
-		err = fmt.Errorf("%w with status 0", ErrExited)
-	default:
-		err = fmt.Errorf("%w: %w", ErrExited, werr)
+	} else {
+		ee := &ExitError{
+			Status: exitStatus(werr),
+			Uptime: uptime,
+			Stderr: p.tail.lines(),
+			Reason: reason,
+			Stuck:  stuck,
+		}
+		var xe *exec.ExitError
+		if errors.As(werr, &xe) {
+			ee.err = xe
+		}
+		p.exitErr = ee
+		s.log.Warn("upstream exited", "pid", p.pid, "gen", p.gen, "status", ee.Status,
+			"uptime", uptime.Round(time.Millisecond), "reason", reason)
 	}
-	if err != nil {
-		s.log.Warn("upstream exited", "pid", p.pid, "gen", p.gen, "status", exitStatus(werr),
-			"uptime", time.Since(p.started).Round(time.Millisecond))
-	}
-	s.h.Exited(p.gen, err)
+	s.h.Exited(p.gen, p.exitErr)
 }
 
 func exitStatus(err error) string {
@@ -314,28 +340,6 @@ func exitStatus(err error) string {
 	}
 	return err.Error()
 }
-
-// stderrLoop logs each stderr line at info.
-func (p *proc) stderrLoop() {
-	s := p.s
-	defer s.wg.Done()
-	defer close(p.errDone)
-	lr := newLineReader(p.stderr, stderrMaxLine)
-	for {
-		line, size, over, err := lr.next()
-		if err != nil {
-			return
-		}
-		attrs := []slog.Attr{slog.String("stream", "stderr"), slog.Int("pid", p.pid)}
-		if over {
-			attrs = append(attrs, slog.Int("truncated_from", size))
-		}
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, string(line), attrs...)
-	}
-}
-
-// stderrMaxLine bounds a logged stderr line; the rest is cut.
-const stderrMaxLine = OversizedPrefixLen
 
 // stop ends the process as the MCP specification asks: close stdin, wait
 // StopGrace, SIGTERM the group, wait StopGrace, SIGKILL the group. It returns

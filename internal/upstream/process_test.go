@@ -45,7 +45,7 @@ func TestCrashThenRestart(t *testing.T) {
 	for _, e := range r.snapshot() {
 		order = append(order, e.kind+string('0'+byte(e.gen)))
 	}
-	want := []string{"started1", "line1", "exited1", "started2", "line2"}
+	want := []string{"started1", "line1", "exited1", "waiting0", "started2", "line2"}
 	if len(order) != len(want) {
 		t.Fatalf("order %v, want %v", order, want)
 	}

@@ -9,21 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// Errors returned by Stdio.
-var (
-	// ErrNotRunning is returned by Send when no process is up: between a
-	// crash and the restart, or for good after an exit without Restart.
-	ErrNotRunning = errors.New("upstream: server process is not running")
-	// ErrClosed is returned by Send after Close.
-	ErrClosed = errors.New("upstream: closed")
-	// ErrNewline is returned by Send for a message that contains a newline,
-	// which would split it into two on the wire.
-	ErrNewline = errors.New("upstream: message contains a newline")
-	// ErrExited is wrapped by the error passed to Handler.Exited for every
-	// exit that Close did not ask for; errors.As finds the *exec.ExitError.
-	ErrExited = errors.New("upstream: server process exited")
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // Defaults for the zero values of StdioConfig fields.
@@ -32,21 +19,30 @@ const (
 	DefaultMinBackoff   = 100 * time.Millisecond
 	DefaultMaxBackoff   = 30 * time.Second
 	DefaultStopGrace    = 2 * time.Second
+	DefaultStuckTimeout = 30 * time.Second
+	DefaultStableAfter  = 30 * time.Second
+
+	DefaultStderrBytesPerSec = 64 << 10
 )
 
 // SendQueueLen is how many messages Send queues per process before it blocks
-// (until the writer catches up, ctx ends, the process dies or Close).
+// (until the writer catches up, ctx ends, the process dies or Close) and
+// TrySend returns ErrQueueFull.
 const SendQueueLen = 1024
 
 // OversizedPrefixLen is how much of an oversized line Handler.Oversized sees.
 const OversizedPrefixLen = 4 << 10
 
-// Handler receives what a Stdio reads. Its methods are called from the
-// Stdio's single reader goroutine, one at a time, never concurrently, in the
-// order Started, Line/Oversized..., Exited for each generation, generations in
-// order. A method may call Send, Generation, PID and Stats, but must not call
-// Close (Close waits for the goroutine that is calling it) and should return
-// quickly: while it runs, the child's stdout is not read.
+// Handler receives what a Stdio reads. Its methods are called one at a time,
+// never concurrently, in the order Started, Line/Oversized..., Exited for
+// each generation, generations in order, with Waiting before each retry:
+// Started, Line, Oversized and Exited from the generation's reader
+// goroutine, Waiting from the supervisor. A method may call Send, TrySend,
+// Restart, Served, Generation, PID and Stats, but must not call Close (Close
+// waits for the goroutine that is calling it) and should return quickly:
+// while it runs, the child's stdout is not read. It should not call Send
+// with a context that never ends (use TrySend): if the child does not read
+// stdin either, only the stuck rule (StuckTimeout) breaks that cycle.
 type Handler interface {
 	// Started is called after process generation gen (1, 2, ... counting
 	// restarts) started, before any of its lines is delivered. Send already
@@ -60,10 +56,16 @@ type Handler interface {
 	// its total length. The rest of the line is discarded.
 	Oversized(gen uint64, prefix []byte, size int)
 	// Exited is called once per generation after the process exited and all
-	// its stdout lines were delivered; err describes the exit (nil after a
-	// clean stop by Close, else it wraps ErrExited). By the time Exited is
-	// called, Send no longer reaches gen.
+	// its stdout lines were delivered; err describes the exit: nil after a
+	// clean stop by Close, else an *ExitError (errors.Is(err, ErrExited)).
+	// By the time Exited is called, Send no longer reaches gen.
 	Exited(gen uint64, err error)
+	// Waiting is called when Restart is set, before the supervisor sleeps d
+	// ahead of the next start: after Exited returned (err is the error that
+	// Exited got), or after a start that could not run the command (err
+	// wraps ErrSpawn, e.g. "command not found: uvx"), including the very
+	// first one. No Started follows if Close comes first.
+	Waiting(err error, d time.Duration)
 }
 
 // StdioConfig configures a Stdio. Only Command is required.
@@ -71,8 +73,11 @@ type StdioConfig struct {
 	Name    string   // server name, for logs
 	Command string   // program, looked up in PATH if it has no slash
 	Args    []string // arguments after the program name
-	Env     []string // appended to os.Environ() (a later KEY= wins)
-	Dir     string   // working directory; "" is the gateway's
+	// Env is the process's whole environment (KEY=value). nil inherits the
+	// gateway's environment, which only tests should want: callers build a
+	// minimal one so that the gateway's secrets do not reach the child.
+	Env []string
+	Dir string // working directory; "" is the gateway's
 
 	// MaxLineBytes bounds one stdout line; longer lines go to
 	// Handler.Oversized. Default 16 MiB.
@@ -82,17 +87,36 @@ type StdioConfig struct {
 	// The n-th consecutive restart waits a random time in [d/2, d] with
 	// d = min(MinBackoff*2^n, MaxBackoff) ("equal jitter": restarts spread
 	// out, yet never come sooner than half the nominal delay). The count n
-	// resets to 0 when the process that exited had run for at least
-	// 10*MinBackoff. A failed spawn counts as a failed run and is retried the
-	// same way until Close.
-	Restart    bool
-	MinBackoff time.Duration // default 100ms
-	MaxBackoff time.Duration // default 30s
+	// resets to 0 only when the process that exited had served a request
+	// (Stdio.Served) or had run for at least StableAfter: a server that
+	// crashes on its first request, or hangs in initialize until it is
+	// restarted, keeps backing off. A start that cannot run the command
+	// counts as a failed run and is retried the same way until Close, even
+	// the first one (StartStdio then returns the Stdio, not the error).
+	Restart     bool
+	MinBackoff  time.Duration // default 100ms
+	MaxBackoff  time.Duration // default 30s
+	StableAfter time.Duration // default 30s
+
+	// StuckTimeout is how long one write to stdin may make no progress
+	// before the process counts as stuck (it stopped reading stdin): it is
+	// logged, its process group gets SIGKILL, Exited reports an *ExitError
+	// with Stuck set, and the supervisor restarts it when Restart is set.
+	// Default 30s.
+	StuckTimeout time.Duration
 
 	// StopGrace is how long Close waits after closing stdin before sending
 	// SIGTERM to the process group, and again before SIGKILL. It also bounds
 	// how long stdout may stay open after the leader exited. Default 2s.
 	StopGrace time.Duration
+
+	// StderrBytesPerSec bounds how many bytes of the child's stderr are
+	// logged per second (each line at info). Stderr is always read in full,
+	// so the child never blocks on it; lines over the budget are counted in
+	// Stats and summarised in one line ("stderr: N bytes in M lines not
+	// logged") when the next second's first line arrives, or at exit.
+	// Default 64 KiB.
+	StderrBytesPerSec int
 
 	// Logger receives lifecycle events and the child's stderr (each line at
 	// info, with server=Name, stream="stderr", pid). Default slog.Default().
@@ -104,13 +128,18 @@ type Stats struct {
 	Generation     uint64 // generation of the latest process
 	Running        bool   // whether a process is up now
 	Restarts       uint64 // processes started after the first
-	SpawnFailures  uint64 // restarts that could not start the command
+	SpawnFailures  uint64 // starts that could not run the command
 	Lines          uint64 // stdout lines delivered to Handler.Line
 	OversizedLines uint64 // stdout lines delivered to Handler.Oversized
 	Sent           uint64 // messages written to stdin
 	Writes         uint64 // write calls on stdin (Sent/Writes = coalescing)
-	QueueFull      uint64 // Sends that found the queue full and had to wait
+	QueueFull      uint64 // Sends that found the queue full and had to wait, TrySends refused
 	Dropped        uint64 // queued messages discarded because their process ended
+	Stuck          uint64 // processes killed for not reading stdin
+	Killed         uint64 // processes killed by Restart
+
+	StderrDroppedLines uint64 // stderr lines read but not logged (over StderrBytesPerSec)
+	StderrDroppedBytes uint64 // their bytes
 }
 
 // Stdio supervises one stdio MCP server process. It is safe for concurrent
@@ -129,17 +158,23 @@ type Stdio struct {
 	mu sync.Mutex
 	// guarded by mu:
 	cur    *proc  // running process; nil between an exit and the restart
+	last   *proc  // latest process, running or not (for Served)
 	gen    uint64 // generation of the latest process
 	closed bool
 
 	restarts, spawnFailures, lines, oversized atomic.Uint64
 	sent, writes, queueFull, dropped          atomic.Uint64
+	stuck, killed                             atomic.Uint64
+	stderrDroppedLines, stderrDroppedBytes    atomic.Uint64
 }
 
-// StartStdio starts the first process. It returns an error if the command
-// cannot be started at all (not found, not executable): callers report that
-// as a configuration or startup problem. After that the Stdio supervises the
-// process, restarting it when cfg.Restart is set, until Close.
+// StartStdio starts the first process and supervises it until Close,
+// restarting it when cfg.Restart is set. If the command cannot be run (not
+// found, not executable), StartStdio returns an error wrapping ErrSpawn
+// ("command not found: uvx") when cfg.Restart is not set; with Restart it
+// returns the Stdio anyway, calls h.Waiting with that error and retries with
+// backoff, so that one server that cannot start does not stop its owner.
+// It returns an error for an invalid cfg (empty Command) or a nil h.
 func StartStdio(cfg StdioConfig, h Handler) (*Stdio, error) {
 	if cfg.Command == "" {
 		return nil, errors.New("upstream: StdioConfig.Command is empty")
@@ -157,8 +192,17 @@ func StartStdio(cfg StdioConfig, h Handler) (*Stdio, error) {
 		cfg.MaxBackoff = DefaultMaxBackoff
 	}
 	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	if cfg.StableAfter <= 0 {
+		cfg.StableAfter = DefaultStableAfter
+	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.StuckTimeout <= 0 {
+		cfg.StuckTimeout = DefaultStuckTimeout
+	}
+	if cfg.StderrBytesPerSec <= 0 {
+		cfg.StderrBytesPerSec = DefaultStderrBytesPerSec
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -172,23 +216,39 @@ func StartStdio(cfg StdioConfig, h Handler) (*Stdio, error) {
 	}
 	p, err := s.startProc()
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: start %s: %w", cfg.Name, cfg.Command, err)
+		s.spawnFailures.Add(1)
+		if !cfg.Restart {
+			return nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
+		}
+		s.log.Error("upstream start failed; will retry", "err", err)
 	}
 	s.wg.Add(1)
-	go s.supervise(p)
+	go s.supervise(p, err)
 	return s, nil
 }
 
 // Send queues one message (without its newline; Send adds it) for the stdin
 // of the current process. It copies msg, so the caller may reuse it at once.
+// A message containing '\n' is compacted (jsonrpc.AppendCompact: whitespace
+// outside strings removed) so that it stays one line; one that still has a
+// newline, inside a string (invalid JSON), is refused with ErrNewline.
 // A nil error means queued, not delivered: a message still queued when its
 // process dies is dropped and counted (the Handler's Exited already tells the
 // owner). Send blocks only while the queue of SendQueueLen messages is full,
 // and returns ErrNotRunning when no process is up, ErrClosed after Close,
-// ErrNewline for a message containing '\n', and ctx.Err() if ctx ends while
-// the queue is full. Safe for concurrent use, including with Close.
+// and ctx.Err() if ctx ends while the queue is full. A process whose stdin
+// stays blocked is killed after StuckTimeout, which also ends the wait.
+// Safe for concurrent use, including with Close.
 func (s *Stdio) Send(ctx context.Context, msg []byte) error {
-	return s.send(ctx, 0, msg)
+	return s.send(ctx, 0, msg, true)
+}
+
+// TrySend is Send that never blocks: it returns ErrQueueFull instead of
+// waiting when the queue is full. Readers and timers use it for best-effort
+// messages (cancellations, replies to pings), which must not wait on a
+// server. Safe for concurrent use.
+func (s *Stdio) TrySend(msg []byte) error {
+	return s.send(context.Background(), 0, msg, false)
 }
 
 // SendGen is Send restricted to generation gen: it returns ErrNotRunning
@@ -199,13 +259,12 @@ func (s *Stdio) SendGen(ctx context.Context, gen uint64, msg []byte) error {
 	if gen == 0 {
 		return ErrNotRunning
 	}
-	return s.send(ctx, gen, msg)
+	return s.send(ctx, gen, msg, true)
 }
 
-func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte) error {
-	if bytes.IndexByte(msg, '\n') >= 0 {
-		return ErrNewline
-	}
+// send queues msg for generation gen (0: any), waiting for room until ctx
+// ends if block is set.
+func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) error {
 	s.mu.Lock()
 	closed, p := s.closed, s.cur
 	s.mu.Unlock()
@@ -216,13 +275,26 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte) error {
 		return ErrNotRunning
 	}
 	b := getBuf()
-	*b = append(append(*b, msg...), '\n')
+	if bytes.IndexByte(msg, '\n') >= 0 {
+		*b = jsonrpc.AppendCompact(*b, msg)
+		if bytes.IndexByte(*b, '\n') >= 0 {
+			putBuf(b)
+			return ErrNewline
+		}
+	} else {
+		*b = append(*b, msg...)
+	}
+	*b = append(*b, '\n')
 	select {
 	case p.queue <- b:
 		return nil
 	default:
 	}
 	s.queueFull.Add(1)
+	if !block {
+		putBuf(b)
+		return ErrQueueFull
+	}
 	select {
 	case p.queue <- b:
 		return nil
@@ -245,6 +317,36 @@ func (s *Stdio) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed
+}
+
+// Restart kills generation gen now if it is the running process: its whole
+// process group gets SIGKILL, Exited reports an *ExitError whose Reason is
+// reason, and the supervisor restarts it with backoff (when cfg.Restart is
+// set). Owners use it for a server that does not answer (a failed
+// initialize, a liveness probe). It is a no-op for any other generation, and
+// never blocks. Safe for concurrent use.
+func (s *Stdio) Restart(gen uint64, reason string) {
+	s.mu.Lock()
+	p := s.cur
+	s.mu.Unlock()
+	if p == nil || p.gen != gen {
+		return
+	}
+	if p.kill(reason, false) {
+		s.killed.Add(1)
+	}
+}
+
+// Served records that generation gen answered a client request: when it
+// exits, the restart backoff starts again from MinBackoff. A no-op for a
+// generation that is not the latest. Never blocks; safe for concurrent use.
+func (s *Stdio) Served(gen uint64) {
+	s.mu.Lock()
+	p := s.last
+	s.mu.Unlock()
+	if p != nil && p.gen == gen {
+		p.served.Store(true)
+	}
 }
 
 // Generation returns the generation of the latest process (0 before the
@@ -270,16 +372,20 @@ func (s *Stdio) PID() int {
 func (s *Stdio) Stats() Stats {
 	gen, running := s.Generation()
 	return Stats{
-		Generation:     gen,
-		Running:        running,
-		Restarts:       s.restarts.Load(),
-		SpawnFailures:  s.spawnFailures.Load(),
-		Lines:          s.lines.Load(),
-		OversizedLines: s.oversized.Load(),
-		Sent:           s.sent.Load(),
-		Writes:         s.writes.Load(),
-		QueueFull:      s.queueFull.Load(),
-		Dropped:        s.dropped.Load(),
+		Generation:         gen,
+		Running:            running,
+		Restarts:           s.restarts.Load(),
+		SpawnFailures:      s.spawnFailures.Load(),
+		Lines:              s.lines.Load(),
+		OversizedLines:     s.oversized.Load(),
+		Sent:               s.sent.Load(),
+		Writes:             s.writes.Load(),
+		QueueFull:          s.queueFull.Load(),
+		Dropped:            s.dropped.Load(),
+		Stuck:              s.stuck.Load(),
+		Killed:             s.killed.Load(),
+		StderrDroppedLines: s.stderrDroppedLines.Load(),
+		StderrDroppedBytes: s.stderrDroppedBytes.Load(),
 	}
 }
 

@@ -41,8 +41,24 @@ func TestEchoRoundTrip(t *testing.T) {
 	if evs[0].kind != "started" || evs[0].gen != 1 || evs[1].data != `{"jsonrpc":"2.0","id":1,"method":"ping"}` {
 		t.Fatalf("events: %s", summarize(evs))
 	}
-	if err := s.Send(ctx, []byte("two\nlines")); !errors.Is(err, ErrNewline) {
-		t.Fatalf("Send with newline: %v", err)
+}
+
+// A pretty-printed message is compacted to one line instead of being
+// refused; a raw newline inside a string (invalid JSON) is still refused,
+// since no rewriting could keep it one line.
+func TestSendCompactsNewlines(t *testing.T) {
+	s, r := start(t, fakeConfig(t, mcptest.FakeOptions{RawEcho: true}))
+	pretty := "{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": \"a b\",\n\t\"params\": {\"text\": \"x\\ny\"}\n}\n"
+	if err := s.Send(context.Background(), []byte(pretty)); err != nil {
+		t.Fatalf("Send of a pretty-printed message: %v", err)
+	}
+	if err := s.TrySend([]byte("[1,\n2]")); err != nil {
+		t.Fatalf("TrySend of a pretty-printed message: %v", err)
+	}
+	r.waitLine(`{"jsonrpc":"2.0","id":"a b","params":{"text":"x\ny"}}`)
+	r.waitLine("[1,2]")
+	if err := s.Send(context.Background(), []byte("\"two\nlines\"")); !errors.Is(err, ErrNewline) {
+		t.Fatalf("Send with a newline inside a string: %v", err)
 	}
 }
 
@@ -183,12 +199,25 @@ func TestStartFailures(t *testing.T) {
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{"", "mcpgate-no-such-command-xyz", filepath.Join(dir, "missing"), notExec, dir} {
-		s, err := StartStdio(StdioConfig{Command: cmd, Logger: testLogger(t)}, newRecorder(t))
+	for _, tc := range []struct{ cmd, dir, want string }{
+		{"mcpgate-no-such-command-xyz", "", "command not found: mcpgate-no-such-command-xyz"},
+		{filepath.Join(dir, "missing"), "", "command not found: " + filepath.Join(dir, "missing")},
+		{notExec, "", "cannot run " + notExec + ": permission denied"},
+		{dir, "", "cannot run " + dir + ": permission denied"},
+		{"sh", filepath.Join(dir, "nodir"), "cannot use working directory " + filepath.Join(dir, "nodir") + " for sh: no such file or directory"},
+	} {
+		s, err := StartStdio(StdioConfig{Name: "srv", Command: tc.cmd, Dir: tc.dir, Logger: testLogger(t)}, newRecorder(t))
 		if err == nil {
 			s.Close()
-			t.Errorf("StartStdio(%q) succeeded", cmd)
+			t.Errorf("StartStdio(%q) succeeded", tc.cmd)
+			continue
 		}
+		if !errors.Is(err, ErrSpawn) || err.Error() != "upstream srv: "+tc.want {
+			t.Errorf("StartStdio(%q): %v, want ErrSpawn with %q", tc.cmd, err, tc.want)
+		}
+	}
+	if _, err := StartStdio(StdioConfig{Logger: testLogger(t)}, newRecorder(t)); err == nil {
+		t.Error("StartStdio with no Command succeeded")
 	}
 }
 

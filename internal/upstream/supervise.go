@@ -8,47 +8,53 @@ import (
 // supervise owns the process lifecycle after StartStdio: it waits for the
 // running generation to end, restarts it with backoff when configured, and
 // on Close stops the running process. It is the only caller of startProc
-// after StartStdio, so generations never overlap.
-func (s *Stdio) supervise(p *proc) {
+// after StartStdio, so generations never overlap. p is the first process,
+// or nil when its start failed with spawnErr (only with Restart set).
+func (s *Stdio) supervise(p *proc, spawnErr error) {
 	defer s.wg.Done()
 	defer close(s.done)
-	failures := 0 // consecutive short runs and failed spawns
+	failures := 0 // consecutive failed runs and failed spawns
 	for {
-		select {
-		case <-p.finished:
-		case <-s.closing:
-			p.stop()
-			<-p.finished
-			return
-		}
-		if !s.cfg.Restart {
-			return
-		}
-		if time.Since(p.started) >= s.stableAfter() {
-			failures = 0
-		}
-		for {
-			d := backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, failures, rand.Int64N)
-			failures++
-			s.log.Info("upstream restarting", "after", d.Round(time.Millisecond), "attempt", failures)
-			if !s.sleep(d) {
+		why := spawnErr
+		if p != nil {
+			select {
+			case <-p.finished:
+			case <-s.closing:
+				p.stop()
+				<-p.finished
 				return
 			}
-			np, err := s.startProc()
-			if err == nil {
-				s.restarts.Add(1)
-				p = np
-				break
+			if !s.cfg.Restart || s.isClosed() {
+				return
 			}
-			s.spawnFailures.Add(1)
-			s.log.Error("upstream restart failed", "command", s.cfg.Command, "err", err)
+			// A process that answered a request, or stayed up a while, was
+			// a good run; one that died in initialize or on its first call
+			// keeps the delay growing.
+			if p.served.Load() || p.exitedAt.Sub(p.started) >= s.cfg.StableAfter {
+				failures = 0
+			}
+			why = p.exitErr
 		}
+		d := backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, failures, rand.Int64N)
+		failures++
+		s.h.Waiting(why, d)
+		s.log.Info("upstream restarting", "after", d.Round(time.Millisecond), "attempt", failures)
+		if !s.sleep(d) {
+			return
+		}
+		np, err := s.startProc()
+		if err != nil {
+			s.spawnFailures.Add(1)
+			s.log.Error("upstream start failed; will retry", "err", err)
+			p, spawnErr = nil, err
+			continue
+		}
+		if np.gen > 1 {
+			s.restarts.Add(1)
+		}
+		p, spawnErr = np, nil
 	}
 }
-
-// stableAfter is how long a process must have run for the next restart to
-// start again from MinBackoff.
-func (s *Stdio) stableAfter() time.Duration { return 10 * s.cfg.MinBackoff }
 
 // sleep waits d, or returns false at once when Close is called.
 func (s *Stdio) sleep(d time.Duration) bool {

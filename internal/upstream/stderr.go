@@ -1,0 +1,99 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// stderrMaxLine bounds a logged stderr line; the rest is cut.
+const stderrMaxLine = OversizedPrefixLen
+
+// The stderr tail kept for ExitError: the last stderrTailLines lines, each
+// cut to stderrTailBytes.
+const (
+	stderrTailLines = 5
+	stderrTailBytes = 200
+)
+
+// stderrTail is a ring of the last stderr lines. Buffers are reused, so a
+// flood of stderr costs no allocation per line. Not safe for concurrent use:
+// the stderr logger writes it, the reader reads it after errDone.
+type stderrTail struct {
+	buf  [stderrTailLines][]byte
+	next int // slot of the next line
+	n    int // lines kept
+}
+
+func (t *stderrTail) add(line []byte) {
+	line = line[:min(len(line), stderrTailBytes)]
+	t.buf[t.next] = append(t.buf[t.next][:0], line...)
+	t.next = (t.next + 1) % stderrTailLines
+	t.n = min(t.n+1, stderrTailLines)
+}
+
+// lines returns the kept lines, oldest first, as valid UTF-8 (a cut may
+// have split a character).
+func (t *stderrTail) lines() []string {
+	if t.n == 0 {
+		return nil
+	}
+	out := make([]string, 0, t.n)
+	for i := range t.n {
+		b := t.buf[(t.next-t.n+i+stderrTailLines)%stderrTailLines]
+		out = append(out, strings.ToValidUTF8(string(b), "\uFFFD"))
+	}
+	return out
+}
+
+// stderrLoop reads stderr to its end, keeps its tail for the ExitError and
+// logs each line at info within the StderrBytesPerSec budget. Lines over the
+// budget are read all the same (the child must never block on stderr),
+// counted, and summarised once per second in which any was dropped.
+func (p *proc) stderrLoop() {
+	s := p.s
+	defer s.wg.Done()
+	defer close(p.errDone)
+	budget := s.cfg.StderrBytesPerSec
+	var (
+		windowEnd                time.Time
+		left                     int   // bytes still loggable in this window
+		droppedLines, droppedLen int64 // not logged in this window
+	)
+	summarise := func() {
+		if droppedLines == 0 {
+			return
+		}
+		s.log.Warn(fmt.Sprintf("stderr: %d bytes in %d lines not logged", droppedLen, droppedLines),
+			"pid", p.pid, "stream", "stderr", "bytes_per_sec", budget)
+		droppedLines, droppedLen = 0, 0
+	}
+	defer summarise()
+	lr := newLineReader(p.stderr, stderrMaxLine)
+	for {
+		line, size, over, err := lr.next()
+		if err != nil {
+			return
+		}
+		p.tail.add(line)
+		if now := time.Now(); now.After(windowEnd) {
+			summarise()
+			windowEnd, left = now.Add(time.Second), budget
+		}
+		if len(line) > left {
+			droppedLines++
+			droppedLen += int64(size)
+			s.stderrDroppedLines.Add(1)
+			s.stderrDroppedBytes.Add(uint64(size))
+			continue
+		}
+		left -= len(line)
+		attrs := []slog.Attr{slog.String("stream", "stderr"), slog.Int("pid", p.pid)}
+		if over {
+			attrs = append(attrs, slog.Int("truncated_from", size))
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, string(line), attrs...)
+	}
+}
