@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
 // Exit codes.
@@ -48,7 +49,13 @@ claude_desktop_config.json works as is). If the file has problems,
 serve reports them all and starts nothing.
 
 With -- COMMAND [ARGS...] and no config file it serves that one stdio
-server, named "default", at /servers/default/mcp, with default settings.`,
+server, named "default", at /servers/default/mcp, with default settings
+(and "critical": true, since it is the only one).
+
+A server that cannot start (its command is missing, or it keeps
+crashing) does not stop the gateway: it is retried with backoff and its
+clients get an error naming the cause. A server marked "critical": true
+whose command cannot be found makes serve exit 1 before starting anything.`,
 	}
 	validateCmd = command{
 		name:     "validate",
@@ -56,7 +63,10 @@ server, named "default", at /servers/default/mcp, with default settings.`,
 		summary:  "check a config file and report every problem",
 		about: `Validate reads a config file and prints every problem in it, one per
 line with its key path, exiting 1 if there are any. Otherwise it prints
-"FILE: ok (N servers)". It does not start or look for any command.`,
+"FILE: ok (N servers)". It starts nothing, but it warns (on stderr,
+without failing) about each stdio server whose command is not found on
+PATH or cannot be run: serve would serve it with errors, or refuse to
+start if it is "critical".`,
 	}
 	versionCmd = command{
 		name:     "version",
@@ -211,6 +221,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		cfg = config.Default()
 		s := cfg.Gateway.NewServer("default")
 		s.Command, s.Args = rest[0], rest[1:]
+		// The only server: a gateway without it serves nothing, so a
+		// missing command is reported at once.
+		s.Critical = true
 		cfg.Servers[s.Name] = s
 	}
 	if *listen != "" {
@@ -230,6 +243,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// After the first signal, restore the default handling so that a second
 	// one kills the process instead of waiting out the drain.
 	context.AfterFunc(ctx, stop)
+	// One version everywhere: what `mcpgate version` prints is what the
+	// servers see as clientInfo.version.
+	gateway.Version = versionString()
 	if err := runGateway(ctx, cfg, log); err != nil {
 		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
 		return exitFailure
@@ -260,6 +276,13 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
 		return exitFailure
+	}
+	for _, p := range gateway.CheckCommands(cfg) {
+		what := "serve will answer its clients with this error"
+		if p.Critical {
+			what = "serve will not start: the server is critical"
+		}
+		fmt.Fprintf(stderr, "%s: warning: mcpServers.%s.command: %v (%s)\n", *configPath, p.Server, p.Err, what)
 	}
 	n := len(cfg.Servers)
 	plural := "s"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -154,10 +155,61 @@ func TestValidate(t *testing.T) {
 			if r.code != tt.code || r.stdout != tt.stdout {
 				t.Errorf("code %d, stdout:\n%s\nwant %d:\n%s", r.code, r.stdout, tt.code, tt.stdout)
 			}
-			if tt.stderrHasArg != strings.Contains(r.stderr, tt.file) {
+			if tt.stderrHasArg && !strings.Contains(r.stderr, tt.file) {
 				t.Errorf("stderr = %q", r.stderr)
 			}
+			// Commands missing on this machine are warnings, nothing else.
+			for line := range strings.Lines(r.stderr) {
+				if !tt.stderrHasArg && !strings.Contains(line, ": warning: ") {
+					t.Errorf("stderr line %q", line)
+				}
+			}
 		})
+	}
+}
+
+// TestValidateWarnsAboutCommands: a command that is not on PATH or cannot
+// be run is a warning naming the server, not a failure, since serve
+// serves such a server with errors (or refuses to start if it is critical).
+func TestValidateWarnsAboutCommands(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-exec")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on PATH")
+	}
+	file := writeFile(t, "c.json", `{"mcpServers": {
+		"missing": {"command": "mcpgate-test-no-such-command"},
+		"crit": {"command": "mcpgate-test-no-such-command-2", "critical": true},
+		"noexec": {"command": "`+notExec+`"},
+		"fine": {"command": "`+sh+`"},
+		"shfine": {"command": "sh"},
+		"remote": {"url": "http://127.0.0.1:1/mcp"}
+	}}`)
+	r := runCLI("validate", "--config", file)
+	if r.code != 0 || r.stdout != file+": ok (6 servers)\n" {
+		t.Errorf("code %d, stdout %q: missing commands must not fail validate", r.code, r.stdout)
+	}
+	want := file + `: warning: mcpServers.crit.command: command not found: mcpgate-test-no-such-command-2 (serve will not start: the server is critical)` + "\n" +
+		file + `: warning: mcpServers.missing.command: command not found: mcpgate-test-no-such-command (serve will answer its clients with this error)` + "\n" +
+		file + `: warning: mcpServers.noexec.command: cannot run ` + notExec + `: permission denied (serve will answer its clients with this error)` + "\n"
+	if r.stderr != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, want)
+	}
+}
+
+// TestValidateListenAddress: a listen address that cannot be listened on
+// fails validate, naming the key.
+func TestValidateListenAddress(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:99999", "nohost", "127.0.0.1:http"} {
+		file := writeFile(t, "l.json", `{"mcpServers": {"a": {"command": "sh"}}, "gateway": {"listen": "`+listen+`"}}`)
+		r := runCLI("validate", "--config", file)
+		if r.code != 1 || !strings.HasPrefix(r.stdout, file+": gateway.listen: ") {
+			t.Errorf("listen %q: code %d, stdout %q", listen, r.code, r.stdout)
+		}
 	}
 }
 
@@ -187,6 +239,7 @@ func TestServeCommand(t *testing.T) {
 	want.Gateway.LogLevel = "debug"
 	s := want.Gateway.NewServer("default")
 	s.Command, s.Args = "cat", []string{"-u", "--config", "x"} // after --, flags are the server's
+	s.Critical = true
 	want.Servers["default"] = s
 	if !reflect.DeepEqual(call.cfg, want) {
 		t.Errorf("config =\n %+v %+v\nwant\n %+v %+v", call.cfg.Gateway, call.cfg.Servers["default"], want.Gateway, s)
@@ -284,5 +337,19 @@ func TestServeGatewayError(t *testing.T) {
 	r := runCLI("serve", "--", "cat")
 	if r.code != 1 || call.calls != 1 || !strings.Contains(r.stderr, "mcpgate: listen tcp 127.0.0.1:8080: bind: address already in use") {
 		t.Errorf("code %d, calls %d, stderr %q", r.code, call.calls, r.stderr)
+	}
+}
+
+// TestServeRefusesMissingCriticalCommand: serve exits 1 at startup, naming
+// the server and the cause, when a critical server's command is missing.
+func TestServeRefusesMissingCriticalCommand(t *testing.T) {
+	file := writeFile(t, "c.json", `{"mcpServers": {
+		"ok": {"command": "sh"},
+		"needed": {"command": "mcpgate-test-no-such-command", "critical": true}
+	}, "gateway": {"listen": "127.0.0.1:0"}}`)
+	r := runCLI("serve", "--config", file)
+	want := `critical server "needed" cannot start: command not found: mcpgate-test-no-such-command`
+	if r.code != exitFailure || !strings.Contains(r.stderr, want) {
+		t.Errorf("serve: code %d, stderr %q; want exit 1 and %q", r.code, r.stderr, want)
 	}
 }

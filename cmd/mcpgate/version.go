@@ -8,7 +8,8 @@ import "runtime/debug"
 var version = ""
 
 // versionString returns version, else the module version recorded by
-// `go install module@version`, else "dev".
+// `go install module@version`, else "dev". serve hands it to the gateway,
+// which sends it to servers as clientInfo.version.
 func versionString() string {
 	if version != "" {
 		return version

@@ -8,6 +8,12 @@
 // servers ("http", "sse"): one upstream session and one exclusive
 // multiplexer per client session, like session mode.
 //
+// A stdio process gets a minimal environment (see [Environ]), never the
+// gateway's whole one. A server whose command cannot be started is still
+// served: its supervisor retries with backoff and its multiplexer answers
+// clients with an error naming the cause; [CheckCommand] lets the caller
+// refuse to start for servers marked critical.
+//
 // A Server owns its processes and multiplexers and stops them all in Close;
 // no process outlives it.
 package backend
@@ -17,7 +23,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
+	"os"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
@@ -35,9 +42,16 @@ type Server interface {
 	Close()
 }
 
-// New starts the server described by cfg: in shared mode its process now
-// (an error if the command cannot be started), in session mode its prewarm
-// pool.
+// StopGrace is how long stopping a stdio process waits after closing its
+// stdin before SIGTERM, and again before SIGKILL: stopping one takes at
+// most 2*StopGrace (plus the time the kernel takes), and a Server stops its
+// processes in parallel.
+const StopGrace = 2 * time.Second
+
+// New starts the server described by cfg: in shared mode its process now,
+// in session mode its prewarm pool. A command that cannot be spawned is not
+// an error here (it is retried with backoff, and clients get the cause);
+// the error is for a config that cannot be served at all.
 func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 	roots, err := rootsResult(cfg.Roots)
 	if err != nil {
@@ -46,15 +60,16 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 	opts := mux.Options{
 		Name: cfg.Name, Timeout: cfg.Timeout, MaxInFlight: cfg.MaxInFlight,
 		Roots: roots, Version: version, Logger: log,
+		InitTimeout: cfg.InitTimeout, PingInterval: cfg.PingInterval,
 	}
 	switch {
 	case cfg.Type == config.TypeHTTP || cfg.Type == config.TypeSSE:
 		// Every client session gets its own upstream session.
 		opts.Exclusive = true
-		return newIsolated(cfg, func() (*proc, error) { return startRemote(cfg, opts, log) }, log), nil
+		return newIsolated(cfg, 0, func() (*proc, error) { return startRemote(cfg, opts, log) }, log), nil
 	case cfg.Isolation == config.IsolationSession:
 		opts.Exclusive = true
-		return newIsolated(cfg, func() (*proc, error) { return start(cfg, opts, log) }, log), nil
+		return newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, log) }, log), nil
 	}
 	p, err := start(cfg, opts, log)
 	if err != nil {
@@ -73,8 +88,9 @@ type proc struct {
 func start(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error) {
 	m := mux.New(opts)
 	up, err := upstream.StartStdio(upstream.StdioConfig{
-		Name: cfg.Name, Command: cfg.Command, Args: cfg.Args, Env: environ(cfg.Env), Dir: cfg.Cwd,
-		MaxLineBytes: cfg.MaxLineBytes, Restart: true, Logger: log,
+		Name: cfg.Name, Command: cfg.Command, Args: cfg.Args, Env: Environ(cfg, os.LookupEnv), Dir: cfg.Cwd,
+		MaxLineBytes: cfg.MaxLineBytes, Restart: true, StopGrace: StopGrace, Logger: log,
+		StuckTimeout: cfg.StdinTimeout, StderrBytesPerSec: cfg.StderrBytesPerSec,
 	}, m)
 	if err != nil {
 		m.Close()
@@ -104,19 +120,6 @@ func startRemote(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc,
 func (p *proc) stop() {
 	_ = p.up.Close()
 	p.m.Close()
-}
-
-func environ(env map[string]string) []string {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, k+"="+env[k])
-	}
-	return out
 }
 
 func rootsResult(roots []config.Root) ([]byte, error) {

@@ -83,6 +83,16 @@ type Gateway struct {
 	// 0 disables replay. Default 512.
 	SSEReplayEvents int
 
+	// SSEReplayBytes bounds the bytes each SSE stream keeps for replay (key
+	// "sseReplayBytes"); the oldest events are dropped first, never a final
+	// reply. Default 4194304 (4 MiB).
+	SSEReplayBytes int64
+
+	// SessionReplayBytes bounds the replay bytes of all the streams of one
+	// session together (key "sessionReplayBytes"). Default 16777216
+	// (16 MiB).
+	SessionReplayBytes int64
+
 	// MaxLineBytes is the default, for servers that set no "maxLineBytes",
 	// of the longest JSON-RPC message line read from a stdio server, in
 	// bytes (key "maxLineBytes"). Default 16777216 (16 MiB).
@@ -95,6 +105,32 @@ type Gateway struct {
 	// HostRouting routes requests by subdomain (key "hostRouting"). Default:
 	// off.
 	HostRouting HostRouting
+
+	// HeaderTimeout bounds how long a client may take to send a request's
+	// headers (key "headerTimeout"). Default "10s".
+	HeaderTimeout time.Duration
+
+	// BodyReadTimeout bounds how long a client may take to send a request's
+	// body (key "bodyReadTimeout"); a slower upload is refused. Default
+	// "30s".
+	BodyReadTimeout time.Duration
+
+	// IdleTimeout is how long a keep-alive connection may wait for its next
+	// request before it is closed (key "idleTimeout"). Default "2m".
+	IdleTimeout time.Duration
+
+	// MaxConnections is the most client connections open at once (key
+	// "maxConnections"). A connection accepted beyond it waits until
+	// another closes (the listen backlog holds the rest). Default 4096.
+	MaxConnections int
+
+	// AllowedHosts lists extra Host header names accepted (key
+	// "allowedHosts"), compared without case and port; "*" accepts any.
+	// On a loopback listener only loopback names (localhost, *.localhost,
+	// 127.0.0.0/8, ::1) are accepted besides these, which defeats DNS
+	// rebinding; on any other listener every Host is accepted unless this
+	// is set, and then only loopback names and these. Default [].
+	AllowedHosts []string
 
 	// TrustProxyHeaders makes the gateway honour X-Forwarded-Host and
 	// X-Forwarded-Proto (key "trustProxyHeaders"): for host routing and in
@@ -124,8 +160,15 @@ func Defaults() Gateway {
 		MaxSessions:          10000,
 		MaxBodyBytes:         4 << 20,
 		SSEReplayEvents:      512,
+		SSEReplayBytes:       4 << 20,
+		SessionReplayBytes:   16 << 20,
 		MaxLineBytes:         16 << 20,
 		LogLevel:             "info",
+		HeaderTimeout:        10 * time.Second,
+		BodyReadTimeout:      30 * time.Second,
+		IdleTimeout:          2 * time.Minute,
+		MaxConnections:       4096,
+		AllowedHosts:         []string{},
 	}
 }
 
@@ -191,8 +234,7 @@ type Server struct {
 	Name string
 
 	// Type is "stdio", "http" or "sse" (key "type"). Default "stdio", or
-	// "http" for an entry with a url and no command. Only stdio servers are
-	// supported in this release.
+	// "http" for an entry with a url and no command.
 	Type string
 
 	// Command is the program to run (key "command"), required for stdio.
@@ -202,9 +244,22 @@ type Server struct {
 	// Args are the program's arguments (key "args"). Default none.
 	Args []string
 
-	// Env holds variables added to the gateway's environment for the
-	// process (key "env"). Default none.
+	// Env holds variables set for the process (key "env"). A stdio process
+	// gets only PATH, HOME, LANG and TMPDIR from the gateway's environment
+	// (those that are set), the variables named in InheritEnv, and these,
+	// which win. Default none.
 	Env map[string]string
+
+	// InheritEnv names more variables of the gateway's environment passed
+	// to the process (key "inheritEnv"), for instance a token the server
+	// needs. Default none.
+	InheritEnv []string
+
+	// Critical makes the gateway refuse to start when this server's command
+	// cannot be run (key "critical"). A server that is not critical and
+	// cannot start is served anyway: its clients get an error naming the
+	// cause while it is retried with backoff. Default false.
+	Critical bool
 
 	// Cwd is the process's working directory (key "cwd"). Default: the
 	// gateway's working directory.
@@ -242,18 +297,58 @@ type Server struct {
 	// server, in bytes (key "maxLineBytes"); a longer line fails the
 	// request it answers. Default: the gateway's maxLineBytes (16 MiB).
 	MaxLineBytes int
+
+	// InitTimeout bounds the initialize handshake of each (re)started
+	// process or remote session (key "initTimeout"), apart from the
+	// per-request timeout: a slow first "npx -y" download fits in it. A
+	// handshake that takes longer is retried with backoff. Default "120s".
+	InitTimeout time.Duration
+
+	// PingInterval is how often the gateway pings the server to check that
+	// it still answers (key "pingInterval"); a server that stops answering
+	// is restarted. "0" turns the probe off, for servers that do not
+	// answer ping. Default "0".
+	PingInterval time.Duration
+
+	// StdinTimeout bounds one write to a stdio server's stdin (key
+	// "stdinTimeout"): a server that stops reading that long is killed and
+	// restarted, and its pending requests fail. Default "30s".
+	StdinTimeout time.Duration
+
+	// MaxProcesses is the most processes of this server at once, prewarmed
+	// ones included (key "maxProcesses"); only with isolation "session". A
+	// session beyond it is refused with 503 and Retry-After. Default 64.
+	MaxProcesses int
+
+	// StderrBytesPerSec bounds how many bytes of a stdio server's stderr
+	// are logged per second (key "stderrBytesPerSec"); the excess is
+	// counted and summarised in one line. Default 65536.
+	StderrBytesPerSec int
 }
 
+// Per-server defaults of the keys that have no gateway-wide setting.
+const (
+	DefaultInitTimeout       = 120 * time.Second
+	DefaultStdinTimeout      = 30 * time.Second
+	DefaultMaxProcesses      = 64
+	DefaultStderrBytesPerSec = 64 << 10
+)
+
 // NewServer returns a stdio server entry named name with every field at its
-// default, inheriting Timeout and MaxLineBytes from g. The caller sets
+// default, inheriting Timeout and MaxLineBytes from g, and the rest at the
+// Default* constants. The caller sets
 // Command (and whatever else) and adds it to Config.Servers.
 func (g *Gateway) NewServer(name string) *Server {
 	return &Server{
-		Name:         name,
-		Type:         TypeStdio,
-		Isolation:    IsolationShared,
-		Timeout:      g.RequestTimeout,
-		MaxLineBytes: g.MaxLineBytes,
+		Name:              name,
+		Type:              TypeStdio,
+		Isolation:         IsolationShared,
+		Timeout:           g.RequestTimeout,
+		MaxLineBytes:      g.MaxLineBytes,
+		InitTimeout:       DefaultInitTimeout,
+		StdinTimeout:      DefaultStdinTimeout,
+		MaxProcesses:      DefaultMaxProcesses,
+		StderrBytesPerSec: DefaultStderrBytesPerSec,
 	}
 }
 

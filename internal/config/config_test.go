@@ -26,6 +26,13 @@ func TestDefaults(t *testing.T) {
 		SSEReplayEvents:      512,
 		MaxLineBytes:         16777216,
 		LogLevel:             "info",
+		SSEReplayBytes:       4 << 20,
+		SessionReplayBytes:   16 << 20,
+		HeaderTimeout:        10 * time.Second,
+		BodyReadTimeout:      30 * time.Second,
+		IdleTimeout:          2 * time.Minute,
+		MaxConnections:       4096,
+		AllowedHosts:         []string{},
 	}
 	if got := Defaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Defaults() =\n %+v\nwant\n %+v", got, want)
@@ -59,7 +66,8 @@ func TestDefaultConfig(t *testing.T) {
 func TestNewServerInherits(t *testing.T) {
 	g := Defaults()
 	g.RequestTimeout, g.MaxLineBytes = time.Second, 100
-	want := &Server{Name: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100}
+	want := &Server{Name: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100,
+		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, StderrBytesPerSec: 65536}
 	if got := g.NewServer("n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("NewServer = %+v, want %+v", got, want)
 	}
@@ -75,15 +83,19 @@ func TestNames(t *testing.T) {
 func TestValidateBuiltConfig(t *testing.T) {
 	cfg := Default()
 	cfg.Gateway.Listen = "nope"
-	cfg.Servers["x"] = &Server{Name: "y", Command: "c"} // zero Type, Isolation, Timeout, MaxLineBytes
+	cfg.Servers["x"] = &Server{Name: "y", Command: "c"} // every default left at zero
 	cfg.Servers["nil"] = nil
 	err := cfg.Validate()
 	want := strings.Join([]string{
 		`gateway.listen: "nope" is not host:port (e.g. "127.0.0.1:8080")`,
 		`mcpServers.nil: missing`,
 		`mcpServers.x: server Name "y" differs from its key`,
+		`mcpServers.x.initTimeout: must be greater than 0, not "0s"`,
 		`mcpServers.x.isolation: "" is not one of "shared", "session"`,
 		`mcpServers.x.maxLineBytes: must be at least 1, not 0`,
+		`mcpServers.x.maxProcesses: must be at least 1, not 0`,
+		`mcpServers.x.stderrBytesPerSec: must be at least 1, not 0`,
+		`mcpServers.x.stdinTimeout: must be greater than 0, not "0s"`,
 		`mcpServers.x.timeout: must be greater than 0, not "0s"`,
 		`mcpServers.x.type: "" is not one of "stdio", "http", "sse"`,
 	}, "\n")

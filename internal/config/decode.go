@@ -140,12 +140,23 @@ func (d *decoder) gateway(path string, raw json.RawMessage, g *Gateway) {
 		case "maxSessions":
 			d.integer(p, v, &g.MaxSessions)
 		case "maxBodyBytes":
-			var n int
-			if d.integer(p, v, &n) {
-				g.MaxBodyBytes = int64(n)
-			}
+			d.int64(p, v, &g.MaxBodyBytes)
 		case "sseReplayEvents":
 			d.integer(p, v, &g.SSEReplayEvents)
+		case "sseReplayBytes":
+			d.int64(p, v, &g.SSEReplayBytes)
+		case "sessionReplayBytes":
+			d.int64(p, v, &g.SessionReplayBytes)
+		case "headerTimeout":
+			d.duration(p, v, &g.HeaderTimeout)
+		case "bodyReadTimeout":
+			d.duration(p, v, &g.BodyReadTimeout)
+		case "idleTimeout":
+			d.duration(p, v, &g.IdleTimeout)
+		case "maxConnections":
+			d.integer(p, v, &g.MaxConnections)
+		case "allowedHosts":
+			d.strs(p, v, &g.AllowedHosts, false)
 		case "maxLineBytes":
 			d.integer(p, v, &g.MaxLineBytes)
 		case "logLevel":
@@ -198,71 +209,6 @@ func (d *decoder) servers(path string, raw json.RawMessage, cfg *Config) {
 		cfg.Servers[name] = s
 		return true
 	})
-}
-
-// serverField decodes one key of a server entry; it reports whether the key
-// is known.
-func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool {
-	switch key {
-	case "type":
-		d.str(p, v, &s.Type, false)
-	case "command":
-		d.str(p, v, &s.Command, true)
-	case "args":
-		d.strs(p, v, &s.Args, true)
-	case "env":
-		d.strMap(p, v, &s.Env)
-	case "cwd":
-		d.str(p, v, &s.Cwd, true)
-	case "url":
-		d.str(p, v, &s.URL, true)
-	case "headers":
-		d.strMap(p, v, &s.Headers)
-	case "isolation":
-		iso := string(s.Isolation)
-		d.str(p, v, &iso, false)
-		s.Isolation = Isolation(iso)
-	case "timeout":
-		d.duration(p, v, &s.Timeout)
-	case "maxInFlight":
-		d.integer(p, v, &s.MaxInFlight)
-	case "prewarm":
-		d.integer(p, v, &s.Prewarm)
-	case "roots":
-		d.roots(p, v, &s.Roots)
-	case "maxLineBytes":
-		d.integer(p, v, &s.MaxLineBytes)
-	default:
-		return false
-	}
-	return true
-}
-
-// roots decodes an array of {"uri", "name"} objects.
-func (d *decoder) roots(path string, raw json.RawMessage, dst *[]Root) {
-	elems, ok := array(raw)
-	if !ok {
-		d.problems.add(path, `must be an array of objects like {"uri": "file:///path"}`)
-		return
-	}
-	roots := make([]Root, 0, len(elems))
-	for i, e := range elems {
-		var r Root
-		if d.fields(index(path, i), e, "an object", func(key, p string, v json.RawMessage) bool {
-			switch key {
-			case "uri":
-				d.str(p, v, &r.URI, true)
-			case "name":
-				d.str(p, v, &r.Name, false)
-			default:
-				return false
-			}
-			return true
-		}) {
-			roots = append(roots, r)
-		}
-	}
-	*dst = roots
 }
 
 // fields walks the JSON object raw at path, calling field for each member
@@ -360,6 +306,14 @@ func (d *decoder) integer(path string, raw json.RawMessage, dst *int) bool {
 	}
 	*dst = int(n)
 	return true
+}
+
+// int64 decodes a JSON integer into an int64 field.
+func (d *decoder) int64(path string, raw json.RawMessage, dst *int64) {
+	var n int
+	if d.integer(path, raw, &n) {
+		*dst = int64(n)
+	}
 }
 
 // duration decodes a time.ParseDuration string such as "30s". Its hint on

@@ -122,7 +122,14 @@ func TestParseSetsEverything(t *testing.T) {
 	    "maxBodyBytes": 1024,
 	    "sseReplayEvents": 0,
 	    "maxLineBytes": 2048,
-	    "logLevel": "debug"
+	    "logLevel": "debug",
+	    "sseReplayBytes": 100,
+	    "sessionReplayBytes": 200,
+	    "headerTimeout": "1s",
+	    "bodyReadTimeout": "2s",
+	    "idleTimeout": "3s",
+	    "maxConnections": 7,
+	    "allowedHosts": ["mcp.example.com", "10.0.0.1", "[::2]"]
 	  },
 	  "mcpServers": {
 	    "inherits": {"command": "a"},
@@ -137,7 +144,14 @@ func TestParseSetsEverything(t *testing.T) {
 	      "maxInFlight": 3,
 	      "prewarm": 2,
 	      "roots": [{"uri": "file://${HOME}/src", "name": "src"}, {"uri": "file:///tmp"}],
-	      "maxLineBytes": 4096
+	      "maxLineBytes": 4096,
+	      "inheritEnv": ["GITHUB_TOKEN"],
+	      "critical": true,
+	      "initTimeout": "4m",
+	      "pingInterval": "10s",
+	      "stdinTimeout": "5s",
+	      "maxProcesses": 9,
+	      "stderrBytesPerSec": 100
 	    }
 	  }}`
 	env := fakeEnv(map[string]string{"BIN": "/opt/bin", "TOKEN": "t0k", "HOME": "/home/u"})
@@ -158,29 +172,44 @@ func TestParseSetsEverything(t *testing.T) {
 		SSEReplayEvents:      0,
 		MaxLineBytes:         2048,
 		LogLevel:             "debug",
+		SSEReplayBytes:       100,
+		SessionReplayBytes:   200,
+		HeaderTimeout:        time.Second,
+		BodyReadTimeout:      2 * time.Second,
+		IdleTimeout:          3 * time.Second,
+		MaxConnections:       7,
+		AllowedHosts:         []string{"mcp.example.com", "10.0.0.1", "[::2]"},
 	}
 	if !reflect.DeepEqual(cfg.Gateway, wantGateway) {
 		t.Errorf("Gateway =\n %+v\nwant\n %+v", cfg.Gateway, wantGateway)
 	}
 	// Server defaults come from the gateway block, wherever it is written.
 	wantInherits := &Server{Name: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
-		Timeout: 2 * time.Minute, MaxLineBytes: 2048}
+		Timeout: 2 * time.Minute, MaxLineBytes: 2048, InitTimeout: DefaultInitTimeout,
+		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, StderrBytesPerSec: DefaultStderrBytesPerSec}
 	if got := cfg.Servers["inherits"]; !reflect.DeepEqual(got, wantInherits) {
 		t.Errorf("inherits =\n %+v\nwant\n %+v", got, wantInherits)
 	}
 	wantAll := &Server{
-		Name:         "all",
-		Type:         "stdio",
-		Command:      "/opt/bin/srv",
-		Args:         []string{"--token", "t0k", "$literal"},
-		Env:          map[string]string{"TOKEN": "t0k", "MODE": "fast"},
-		Cwd:          "/home/u",
-		Isolation:    IsolationSession,
-		Timeout:      45 * time.Second,
-		MaxInFlight:  3,
-		Prewarm:      2,
-		Roots:        []Root{{URI: "file:///home/u/src", Name: "src"}, {URI: "file:///tmp"}},
-		MaxLineBytes: 4096,
+		Name:              "all",
+		Type:              "stdio",
+		Command:           "/opt/bin/srv",
+		Args:              []string{"--token", "t0k", "$literal"},
+		Env:               map[string]string{"TOKEN": "t0k", "MODE": "fast"},
+		Cwd:               "/home/u",
+		Isolation:         IsolationSession,
+		Timeout:           45 * time.Second,
+		MaxInFlight:       3,
+		Prewarm:           2,
+		Roots:             []Root{{URI: "file:///home/u/src", Name: "src"}, {URI: "file:///tmp"}},
+		MaxLineBytes:      4096,
+		InheritEnv:        []string{"GITHUB_TOKEN"},
+		Critical:          true,
+		InitTimeout:       4 * time.Minute,
+		PingInterval:      10 * time.Second,
+		StdinTimeout:      5 * time.Second,
+		MaxProcesses:      9,
+		StderrBytesPerSec: 100,
 	}
 	if got := cfg.Servers["all"]; !reflect.DeepEqual(got, wantAll) {
 		t.Errorf("all =\n %+v\nwant\n %+v", got, wantAll)
@@ -269,6 +298,48 @@ func TestParseProblems(t *testing.T) {
 			[]string{`gateway.requestTimeout: must be a duration string (e.g. "5m")`}},
 		{"duration zero", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"keepAliveInterval": "0s"}}`,
 			[]string{`gateway.keepAliveInterval: must be greater than 0, not "0s"`}},
+		{"listen port too large", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": "127.0.0.1:99999"}}`,
+			[]string{`gateway.listen: "127.0.0.1:99999": port "99999" is not a number from 0 to 65535`}},
+		{"listen port not a number", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": "localhost:http"}}`,
+			[]string{`gateway.listen: "localhost:http": port "http" is not a number from 0 to 65535`}},
+		{"listen without port", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": "nohost"}}`,
+			[]string{`gateway.listen: "nohost" is not host:port (e.g. "127.0.0.1:8080")`}},
+		{"listen bad host", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": "no host:80"}}`,
+			[]string{`gateway.listen: "no host:80": "no host" is not an IP address or host name`}},
+		{"listen on every interface", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"listen": ":0"}}`, nil},
+		{"allowed hosts", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"allowedHosts": ["ok.example", "*", "::1", "http://x", "x:80"]}}`,
+			[]string{
+				`gateway.allowedHosts[3]: "http://x" is not a host name or IP address (write it without scheme or port, e.g. "mcp.example.com"), or "*"`,
+				`gateway.allowedHosts[4]: "x:80" is not a host name or IP address (write it without scheme or port, e.g. "mcp.example.com"), or "*"`,
+			}},
+		{"zero limits", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"maxConnections": 0, "sseReplayBytes": 0, "sessionReplayBytes": 0, "headerTimeout": "0s", "bodyReadTimeout": "0s", "idleTimeout": "0s"}}`,
+			[]string{
+				`gateway.bodyReadTimeout: must be greater than 0, not "0s"`,
+				`gateway.headerTimeout: must be greater than 0, not "0s"`,
+				`gateway.idleTimeout: must be greater than 0, not "0s"`,
+				`gateway.maxConnections: must be at least 1, not 0`,
+				`gateway.sessionReplayBytes: must be at least 1, not 0`,
+				`gateway.sseReplayBytes: must be at least 1, not 0`,
+			}},
+		{"replay events zero disables", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"sseReplayEvents": 0}}`, nil},
+		{"inheritEnv names", `{"mcpServers": {"a": {"command": "x", "inheritEnv": ["OK", "A=B", ""]}}}`,
+			[]string{
+				`mcpServers.a.inheritEnv[1]: "A=B" is not an environment variable name`,
+				`mcpServers.a.inheritEnv[2]: "" is not an environment variable name`,
+			}},
+		{"critical type", `{"mcpServers": {"a": {"command": "x", "critical": "yes"}}}`,
+			[]string{`mcpServers.a.critical: must be true or false`}},
+		{"server limits", `{"mcpServers": {"a": {"command": "x", "initTimeout": "0s", "pingInterval": "-1s", "stdinTimeout": "0s", "maxProcesses": 0, "stderrBytesPerSec": 0}}}`,
+			[]string{
+				`mcpServers.a.initTimeout: must be greater than 0, not "0s"`,
+				`mcpServers.a.maxProcesses: must be at least 1, not 0`,
+				`mcpServers.a.pingInterval: must be "0" (off) or greater, not "-1s"`,
+				`mcpServers.a.stderrBytesPerSec: must be at least 1, not 0`,
+				`mcpServers.a.stdinTimeout: must be greater than 0, not "0s"`,
+			}},
+		{"ping off", `{"mcpServers": {"a": {"command": "x", "pingInterval": "0"}}}`, nil},
+		{"prewarm over maxProcesses", `{"mcpServers": {"a": {"command": "x", "isolation": "session", "prewarm": 3, "maxProcesses": 2}}}`,
+			[]string{`mcpServers.a.prewarm: must be at most maxProcesses (2), not 3`}},
 		{"duration negative", `{"mcpServers": {"a": {"command": "x", "timeout": "-1m"}}}`,
 			[]string{`mcpServers.a.timeout: must be greater than 0, not "-1m"`}},
 		{"missing command", `{"mcpServers": {"a": {"args": ["x"]}}}`, []string{`mcpServers.a.command: required`}},

@@ -48,7 +48,7 @@ func TestFullExampleShowsDefaults(t *testing.T) {
 	g := Defaults()
 	want := g.NewServer("memory")
 	want.Command, want.Args = "npx", []string{"-y", "@modelcontextprotocol/server-memory"}
-	want.Env, want.Roots = map[string]string{}, []Root{}
+	want.Env, want.Roots, want.InheritEnv = map[string]string{}, []Root{}, []string{}
 	if got := cfg.Servers["memory"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("full.json memory = %+v, want %+v", got, want)
 	}
@@ -72,7 +72,7 @@ func TestFullExampleShowsDefaults(t *testing.T) {
 
 // fieldKeys returns the JSON key of each field of a config struct.
 func fieldKeys(t reflect.Type) []string {
-	special := map[string]string{"URL": "url", "SSEReplayEvents": "sseReplayEvents"}
+	special := map[string]string{"URL": "url", "SSEReplayEvents": "sseReplayEvents", "SSEReplayBytes": "sseReplayBytes"}
 	var keys []string
 	for f := range t.Fields() {
 		key, ok := special[f.Name]

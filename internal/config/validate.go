@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,12 +46,38 @@ func (c *Config) problems() Problems {
 	return ps
 }
 
-// CheckListen reports whether addr can be a listen address (host:port).
+// CheckListen reports whether addr can be a listen address: host:port
+// with a numeric port from 0 to 65535 and a host that is empty (every
+// interface), an IP address or a host name.
 func CheckListen(addr string) error {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		return fmt.Errorf("%q is not host:port (e.g. \"127.0.0.1:8080\")", addr)
 	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || port == "" || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	if host != "" && net.ParseIP(host) == nil && !validDomain(host) {
+		return fmt.Errorf("%q: %q is not an IP address or host name", addr, host)
+	}
 	return nil
+}
+
+// validHost reports whether s can be an allowedHosts entry: "*", an IP
+// address (IPv6 with or without brackets) or a host name, without port.
+func validHost(s string) bool {
+	if s == "*" {
+		return true
+	}
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		return net.ParseIP(s[1:len(s)-1]) != nil
+	}
+	return net.ParseIP(s) != nil || validDomain(s)
+}
+
+// validEnvName reports whether k can name an environment variable.
+func validEnvName(k string) bool {
+	return k != "" && !strings.ContainsAny(k, "=\x00")
 }
 
 // check records problems with g's values.
@@ -72,6 +99,18 @@ func (g *Gateway) check(ps *Problems, path string) {
 	atLeast(ps, join(path, "maxSessions"), int64(g.MaxSessions), 1)
 	atLeast(ps, join(path, "maxBodyBytes"), g.MaxBodyBytes, 1)
 	atLeast(ps, join(path, "sseReplayEvents"), int64(g.SSEReplayEvents), 0)
+	atLeast(ps, join(path, "sseReplayBytes"), g.SSEReplayBytes, 1)
+	atLeast(ps, join(path, "sessionReplayBytes"), g.SessionReplayBytes, 1)
+	positive(ps, join(path, "headerTimeout"), g.HeaderTimeout)
+	positive(ps, join(path, "bodyReadTimeout"), g.BodyReadTimeout)
+	positive(ps, join(path, "idleTimeout"), g.IdleTimeout)
+	atLeast(ps, join(path, "maxConnections"), int64(g.MaxConnections), 1)
+	for i, h := range g.AllowedHosts {
+		if !validHost(h) {
+			ps.add(index(join(path, "allowedHosts"), i),
+				`%q is not a host name or IP address (write it without scheme or port, e.g. "mcp.example.com"), or "*"`, h)
+		}
+	}
 	atLeast(ps, join(path, "maxLineBytes"), int64(g.MaxLineBytes), 1)
 	if dom := g.HostRouting.Domain; dom != "" && !validDomain(dom) {
 		ps.add(join(join(path, "hostRouting"), "domain"), "%q is not a domain name (e.g. \"mcp.example.com\")", dom)
@@ -113,10 +152,25 @@ func (s *Server) check(ps *Problems, path string) {
 		ps.add(join(path, "type"), `%q is not one of "stdio", "http", "sse"`, s.Type)
 	}
 	for k := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
+		if !validEnvName(k) {
 			ps.add(join(join(path, "env"), k), "invalid environment variable name")
 		}
 	}
+	for i, k := range s.InheritEnv {
+		if !validEnvName(k) {
+			ps.add(index(join(path, "inheritEnv"), i), "%q is not an environment variable name", k)
+		}
+	}
+	positive(ps, join(path, "initTimeout"), s.InitTimeout)
+	if s.PingInterval < 0 {
+		ps.add(join(path, "pingInterval"), `must be "0" (off) or greater, not %q`, formatDuration(s.PingInterval))
+	}
+	positive(ps, join(path, "stdinTimeout"), s.StdinTimeout)
+	atLeast(ps, join(path, "maxProcesses"), int64(s.MaxProcesses), 1)
+	if s.Prewarm > s.MaxProcesses && s.MaxProcesses >= 1 {
+		ps.add(join(path, "prewarm"), "must be at most maxProcesses (%d), not %d", s.MaxProcesses, s.Prewarm)
+	}
+	atLeast(ps, join(path, "stderrBytesPerSec"), int64(s.StderrBytesPerSec), 1)
 	switch s.Isolation {
 	case IsolationShared, IsolationSession:
 	default:

@@ -1,5 +1,12 @@
 // Package gateway wires a config into a running gateway: one backend per
 // configured server, the HTTP front, the listener, and the shutdown order.
+//
+// Shutdown always ends within drainTimeout + a bounded stop time: Drain
+// (no new work), http.Server.Shutdown bounded by drainTimeout (requests in
+// flight finish), Handler.Close (the rest are answered with errors, its
+// handlers waited for briefly), http.Server.Close (connections cut), then
+// every server stopped in parallel, each of its processes in parallel (at
+// most 2*backend.StopGrace each).
 package gateway
 
 import (
@@ -11,14 +18,15 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 )
 
-// Version is the gateway's version, reported to servers as clientInfo.
+// Version is the gateway's version, reported to servers as
+// clientInfo.version. cmd/mcpgate sets it from its build-time version
+// before calling Run; the default is the module version, or "dev".
 var Version = moduleVersion()
 
 func moduleVersion() string {
@@ -59,8 +67,18 @@ type Gateway struct {
 }
 
 // Start starts every configured server (all or none) and builds the HTTP
-// handler.
+// handler. A server whose command cannot be started is served anyway (its
+// clients get an error naming the cause while it is retried) and logged
+// as a warning, unless it is critical: then Start starts nothing and
+// returns an error naming every such server and its cause.
 func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	problems := CheckCommands(cfg)
+	if err := checkCritical(problems); err != nil {
+		return nil, err
+	}
+	for _, p := range problems {
+		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
+	}
 	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}}
 	backends := map[string]httpapi.Backend{}
 	for _, name := range cfg.Names() {
@@ -72,25 +90,50 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 		g.servers[name] = s
 		backends[name] = s
 	}
-	gw := cfg.Gateway
-	g.Handler = httpapi.New(httpapi.Config{
-		Backends: backends, OriginAllowed: gw.OriginAllowed, MaxBodyBytes: gw.MaxBodyBytes,
-		KeepAlive: gw.KeepAliveInterval, MaxSessions: gw.MaxSessions, IdleTimeout: gw.SessionIdleTimeout,
-		SweepInterval: gw.SessionSweepInterval, ReplayEvents: gw.SSEReplayEvents, Logger: log,
-		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
-	})
+	g.Handler = httpapi.New(handlerConfig(cfg, backends, log))
 	return g, nil
 }
 
+// handlerConfig maps the gateway block onto the HTTP front's settings.
+func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log *slog.Logger) httpapi.Config {
+	gw := cfg.Gateway
+	replayEvents := gw.SSEReplayEvents
+	if replayEvents == 0 {
+		replayEvents = -1 // the config's 0 disables replay; httpapi's 0 means its default
+	}
+	return httpapi.Config{
+		Backends: backends, OriginAllowed: gw.OriginAllowed, MaxBodyBytes: gw.MaxBodyBytes,
+		KeepAlive: gw.KeepAliveInterval, MaxSessions: gw.MaxSessions, IdleTimeout: gw.SessionIdleTimeout,
+		SweepInterval: gw.SessionSweepInterval, ReplayEvents: replayEvents, Logger: log,
+		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
+		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
+		BodyReadTimeout: gw.BodyReadTimeout,
+		ReplayBytes:     gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
+	}
+}
+
+// serve serves HTTP on ln until ctx ends, then shuts down in the order of
+// the package comment.
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: g.Handler, ReadHeaderTimeout: 10 * time.Second}
+	gw := g.cfg.Gateway
+	ln = newLimitListener(ln, gw.MaxConnections)
+	srv := &http.Server{
+		Handler:           g.Handler,
+		ReadHeaderTimeout: gw.HeaderTimeout,
+		IdleTimeout:       gw.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { g.Handler.Run(sweepCtx) })
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers))
+	g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "version", Version)
+	if !isLoopbackListen(gw.Listen) {
+		g.log.Warn("listening on a non-loopback address without authentication: anyone who can reach it can use every server",
+			"addr", ln.Addr().String())
+	}
 
 	var serveErr error
 	select {

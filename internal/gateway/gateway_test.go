@@ -121,9 +121,21 @@ func TestCrashFailsPendingAndRestarts(t *testing.T) {
 		}
 	}
 	t.Logf("pending calls failed %v after the crash", time.Since(start))
-	if got := toolText(t, c.post(t, callBody("3", "echo", map[string]string{"message": "again"}, "")).final(t)); got != "again" {
-		t.Fatalf("after restart: got %q", got)
-	}
+	// While the process backs off before its restart, calls fail at once
+	// with an error naming why; once it is back they succeed.
+	waitFor(t, "a call to succeed on the restarted process", func() bool {
+		m := c.post(t, callBody("3", "echo", map[string]string{"message": "again"}, "")).final(t)
+		if m.Error != nil {
+			if m.Error.Code != -32000 || !strings.Contains(m.Error.Message, "exit status 3") {
+				t.Fatalf("during the restart: got %+v, want error -32000 naming the exit", m)
+			}
+			return false
+		}
+		if got := toolText(t, m); got != "again" {
+			t.Fatalf("after restart: got %q", got)
+		}
+		return true
+	})
 }
 
 // TestNoChildOutlivesGateway: after sessions end and after shutdown, no
@@ -153,10 +165,11 @@ func TestNoChildOutlivesGateway(t *testing.T) {
 			t.Fatalf("DELETE: status %d", r.Status)
 		}
 	}
-	after := len(mcptest.Procs(marker))
-	if after >= before {
-		t.Fatalf("deleting isolated sessions left %d processes (was %d)", after, before)
-	}
+	// A session's process is stopped in the background (DELETE does not
+	// wait out its grace periods), so wait for it to go.
+	waitFor(t, fmt.Sprintf("deleted sessions' processes to go (%d before)", before), func() bool {
+		return len(mcptest.Procs(marker)) < before
+	})
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +187,28 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHandlerConfig: every gateway key reaches the HTTP front, and
+// "sseReplayEvents": 0 disables replay instead of meaning the default.
+func TestHandlerConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Gateway.SSEReplayEvents = 0
+	cfg.Gateway.SSEReplayBytes, cfg.Gateway.SessionReplayBytes = 100, 200
+	cfg.Gateway.BodyReadTimeout = 7 * time.Second
+	hc := handlerConfig(cfg, nil, testLogger(t))
+	if hc.ReplayEvents >= 0 {
+		t.Errorf("sseReplayEvents 0 gives httpapi ReplayEvents %d, want negative (keep none)", hc.ReplayEvents)
+	}
+	if hc.ReplayBytes != 100 || hc.SessionReplayBytes != 200 || hc.BodyReadTimeout != 7*time.Second {
+		t.Errorf("httpapi config %+v does not carry the gateway's replay bytes and body timeout", hc)
+	}
+	if hc.HostAllowed == nil || hc.HostAllowed("evil.example") || !hc.HostAllowed("localhost") {
+		t.Error("a loopback listener must get a Host check that refuses foreign names")
+	}
+	cfg.Gateway.SSEReplayEvents = 512
+	if hc := handlerConfig(cfg, nil, testLogger(t)); hc.ReplayEvents != 512 {
+		t.Errorf("sseReplayEvents 512 gives %d", hc.ReplayEvents)
 	}
 }

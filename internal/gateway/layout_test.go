@@ -16,7 +16,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/sse":        {},
 		"internal/config":     {},
 		"internal/session":    {},
-		"internal/upstream":   {},
+		"internal/upstream":   {"internal/jsonrpc"},
 		"internal/mux":        {"internal/jsonrpc"},
 		"internal/httpapi":    {"internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
 		"internal/backend":    {"internal/config", "internal/httpapi", "internal/mux", "internal/upstream", "internal/remote"},

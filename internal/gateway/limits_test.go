@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
 
@@ -99,4 +100,30 @@ func TestGarbageAndEarlyNotificationsFromServer(t *testing.T) {
 	if r := c.do(t, c.request(http.MethodDelete, ""), nil); r.Status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", r.Status)
 	}
+}
+
+// TestMaxProcessesGives503: in session mode, a session beyond the server's
+// maxProcesses gets 503 with Retry-After, and a slot frees when a session
+// ends.
+func TestMaxProcessesGives503(t *testing.T) {
+	s := fakeServer("iso", mcptest.FakeOptions{})
+	s.Isolation = config.IsolationSession
+	s.MaxProcesses = 1
+	g := startGateway(t, newConfig(s))
+	first := g.client("iso")
+	first.connect(t)
+	second := g.client("iso")
+	r := second.post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a session over maxProcesses: status %d, Retry-After %q, body %s; want 503 with Retry-After",
+			r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	if r := first.do(t, first.request(http.MethodDelete, ""), nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: status %d", r.Status)
+	}
+	waitFor(t, "a process slot to free", func() bool {
+		c := g.client("iso")
+		r := c.post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		return r.Status == http.StatusOK
+	})
 }
