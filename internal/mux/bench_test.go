@@ -16,7 +16,9 @@ type loopback struct {
 	resp []byte
 }
 
-func (u *loopback) Send(_ context.Context, msg []byte) error {
+func (u *loopback) Send(_ context.Context, msg []byte) error { return u.TrySend(msg) }
+
+func (u *loopback) TrySend(msg []byte) error {
 	req, err := jsonrpc.Parse(msg)
 	if err != nil || req.Kind != jsonrpc.KindRequest {
 		return err

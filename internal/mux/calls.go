@@ -7,8 +7,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// This file keeps the pending table: calls, their deadlines, and the writes
-// that send them upstream. It is on the path of every request, so it avoids
+// This file keeps the pending table: calls and their deadlines. It is on the path of every request, so it avoids
 // allocating: a call holds short client ids and progress tokens inline,
 // deadlines are an intrusive list served by one timer, and outgoing
 // messages are spliced into pooled buffers (Upstream.Send copies).
@@ -74,15 +73,13 @@ type job struct {
 	upID      uint64
 	msg       []byte
 	id, token jsonrpc.Span
+	deadline  time.Duration // the call's, since Mux.epoch: bounds the write
 }
 
 // registerLocked adds c to the pending table under a new upstream id, with
 // a deadline. Called with mu held.
 func (m *Mux) registerLocked(c *call) {
-	c.upID = m.nextID
-	m.nextID++
-	c.gen = m.gen
-	m.pending[c.upID] = c
+	m.registerUntimedLocked(c)
 	c.deadline = time.Since(m.epoch) + m.opts.Timeout
 	c.prev, c.next = m.newest, nil
 	if m.newest != nil {
@@ -92,6 +89,16 @@ func (m *Mux) registerLocked(c *call) {
 		m.expiry.Reset(m.opts.Timeout)
 	}
 	m.newest = c
+}
+
+// registerUntimedLocked adds c to the pending table without a place in the
+// deadline list: its owner (roundTrip) times it out itself, with a timeout
+// of its own. Called with mu held.
+func (m *Mux) registerUntimedLocked(c *call) {
+	c.upID = m.nextID
+	m.nextID++
+	c.gen = m.gen
+	m.pending[c.upID] = c
 }
 
 // forgetLocked undoes the bookkeeping of a call leaving the pending table.
@@ -111,6 +118,7 @@ func (m *Mux) forgetLocked(c *call) {
 		c.client.removeLocked(c)
 		if c.sent {
 			m.sending--
+			c.client.written--
 		}
 	}
 }
@@ -144,13 +152,17 @@ func (m *Mux) expire() {
 	}
 	next := m.dequeueLocked()
 	m.mu.Unlock()
+	// The callers hear first; the server's cancellations are best effort
+	// and never wait for room in its queue.
 	for _, c := range expired {
 		m.stats.timedOut.Add(1)
 		m.log.Warn("request timed out", "upstream_id", c.upID, "timeout", m.opts.Timeout)
-		if c.sent { // first, so the server stops before the client hears of it
+		m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out")
+	}
+	for _, c := range expired {
+		if c.sent {
 			m.cancelUpstream(c.upID, "request timed out")
 		}
-		m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out")
 	}
 	m.write(next)
 }
@@ -185,30 +197,3 @@ var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // maxPooled keeps rare huge messages from pinning memory in the pool.
 const maxPooled = 256 << 10
-
-// writeJob sends one request upstream with its ids rewritten. A failure
-// fails the call (if it is still pending).
-func (m *Mux) writeJob(j job) {
-	var num [20]byte
-	up := appendUint(num[:0], j.upID)
-	bp := bufPool.Get().(*[]byte)
-	buf := jsonrpc.Splice((*bp)[:0], j.msg, jsonrpc.Edit{Span: j.id, Value: up}, jsonrpc.Edit{Span: j.token, Value: up})
-	m.stats.forwarded.Add(1)
-	err := m.send(buf)
-	if cap(buf) <= maxPooled {
-		*bp = buf[:0]
-		bufPool.Put(bp)
-	}
-	if err != nil {
-		m.finish(j.upID, func(c *call) {
-			m.fail(c, jsonrpc.CodeServerError, "mcpgate: writing to upstream server: "+err.Error())
-		})
-	}
-}
-
-// write sends dequeued jobs upstream.
-func (m *Mux) write(jobs []job) {
-	for _, j := range jobs {
-		m.writeJob(j)
-	}
-}

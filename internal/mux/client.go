@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -20,6 +21,8 @@ type Client struct {
 	calls   map[idKey]*call  // the client's raw id -> its call in flight
 	long    map[string]*call // the same, for ids too long for an idKey
 	latest  *call            // the most recent call in flight, for attribution
+	written int              // calls written upstream and not finished (not queued ones)
+	caps    capability       // shared mode: client capabilities declared in initialize
 	queue   []*call          // calls waiting for an upstream slot (MaxInFlight)
 	subs    map[string]bool  // resource URIs subscribed
 	level   int              // logging level asked for; -1 none
@@ -130,7 +133,7 @@ func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, 
 		return
 	}
 	m.registerLocked(cl)
-	j.upID = cl.upID
+	j.upID, j.deadline = cl.upID, cl.deadline
 	c.addLocked(cl)
 	if full {
 		cl.queued = true
@@ -145,10 +148,11 @@ func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, 
 	}
 	cl.sent = true
 	m.sending++
+	c.written++
 	m.mu.Unlock()
 	// From here on cl may already be answered (timed out, cancelled) by
 	// another goroutine: only j is ours.
-	m.writeJob(j)
+	m.writeJob(ctx, j)
 }
 
 // lookupLocked returns the client's call in flight with raw id, or nil.
@@ -183,12 +187,19 @@ func (c *Client) eachLocked(f func(*call)) {
 func (m *Mux) readyLocked() bool { return m.running && m.readyGen == m.gen }
 
 // waitReady blocks until the current process generation is initialized.
+// It fails at once when the server is backing off or failed (the error
+// names why), and after readyWait (or the request timeout) while it is
+// still starting.
 func (m *Mux) waitReady(ctx context.Context) error {
 	var timer *time.Timer
 	for {
 		m.mu.Lock()
-		closed, ready, initErr := m.closed, m.ready, m.initErr
+		closed, ready := m.closed, m.ready
 		ok := m.readyLocked()
+		var unavailable error
+		if !ok && !closed {
+			unavailable = m.unavailableLocked()
+		}
 		m.mu.Unlock()
 		switch {
 		case closed:
@@ -198,11 +209,12 @@ func (m *Mux) waitReady(ctx context.Context) error {
 				timer.Stop()
 			}
 			return nil
-		case initErr != nil:
-			return initErr
+		case unavailable != nil:
+			return unavailable
 		}
+		wait := min(readyWait, m.opts.Timeout)
 		if timer == nil {
-			timer = time.NewTimer(min(readyWait, m.opts.Timeout))
+			timer = time.NewTimer(wait)
 			defer timer.Stop()
 		}
 		select {
@@ -212,7 +224,7 @@ func (m *Mux) waitReady(ctx context.Context) error {
 		case <-m.ctx.Done():
 			return errClosed
 		case <-timer.C:
-			return errNotReady
+			return fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
 		}
 	}
 }
@@ -259,6 +271,7 @@ func (m *Mux) dequeueLocked() []job {
 		c.queue = c.queue[1:]
 		cl.queued, cl.sent = false, true
 		m.sending++
+		c.written++
 		out = append(out, cl.job)
 		cl.job = job{}
 		if len(c.queue) > 0 {
@@ -277,9 +290,7 @@ func (c *Client) notification(msg *jsonrpc.Message) {
 		c.cancel(msg)
 		return
 	}
-	if err := m.send(msg.Raw); err != nil {
-		m.log.Debug("notification not forwarded", "err", err)
-	}
+	m.trySend(msg.Raw, msg.MethodName())
 }
 
 // cancel maps a client's cancellation onto the upstream id.
@@ -302,9 +313,7 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 	cl.out.Reply(nil)
 	if sent {
 		out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: appendUint(nil, cl.upID)})
-		if err := m.send(out); err != nil {
-			m.log.Debug("cancel not forwarded", "err", err)
-		}
+		m.trySend(out, "notifications/cancelled")
 	}
 	m.write(next)
 }
@@ -351,13 +360,14 @@ func (c *Client) response(msg *jsonrpc.Message) {
 		return // the process that asked is gone
 	}
 	out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: sr.upID})
-	if err := m.send(out); err != nil {
-		m.log.Debug("client response not forwarded", "err", err)
-	}
+	m.trySend(out, "response to a server request")
 }
 
-// Close ends the client session: its requests still in flight are cancelled
-// upstream, its subscriptions released and its open server requests refused.
+// Close ends the client session: its requests still in flight (written or
+// queued) are answered on their Streams with a -32000 "session closed"
+// error, then cancelled upstream; its subscriptions are released and its
+// open server requests refused. It never waits on the server: what cannot
+// be written upstream at once is dropped and counted.
 func (c *Client) Close() {
 	m := c.m
 	m.mu.Lock()
@@ -366,9 +376,14 @@ func (c *Client) Close() {
 		return
 	}
 	c.closed = true
+	hadLevel := c.level >= 0
 	delete(m.clients, c)
 	var all []*call
-	c.eachLocked(func(cl *call) { all = append(all, cl) })
+	c.eachLocked(func(cl *call) {
+		if m.pending[cl.upID] == cl {
+			all = append(all, cl)
+		}
+	})
 	cancel := m.takeLocked(all)
 	var refuse [][]byte
 	for gid, sr := range m.serverReqs {
@@ -386,25 +401,33 @@ func (c *Client) Close() {
 			unsub = append(unsub, uri)
 		}
 	}
+	// Released: the undo hook of a subscribe failed below must not
+	// release them again.
+	c.subs = map[string]bool{}
 	next := m.dequeueLocked()
 	m.mu.Unlock()
+	// Every request gets exactly one answer: its client hears first, the
+	// server is told afterwards.
+	for _, cl := range all {
+		m.fail(cl, jsonrpc.CodeServerError, "mcpgate: session closed")
+	}
 	for _, id := range cancel {
 		m.cancelUpstream(id, "client session ended")
 	}
 	for _, id := range refuse {
-		m.sendBestEffort(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: client session ended"))
+		m.trySend(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: client session ended"), "refusal of a server request")
 	}
 	if !m.opts.Exclusive {
 		for _, uri := range unsub {
 			m.internal("resources/unsubscribe", uriParams(uri))
 		}
-		m.wg.Add(1)
-		go func() { // the server's answer is not worth holding up a DELETE
-			defer m.wg.Done()
-			if err := m.applyLevel(); err != nil {
-				m.log.Debug("logging level not lowered", "err", err)
-			}
-		}()
+		if hadLevel {
+			m.spawn(func() { // the server's answer is not worth holding up a DELETE
+				if err := m.applyLevel(); err != nil {
+					m.log.Debug("logging level not lowered", "err", err)
+				}
+			})
+		}
 	}
 	m.write(next)
 }
@@ -424,12 +447,6 @@ func (m *Mux) takeLocked(calls []*call) []uint64 {
 		m.forgetLocked(cl)
 	}
 	return sent
-}
-
-func (m *Mux) sendBestEffort(msg []byte) {
-	if err := m.send(msg); err != nil {
-		m.log.Debug("message not sent upstream", "err", err)
-	}
 }
 
 func uriParams(uri string) []byte {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,13 +36,12 @@ const gatewayCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicit
 // and experimental features are global to the process.
 var unroutable = []string{"tasks", "experimental"}
 
-// initTimeout bounds the gateway's own initialize of an upstream.
-const initTimeout = 60 * time.Second
-
 // initializeUpstream brings generation gen to the ready state: in shared
 // mode by the gateway's own initialize; in exclusive mode by replaying the
 // client's initialize after a restart (the first one is the client's own).
-func (m *Mux) initializeUpstream(gen uint64) {
+// It is bounded by Options.InitTimeout; on failure the caller (runGen)
+// arranges the retry.
+func (m *Mux) initializeUpstream(gen uint64) error {
 	var params []byte
 	if m.opts.Exclusive {
 		m.mu.Lock()
@@ -52,32 +50,55 @@ func (m *Mux) initializeUpstream(gen uint64) {
 		}
 		m.mu.Unlock()
 		if params == nil {
-			m.markReady(gen, nil)
-			return
+			m.markReady(gen)
+			return nil
 		}
 	} else {
 		params = fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"mcpgate","version":%q}}`,
 			LatestVersion, gatewayCapabilities, m.opts.Version)
 	}
-	reply, err := m.roundTrip(gen, "initialize", params)
+	reply, err := m.roundTrip(gen, "initialize", params, m.opts.InitTimeout)
 	if err == nil && !m.opts.Exclusive {
 		err = m.storeInit(reply)
 	}
 	if err != nil {
-		m.log.Error("upstream initialize failed", "gen", gen, "err", err)
-		m.markReady(gen, fmt.Errorf("mcpgate: upstream server failed to initialize: %w", err))
-		return
+		return fmt.Errorf("mcpgate: upstream server failed to initialize: %w", err)
 	}
-	m.sendBestEffort(jsonrpc.Notification("notifications/initialized", nil))
-	m.markReady(gen, nil)
+	m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+	m.markReady(gen)
 	if !m.opts.Exclusive {
 		m.restoreState()
 	}
+	return nil
+}
+
+// rpcError is an error answer of the server to one of the gateway's own
+// requests, with the server's code and message.
+type rpcError struct {
+	Code    int
+	Message string
+}
+
+func (e *rpcError) Error() string {
+	return fmt.Sprintf("the server answered with error %d: %s", e.Code, e.Message)
+}
+
+// errorOf decodes an error response (slow path only).
+func errorOf(raw []byte) *rpcError {
+	var env struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &env)
+	return &rpcError{Code: env.Error.Code, Message: env.Error.Message}
 }
 
 // roundTrip sends the gateway's own request to generation gen and waits for
-// its result.
-func (m *Mux) roundTrip(gen uint64, method string, params []byte) ([]byte, error) {
+// its result, at most timeout (its own, not Options.Timeout: it is not in
+// the deadline list). An error answer is an *rpcError.
+func (m *Mux) roundTrip(gen uint64, method string, params []byte, timeout time.Duration) ([]byte, error) {
 	type answer struct {
 		result []byte
 		err    error
@@ -85,37 +106,47 @@ func (m *Mux) roundTrip(gen uint64, method string, params []byte) ([]byte, error
 	done := make(chan answer, 1)
 	c := &call{onReply: func(msg *jsonrpc.Message) {
 		if msg.IsError {
-			done <- answer{err: errors.New(string(msg.Raw))}
+			done <- answer{err: errorOf(msg.Raw)}
 			return
 		}
 		done <- answer{result: bytes.Clone(resultOf(msg.Raw))}
 	}}
 	m.mu.Lock()
-	if m.closed || m.gen != gen {
+	if m.closed || m.gen != gen || !m.running {
 		m.mu.Unlock()
 		return nil, errExited
 	}
-	m.registerLocked(c)
+	m.registerUntimedLocked(c)
 	c.sent = true
 	m.mu.Unlock()
-	if err := m.send(jsonrpc.Request(appendUint(nil, c.upID), method, params)); err != nil {
+	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	defer cancel()
+	up := m.upstream()
+	if up == nil {
 		m.finish(c.upID, func(*call) {})
-		return nil, err
+		return nil, errClosed
 	}
-	timer := time.NewTimer(initTimeout)
-	defer timer.Stop()
+	if err := up.Send(ctx, jsonrpc.Request(appendUint(nil, c.upID), method, params)); err != nil {
+		m.finish(c.upID, func(*call) {})
+		if m.ctx.Err() != nil {
+			return nil, errClosed
+		}
+		return nil, fmt.Errorf("writing %s: %w", method, err)
+	}
 	select {
 	case a := <-done:
 		return a.result, a.err
-	case <-timer.C:
+	case <-ctx.Done():
 		m.finish(c.upID, func(*call) {})
-		return nil, fmt.Errorf("no %s reply in time", method)
-	case <-m.ctx.Done():
-		return nil, errClosed
+		if m.ctx.Err() != nil {
+			return nil, errClosed
+		}
+		return nil, fmt.Errorf("no %s reply within %v", method, timeout)
 	}
 }
 
-// internal sends the gateway's own request and ignores the reply.
+// internal sends the gateway's own request, best effort, and ignores the
+// reply.
 func (m *Mux) internal(method string, params []byte) {
 	c := &call{}
 	m.mu.Lock()
@@ -126,27 +157,24 @@ func (m *Mux) internal(method string, params []byte) {
 	m.registerLocked(c)
 	c.sent = true
 	m.mu.Unlock()
-	if err := m.send(jsonrpc.Request(appendUint(nil, c.upID), method, params)); err != nil {
+	if !m.trySend(jsonrpc.Request(appendUint(nil, c.upID), method, params), method) {
 		m.finish(c.upID, func(*call) {})
 	}
 }
 
-func (m *Mux) markReady(gen uint64, err error) {
+// markReady records that generation gen is initialized: requests waiting
+// for it proceed.
+func (m *Mux) markReady(gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.gen != gen || !m.running {
+	if m.closed || m.gen != gen || !m.running {
 		return // the process is gone: waiters wait for the next one
 	}
-	if err != nil {
-		m.initErr = err
-	} else {
-		m.readyGen = gen
-	}
+	m.readyGen, m.initFails = gen, 0
+	m.setStateLocked(Ready, nil, time.Time{})
 	close(m.ready)
 	m.ready = make(chan struct{})
-	if err == nil {
-		close(m.ready) // stays closed while gen is ready
-	}
+	close(m.ready) // stays closed while gen is ready
 }
 
 func (m *Mux) storeInit(result []byte) error {
@@ -192,9 +220,12 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Strea
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	_ = json.Unmarshal(paramsOf(msg.Raw), &p)
+	params := paramsOf(msg.Raw)
+	_ = json.Unmarshal(params, &p)
+	caps := parseCapabilities(params)
 	m.mu.Lock()
 	result, upVersion := m.initResult, m.upVersion
+	c.caps = caps // server requests needing others are never routed here
 	m.mu.Unlock()
 	version := Negotiate(p.ProtocolVersion, upVersion)
 	var r map[string]json.RawMessage
@@ -248,71 +279,6 @@ func (c *Client) recordInit(msg *jsonrpc.Message) func(*jsonrpc.Message) {
 		c.init, c.version = params, r.ProtocolVersion
 		c.m.mu.Unlock()
 	}
-}
-
-// setLevel records the client's level and sends the upstream the most
-// verbose level any client asked for, answering the client itself.
-func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream) {
-	var p struct {
-		Level string `json:"level"`
-	}
-	id := msg.Bytes(msg.ID)
-	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || !validLevel(p.Level) {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: unknown logging level"))
-		return
-	}
-	if err := c.m.waitReady(ctx); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
-		return
-	}
-	c.m.mu.Lock()
-	c.level = levelRank(p.Level)
-	c.m.mu.Unlock()
-	if err := c.m.applyLevel(); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: the server refused logging/setLevel: "+err.Error()))
-		return
-	}
-	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
-}
-
-func validLevel(s string) bool {
-	for _, l := range levels {
-		if l == s {
-			return true
-		}
-	}
-	return false
-}
-
-// applyLevel sends logging/setLevel upstream when the most verbose level
-// asked for by any client changed, and waits for the server's answer.
-// Changes are applied one at a time (servers may handle requests
-// concurrently), so the server ends at the level the clients want now.
-func (m *Mux) applyLevel() error {
-	m.levelMu.Lock()
-	defer m.levelMu.Unlock()
-	m.mu.Lock()
-	want := -1
-	for c := range m.clients {
-		if c.level >= 0 && (want < 0 || c.level < want) {
-			want = c.level
-		}
-	}
-	changed := want >= 0 && want != m.level && m.readyLocked()
-	gen := m.gen
-	m.mu.Unlock()
-	if !changed {
-		return nil
-	}
-	if _, err := m.roundTrip(gen, "logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want])); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	if m.gen == gen {
-		m.level = want
-	}
-	m.mu.Unlock()
-	return nil
 }
 
 // subscribe reference-counts resource subscriptions: only the first

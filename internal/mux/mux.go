@@ -25,18 +25,47 @@ type Stream interface {
 }
 
 // Upstream is the connection to one MCP server as the mux needs it. Its
-// owner feeds what it reads to the Mux's handler methods.
+// owner feeds what it reads to the Mux's handler methods. Both methods are
+// safe for concurrent use and must not retain msg.
+//
+// An Upstream may also implement, detected by type assertion:
+//
+//	interface{ Restart(gen uint64, reason string) } // kill generation gen now; its owner restarts it
+//	interface{ Served(gen uint64) }                 // generation gen answered a client request
 type Upstream interface {
-	// Send writes one message; safe for concurrent use; must not retain msg.
+	// Send writes one message; it may block while the upstream's queue is
+	// full, until ctx ends.
 	Send(ctx context.Context, msg []byte) error
+	// TrySend writes one message or fails at once (queue full, not
+	// running); it never blocks.
+	TrySend(msg []byte) error
 }
+
+// restarter and servedMarker are the optional Upstream interfaces.
+type restarter interface {
+	Restart(gen uint64, reason string)
+}
+
+type servedMarker interface{ Served(gen uint64) }
 
 // Options configure a Mux. Zero values take the documented defaults.
 type Options struct {
-	Name        string        // server name, for logs and errors
-	Exclusive   bool          // one client per upstream (session isolation)
-	Timeout     time.Duration // per request; default 5m
-	MaxInFlight int           // requests written upstream at once; 0: unlimited
+	Name      string        // server name, for logs and errors
+	Exclusive bool          // one client per upstream (session isolation)
+	Timeout   time.Duration // per request; default 5m
+	// InitTimeout bounds the gateway's own initialize of each process
+	// generation (a first `npx -y` may download for a while), independent
+	// of Timeout; default 120s. A failed initialize is retried (see State).
+	InitTimeout time.Duration
+	// PingInterval, when positive, sends the gateway's own ping every
+	// interval while the server is Ready; no answer within
+	// min(PingInterval, 30s), or an error answer other than -32601 (method
+	// not found), restarts the process through the optional Restart.
+	// 0 (the default) turns the probe off: some servers do not answer ping.
+	PingInterval time.Duration
+	// MaxInFlight bounds the client requests written upstream at once; more
+	// wait in per-session queues served round-robin. 0: unlimited.
+	MaxInFlight int
 	// Roots is the result of roots/list answered when no client session can
 	// be attributed: a JSON object like {"roots":[...]}. Default {"roots":[]}.
 	Roots   []byte
@@ -54,6 +83,15 @@ type Stats struct {
 	OversizedLines  uint64 // upstream lines over the line limit
 	DroppedProgress uint64 // progress for requests no longer pending
 	QueueFull       uint64 // client requests refused: their session's queue was full
+	// DroppedSends counts best-effort messages (cancellations, ping
+	// answers, refusals, answers to server requests, client notifications)
+	// not written upstream because its queue was full or it was not running.
+	DroppedSends uint64
+	// DroppedNotifications counts server notifications (log messages
+	// included) dropped in shared mode: no single session to deliver to.
+	DroppedNotifications uint64
+	// LivenessFailures counts liveness pings unanswered in time or refused.
+	LivenessFailures uint64
 }
 
 // maxQueuedPerClient bounds the requests one session may have waiting for
@@ -61,14 +99,19 @@ type Stats struct {
 // so one client cannot hold unbounded memory in the queue.
 const maxQueuedPerClient = 1024
 
+// defaultInitTimeout is Options.InitTimeout's default.
+const defaultInitTimeout = 120 * time.Second
+
+// maxPingWait bounds how long a liveness ping may go unanswered.
+const maxPingWait = 30 * time.Second
+
 // readyWait bounds how long a request waits for the upstream to be (re)started
 // and initialized before it fails.
 const readyWait = 30 * time.Second
 
 var (
-	errClosed   = errors.New("mcpgate: gateway is shutting down")
-	errExited   = errors.New("mcpgate: upstream server exited")
-	errNotReady = errors.New("mcpgate: upstream server is not running")
+	errClosed = errors.New("mcpgate: gateway is shutting down")
+	errExited = errors.New("mcpgate: upstream server exited")
 )
 
 // Mux multiplexes client sessions onto one upstream. See the package comment.
@@ -81,14 +124,21 @@ type Mux struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines started by the Mux
 
-	upMu sync.Mutex
-	up   Upstream // set once by SetUpstream; guarded by upMu
+	upMu      sync.Mutex
+	up        Upstream      // set once by SetUpstream; guarded by upMu
+	restarter restarter     // up's optional Restart, or nil; guarded by mu
+	served    servedMarker  // up's optional Served, or nil; guarded by mu
+	servedGen atomic.Uint64 // last generation reported to served
+
+	// Rate limits of warnings a misbehaving server can flood the log with.
+	warnUnroutable, warnGarbage, warnUnknown, warnDropped rateLimit
 
 	levelMu sync.Mutex // serializes applyLevel; taken before mu
 	upCh    chan struct{}
 
 	stats struct {
 		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress, queueFull atomic.Uint64
+		droppedSends, droppedNotes, livenessFailures                                             atomic.Uint64
 	}
 
 	mu sync.Mutex
@@ -101,12 +151,13 @@ type Mux struct {
 	gen        uint64        // current process generation
 	running    bool          // gen is running
 	readyGen   uint64        // generation that finished initialization
-	ready      chan struct{} // closed when readyGen == gen
-	initErr    error         // why the current generation failed to initialize
-	initResult []byte        // shared mode: upstream initialize result
-	upVersion  string        // shared mode: protocol version the upstream agreed
-	sending    int           // client calls written upstream and not finished
-	waiting    []*Client     // clients with queued calls, round-robin order
+	ready      chan struct{} // closed when readyGen == gen; else closed and replaced to wake waiters
+	state      State
+	initFails  int       // failed initializes in a row (remote retry backoff)
+	initResult []byte    // shared mode: upstream initialize result
+	upVersion  string    // shared mode: protocol version the upstream agreed
+	sending    int       // client calls written upstream and not finished
+	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
 	level      int   // level last sent upstream; -1 none
 	oldest     *call // deadline list, oldest first
@@ -128,6 +179,9 @@ func New(opts Options) *Mux {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Minute
 	}
+	if opts.InitTimeout <= 0 {
+		opts.InitTimeout = defaultInitTimeout
+	}
 	if opts.Roots == nil {
 		opts.Roots = []byte(`{"roots":[]}`)
 	}
@@ -142,6 +196,7 @@ func New(opts Options) *Mux {
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
 		epoch: time.Now(), expiry: time.NewTimer(time.Hour),
 	}
+	m.state = State{Phase: Starting, Since: m.epoch}
 	m.expiry.Stop()
 	m.wg.Add(1)
 	go m.expireLoop()
@@ -154,6 +209,10 @@ func (m *Mux) SetUpstream(up Upstream) {
 	defer m.upMu.Unlock()
 	if m.up == nil {
 		m.up = up
+		m.mu.Lock()
+		m.restarter, _ = up.(restarter)
+		m.served, _ = up.(servedMarker)
+		m.mu.Unlock()
 		close(m.upCh)
 	}
 }
@@ -169,15 +228,6 @@ func (m *Mux) upstream() Upstream {
 	return m.up
 }
 
-// send writes msg upstream; failures are logged by the caller's path.
-func (m *Mux) send(msg []byte) error {
-	up := m.upstream()
-	if up == nil {
-		return errClosed
-	}
-	return up.Send(m.ctx, msg)
-}
-
 // Stats returns the Mux's counters.
 func (m *Mux) Stats() Stats {
 	return Stats{
@@ -185,6 +235,8 @@ func (m *Mux) Stats() Stats {
 		Garbage: m.stats.garbage.Load(), UnknownReplies: m.stats.unknown.Load(),
 		Unroutable: m.stats.unroutable.Load(), OversizedLines: m.stats.oversized.Load(),
 		DroppedProgress: m.stats.droppedProgress.Load(), QueueFull: m.stats.queueFull.Load(),
+		DroppedSends: m.stats.droppedSends.Load(), DroppedNotifications: m.stats.droppedNotes.Load(),
+		LivenessFailures: m.stats.livenessFailures.Load(),
 	}
 }
 
@@ -196,7 +248,8 @@ func (m *Mux) Pending() int {
 }
 
 // Close fails every pending request, stops timers and waits for the Mux's
-// goroutines. The owner stops the upstream.
+// goroutines; it never waits on the server (writes in progress end with
+// the Mux's context). The owner stops the upstream.
 func (m *Mux) Close() {
 	m.mu.Lock()
 	if m.closed {
@@ -204,11 +257,27 @@ func (m *Mux) Close() {
 		return
 	}
 	m.closed = true
+	m.setStateLocked(Failed, errClosed, time.Time{})
+	m.wakeLocked()
 	calls := m.takeAllLocked()
 	m.mu.Unlock()
 	m.cancel()
 	m.failCalls(calls, errClosed)
 	m.wg.Wait()
+}
+
+// spawn runs f on a goroutine Close waits for, unless the Mux is closed.
+func (m *Mux) spawn(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.wg.Add(1) // under mu: Close sets closed under mu before it waits
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
 }
 
 // takeAllLocked removes every pending call.
@@ -237,17 +306,6 @@ func (m *Mux) fail(c *call, code int, text string) {
 	}
 	if c.out != nil {
 		c.out.Reply(jsonrpc.ErrorResponse(c.id, code, text))
-	}
-}
-
-// cancelUpstream tells the server to stop working on request id.
-func (m *Mux) cancelUpstream(id uint64, reason string) {
-	params := append([]byte(`{"requestId":`), appendUint(nil, id)...)
-	params = append(params, `,"reason":`...)
-	params = strconv.AppendQuote(params, reason)
-	params = append(params, '}')
-	if err := m.send(jsonrpc.Notification("notifications/cancelled", params)); err != nil {
-		m.log.Debug("cancel not sent", "upstream_id", id, "err", err)
 	}
 }
 

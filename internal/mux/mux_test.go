@@ -69,7 +69,9 @@ type silent struct {
 	sent [][]byte
 }
 
-func (u *silent) Send(_ context.Context, msg []byte) error {
+func (u *silent) Send(_ context.Context, msg []byte) error { return u.TrySend(msg) }
+
+func (u *silent) TrySend(msg []byte) error {
 	req, err := jsonrpc.Parse(msg)
 	if err != nil {
 		return err
@@ -145,16 +147,25 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 	if m.Pending() != 0 || m.Stats().TimedOut != 2 {
 		t.Fatalf("pending %d, timed out %d", m.Pending(), m.Stats().TimedOut)
 	}
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	cancels := 0
-	for _, s := range up.sent {
-		if bytes.Contains(s, []byte(`notifications/cancelled`)) {
-			cancels++
+	// The callers hear first, the server afterwards: wait for the
+	// cancellations.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		up.mu.Lock()
+		cancels := 0
+		for _, s := range up.sent {
+			if bytes.Contains(s, []byte(`notifications/cancelled`)) {
+				cancels++
+			}
 		}
-	}
-	if cancels != 2 {
-		t.Fatalf("%d cancellations upstream, want 2", cancels)
+		up.mu.Unlock()
+		if cancels == 2 {
+			break
+		}
+		if cancels > 2 || time.Now().After(deadline) {
+			t.Fatalf("%d cancellations upstream, want 2", cancels)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

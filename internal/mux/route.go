@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -11,36 +12,73 @@ import (
 // This file is the upstream side: the handler methods the upstream's reader
 // goroutine calls, and the routing of what the server sends.
 
-// Started is called when process generation gen has started.
+// Started is called when process generation gen has started: the server
+// is Starting until the generation is initialized.
 func (m *Mux) Started(gen uint64) {
 	m.mu.Lock()
-	m.gen, m.running, m.initErr = gen, true, nil
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	if m.readyLocked() {
+		m.ready = make(chan struct{}) // a new generation without Exited for the old one
+	}
+	m.gen, m.running = gen, true
+	m.setStateLocked(Starting, nil, time.Time{})
+	m.wg.Add(1) // under mu, before Close can start waiting
 	m.mu.Unlock()
-	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.initializeUpstream(gen)
+		m.runGen(gen)
 	}()
 }
 
+// runGen initializes generation gen, retrying as initFailed arranges, then
+// runs its liveness probe (when configured) while it lives.
+func (m *Mux) runGen(gen uint64) {
+	for {
+		err := m.initializeUpstream(gen)
+		if err == nil {
+			break
+		}
+		m.log.Error("upstream initialize failed", "gen", gen, "err", err)
+		if !m.initFailed(gen, err) {
+			return
+		}
+	}
+	if m.opts.PingInterval > 0 {
+		m.probe(gen)
+	}
+}
+
 // Exited is called when process generation gen has exited: every request
-// pending on it is answered with an error at once.
+// pending on it is answered at once with an error naming err, and the
+// server is BackingOff (until Waiting says when it retries, or Started).
 func (m *Mux) Exited(gen uint64, err error) {
 	m.mu.Lock()
 	if gen != m.gen {
 		m.mu.Unlock()
 		return
 	}
+	wasReady := m.readyLocked()
 	m.running = false
-	if m.readyGen == gen {
+	if wasReady {
 		m.ready = make(chan struct{})
+	}
+	reason := err
+	if reason == nil {
+		reason = errExited
+	}
+	if !m.closed {
+		m.setStateLocked(BackingOff, reason, time.Time{})
+		m.wakeLocked()
 	}
 	calls := m.takeAllLocked()
 	m.mu.Unlock()
 	if err != nil {
 		m.log.Warn("upstream exited", "gen", gen, "err", err, "failed_requests", len(calls))
 	}
-	m.failCalls(calls, errExited)
+	m.failCalls(calls, fmt.Errorf("mcpgate: server %q is not available: %w", m.opts.Name, reason))
 }
 
 // Oversized is called for a line over the line limit. If its prefix shows
@@ -68,7 +106,9 @@ func (m *Mux) Line(gen uint64, line []byte) {
 	msg, err := jsonrpc.Parse(line)
 	if err != nil {
 		m.stats.garbage.Add(1)
-		m.log.Warn("upstream wrote a line that is not JSON-RPC; skipped", "err", err, "bytes", len(line))
+		if ok, n := m.warnGarbage.allow(); ok {
+			m.log.Warn("upstream wrote a line that is not JSON-RPC; skipped", "err", err, "bytes", len(line), "suppressed", n)
+		}
 		return
 	}
 	switch msg.Kind {
@@ -91,8 +131,13 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 	}
 	if c == nil {
 		m.stats.unknown.Add(1)
-		m.log.Info("upstream reply matches no pending request (late or unknown); dropped", "id", string(msg.Bytes(msg.ID)))
+		if ok, n := m.warnUnknown.allow(); ok {
+			m.log.Info("upstream reply matches no pending request (late or unknown); dropped", "id", string(msg.Bytes(msg.ID)), "suppressed", n)
+		}
 		return
+	}
+	if c.client != nil && m.servedGen.Load() != c.gen {
+		m.markServed(c.gen)
 	}
 	if c.onReply != nil {
 		hooked := *msg // the hook may keep it; msg itself stays on the stack
@@ -104,17 +149,81 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 	m.write(next)
 }
 
-// attributeLocked returns the client a server message belongs to when that
-// is unambiguous, and the stream to use: the client's latest request in
-// flight, else its standalone stream.
-func (m *Mux) attributeLocked() (*Client, Stream) {
+// markServed tells the upstream, once per generation, that gen answered a
+// client request (so its crash-loop backoff may reset).
+func (m *Mux) markServed(gen uint64) {
+	if m.servedGen.Swap(gen) == gen {
+		return
+	}
+	m.mu.Lock()
+	s := m.served
+	m.mu.Unlock()
+	if s != nil {
+		s.Served(gen)
+	}
+}
+
+// capability is a set of client capabilities a server request may need.
+type capability uint8
+
+const (
+	capSampling capability = 1 << iota
+	capElicitation
+	capRoots
+)
+
+// capabilityFor returns the client capability a server request needs, or
+// 0 for requests any client can answer.
+func capabilityFor(msg *jsonrpc.Message) capability {
+	switch {
+	case msg.MethodIs("sampling/createMessage"):
+		return capSampling
+	case msg.MethodIs("elicitation/create"):
+		return capElicitation
+	case msg.MethodIs("roots/list"):
+		return capRoots
+	}
+	return 0
+}
+
+// parseCapabilities reads the capabilities a client declared in its
+// initialize params.
+func parseCapabilities(params []byte) capability {
+	var p struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+	}
+	_ = json.Unmarshal(params, &p)
+	var caps capability
+	for k, v := range p.Capabilities {
+		if string(v) == "null" {
+			continue
+		}
+		switch k {
+		case "sampling":
+			caps |= capSampling
+		case "elicitation":
+			caps |= capElicitation
+		case "roots":
+			caps |= capRoots
+		}
+	}
+	return caps
+}
+
+// attributeLocked returns the client a server message belongs to, and the
+// stream to use (the client's latest request in flight, else its
+// standalone stream); nil when that is not certain. In exclusive mode that
+// is the one client. In shared mode it is the only session with a request
+// written to the process (queued ones do not count: the server has not seen
+// them), and only if it declared need (a server request's capability).
+func (m *Mux) attributeLocked(need capability) (*Client, Stream) {
 	var only *Client
 	for c := range m.clients {
 		if m.opts.Exclusive {
 			only = c
 			break
 		}
-		if len(c.calls)+len(c.long) == 0 {
+		if c.written == 0 {
 			continue
 		}
 		if only != nil {
@@ -122,35 +231,39 @@ func (m *Mux) attributeLocked() (*Client, Stream) {
 		}
 		only = c
 	}
-	if only == nil {
+	if only == nil || (!m.opts.Exclusive && only.caps&need != need) {
 		return nil, nil
 	}
-	if only.latest != nil && only.latest.out != nil {
+	if only.latest != nil && only.latest.out != nil && !only.latest.queued {
 		return only, only.latest.out
 	}
 	return only, only.general
 }
 
 // serverRequest routes a request from the server to the one client it can
-// belong to, with a gateway id; or answers it here.
+// belong to, with a gateway id; or answers it here. Answers are best
+// effort: this is the reader's goroutine, it never waits on the server.
 func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 	upID := bytes.Clone(msg.Bytes(msg.ID))
 	if msg.MethodIs("ping") {
-		m.sendBestEffort(jsonrpc.Response(upID, []byte(`{}`)))
+		m.trySend(jsonrpc.Response(upID, []byte(`{}`)), "ping answer")
 		return
 	}
 	m.mu.Lock()
-	c, out := m.attributeLocked()
+	c, out := m.attributeLocked(capabilityFor(msg))
 	if c == nil {
 		m.mu.Unlock()
 		if msg.MethodIs("roots/list") {
-			m.sendBestEffort(jsonrpc.Response(upID, m.opts.Roots))
+			m.trySend(jsonrpc.Response(upID, m.opts.Roots), "roots/list answer")
 			return
 		}
 		m.stats.unroutable.Add(1)
-		m.log.Warn("server request not routed: no single client session has a request in flight", "method", msg.MethodName())
-		m.sendBestEffort(jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
-			"mcpgate: cannot route "+msg.MethodName()+": no single client session to ask"))
+		if ok, n := m.warnUnroutable.allow(); ok {
+			m.log.Warn("server request refused: no single client session with a request in flight that declared the capability",
+				"method", msg.MethodName(), "suppressed", n)
+		}
+		m.trySend(jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
+			"mcpgate: cannot route "+msg.MethodName()+": no single client session to ask"), "refusal of a server request")
 		return
 	}
 	gid := m.nextID
@@ -216,9 +329,10 @@ func (m *Mux) broadcast(msg []byte) {
 
 func (m *Mux) toAttributed(msg *jsonrpc.Message) {
 	m.mu.Lock()
-	c, out := m.attributeLocked()
+	c, out := m.attributeLocked(0)
 	m.mu.Unlock()
 	if c == nil {
+		m.stats.droppedNotes.Add(1)
 		m.log.Debug("server notification dropped: no single client session to deliver to", "method", msg.MethodName())
 		return
 	}
@@ -248,35 +362,6 @@ func (m *Mux) serverCancelled(msg *jsonrpc.Message) {
 	target.client.general.Send(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: appendUint(nil, gid)}))
 }
 
-// logMessage delivers a log notification by level: to the client whose
-// request is in flight when that is unambiguous, else to every client that
-// asked for this level with logging/setLevel.
-func (m *Mux) logMessage(msg *jsonrpc.Message) {
-	var p struct {
-		Level string `json:"level"`
-	}
-	_ = json.Unmarshal(paramsOf(msg.Raw), &p)
-	lvl := levelRank(p.Level)
-	data := bytes.Clone(msg.Raw)
-	m.mu.Lock()
-	var outs []Stream
-	if c, out := m.attributeLocked(); c != nil {
-		if c.level < 0 || lvl >= c.level {
-			outs = append(outs, out)
-		}
-	} else {
-		for c := range m.clients {
-			if c.level >= 0 && lvl >= c.level {
-				outs = append(outs, c.general)
-			}
-		}
-	}
-	m.mu.Unlock()
-	for _, out := range outs {
-		out.Send(data)
-	}
-}
-
 // resourceUpdated delivers to the clients subscribed to the URI.
 func (m *Mux) resourceUpdated(msg *jsonrpc.Message) {
 	var p struct {
@@ -304,16 +389,4 @@ func paramsOf(raw []byte) []byte {
 	}
 	_ = json.Unmarshal(raw, &env)
 	return env.Params
-}
-
-var levels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
-
-// levelRank orders syslog levels; unknown levels rank lowest (most verbose).
-func levelRank(s string) int {
-	for i, l := range levels {
-		if l == s {
-			return i
-		}
-	}
-	return 0
 }

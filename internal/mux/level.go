@@ -1,0 +1,144 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file merges the sessions' logging levels into the one level of a
+// shared server, and delivers its log messages.
+
+// defaultLevel is the level a shared server is set back to when no session
+// asks for one any more (after some session had set one): "info", the
+// level most servers start at.
+const defaultLevel = 1
+
+// setLevel records the client's level and sends the upstream the most
+// verbose level any client asked for, answering the client itself. When
+// the server refuses, the client gets the server's own error code and
+// message, and its previous level is kept.
+func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	id := msg.Bytes(msg.ID)
+	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || !validLevel(p.Level) {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: unknown logging level"))
+		return
+	}
+	m := c.m
+	if err := m.waitReady(ctx); err != nil {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		return
+	}
+	m.mu.Lock()
+	prev := c.level
+	c.level = levelRank(p.Level)
+	m.mu.Unlock()
+	if err := m.applyLevel(); err != nil {
+		m.mu.Lock()
+		c.level = prev
+		m.mu.Unlock()
+		var re *rpcError
+		if errors.As(err, &re) {
+			out.Reply(jsonrpc.ErrorResponse(id, re.Code, re.Message))
+			return
+		}
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: logging/setLevel not applied: "+err.Error()))
+		return
+	}
+	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
+}
+
+func validLevel(s string) bool {
+	for _, l := range levels {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// wantLevelLocked is the level the server should be at: the most verbose
+// one a session asked for (the least verbose that gives every session what
+// it asked); defaultLevel when none asks any more but one was set; -1 when
+// none was ever set. Called with m.mu held.
+func (m *Mux) wantLevelLocked() int {
+	want := -1
+	for c := range m.clients {
+		if c.level >= 0 && (want < 0 || c.level < want) {
+			want = c.level
+		}
+	}
+	if want < 0 && m.level >= 0 {
+		want = defaultLevel
+	}
+	return want
+}
+
+// applyLevel sends logging/setLevel upstream when the level the sessions
+// want changed (raised or lowered), and waits for the server's answer,
+// bounded by the request timeout. Changes are applied one at a time
+// (servers may handle requests concurrently), so the server ends at the
+// level the clients want now.
+func (m *Mux) applyLevel() error {
+	m.levelMu.Lock()
+	defer m.levelMu.Unlock()
+	m.mu.Lock()
+	want := m.wantLevelLocked()
+	changed := want >= 0 && want != m.level && m.readyLocked()
+	gen := m.gen
+	m.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	if _, err := m.roundTrip(gen, "logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want]), m.opts.Timeout); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if m.gen == gen {
+		m.level = want
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// logMessage delivers a log notification to the one session that has a
+// request written to the server, if its level lets it through. With no
+// such session, or several, it is dropped and counted: it may carry one
+// session's data, so it never goes to another.
+func (m *Mux) logMessage(msg *jsonrpc.Message) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	_ = json.Unmarshal(paramsOf(msg.Raw), &p)
+	lvl := levelRank(p.Level)
+	m.mu.Lock()
+	c, out := m.attributeLocked(0)
+	wanted := c != nil && (c.level < 0 || lvl >= c.level)
+	m.mu.Unlock()
+	if c == nil {
+		m.stats.droppedNotes.Add(1)
+		return
+	}
+	if wanted { // else below the level the session asked for
+		out.Send(bytes.Clone(msg.Raw))
+	}
+}
+
+var levels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// levelRank orders syslog levels; unknown levels rank lowest (most verbose).
+func levelRank(s string) int {
+	for i, l := range levels {
+		if l == s {
+			return i
+		}
+	}
+	return 0
+}

@@ -1,0 +1,153 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file writes upstream. The rule: only a client request's own
+// goroutine may wait for the upstream's queue, bounded by the request's
+// context and deadline. Every other path (the reader, the timer, teardown,
+// shutdown) uses TrySend: a best-effort message that cannot be queued at
+// once is dropped and counted (DroppedSends), and a queued client request
+// released on those paths is handed to a goroutine of its own.
+
+var errNoUpstream = errors.New("mcpgate: no upstream connection yet")
+
+// upstreamNow returns the upstream without waiting for SetUpstream.
+func (m *Mux) upstreamNow() Upstream {
+	select {
+	case <-m.upCh:
+	default:
+		return nil
+	}
+	m.upMu.Lock()
+	defer m.upMu.Unlock()
+	return m.up
+}
+
+// trySend writes a best-effort message without blocking; what names it in
+// the (rate-limited) log line when it is dropped.
+func (m *Mux) trySend(msg []byte, what string) bool {
+	err := errNoUpstream
+	if up := m.upstreamNow(); up != nil {
+		err = up.TrySend(msg)
+	}
+	if err == nil {
+		return true
+	}
+	m.stats.droppedSends.Add(1)
+	if ok, n := m.warnDropped.allow(); ok {
+		m.log.Info("message not sent upstream; dropped", "what", what, "err", err, "suppressed", n)
+	}
+	return false
+}
+
+// sendBounded writes msg, waiting for room in the upstream's queue at most
+// until ctx ends, the deadline (since m.epoch) passes or the Mux closes.
+func (m *Mux) sendBounded(ctx context.Context, msg []byte, deadline time.Duration) error {
+	up := m.upstreamNow()
+	if up == nil {
+		return errNoUpstream
+	}
+	ctx, cancel := context.WithDeadline(ctx, m.epoch.Add(deadline))
+	defer cancel()
+	stop := context.AfterFunc(m.ctx, cancel)
+	defer stop()
+	return up.Send(ctx, msg)
+}
+
+// cancelUpstream tells the server to stop working on request id, best
+// effort.
+func (m *Mux) cancelUpstream(id uint64, reason string) {
+	params := append([]byte(`{"requestId":`), appendUint(nil, id)...)
+	params = append(params, `,"reason":`...)
+	params = strconv.AppendQuote(params, reason)
+	params = append(params, '}')
+	m.trySend(jsonrpc.Notification("notifications/cancelled", params), "notifications/cancelled")
+}
+
+// writeJob sends one client request upstream with its ids rewritten, on the
+// request's own goroutine: TrySend first (the common case, allocation
+// free), then Send bounded by ctx and the call's deadline. A failure fails
+// the call (if it is still pending).
+func (m *Mux) writeJob(ctx context.Context, j job) {
+	var num [20]byte
+	id := appendUint(num[:0], j.upID)
+	bp := bufPool.Get().(*[]byte)
+	buf := jsonrpc.Splice((*bp)[:0], j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
+	m.stats.forwarded.Add(1)
+	err := errNoUpstream
+	if up := m.upstreamNow(); up != nil {
+		err = up.TrySend(buf)
+	}
+	if err != nil {
+		err = m.sendBounded(ctx, buf, j.deadline)
+	}
+	if cap(buf) <= maxPooled {
+		*bp = buf[:0]
+		bufPool.Put(bp)
+	}
+	if err != nil {
+		m.writeFailed(j.upID, err)
+	}
+}
+
+// writeFailed fails call id after its write failed.
+func (m *Mux) writeFailed(id uint64, err error) {
+	m.finish(id, func(c *call) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The server did not take the request before its deadline: to
+			// the client that is a timeout like any other.
+			m.stats.timedOut.Add(1)
+			m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out: the server is not reading its input")
+			return
+		}
+		m.fail(c, jsonrpc.CodeServerError, "mcpgate: writing to upstream server: "+err.Error())
+	})
+}
+
+// write sends jobs released from the maxInFlight queue. It runs on paths
+// that must not wait on the server (the reader, the timer, teardown), so it
+// only tries; a job the upstream's queue cannot take at once goes to a
+// goroutine of its own that waits, bounded by the call's deadline and the
+// Mux's life. Their number is bounded by MaxInFlight (each holds a slot),
+// and a queue that stays full is the upstream's to resolve (it marks the
+// process stuck and restarts it), so failing these calls at once instead
+// would only turn a short burst into errors.
+func (m *Mux) write(jobs []job) {
+	for _, j := range jobs {
+		var num [20]byte
+		id := appendUint(num[:0], j.upID)
+		buf := jsonrpc.Splice(nil, j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
+		m.stats.forwarded.Add(1)
+		err := errNoUpstream
+		if up := m.upstreamNow(); up != nil {
+			err = up.TrySend(buf)
+		}
+		if err == nil {
+			continue
+		}
+		m.mu.Lock()
+		closed := m.closed
+		if !closed {
+			m.wg.Add(1) // under mu, before Close can start waiting
+		}
+		m.mu.Unlock()
+		if closed {
+			m.writeFailed(j.upID, errClosed)
+			continue
+		}
+		go func(j job, buf []byte) {
+			defer m.wg.Done()
+			if err := m.sendBounded(context.Background(), buf, j.deadline); err != nil {
+				m.writeFailed(j.upID, err)
+			}
+		}(j, bytes.Clone(buf))
+	}
+}

@@ -1,0 +1,173 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Phase is where a server is in its lifecycle, as the Mux sees it.
+type Phase int
+
+// The phases of a server. See State for the transitions.
+const (
+	Starting   Phase = iota // a process (or remote session) is up and being initialized
+	Ready                   // initialized: requests are forwarded
+	BackingOff              // exited or failed to initialize; a retry is scheduled
+	Failed                  // closed for good: no retry will come
+)
+
+func (p Phase) String() string {
+	switch p {
+	case Starting:
+		return "starting"
+	case Ready:
+		return "ready"
+	case BackingOff:
+		return "backing off"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// State is a snapshot of a server's lifecycle.
+//
+// Transitions (each sets Since to the time of the change):
+//
+//	(New)                      -> Starting
+//	Started(gen)               -> Starting   Reason nil
+//	initialize done            -> Ready      Reason nil
+//	Exited(gen, err)           -> BackingOff Reason err (the process's exit), RetryAt zero
+//	Waiting(err, d)            -> BackingOff Reason err, RetryAt now+d
+//	initialize failed          -> BackingOff Reason the init error; the process is
+//	                              restarted through the upstream's optional
+//	                              Restart(gen, reason); without it (a remote
+//	                              upstream) the Mux retries the initialize itself
+//	                              after a backoff, RetryAt set
+//	Close                      -> Failed     Reason "gateway is shutting down"
+//
+// While Starting, client requests wait (bounded by readyWait and their
+// timeout); while BackingOff or Failed they are answered at once with an
+// error naming the Reason.
+type State struct {
+	Phase   Phase
+	Reason  error     // why the server is not Ready; nil when Starting or Ready
+	Since   time.Time // when Phase was entered
+	RetryAt time.Time // BackingOff: when the next attempt is due; zero if unknown
+}
+
+// State returns the server's current state. Safe for concurrent use.
+func (m *Mux) State() State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state
+}
+
+// setStateLocked records a transition. Called with m.mu held.
+func (m *Mux) setStateLocked(p Phase, reason error, retryAt time.Time) {
+	m.state = State{Phase: p, Reason: reason, Since: time.Now(), RetryAt: retryAt}
+}
+
+// unavailableLocked returns the error a client request gets at once when
+// the server is backing off or failed, or nil when it may wait or proceed.
+// It reads e.g. `mcpgate: server "memory" is not available: upstream:
+// server process exited: exit status 1 ...; retrying in 3.2s`.
+func (m *Mux) unavailableLocked() error {
+	st := m.state
+	if st.Phase != BackingOff && st.Phase != Failed {
+		return nil
+	}
+	if st.Phase == Failed && errors.Is(st.Reason, errClosed) {
+		return errClosed
+	}
+	reason := st.Reason
+	if reason == nil {
+		reason = errExited
+	}
+	err := fmt.Errorf("mcpgate: server %q is not available: %w", m.opts.Name, reason)
+	if st.Phase == BackingOff {
+		if d := time.Until(st.RetryAt); !st.RetryAt.IsZero() && d > 0 {
+			err = fmt.Errorf("%w; retrying in %v", err, d.Round(100*time.Millisecond))
+		} else {
+			err = fmt.Errorf("%w; restarting", err)
+		}
+	}
+	return err
+}
+
+// Waiting is called by the upstream's supervisor before it sleeps d ahead
+// of the next start, with why (the previous generation's exit error or a
+// failed spawn). Requests are answered at once with that reason until the
+// next Started.
+func (m *Mux) Waiting(err error, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	if err == nil {
+		err = errExited
+	}
+	m.setStateLocked(BackingOff, err, time.Now().Add(d))
+	m.wakeLocked()
+}
+
+// wakeLocked wakes every request waiting for the server to be ready, so it
+// looks at the state again. Called with m.mu held.
+func (m *Mux) wakeLocked() {
+	if m.readyLocked() {
+		return // ready stays closed while the generation is ready
+	}
+	close(m.ready)
+	m.ready = make(chan struct{})
+}
+
+// Init retry backoff for upstreams that cannot be restarted (remote ones):
+// doubled after each failed attempt, from initRetryMin up to initRetryMax.
+const (
+	initRetryMin = time.Second
+	initRetryMax = 30 * time.Second
+)
+
+// initFailed records that generation gen failed to initialize and arranges
+// a retry: through the upstream's Restart when it has one (a fresh process
+// is the best cure for a wedged one), else by initializing again after a
+// backoff. Runs on the init goroutine of gen; reports whether that
+// goroutine should initialize gen again now.
+func (m *Mux) initFailed(gen uint64, err error) bool {
+	m.mu.Lock()
+	if m.closed || m.gen != gen || !m.running {
+		m.mu.Unlock()
+		return false // the process is gone already: Exited/Waiting tell the story
+	}
+	d := initRetryMin << min(m.initFails, 5)
+	d = min(d, initRetryMax)
+	m.initFails++
+	restarter := m.restarter
+	var retryAt time.Time
+	if restarter == nil {
+		retryAt = time.Now().Add(d)
+	}
+	m.setStateLocked(BackingOff, err, retryAt)
+	m.wakeLocked()
+	m.mu.Unlock()
+	if restarter != nil {
+		restarter.Restart(gen, "initialize failed: "+err.Error())
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-m.ctx.Done():
+		return false
+	case <-t.C:
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	again := !m.closed && m.gen == gen && m.running
+	if again {
+		m.setStateLocked(Starting, nil, time.Time{})
+	}
+	return again
+}
