@@ -9,21 +9,14 @@ import (
 // reply, so that when their stream closes under them (the session ended and
 // its connection did not answer them) the handler still answers each one
 // with an error instead of silence. It is used by the handler's goroutine
-// only. A nil *answers records nothing (GET streams).
+// only, and is a value on its stack: the POST hot path allocates nothing for
+// it. A nil *answers records nothing (GET streams).
 type answers struct {
-	reqs   []*jsonrpc.Message
+	msgs   []jsonrpc.Message // the POST's messages; requests among them
+	reqs   int               // how many are requests
 	finals int
+	anon   int             // finals without a message (cancelled): their id is unknown
 	ids    map[string]bool // ids of the finals seen; batches only
-}
-
-func newAnswers(msgs []jsonrpc.Message, requests int) *answers {
-	a := &answers{reqs: make([]*jsonrpc.Message, 0, requests)}
-	for i := range msgs {
-		if msgs[i].Kind == jsonrpc.KindRequest {
-			a.reqs = append(a.reqs, &msgs[i])
-		}
-	}
-	return a
 }
 
 // saw records an event written to the client.
@@ -32,7 +25,10 @@ func (a *answers) saw(ev session.Event) {
 		return
 	}
 	a.finals++
-	if len(a.reqs) < 2 || ev.Data == nil {
+	if ev.Data == nil {
+		a.anon++
+	}
+	if a.reqs < 2 || ev.Data == nil {
 		return // one request: counting is enough
 	}
 	// Batches only (2025-03-26), and only for this rare path's sake: which
@@ -46,16 +42,27 @@ func (a *answers) saw(ev session.Event) {
 }
 
 // missing returns an error reply for each request not answered, citing why
-// its session ended.
+// its session ended. In a batch those are the requests whose id no final
+// reply carried: a request the client cancelled ends with a final that has
+// no message, hence no id, so it may get an error too (which its client
+// ignores), rather than another request getting none. Never more errors
+// than requests without an identified reply.
 func (a *answers) missing(reason string) [][]byte {
 	if a == nil {
 		return nil
 	}
-	n := len(a.reqs) - a.finals
+	n := a.reqs - a.finals
+	if a.reqs >= 2 {
+		n = a.reqs - (a.finals - a.anon)
+	}
 	var out [][]byte
-	for _, m := range a.reqs {
+	for i := range a.msgs {
 		if n <= 0 {
 			break
+		}
+		m := &a.msgs[i]
+		if m.Kind != jsonrpc.KindRequest {
+			continue
 		}
 		id := m.Bytes(m.ID)
 		if a.ids[string(id)] {

@@ -27,18 +27,26 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeBackend struct {
 	version     string        // negotiated by initialize; default 2025-06-18
 	initError   bool          // initialize gets an error reply
+	initHold    bool          // initialize gets a log message, then is held like "hold"
 	openErr     error         // Open fails
 	silentClose bool          // Close answers nothing (a broken Conn)
 	closeBlock  chan struct{} // Close waits on it when set
+	openEntered chan struct{} // when set, Open signals here, then waits on openBlock
+	openBlock   chan struct{}
 
-	opens atomic.Int32
-	conns chan *fakeConn
+	opens  atomic.Int32
+	closes atomic.Int32 // Conn.Close calls
+	conns  chan *fakeConn
 }
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{conns: make(chan *fakeConn, 64)} }
 
 func (b *fakeBackend) Open(_ context.Context, general mux.Stream) (Conn, error) {
 	b.opens.Add(1)
+	if b.openEntered != nil {
+		b.openEntered <- struct{}{}
+		<-b.openBlock
+	}
 	if b.openErr != nil {
 		return nil, b.openErr
 	}
@@ -69,6 +77,14 @@ func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Strea
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	switch msg.MethodName() {
 	case "initialize":
+		if c.b.initHold {
+			out.Send(jsonrpc.Notification("notifications/message", []byte(`{"level":"info","data":"starting"}`)))
+			c.mu.Lock()
+			c.pending = append(c.pending, held{id, out})
+			c.mu.Unlock()
+			c.held <- struct{}{}
+			return
+		}
 		if c.b.initError {
 			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "server exited: command not found"))
 			return
@@ -117,6 +133,7 @@ func (c *fakeConn) Abandon(mux.Stream) {}
 
 // Close answers every held request with an error, as the mux's Client.Close does.
 func (c *fakeConn) Close() {
+	c.b.closes.Add(1)
 	if c.b.closeBlock != nil {
 		<-c.b.closeBlock
 	}

@@ -209,9 +209,9 @@ func (h *Handler) hostServer(r *http.Request) (string, bool) {
 // Sessions returns the number of live sessions.
 func (h *Handler) Sessions() int { return h.store.Len() }
 
-// connOf returns a session's connection to its server. It is nil only in
-// the instant between a session's creation and its Open, before its id was
-// given to any client.
+// connOf returns a session's connection to its server. It is nil between a
+// session's creation and its Open (before its id was given to any client),
+// and once the session was ended.
 func connOf(s *session.Session) Conn {
 	c, _ := s.Value().(Conn)
 	return c
@@ -344,8 +344,13 @@ func lists(header, want string) bool {
 // it: lower-cased, without port or IPv6 brackets.
 func requestHost(hostport string) string {
 	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+	if h, port, err := net.SplitHostPort(hostport); err == nil {
+		// net/http admits ',' and '!' in Host: "localhost:1,evil.example"
+		// must not pass for localhost. A port is digits only; otherwise the
+		// whole value is the name (and matches no allowed host).
+		if strings.Trim(port, "0123456789") == "" {
+			host = h
+		}
 	} else if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
 		host = host[1 : len(host)-1]
 	}

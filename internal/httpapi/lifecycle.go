@@ -21,8 +21,12 @@ import (
 const closeParallel = 32
 
 // closeWait bounds how long Close waits for sessions to end and for the
-// handlers writing their last replies.
-const closeWait = 2 * time.Second
+// handlers writing their last replies; the last handlerWait of it is kept
+// for the handlers, even when connections were slow to close.
+const (
+	closeWait   = 2 * time.Second
+	handlerWait = 250 * time.Millisecond
+)
 
 // Run expires idle sessions until ctx ends.
 func (h *Handler) Run(ctx context.Context) {
@@ -71,7 +75,7 @@ func (h *Handler) Close() {
 	for _, s := range sessions {
 		h.endAsync(s, reason)
 	}
-	if !h.closers.wait(time.Until(deadline)) {
+	if !h.closers.wait(time.Until(deadline) - handlerWait) {
 		// A connection that does not close in time must not keep its
 		// clients waiting: their handlers answer for it.
 		h.log.Warn("sessions did not end in time; closing their streams", "wait", closeWait)
@@ -85,8 +89,10 @@ func (h *Handler) Close() {
 }
 
 // end ends a session taken out of the store: connection first, then streams.
+// The connection is taken from the session, so that of two callers racing
+// to end it (Close, and an open that saw Close come), one closes it.
 func (h *Handler) end(s *session.Session, reason string) {
-	if c := connOf(s); c != nil {
+	if c, _ := s.TakeValue().(Conn); c != nil {
 		c.Close()
 	}
 	s.Close(reason)
@@ -134,16 +140,13 @@ func (t *tracker) done() {
 // wait reports whether the count reached 0 within d.
 func (t *tracker) wait(d time.Duration) bool {
 	t.mu.Lock()
-	if t.n == 0 {
+	if idle := t.n == 0; idle || d <= 0 {
 		t.mu.Unlock()
-		return true
+		return idle
 	}
 	c := make(chan struct{})
 	t.idle = append(t.idle, c)
 	t.mu.Unlock()
-	if d <= 0 {
-		return false
-	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

@@ -81,7 +81,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	for i := range msgs {
 		conn.Handle(r.Context(), &msgs[i], st)
 	}
-	if !h.respond(w, r, s, st, batch, newAnswers(msgs, requests)) {
+	ans := answers{msgs: msgs, reqs: requests}
+	if !h.respond(w, r, s, st, batch, &ans) {
 		conn.Abandon(st)
 	}
 }
@@ -134,11 +135,33 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	// The deadline covers the body only and is lifted after it, so replies
 	// streamed for minutes are not cut. (http.Server.ReadTimeout would cut
 	// them: it also bounds long-lived handlers.)
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(h.cfg.BodyReadTimeout)) == nil {
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	if setReadDeadline(w, time.Now().Add(h.cfg.BodyReadTimeout)) {
+		defer setReadDeadline(w, time.Time{})
 	}
-	return readAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	body := r.Body
+	if r.ContentLength < 0 {
+		// Of unknown length: cut at the limit. (A body of announced
+		// length ends there: net/http sees to it.)
+		body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	return readAll(body, r.ContentLength)
+}
+
+// setReadDeadline sets the read deadline of w's connection, as
+// http.ResponseController does, and reports whether it could. Unlike the
+// controller, it allocates nothing when w cannot (a ResponseController
+// builds a new error each time).
+func setReadDeadline(w http.ResponseWriter, t time.Time) bool {
+	for {
+		switch v := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return v.SetReadDeadline(t) == nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // readAll reads rd to its end into a buffer that starts at most
@@ -199,6 +222,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 			return
 		}
 	}
+	last := seqOf(evs) // before an error of ours (seq 0) is added
 	v := conn.Version()
 	if v == "" || !st.Complete() {
 		if h.store.Remove(s.ID) != nil {
@@ -220,7 +244,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 			// no priming event (the client did not know its version yet).
 			bp := getBuf()
 			defer putBuf(bp)
-			h.stream(w, r, s, st, evs, evs[len(evs)-1].Seq, bp, nil, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
+			h.stream(w, r, s, st, evs, last, bp, nil, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
 			return
 		}
 	}
@@ -258,6 +282,17 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		return nil, nil
 	}
 	s.SetValue(conn)
+	// Close may have run while Open did: it took the session out of the
+	// store (finding no connection to close yet), or it came between the
+	// draining check above and Create, leaving a session nobody would end.
+	// Either way this connection must be closed, once (end takes it).
+	if h.draining.Load() || h.store.Get(s.ID) != s {
+		h.store.Remove(s.ID)
+		h.end(s, "the gateway is shutting down")
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+		return nil, nil
+	}
 	return s, conn
 }
 

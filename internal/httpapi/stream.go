@@ -101,7 +101,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	for _, ev := range pending {
 		buf = appendEvent(buf, ev, idField)
 		ans.saw(ev)
-		after = ev.Seq
+		after = max(after, ev.Seq) // an error of the handler's own has seq 0
 	}
 	var general <-chan struct{}
 	if st.ID() == 0 {
@@ -186,12 +186,16 @@ func putBuf(bp *[]byte) {
 }
 
 // appendEvent appends ev as an SSE message event; a nil message (a request
-// the client cancelled) takes no room.
+// the client cancelled) takes no room. An event of seq 0 (an error the
+// handler wrote itself, not in the stream) gets no id: a client resuming
+// from it would be sent the stream again from its start.
 func appendEvent(buf []byte, ev session.Event, idField func(dst []byte, seq uint64) []byte) []byte {
 	if ev.Data == nil {
 		return buf
 	}
-	buf = idField(buf, ev.Seq)
+	if ev.Seq != 0 {
+		buf = idField(buf, ev.Seq)
+	}
 	// The event type is a constant, so AppendEvent cannot fail.
 	buf, _ = sse.AppendEvent(buf, sse.Event{Event: "message", Data: ev.Data})
 	return buf

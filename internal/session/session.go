@@ -106,6 +106,17 @@ func (s *Session) SetValue(v any) {
 	s.mu.Unlock()
 }
 
+// TakeValue returns what SetValue stored and clears it, atomically: of
+// several callers racing to release the value (to close a connection), at
+// most one gets it.
+func (s *Session) TakeValue() any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.value
+	s.value = nil
+	return v
+}
+
 // General returns the standalone stream (id 0): messages not tied to a request.
 func (s *Session) General() *Stream { return s.general }
 
@@ -125,9 +136,12 @@ func (s *Session) NewStream(requests int) *Stream {
 	if len(s.order) > maxRetainedStreams {
 		for i, id := range s.order {
 			if old := s.streams[id]; old.Complete() {
-				// A reader still attached keeps its pointer: only
-				// resumption is lost.
-				s.dropLocked(i, old, !old.Attached())
+				// A reader still attached keeps the stream's events (the
+				// check and the release are one step under its lock, so a
+				// reader attaching meanwhile is never left with nothing):
+				// only resumption is lost.
+				n, evicted := old.disown(true)
+				s.removeLocked(i, old, n, evicted)
 				break
 			}
 		}
@@ -135,12 +149,13 @@ func (s *Session) NewStream(requests int) *Stream {
 	return st
 }
 
-// dropLocked takes the stream at s.order[i] out of the session.
-func (s *Session) dropLocked(i int, st *Stream, evict bool) {
+// removeLocked takes the stream at s.order[i], which kept n bytes, out of the
+// session.
+func (s *Session) removeLocked(i int, st *Stream, n int64, evicted bool) {
 	delete(s.streams, st.id)
 	s.order = append(s.order[:i], s.order[i+1:]...)
-	s.bytes.Add(-st.disown(evict))
-	if evict {
+	s.bytes.Add(-n)
+	if evicted {
 		s.evicted.Add(1)
 	}
 }
@@ -155,8 +170,9 @@ func (s *Session) trim() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := 0; i < len(s.order) && s.bytes.Load() > s.limits.SessionReplayBytes; {
-		if st := s.streams[s.order[i]]; st.evictable() {
-			s.dropLocked(i, st, true)
+		st := s.streams[s.order[i]]
+		if n, ok := st.evict(); ok {
+			s.removeLocked(i, st, n, true)
 			continue
 		}
 		i++
@@ -189,7 +205,8 @@ func (s *Session) Forget(st *Stream) {
 	}
 	for i, id := range s.order {
 		if id == st.id {
-			s.dropLocked(i, st, false)
+			n, _ := st.disown(false)
+			s.removeLocked(i, st, n, false)
 			break
 		}
 	}

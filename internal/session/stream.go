@@ -331,11 +331,16 @@ func (s *Stream) Close() {
 }
 
 // disown stops charging the stream's bytes to its session (the session no
-// longer holds the stream) and returns them. With release, the stream was
-// evicted: it is closed and its events are let go.
-func (s *Stream) disown(release bool) int64 {
+// longer holds the stream) and returns them. With release, the stream's
+// events are also let go (it is closed) unless a reader is attached; evicted
+// reports whether they were.
+func (s *Stream) disown(release bool) (n int64, evicted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.disownLocked(release && !s.reader)
+}
+
+func (s *Stream) disownLocked(release bool) (int64, bool) {
 	n := s.bytes
 	s.owner = nil
 	if release {
@@ -344,15 +349,20 @@ func (s *Stream) disown(release bool) int64 {
 		s.bytes = 0
 		s.lostMax = s.next - 1
 	}
-	return n
+	return n, release
 }
 
-// evictable reports whether the session may let the stream go to stay in
-// its byte bound: it is finished and nobody is reading it.
-func (s *Stream) evictable() bool {
+// evict lets the stream go to keep its session in its byte bound, if it is
+// finished and nobody is reading it, and returns the bytes it kept. The
+// check and the release are one step: a reader attaching in between would
+// find a closed, empty stream.
+func (s *Stream) evict() (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.reader && s.want > 0 && s.nfinals >= s.want
+	if s.reader || s.want == 0 || s.nfinals < s.want {
+		return 0, false
+	}
+	return s.disownLocked(true)
 }
 
 // EventID returns the SSE event id of event seq on stream: both numbers, so a
