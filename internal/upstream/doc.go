@@ -29,11 +29,12 @@
 // # Nothing waits on a server for ever
 //
 // The stuck rule: a write to stdin that makes no progress for StuckTimeout
-// (default 30s) means the child stopped reading. It is logged, the process
-// group gets SIGKILL, queued messages are dropped and blocked Sends return,
-// Exited reports an [ExitError] with Stuck set, and the supervisor restarts
-// the server. This also breaks the cycle of a child that floods stdout
-// without reading stdin while a Handler blocks in Send. Owners may kill a
+// (default 30s; checked every StuckTimeout/8) means the child stopped
+// reading. It is logged, the process group gets SIGKILL, queued messages
+// are dropped and blocked Sends return, Exited reports an [ExitError] with
+// Stuck set, and the supervisor restarts the server. This also breaks the cycle of a child that floods stdout
+// without reading stdin while a Handler blocks in Send. A child that closes
+// its stdin but runs on is killed the same way at the first failed write. Owners may kill a
 // generation themselves with Restart (e.g. a failed initialize).
 //
 // # Backoff
@@ -43,8 +44,9 @@
 // the Stdio), is followed by Handler.Waiting(why, d) and a sleep of d, with
 // d growing exponentially with consecutive failures (equal jitter, capped at
 // MaxBackoff). The count starts over only after a process that served a
-// request (Served) or stayed up StableAfter (default 30s), so a server that
-// dies in initialize or on its first call cannot restart in a tight loop.
+// request (Served), or stayed up StableAfter (default 30s) and was not
+// killed by the gateway (Restart, the stuck rule), so a server that dies or
+// hangs in initialize or on its first call cannot restart in a tight loop.
 //
 // # Locking
 //

@@ -23,9 +23,10 @@ var (
 	// full (its stdin is not being read fast enough).
 	ErrQueueFull = errors.New("upstream: send queue of the server process is full")
 	// ErrNewline is returned by Send for a message that still contains a raw
-	// newline after compaction. A newline outside a JSON string is
-	// whitespace and is removed; one inside a string makes the message
-	// invalid JSON, and writing it would split it into two lines.
+	// '\n' or '\r' after compaction. Outside a JSON string they are
+	// whitespace and are removed; inside a string they make the message
+	// invalid JSON, and writing it would split it into two lines (a lone
+	// '\r' ends a line for servers reading with universal newlines).
 	ErrNewline = errors.New("upstream: message contains a newline inside a JSON string")
 	// ErrExited is matched (errors.Is) by the error passed to Handler.Exited
 	// for every exit that Close did not ask for; that error is an
@@ -46,7 +47,8 @@ type ExitError struct {
 	// stderrTailLines, each cut to stderrTailBytes), oldest first.
 	Stderr []string
 	// Reason is set when the gateway killed the process: "stuck: ..." when
-	// it stopped reading stdin, or the reason given to Stdio.Restart.
+	// it stopped reading stdin, "stdin closed by the server" when it closed
+	// its stdin but ran on, or the reason given to Stdio.Restart.
 	Reason string
 	// Stuck reports that the process was killed for not reading stdin.
 	Stuck bool

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // coalesceBytes bounds how much the writer gathers from the queue into one
@@ -161,7 +162,9 @@ func (p *proc) kill(reason string, stuck bool) bool {
 	}
 	p.sigMu.Lock()
 	defer p.sigMu.Unlock()
-	if p.reaped || p.killReason != "" {
+	// The leader may have exited on its own a moment ago, before its waiter
+	// noticed: then its exit is its own, not the gateway's doing.
+	if p.reaped || p.killReason != "" || leaderExited(p.pid) {
 		return false
 	}
 	p.killReason, p.stuck = reason, stuck
@@ -222,7 +225,16 @@ func (p *proc) writeLoop() {
 			case p.stopped():
 				// We closed it: nothing to report.
 			default:
-				s.log.Warn("upstream stdin write failed", "pid", p.pid, "err", err)
+				// The child closed its stdin (EPIPE) but may run on: it can
+				// never get another message, so it must not stay published
+				// for Send with its callers waiting on it.
+				reason := "stdin closed by the server"
+				if !errors.Is(err, syscall.EPIPE) {
+					reason = "stdin write failed: " + err.Error()
+				}
+				if p.kill(reason, false) {
+					s.killed.Add(1)
+				}
 			}
 			p.closeStdin()
 			p.dropQueued()
@@ -233,13 +245,29 @@ func (p *proc) writeLoop() {
 	}
 }
 
-// write writes out to stdin. Each wait for the pipe to drain is bounded by
-// StuckTimeout through a write deadline that is renewed whenever the child
-// read something: a slow reader of a big message is not stuck, a child
-// that reads nothing for StuckTimeout is (os.ErrDeadlineExceeded).
+// stuckTicks is how many times per StuckTimeout a blocked write checks for
+// progress: the stuck kill comes at most StuckTimeout/stuckTicks late.
+const stuckTicks = 8
+
+// write writes out to stdin. The child is stuck when it took no byte from
+// the pipe for StuckTimeout (os.ErrDeadlineExceeded): a slow reader of a
+// big message is not stuck, a child that reads nothing is. Progress is
+// checked every StuckTimeout/stuckTicks by how many bytes the pipe holds,
+// not by whether a write went through: bytes that filled the pipe's free
+// room when the write began are no sign of a reader, and a pipe gains room
+// only a page at a time, so a child reading short lines slowly could leave
+// the writer blocked for long while it does read.
 func (p *proc) write(out []byte) error {
+	stuckAfter := p.s.cfg.StuckTimeout
+	tick := max(stuckAfter/stuckTicks, time.Millisecond)
+	lastProgress := time.Now()
+	before, known := pipeUnread(p.stdin)
 	for {
-		if err := p.stdin.SetWriteDeadline(time.Now().Add(p.s.cfg.StuckTimeout)); err != nil {
+		deadline := time.Now().Add(tick)
+		if stuck := lastProgress.Add(stuckAfter); stuck.Before(deadline) {
+			deadline = stuck
+		}
+		if err := p.stdin.SetWriteDeadline(deadline); err != nil {
 			return err
 		}
 		n, err := p.stdin.Write(out)
@@ -247,10 +275,39 @@ func (p *proc) write(out []byte) error {
 		if err == nil || len(out) == 0 {
 			return nil
 		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) || n == 0 {
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		now := time.Now()
+		after, ok := pipeUnread(p.stdin)
+		took := n > 0 // without a count, any write is the best sign there is
+		if known && ok {
+			took = after < before+n
+		}
+		before, known = after, ok
+		if took {
+			lastProgress = now
+		} else if now.Sub(lastProgress) >= stuckAfter {
 			return err
 		}
 	}
+}
+
+// pipeUnread returns how many bytes written to the pipe f have not been
+// read yet (FIONREAD works on either end of a Linux pipe).
+func pipeUnread(f *os.File) (int, bool) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil || errno != 0 {
+		return 0, false
+	}
+	return int(n), true
 }
 
 func (p *proc) stopped() bool {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,5 +160,53 @@ func TestSpawnFailureWithRestartRetries(t *testing.T) {
 	r.waitLine("here")
 	if st := s.Stats(); st.SpawnFailures < 2 || st.Restarts != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A process the gateway had to kill (Restart after a hung initialize, or
+// the stuck rule) was not a good run however long it was up: a server that
+// hangs in initialize until it is restarted keeps backing off.
+func TestBackoffKeepsGrowingAfterGatewayKills(t *testing.T) {
+	cfg := fakeConfig(t, mcptest.FakeOptions{RawEcho: true})
+	cfg.Restart = true
+	cfg.MinBackoff, cfg.MaxBackoff = 5*time.Millisecond, time.Minute
+	cfg.StableAfter = 50 * time.Millisecond
+	s, r := start(t, cfg)
+	var d time.Duration
+	for gen := uint64(1); gen <= 4; gen++ {
+		r.waitEvent("started", gen)
+		// Up longer than StableAfter: the run length is the scenario.
+		time.Sleep(cfg.StableAfter + 30*time.Millisecond)
+		s.Restart(gen, "initialize timed out")
+		r.waitEvent("exited", gen)
+		evs := r.waitFor("Waiting", func(evs []event) bool { return evs[len(evs)-1].kind == "waiting" })
+		d = evs[len(evs)-1].wait
+	}
+	// failures 0, 1, 2, 3: the 4th wait is in [20ms, 40ms].
+	if d < 20*time.Millisecond {
+		t.Fatalf("4th restart after a gateway kill waits %v: the backoff was reset", d)
+	}
+}
+
+// A process that already exited on its own, before its waiter noticed, is
+// not reported as killed by the gateway when Restart or the stuck rule
+// races with that exit: its ExitError keeps its own status and no reason.
+func TestKillAfterNaturalExitIsNoOp(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	if err := waitBlocking(cmd.Process.Pid); err != nil { // exited, not reaped
+		t.Fatal(err)
+	}
+	s := &Stdio{log: discardLogger()}
+	p := &proc{s: s, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	if p.kill("initialize timed out", false) {
+		t.Fatal("kill reported killing a process that had exited")
+	}
+	if p.killReason != "" {
+		t.Fatalf("kill reason %q recorded for an exited process", p.killReason)
 	}
 }

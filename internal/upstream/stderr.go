@@ -11,6 +11,12 @@ import (
 // stderrMaxLine bounds a logged stderr line; the rest is cut.
 const stderrMaxLine = OversizedPrefixLen
 
+// stderrLineCost is what one logged stderr line costs of the budget on top
+// of its text: about what its log record adds (time, level, server, stream,
+// pid). Without it a flood of one-byte lines would get StderrBytesPerSec
+// records a second through.
+const stderrLineCost = 100
+
 // The stderr tail kept for ExitError: the last stderrTailLines lines, each
 // cut to stderrTailBytes.
 const (
@@ -49,7 +55,8 @@ func (t *stderrTail) lines() []string {
 }
 
 // stderrLoop reads stderr to its end, keeps its tail for the ExitError and
-// logs each line at info within the StderrBytesPerSec budget. Lines over the
+// logs each line at info within the StderrBytesPerSec budget (a line costs
+// its length plus stderrLineCost). Lines over the
 // budget are read all the same (the child must never block on stderr),
 // counted, and summarised once per second in which any was dropped.
 func (p *proc) stderrLoop() {
@@ -82,14 +89,17 @@ func (p *proc) stderrLoop() {
 			summarise()
 			windowEnd, left = now.Add(time.Second), budget
 		}
-		if len(line) > left {
+		// The first line of a second is always logged, so that a budget
+		// below stderrLineCost still shows something.
+		cost := len(line) + stderrLineCost
+		if cost > left && left < budget {
 			droppedLines++
 			droppedLen += int64(size)
 			s.stderrDroppedLines.Add(1)
 			s.stderrDroppedBytes.Add(uint64(size))
 			continue
 		}
-		left -= len(line)
+		left = max(left-cost, 0)
 		attrs := []slog.Attr{slog.String("stream", "stderr"), slog.Int("pid", p.pid)}
 		if over {
 			attrs = append(attrs, slog.Int("truncated_from", size))

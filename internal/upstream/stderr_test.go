@@ -14,6 +14,7 @@ type countHandler struct {
 	mu          *sync.Mutex
 	stderrBytes *int // guarded by mu: bytes of stderr lines logged
 	summaries   *[]string
+	records     *int // guarded by mu: stderr lines logged; may be nil
 	attrs       []slog.Attr
 }
 
@@ -40,6 +41,9 @@ func (h countHandler) Handle(_ context.Context, r slog.Record) error {
 		*h.summaries = append(*h.summaries, r.Message)
 	} else {
 		*h.stderrBytes += len(r.Message)
+		if h.records != nil {
+			*h.records++
+		}
 	}
 	return nil
 }
@@ -78,4 +82,52 @@ func TestStderrFloodBounded(t *testing.T) {
 	}
 	t.Logf("%v: logged %d bytes, dropped %d bytes in %d lines; %q", elapsed, logged,
 		st.StderrDroppedBytes, st.StderrDroppedLines, summaries[0])
+}
+
+// A flood of one-byte stderr lines is bounded too: each logged line costs
+// its log record's overhead, not just its text, or a budget of 2000 bytes
+// would let 2000 records a second through.
+func TestStderrTinyLinesBounded(t *testing.T) {
+	var (
+		mu              sync.Mutex
+		logged, records int
+		summaries       []string
+	)
+	cfg := shConfig(t, "yes a >&2")
+	cfg.StderrBytesPerSec = 2000
+	cfg.Logger = slog.New(countHandler{mu: &mu, stderrBytes: &logged, summaries: &summaries, records: &records})
+	begin := time.Now()
+	s, _ := start(t, cfg)
+	eventually(t, "a summary line and a flood", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(summaries) > 0 && s.Stats().StderrDroppedLines > 100_000
+	})
+	s.Close()
+	elapsed := time.Since(begin)
+	mu.Lock()
+	defer mu.Unlock()
+	bound := cfg.StderrBytesPerSec / stderrLineCost * (int(elapsed/time.Second) + 2)
+	if records == 0 || records > bound {
+		t.Fatalf("logged %d stderr records in %v, bound %d", records, elapsed, bound)
+	}
+}
+
+// A budget smaller than one line's cost still logs a line a second rather
+// than nothing at all (the configuration accepts any budget from 1).
+func TestStderrTinyBudgetLogsSomething(t *testing.T) {
+	var (
+		mu              sync.Mutex
+		logged, records int
+		summaries       []string
+	)
+	cfg := shConfig(t, "yes a >&2")
+	cfg.StderrBytesPerSec = 1
+	cfg.Logger = slog.New(countHandler{mu: &mu, stderrBytes: &logged, summaries: &summaries, records: &records})
+	start(t, cfg)
+	eventually(t, "a stderr line logged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return records > 0
+	})
 }

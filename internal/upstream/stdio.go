@@ -88,9 +88,10 @@ type StdioConfig struct {
 	// d = min(MinBackoff*2^n, MaxBackoff) ("equal jitter": restarts spread
 	// out, yet never come sooner than half the nominal delay). The count n
 	// resets to 0 only when the process that exited had served a request
-	// (Stdio.Served) or had run for at least StableAfter: a server that
-	// crashes on its first request, or hangs in initialize until it is
-	// restarted, keeps backing off. A start that cannot run the command
+	// (Stdio.Served), or had run for at least StableAfter and was not killed
+	// by the gateway (Restart, the stuck rule): a server that crashes on its
+	// first request, or hangs in initialize until it is restarted, keeps
+	// backing off. A start that cannot run the command
 	// counts as a failed run and is retried the same way until Close, even
 	// the first one (StartStdio then returns the Stdio, not the error).
 	Restart     bool
@@ -102,7 +103,9 @@ type StdioConfig struct {
 	// before the process counts as stuck (it stopped reading stdin): it is
 	// logged, its process group gets SIGKILL, Exited reports an *ExitError
 	// with Stuck set, and the supervisor restarts it when Restart is set.
-	// Default 30s.
+	// Progress is checked every StuckTimeout/8, so the kill comes between
+	// StuckTimeout and 1.125*StuckTimeout after the last byte the child
+	// took. Default 30s.
 	StuckTimeout time.Duration
 
 	// StopGrace is how long Close waits after closing stdin before sending
@@ -111,7 +114,9 @@ type StdioConfig struct {
 	StopGrace time.Duration
 
 	// StderrBytesPerSec bounds how many bytes of the child's stderr are
-	// logged per second (each line at info). Stderr is always read in full,
+	// logged per second (each line at info, counted as its length plus 100
+	// bytes for its log record, so tiny lines cannot flood the log either;
+	// the first line of each second is logged whatever its cost). Stderr is always read in full,
 	// so the child never blocks on it; lines over the budget are counted in
 	// Stats and summarised in one line ("stderr: N bytes in M lines not
 	// logged") when the next second's first line arrives, or at exit.
@@ -136,7 +141,7 @@ type Stats struct {
 	QueueFull      uint64 // Sends that found the queue full and had to wait, TrySends refused
 	Dropped        uint64 // queued messages discarded because their process ended
 	Stuck          uint64 // processes killed for not reading stdin
-	Killed         uint64 // processes killed by Restart
+	Killed         uint64 // processes killed by Restart, or for closing their stdin
 
 	StderrDroppedLines uint64 // stderr lines read but not logged (over StderrBytesPerSec)
 	StderrDroppedBytes uint64 // their bytes
@@ -229,9 +234,9 @@ func StartStdio(cfg StdioConfig, h Handler) (*Stdio, error) {
 
 // Send queues one message (without its newline; Send adds it) for the stdin
 // of the current process. It copies msg, so the caller may reuse it at once.
-// A message containing '\n' is compacted (jsonrpc.AppendCompact: whitespace
-// outside strings removed) so that it stays one line; one that still has a
-// newline, inside a string (invalid JSON), is refused with ErrNewline.
+// A message containing '\n' or '\r' is compacted (jsonrpc.AppendCompact:
+// whitespace outside strings removed) so that it stays one line; one that
+// still has one, inside a string (invalid JSON), is refused with ErrNewline.
 // A nil error means queued, not delivered: a message still queued when its
 // process dies is dropped and counted (the Handler's Exited already tells the
 // owner). Send blocks only while the queue of SendQueueLen messages is full,
@@ -271,13 +276,15 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) er
 	switch {
 	case closed:
 		return ErrClosed
-	case p == nil, gen != 0 && p.gen != gen:
+	case p == nil, gen != 0 && p.gen != gen, p.stopped():
+		// stopped: its writer quit (it is being stopped or killed), so
+		// nothing queued now would be written.
 		return ErrNotRunning
 	}
 	b := getBuf()
-	if bytes.IndexByte(msg, '\n') >= 0 {
+	if bytes.ContainsAny(msg, lineBreaks) {
 		*b = jsonrpc.AppendCompact(*b, msg)
-		if bytes.IndexByte(*b, '\n') >= 0 {
+		if bytes.ContainsAny(*b, lineBreaks) {
 			putBuf(b)
 			return ErrNewline
 		}
@@ -312,6 +319,11 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) er
 		return ctx.Err()
 	}
 }
+
+// lineBreaks are the bytes that may end a line for the server: '\n', and
+// '\r' for servers that read stdin with universal newlines (Python's text
+// mode splits "a\rb" into two lines).
+const lineBreaks = "\n\r"
 
 func (s *Stdio) isClosed() bool {
 	s.mu.Lock()

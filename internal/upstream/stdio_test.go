@@ -297,3 +297,26 @@ func TestStderrLogged(t *testing.T) {
 		}
 	}
 }
+
+// A lone '\r' is a line break for servers that read stdin with universal
+// newlines (Python's text mode), so it is compacted away like '\n' outside
+// strings, and refused inside one (raw control characters are invalid JSON).
+func TestSendCompactsCarriageReturns(t *testing.T) {
+	s, r := start(t, fakeConfig(t, mcptest.FakeOptions{RawEcho: true}))
+	if err := s.Send(context.Background(), []byte("{\"a\":1,\r\"b\":\"c\\rd\"}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TrySend([]byte("[1,\r2]")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitLine(`{"a":1,"b":"c\rd"}`)
+	r.waitLine("[1,2]")
+	for _, msg := range []string{"\"one\rline\"", "[\"one\rline\"]\n"} {
+		if err := s.Send(context.Background(), []byte(msg)); !errors.Is(err, ErrNewline) {
+			t.Fatalf("Send(%q): %v, want ErrNewline", msg, err)
+		}
+		if err := s.TrySend([]byte(msg)); !errors.Is(err, ErrNewline) {
+			t.Fatalf("TrySend(%q): %v, want ErrNewline", msg, err)
+		}
+	}
+}

@@ -175,3 +175,112 @@ func TestPingFloodBlockingReplierNoDeadlock(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// A child that never reads stdin is killed StuckTimeout after the write
+// began blocking, plus a small slack: not after twice as long because the
+// first part of a big message fit into the empty pipe (that is no sign of a
+// reader). Every Send blocked on the full queue returns with the kill.
+func TestStuckKilledWithinTimeout(t *testing.T) {
+	cfg := shConfig(t, "exec sleep 1000")
+	cfg.StuckTimeout = time.Second
+	s, r := start(t, cfg)
+	r.waitEvent("started", 1)
+	begin := time.Now()
+	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	for range SendQueueLen {
+		if s.TrySend(bytes.Repeat([]byte("y"), 100)) != nil {
+			break
+		}
+	}
+	blocked := make(chan error, 50)
+	for range cap(blocked) {
+		go func() { blocked <- s.Send(context.Background(), []byte("b")) }()
+	}
+	r.waitEvent("exited", 1)
+	took := time.Since(begin)
+	if took < cfg.StuckTimeout || took > cfg.StuckTimeout*3/2 {
+		t.Fatalf("killed %v after the first Send, StuckTimeout %v", took, cfg.StuckTimeout)
+	}
+	for range cap(blocked) {
+		select {
+		case err := <-blocked:
+			if err != nil && !errors.Is(err, ErrNotRunning) {
+				t.Fatalf("blocked Send: %v", err)
+			}
+		case <-time.After(failAfter):
+			t.Fatal("a Send is still blocked after the stuck process was killed")
+		}
+	}
+}
+
+// A child that reads a little at intervals longer than the stuck check's
+// tick but shorter than StuckTimeout is slow, not stuck.
+func TestBurstyReaderNotStuck(t *testing.T) {
+	cfg := shConfig(t, "while :; do dd bs=16384 count=1 of=/dev/null 2>/dev/null; sleep 0.3; done")
+	cfg.StuckTimeout = 900 * time.Millisecond
+	s, r := start(t, cfg)
+	r.waitEvent("started", 1)
+	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 160<<10)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the message written", func() bool { return s.Stats().Sent == 1 })
+	if st := s.Stats(); st.Stuck != 0 || !st.Running {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A child that closed its stdin but keeps running can never receive another
+// message: it is killed (so pending calls fail at once via Exited, and it is
+// restarted), and Send does not pretend to queue for it meanwhile.
+func TestChildClosedStdinKilled(t *testing.T) {
+	cfg := shConfig(t, "exec 0<&-; exec sleep 1000")
+	cfg.Restart = true
+	s, r := start(t, cfg)
+	r.waitEvent("started", 1)
+	// The first messages may reach the pipe before sh closes it.
+	eventually(t, "Exited(1)", func() bool {
+		_ = s.TrySend([]byte("x"))
+		for _, e := range r.snapshot() {
+			if e.kind == "exited" {
+				return true
+			}
+		}
+		return false
+	})
+	ex := r.waitEvent("exited", 1)
+	var ee *ExitError
+	if !errors.As(ex.err, &ee) || ee.Stuck || !strings.Contains(ee.Reason, "stdin") {
+		t.Fatalf("Exited(1, %v), want a kill for the closed stdin", ex.err)
+	}
+	r.waitEvent("started", 2)
+}
+
+// A child that reads one short line at a time, slowly but steadily, is not
+// stuck although the pipe stays full: a pipe gains room only a whole page
+// at a time, so progress is what the child took, not what could be written.
+func TestSlowLineReaderNotStuck(t *testing.T) {
+	cfg := shConfig(t, `while read -r l; do echo "$l"; sleep 0.05; done`)
+	cfg.StuckTimeout = 400 * time.Millisecond
+	s, r := start(t, cfg)
+	r.waitEvent("started", 1)
+	line := bytes.Repeat([]byte("l"), 99)
+	for range 700 { // 70 KB: more than the pipe holds
+		if err := s.Send(context.Background(), line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 40 lines take 2 s (5*StuckTimeout) and free less than one page.
+	r.waitFor("40 lines read", func(evs []event) bool {
+		for _, e := range evs {
+			if e.kind == "exited" {
+				t.Fatalf("Exited(%d, %v) after %d lines", e.gen, e.err, countLines(evs))
+			}
+		}
+		return countLines(evs) >= 40
+	})
+	if st := s.Stats(); st.Stuck != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

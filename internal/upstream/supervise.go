@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -27,10 +28,7 @@ func (s *Stdio) supervise(p *proc, spawnErr error) {
 			if !s.cfg.Restart || s.isClosed() {
 				return
 			}
-			// A process that answered a request, or stayed up a while, was
-			// a good run; one that died in initialize or on its first call
-			// keeps the delay growing.
-			if p.served.Load() || p.exitedAt.Sub(p.started) >= s.cfg.StableAfter {
+			if goodRun(p, s.cfg.StableAfter) {
 				failures = 0
 			}
 			why = p.exitErr
@@ -54,6 +52,20 @@ func (s *Stdio) supervise(p *proc, spawnErr error) {
 		}
 		p, spawnErr = np, nil
 	}
+}
+
+// goodRun reports whether p's run ends a crash loop: it answered a request,
+// or it stayed up stableAfter and exited on its own. One that died in
+// initialize or on its first call keeps the delay growing, and so does one
+// the gateway had to kill (Restart, the stuck rule) however long it was up:
+// a server that hangs in initialize until the owner restarts it is looping.
+func goodRun(p *proc, stableAfter time.Duration) bool {
+	if p.served.Load() {
+		return true
+	}
+	var ee *ExitError
+	killed := errors.As(p.exitErr, &ee) && ee.Reason != ""
+	return !killed && p.exitedAt.Sub(p.started) >= stableAfter
 }
 
 // sleep waits d, or returns false at once when Close is called.

@@ -59,22 +59,28 @@ const (
 // (kernels before 5.4, or a seccomp filter refusing them) does it fall back
 // to the blocking waitid.
 func waitExitNoReap(pid int) error {
-	err := waitPidfd(pid)
-	if err == nil {
+	if waitPidfd(pid) == nil {
 		return nil
 	}
-	if !errors.Is(err, errNoPidfd) {
-		return err
-	}
+	// No pidfd here (old kernel, seccomp), or none now (out of file
+	// descriptors): wait the blocking way. Treating the failure as an exit
+	// would kill a healthy child.
 	return waitBlocking(pid)
 }
 
+// errNoPidfd: the kernel cannot provide or wait on a pidfd.
 var errNoPidfd = errors.New("pidfd unavailable")
+
+// pidfdOpen is pidfd_open(pid, 0); a variable so that tests can make it fail.
+var pidfdOpen = func(pid int) (uintptr, syscall.Errno) {
+	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
+	return fd, errno
+}
 
 // waitPidfd waits for pid's exit through a pidfd; errNoPidfd if the kernel
 // cannot provide or wait on one.
 func waitPidfd(pid int) error {
-	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
+	fd, errno := pidfdOpen(pid)
 	switch errno {
 	case 0:
 	case syscall.ENOSYS, syscall.EPERM, syscall.EINVAL:
@@ -147,5 +153,19 @@ func waitBlocking(pid int) error {
 			return errno
 		}
 		return nil
+	}
+}
+
+// leaderExited reports whether our unreaped child pid has exited, without
+// reaping it or blocking (waitid P_PID with WNOHANG|WNOWAIT).
+func leaderExited(pid int) bool {
+	var info [128]byte // siginfo_t; si_signo (offset 0) is SIGCHLD once it exited
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT|syscall.WNOHANG, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		return errno == 0 && *(*int32)(unsafe.Pointer(&info[0])) != 0
 	}
 }

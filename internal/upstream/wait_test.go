@@ -2,12 +2,15 @@ package upstream
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,5 +108,69 @@ func TestWaitBlockingFallback(t *testing.T) {
 	}
 	if err := cmd.Wait(); err == nil || cmd.ProcessState.ExitCode() != 7 {
 		t.Fatalf("Wait: %v", err)
+	}
+}
+
+// A pidfd that cannot be had right now (the gateway is out of file
+// descriptors) must not be taken for an exit: the waiter falls back to the
+// blocking wait and the child keeps running.
+func TestPidfdOpenFailureNotAnExit(t *testing.T) {
+	orig := pidfdOpen
+	pidfdOpen = func(int) (uintptr, syscall.Errno) { return 0, syscall.EMFILE }
+	t.Cleanup(func() { pidfdOpen = orig })
+	s, r := start(t, fakeConfig(t, mcptest.FakeOptions{RawEcho: true}))
+	if err := s.Send(context.Background(), []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitLine("still here")
+	for _, e := range r.snapshot() {
+		if e.kind == "exited" {
+			t.Fatalf("events: %s", summarize(r.snapshot()))
+		}
+	}
+	if st := s.Stats(); !st.Running {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := s.Send(context.Background(), []byte("!exit 5")); err != nil {
+		t.Fatal(err)
+	}
+	ex := r.waitEvent("exited", 1)
+	var ee *ExitError
+	if !errors.As(ex.err, &ee) || ee.Status != "exit status 5" {
+		t.Fatalf("Exited(1, %v)", ex.err)
+	}
+}
+
+// Start/stop cycles leave no file descriptor behind (pipes, pidfds), for
+// children stopped by Close and children that exit at once, possibly before
+// their pidfd is opened.
+func TestNoFdLeak(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	for i := range 100 {
+		cfg := fakeConfig(t, mcptest.FakeOptions{})
+		cfg.Command, cfg.Args = "sh", []string{"-c", "exec sleep 1000"}
+		if i%2 == 1 {
+			cfg.Args = []string{"-c", "exit 3"}
+		}
+		cfg.StopGrace = 10 * time.Millisecond
+		cfg.Logger = discardLogger()
+		s, err := StartStdio(cfg, newRecorder(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			<-s.Done()
+		}
+		s.Close()
+	}
+	if after := fds(); after != before {
+		t.Fatalf("%d file descriptors open after 100 cycles, %d before", after, before)
 	}
 }
