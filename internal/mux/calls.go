@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -35,19 +36,27 @@ func makeKey(id []byte) (idKey, bool) {
 // removes it from pending owns it from then on and is the only one to touch
 // it again.
 type call struct {
-	upID    uint64
-	client  *Client // nil for the gateway's own requests
-	key     idKey   // the client's raw id, when short
-	long    string  // the client's raw id, when long
-	id      []byte  // the client's raw id (aliases key.b or long's copy)
-	tokBuf  [24]byte
-	token   []byte // the client's raw progress token (aliases tokBuf when short), or nil
-	out     Stream
-	gen     uint64
-	queued  bool
-	sent    bool
-	job     job // the write, kept while queued
-	onReply func(msg *jsonrpc.Message)
+	upID   uint64
+	client *Client // nil for the gateway's own requests
+	key    idKey   // the client's raw id, when short
+	long   string  // the client's raw id, when long
+	id     []byte  // the client's raw id (aliases key.b or long's copy)
+	tokBuf [24]byte
+	token  []byte // the client's raw progress token (aliases tokBuf when short), or nil
+	out    Stream
+	gen    uint64
+	queued bool
+	sent   bool
+	job    job // the write, kept while queued
+	// stopWrite, when set, ends a write waiting for room in the upstream's
+	// queue: whoever answers the call first also stops its write, so a
+	// request cancelled, closed or failed is never written afterwards.
+	stopWrite context.CancelFunc
+	onReply   func(msg *jsonrpc.Message)
+	// onGone, when set (the gateway's own round trips), is told instead of
+	// onReply when the Mux fails the call itself (exit, Close): that is no
+	// answer of the server, and must not read as one.
+	onGone func(err error)
 
 	deadline   time.Duration // since Mux.epoch
 	prev, next *call         // deadline order, oldest first
@@ -114,6 +123,10 @@ func (m *Mux) forgetLocked(c *call) {
 		m.newest = c.prev
 	}
 	c.prev, c.next = nil, nil
+	if c.stopWrite != nil {
+		c.stopWrite()
+		c.stopWrite = nil
+	}
 	if c.client != nil {
 		c.client.removeLocked(c)
 		if c.sent {

@@ -376,8 +376,10 @@ func (c *Client) Close() {
 		return
 	}
 	c.closed = true
-	hadLevel := c.level >= 0
 	delete(m.clients, c)
+	// The server's level follows the sessions still there (also after a
+	// timed-out setLevel left it unknown).
+	relevel := m.wantLevelLocked() != m.level
 	var all []*call
 	c.eachLocked(func(cl *call) {
 		if m.pending[cl.upID] == cl {
@@ -421,9 +423,9 @@ func (c *Client) Close() {
 		for _, uri := range unsub {
 			m.internal("resources/unsubscribe", uriParams(uri))
 		}
-		if hadLevel {
+		if relevel {
 			m.spawn(func() { // the server's answer is not worth holding up a DELETE
-				if err := m.applyLevel(); err != nil {
+				if err := m.applyLevel(m.ctx); err != nil {
 					m.log.Debug("logging level not lowered", "err", err)
 				}
 			})

@@ -42,14 +42,18 @@ type fakeUp struct {
 	m     *Mux
 	gen   atomic.Uint64
 	stuck atomic.Bool
+	// blocked counts Sends waiting while stuck.
+	blocked atomic.Int32
 
 	mu       sync.Mutex
-	answers  map[string]answerFunc // method -> answer; guarded by mu
-	sent     [][]byte              // everything written, in order; guarded by mu
-	restarts []string              // reasons given to Restart; guarded by mu
-	served   []uint64              // generations given to Served; guarded by mu
-	events   *[]string             // optional shared event order; guarded by mu
-	changed  chan struct{}         // signalled on each write, Restart, Served
+	answers  map[string]answerFunc  // method -> answer; guarded by mu
+	sent     [][]byte               // everything written, in order; guarded by mu
+	restarts []string               // reasons given to Restart; guarded by mu
+	served   []uint64               // generations given to Served; guarded by mu
+	events   *[]string              // optional shared event order; guarded by mu
+	changed  chan struct{}          // signalled on each write, Restart, Served, blocked Send
+	released chan struct{}          // closed by unstick; guarded by mu
+	hook     func(*jsonrpc.Message) // optional: runs after each write, before its answer; guarded by mu
 }
 
 func newFakeUp(m *Mux) *fakeUp {
@@ -75,10 +79,35 @@ func (u *fakeUp) signal() {
 
 func (u *fakeUp) Send(ctx context.Context, msg []byte) error {
 	if u.stuck.Load() {
-		<-ctx.Done()
-		return ctx.Err()
+		u.blocked.Add(1)
+		defer func() {
+			u.blocked.Add(-1)
+			u.signal()
+		}()
+		u.signal()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-u.releasedCh():
+		}
 	}
 	return u.TrySend(msg)
+}
+
+// releasedCh returns the channel closed by unstick.
+func (u *fakeUp) releasedCh() chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.released == nil {
+		u.released = make(chan struct{})
+	}
+	return u.released
+}
+
+// unstick makes the server read its input again: blocked Sends go through.
+func (u *fakeUp) unstick() {
+	u.stuck.Store(false)
+	close(u.releasedCh())
 }
 
 func (u *fakeUp) TrySend(msg []byte) error {
@@ -98,8 +127,12 @@ func (u *fakeUp) TrySend(msg []byte) error {
 	if f := u.answers[req.MethodName()]; f != nil && req.Kind == jsonrpc.KindRequest {
 		line = f(string(req.Bytes(req.ID)))
 	}
+	hook := u.hook
 	u.mu.Unlock()
 	u.signal()
+	if hook != nil {
+		hook(&req)
+	}
 	if line != nil {
 		u.m.Line(u.gen.Load(), line)
 	}

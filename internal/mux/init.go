@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,7 +51,9 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 		}
 		m.mu.Unlock()
 		if params == nil {
-			m.markReady(gen)
+			if !m.markReady(gen) {
+				return errGenGone
+			}
 			return nil
 		}
 	} else {
@@ -64,12 +67,32 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 	if err != nil {
 		return fmt.Errorf("mcpgate: upstream server failed to initialize: %w", err)
 	}
+	// A generation replaced since its reply must not send its successor
+	// (which gets its own initialize first) anything: not initialized, not
+	// the restored state. Checked again by markReady; only the few
+	// instructions between this check and the write remain racy.
+	if !m.current(gen) {
+		return errGenGone
+	}
 	m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
-	m.markReady(gen)
+	if !m.markReady(gen) {
+		return errGenGone
+	}
 	if !m.opts.Exclusive {
 		m.restoreState()
 	}
 	return nil
+}
+
+// errGenGone says a generation exited (or was replaced) before it was ready:
+// nothing to retry, its successor initializes itself.
+var errGenGone = errors.New("mcpgate: process generation gone before it was ready")
+
+// current reports whether gen is the running generation and the Mux is open.
+func (m *Mux) current(gen uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.closed && m.gen == gen && m.running
 }
 
 // rpcError is an error answer of the server to one of the gateway's own
@@ -97,8 +120,17 @@ func errorOf(raw []byte) *rpcError {
 
 // roundTrip sends the gateway's own request to generation gen and waits for
 // its result, at most timeout (its own, not Options.Timeout: it is not in
-// the deadline list). An error answer is an *rpcError.
+// the deadline list). An error answer of the server is an *rpcError; a
+// call the Mux failed itself (the process exited, Close) wraps errExited
+// or is errClosed, so that it never reads as the server's answer.
 func (m *Mux) roundTrip(gen uint64, method string, params []byte, timeout time.Duration) ([]byte, error) {
+	return m.roundTripCtx(m.ctx, gen, method, params, timeout)
+}
+
+// roundTripCtx is roundTrip also bounded by parent (a client request's
+// context, for a request made on its behalf); it always ends when the Mux
+// closes.
+func (m *Mux) roundTripCtx(parent context.Context, gen uint64, method string, params []byte, timeout time.Duration) ([]byte, error) {
 	type answer struct {
 		result []byte
 		err    error
@@ -110,6 +142,11 @@ func (m *Mux) roundTrip(gen uint64, method string, params []byte, timeout time.D
 			return
 		}
 		done <- answer{result: bytes.Clone(resultOf(msg.Raw))}
+	}, onGone: func(err error) {
+		if !errors.Is(err, errClosed) {
+			err = fmt.Errorf("%w: %w", errExited, err)
+		}
+		done <- answer{err: err}
 	}}
 	m.mu.Lock()
 	if m.closed || m.gen != gen || !m.running {
@@ -119,8 +156,10 @@ func (m *Mux) roundTrip(gen uint64, method string, params []byte, timeout time.D
 	m.registerUntimedLocked(c)
 	c.sent = true
 	m.mu.Unlock()
-	ctx, cancel := context.WithTimeout(m.ctx, timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
+	stop := context.AfterFunc(m.ctx, cancel)
+	defer stop()
 	up := m.upstream()
 	if up == nil {
 		m.finish(c.upID, func(*call) {})
@@ -140,6 +179,9 @@ func (m *Mux) roundTrip(gen uint64, method string, params []byte, timeout time.D
 		m.finish(c.upID, func(*call) {})
 		if m.ctx.Err() != nil {
 			return nil, errClosed
+		}
+		if parent.Err() != nil {
+			return nil, fmt.Errorf("no %s reply: %w", method, parent.Err())
 		}
 		return nil, fmt.Errorf("no %s reply within %v", method, timeout)
 	}
@@ -163,23 +205,31 @@ func (m *Mux) internal(method string, params []byte) {
 }
 
 // markReady records that generation gen is initialized: requests waiting
-// for it proceed.
-func (m *Mux) markReady(gen uint64) {
+// for it proceed. It reports false when gen is gone (or the Mux closed).
+func (m *Mux) markReady(gen uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || m.gen != gen || !m.running {
-		return // the process is gone: waiters wait for the next one
+		return false // the process is gone: waiters wait for the next one
 	}
 	m.readyGen, m.initFails = gen, 0
 	m.setStateLocked(Ready, nil, time.Time{})
 	close(m.ready)
 	m.ready = make(chan struct{})
 	close(m.ready) // stays closed while gen is ready
+	return true
 }
 
+// storeInit keeps a shared upstream's initialize result. It must be a JSON
+// object: each client's initialize is answered by editing it as a map, and
+// null decodes without error into a nil one.
 func (m *Mux) storeInit(result []byte) error {
 	var r struct {
 		ProtocolVersion string `json:"protocolVersion"`
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(result, &obj); err != nil || obj == nil {
+		return fmt.Errorf("initialize result is not a JSON object: %.64s", result)
 	}
 	if err := json.Unmarshal(result, &r); err != nil {
 		return fmt.Errorf("initialize result: %w", err)
@@ -203,7 +253,7 @@ func (m *Mux) restoreState() {
 	for _, uri := range uris {
 		m.internal("resources/subscribe", uriParams(uri))
 	}
-	if err := m.applyLevel(); err != nil {
+	if err := m.applyLevel(m.ctx); err != nil {
 		m.log.Warn("logging level not restored after a restart", "err", err)
 	}
 }
@@ -229,7 +279,7 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Strea
 	m.mu.Unlock()
 	version := Negotiate(p.ProtocolVersion, upVersion)
 	var r map[string]json.RawMessage
-	if err := json.Unmarshal(result, &r); err != nil {
+	if err := json.Unmarshal(result, &r); err != nil || r == nil {
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: bad upstream initialize result"))
 		return
 	}

@@ -21,7 +21,9 @@ const defaultLevel = 1
 // setLevel records the client's level and sends the upstream the most
 // verbose level any client asked for, answering the client itself. When
 // the server refuses, the client gets the server's own error code and
-// message, and its previous level is kept.
+// message, and its previous level is kept. The whole exchange is bounded
+// by the request's context and Options.Timeout, waiting for other
+// sessions' level changes included.
 func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream) {
 	var p struct {
 		Level string `json:"level"`
@@ -32,18 +34,28 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream)
 		return
 	}
 	m := c.m
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
+	defer cancel()
 	if err := m.waitReady(ctx); err != nil {
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
 		return
 	}
-	m.mu.Lock()
-	prev := c.level
-	c.level = levelRank(p.Level)
-	m.mu.Unlock()
-	if err := m.applyLevel(); err != nil {
+	err := m.lockLevel(ctx)
+	if err == nil {
+		// Set, applied and (on failure) reverted under levelSem: no other
+		// change may send this level between a failure and its revert.
 		m.mu.Lock()
-		c.level = prev
+		prev := c.level
+		c.level = levelRank(p.Level)
 		m.mu.Unlock()
+		if err = m.applyLevelLocked(ctx); err != nil {
+			m.mu.Lock()
+			c.level = prev
+			m.mu.Unlock()
+		}
+		m.unlockLevel()
+	}
+	if err != nil {
 		var re *rpcError
 		if errors.As(err, &re) {
 			out.Reply(jsonrpc.ErrorResponse(id, re.Code, re.Message))
@@ -55,6 +67,18 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream)
 	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
 }
 
+// lockLevel takes levelSem, waiting at most until ctx ends.
+func (m *Mux) lockLevel(ctx context.Context) error {
+	select {
+	case m.levelSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for another session's logging/setLevel: %w", ctx.Err())
+	}
+}
+
+func (m *Mux) unlockLevel() { <-m.levelSem }
+
 func validLevel(s string) bool {
 	for _, l := range levels {
 		if l == s {
@@ -63,6 +87,11 @@ func validLevel(s string) bool {
 	}
 	return false
 }
+
+// levelUnknown is Mux.level after a logging/setLevel that got no answer:
+// the server may or may not have applied it, so the next change is sent
+// whatever it is.
+const levelUnknown = -2
 
 // wantLevelLocked is the level the server should be at: the most verbose
 // one a session asked for (the least verbose that gives every session what
@@ -75,7 +104,7 @@ func (m *Mux) wantLevelLocked() int {
 			want = c.level
 		}
 	}
-	if want < 0 && m.level >= 0 {
+	if want < 0 && m.level != -1 {
 		want = defaultLevel
 	}
 	return want
@@ -83,12 +112,19 @@ func (m *Mux) wantLevelLocked() int {
 
 // applyLevel sends logging/setLevel upstream when the level the sessions
 // want changed (raised or lowered), and waits for the server's answer,
-// bounded by the request timeout. Changes are applied one at a time
-// (servers may handle requests concurrently), so the server ends at the
-// level the clients want now.
-func (m *Mux) applyLevel() error {
-	m.levelMu.Lock()
-	defer m.levelMu.Unlock()
+// bounded by ctx and the request timeout. Changes are applied one at a
+// time (servers may handle requests concurrently), so the server ends at
+// the level the clients want now.
+func (m *Mux) applyLevel(ctx context.Context) error {
+	if err := m.lockLevel(ctx); err != nil {
+		return err
+	}
+	defer m.unlockLevel()
+	return m.applyLevelLocked(ctx)
+}
+
+// applyLevelLocked is applyLevel with levelSem held.
+func (m *Mux) applyLevelLocked(ctx context.Context) error {
 	m.mu.Lock()
 	want := m.wantLevelLocked()
 	changed := want >= 0 && want != m.level && m.readyLocked()
@@ -97,15 +133,19 @@ func (m *Mux) applyLevel() error {
 	if !changed {
 		return nil
 	}
-	if _, err := m.roundTrip(gen, "logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want]), m.opts.Timeout); err != nil {
-		return err
-	}
+	_, err := m.roundTripCtx(ctx, gen, "logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want]), m.opts.Timeout)
+	var re *rpcError
 	m.mu.Lock()
-	if m.gen == gen {
+	switch {
+	case m.gen != gen:
+		// The successor restores the level itself.
+	case err == nil:
 		m.level = want
+	case !errors.As(err, &re):
+		m.level = levelUnknown // written, perhaps applied, not answered
 	}
 	m.mu.Unlock()
-	return nil
+	return err
 }
 
 // logMessage delivers a log notification to the one session that has a

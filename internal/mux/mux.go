@@ -133,8 +133,11 @@ type Mux struct {
 	// Rate limits of warnings a misbehaving server can flood the log with.
 	warnUnroutable, warnGarbage, warnUnknown, warnDropped rateLimit
 
-	levelMu sync.Mutex // serializes applyLevel; taken before mu
-	upCh    chan struct{}
+	// levelSem (capacity 1) serializes the level changes sent upstream;
+	// a channel, not a mutex, so a client's setLevel waits for it only as
+	// long as its own context allows. Taken before mu.
+	levelSem chan struct{}
+	upCh     chan struct{}
 
 	stats struct {
 		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress, queueFull atomic.Uint64
@@ -159,7 +162,7 @@ type Mux struct {
 	sending    int       // client calls written upstream and not finished
 	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
-	level      int   // level last sent upstream; -1 none
+	level      int   // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
 	oldest     *call // deadline list, oldest first
 	newest     *call
 
@@ -191,7 +194,7 @@ func New(opts Options) *Mux {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
 		opts: opts, log: opts.Logger.With("server", opts.Name),
-		ctx: ctx, cancel: cancel, upCh: make(chan struct{}),
+		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
 		nextID: 1, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
 		epoch: time.Now(), expiry: time.NewTimer(time.Hour),
@@ -295,6 +298,10 @@ func (m *Mux) takeAllLocked() []*call {
 // failCalls answers each call with an error, outside the lock.
 func (m *Mux) failCalls(calls []*call, err error) {
 	for _, c := range calls {
+		if c.onGone != nil {
+			c.onGone(err)
+			continue
+		}
 		m.fail(c, jsonrpc.CodeServerError, err.Error())
 	}
 }

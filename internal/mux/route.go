@@ -3,6 +3,7 @@ package mux
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,6 +41,10 @@ func (m *Mux) runGen(gen uint64) {
 		err := m.initializeUpstream(gen)
 		if err == nil {
 			break
+		}
+		if errors.Is(err, errGenGone) {
+			m.log.Debug("process generation gone before it was ready", "gen", gen)
+			return
 		}
 		m.log.Error("upstream initialize failed", "gen", gen, "err", err)
 		if !m.initFailed(gen, err) {

@@ -62,6 +62,38 @@ func (m *Mux) sendBounded(ctx context.Context, msg []byte, deadline time.Duratio
 	return up.Send(ctx, msg)
 }
 
+// isPending reports whether call id is still waiting for its answer.
+func (m *Mux) isPending(id uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pending[id] != nil
+}
+
+// sendPending writes the request of job j like sendBounded, but only while
+// its call is pending: the wait ends as soon as the call is answered by
+// someone else (cancelled, its session closed, the process exited), and a
+// call answered already is not written at all. Slow path only: it
+// allocates.
+func (m *Mux) sendPending(ctx context.Context, msg []byte, j job) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.mu.Lock()
+	c := m.pending[j.upID]
+	if c == nil {
+		m.mu.Unlock()
+		return context.Canceled // answered: nothing left to fail
+	}
+	c.stopWrite = cancel
+	m.mu.Unlock()
+	err := m.sendBounded(ctx, msg, j.deadline)
+	m.mu.Lock()
+	if m.pending[j.upID] == c {
+		c.stopWrite = nil
+	}
+	m.mu.Unlock()
+	return err
+}
+
 // cancelUpstream tells the server to stop working on request id, best
 // effort.
 func (m *Mux) cancelUpstream(id uint64, reason string) {
@@ -87,7 +119,7 @@ func (m *Mux) writeJob(ctx context.Context, j job) {
 		err = up.TrySend(buf)
 	}
 	if err != nil {
-		err = m.sendBounded(ctx, buf, j.deadline)
+		err = m.sendPending(ctx, buf, j)
 	}
 	if cap(buf) <= maxPooled {
 		*bp = buf[:0]
@@ -122,6 +154,9 @@ func (m *Mux) writeFailed(id uint64, err error) {
 // would only turn a short burst into errors.
 func (m *Mux) write(jobs []job) {
 	for _, j := range jobs {
+		if !m.isPending(j.upID) {
+			continue // answered since it left the queue (cancelled, closed)
+		}
 		var num [20]byte
 		id := appendUint(num[:0], j.upID)
 		buf := jsonrpc.Splice(nil, j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
@@ -145,7 +180,7 @@ func (m *Mux) write(jobs []job) {
 		}
 		go func(j job, buf []byte) {
 			defer m.wg.Done()
-			if err := m.sendBounded(context.Background(), buf, j.deadline); err != nil {
+			if err := m.sendPending(context.Background(), buf, j); err != nil {
 				m.writeFailed(j.upID, err)
 			}
 		}(j, bytes.Clone(buf))

@@ -1,0 +1,66 @@
+package mux
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSetLevelTimesOutOnTime: logging/setLevel requests of many sessions
+// against a stuck server are each answered within their own timeout, not
+// one after the other's (they used to queue behind each other's round
+// trips, each waiting a whole timeout).
+func TestSetLevelTimesOutOnTime(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	m, up := startShared(t, Options{Timeout: timeout})
+	up.stuck.Store(true)
+	const sessions = 12
+	var wg sync.WaitGroup
+	late := make(chan time.Duration, sessions)
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := newRec()
+			c := m.Join(out)
+			start := time.Now()
+			c.Handle(context.Background(), request(t, "1", "logging/setLevel", `{"level":"`+levels[i%len(levels)]+`"}`), out)
+			out.waitReplies(t, 1)
+			if d := time.Since(start); d > timeout+prompt {
+				late <- d
+			}
+		}()
+	}
+	wg.Wait()
+	close(late)
+	for d := range late {
+		t.Errorf("setLevel answered after %v, timeout %v", d, timeout)
+	}
+}
+
+// TestLevelResentAfterTimedOutSetLevel: a setLevel whose answer did not
+// come in time may still have been applied by the server; the level is
+// then unknown, so the next change is sent even if it equals the last
+// level known.
+func TestLevelResentAfterTimedOutSetLevel(t *testing.T) {
+	m, up := startShared(t, Options{Timeout: 300 * time.Millisecond})
+	up.answer("logging/setLevel", result(`{}`))
+	a, b := m.Join(newRec()), m.Join(newRec())
+	set := func(c *Client, level string) bool {
+		out := newRec()
+		c.Handle(context.Background(), request(t, "1", "logging/setLevel", `{"level":"`+level+`"}`), out)
+		_, _, isErr := errorCode(t, out.waitReplies(t, 1)[0])
+		return !isErr
+	}
+	if !set(a, "warning") {
+		t.Fatal("setLevel refused")
+	}
+	up.answer("logging/setLevel", nil) // the server takes it but does not answer in time
+	if set(b, "debug") {
+		t.Fatal("unanswered setLevel succeeded")
+	}
+	up.answer("logging/setLevel", result(`{}`))
+	b.Close() // b's debug may be in force: warning must be sent again
+	up.waitFor(t, "warning sent again", func() bool { return len(up.writtenLocked("logging/setLevel")) == 3 })
+}
