@@ -135,16 +135,21 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	// The deadline covers the body only and is lifted after it, so replies
 	// streamed for minutes are not cut. (http.Server.ReadTimeout would cut
 	// them: it also bounds long-lived handlers.)
-	if setReadDeadline(w, time.Now().Add(h.cfg.BodyReadTimeout)) {
-		defer setReadDeadline(w, time.Time{})
-	}
+	deadline := setReadDeadline(w, time.Now().Add(h.cfg.BodyReadTimeout))
 	body := r.Body
 	if r.ContentLength < 0 {
 		// Of unknown length: cut at the limit. (A body of announced
 		// length ends there: net/http sees to it.)
 		body = http.MaxBytesReader(w, r.Body, limit)
 	}
-	return readAll(body, r.ContentLength)
+	b, err := readAll(body, r.ContentLength)
+	if deadline && err == nil {
+		setReadDeadline(w, time.Time{})
+	}
+	// After a failed read the deadline stays: net/http must not go on
+	// reading (discarding) the rest of a stalled body with none, which would
+	// keep a slowloris connection open for as long as it trickles.
+	return b, err
 }
 
 // setReadDeadline sets the read deadline of w's connection, as

@@ -69,8 +69,9 @@ type FakeOptions struct {
 
 // fakeSpec is what travels in envFake.
 type fakeSpec struct {
-	Mode string      `json:"mode"` // "mcp", "raw" or "sleep"
-	Opts FakeOptions `json:"opts"`
+	Mode  string       `json:"mode"` // "mcp", "raw", "sleep" or "chaos"
+	Opts  FakeOptions  `json:"opts"`
+	Chaos ChaosOptions `json:"chaos"` // for mode "chaos" (see ChaosCommand)
 }
 
 // Command returns the command, arguments and extra environment that start the
@@ -134,6 +135,9 @@ func runFake(spec fakeSpec) int {
 			fmt.Fprintf(os.Stderr, "mcptest: grandchild: %v\n", err)
 			return 2
 		}
+	}
+	if spec.Mode == "chaos" {
+		return runChaos(spec.Chaos)
 	}
 	if o.Stderr != "" {
 		fmt.Fprintln(os.Stderr, o.Stderr)

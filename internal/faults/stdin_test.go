@@ -1,0 +1,178 @@
+package faults
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// batchOfEchoes is a 2025-03-26 batch of n echo calls with ids first..,
+// each carrying pad bytes so that the stdin pipe fills quickly.
+func batchOfEchoes(first, n, pad int) string {
+	msg := strings.Repeat("p", pad)
+	parts := make([]string, n)
+	for i := range n {
+		parts[i] = callBody(fmt.Sprint(first+i), "echo", map[string]string{"message": msg}, "")
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// checkBatchAnswered checks that every request of a batch got exactly one
+// response.
+func checkBatchAnswered(t *testing.T, what string, r *reply, err error, first, n int) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	missing := 0
+	for i := range n {
+		if answeredOnce(r, nil, fmt.Sprint(first+i)) != nil {
+			if missing++; missing <= 3 {
+				t.Errorf("%s: %v", what, answeredOnce(r, nil, fmt.Sprint(first+i)))
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%s: %d of %d requests not answered exactly once (status %d, %d messages)", what, missing, n, r.Status, len(r.Msgs))
+	}
+}
+
+// TestFault1_ServerStopsReadingStdin: a server that stops reading stdin
+// after initialize, with more requests queued than its queue holds. Its
+// requests still time out (every one answered within timeout + stdinTimeout
+// + slack), another server stays fast, idle sessions of a third server
+// still expire, and shutdown with requests stuck in the queue finishes
+// within its bound.
+func TestFault1_ServerStopsReadingStdin(t *testing.T) {
+	base := takeBaseline()
+	journal := filepath.Join(t.TempDir(), "journal")
+	mStuck, mOK := marker(t, "stuck"), marker(t, "ok")
+	stuck := chaosServer("stuck", mcptest.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
+	stuck.Timeout = 2 * time.Second
+	stuck.StdinTimeout = 3 * time.Second
+	cfg := newConfig(stuck, fakeServer("ok", mcptest.FakeOptions{Marker: mOK}), fakeServer("other", mcptest.FakeOptions{Marker: mOK}))
+	cfg.Gateway.SessionIdleTimeout = 1500 * time.Millisecond
+	g := startGateway(t, cfg)
+
+	healthy := g.client("ok")
+	healthy.connect(t)
+	idle := g.client("other")
+	idle.connect(t)
+	flooder := g.client("stuck")
+	flooder.version = "2025-03-26"
+	flooder.connect(t)
+	waitFor(t, "the stuck server to stop reading", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "stopped-reading")) > 0 })
+
+	// More than the 1,024-slot queue plus a 64 KiB pipe.
+	const n, pad = 1200, 512
+	bound := stuck.Timeout + stuck.StdinTimeout + 5*time.Second
+	healthyDuring(t, healthy, func() {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			r, err := flooder.post(batchOfEchoes(1, n, pad))
+			checkBatchAnswered(t, "batch to the stuck server", r, err, 1, n)
+			if err == nil {
+				t.Logf("batch to the stuck server answered in %v", r.Elapsed)
+			}
+			if err == nil && r.Elapsed > bound {
+				t.Errorf("batch to the stuck server answered after %v, want within %v", r.Elapsed, bound)
+			}
+		})
+		// Single requests of another session meanwhile: each answered
+		// (an error) within its bound.
+		single := g.client("stuck")
+		if err := single.tryConnect(); err != nil {
+			t.Errorf("second session on the stuck server: %v", err)
+		} else {
+			for i := range 20 {
+				wg.Go(func() {
+					id := fmt.Sprint(5000 + i)
+					r, err := single.post(callBody(id, "echo", map[string]string{"message": "x"}, ""))
+					if err := answeredOnce(r, err, id); err != nil {
+						t.Error(err)
+					} else if r.Elapsed > bound {
+						t.Errorf("request %s answered after %v, want within %v", id, r.Elapsed, bound)
+					}
+				})
+			}
+		}
+		// Meanwhile the idle sweeper must still run for every server. The
+		// sleep is the idle timeout under test, not a wait for a result:
+		// a slow sweeper makes this fail, never pass.
+		time.Sleep(cfg.Gateway.SessionIdleTimeout + 10*cfg.Gateway.SessionSweepInterval + time.Second)
+		t2 := time.Now()
+		r, err := idle.post(callBody("1", "echo", map[string]string{"message": "late"}, ""))
+		if d := time.Since(t2); d > time.Second {
+			t.Errorf("request on an expired session took %v", d)
+		}
+		if err != nil || r.Status != http.StatusNotFound {
+			t.Errorf("idle session of another server while one server is stuck: %v status %+v, want 404 (expired)", err, r)
+		}
+		wg.Wait()
+	})
+
+	// Shutdown with a full queue in front of a server that neither reads
+	// nor obeys SIGTERM: the batch still gets its answers, and shutdown
+	// ends within its bound.
+	waitFor(t, "the restarted stuck server to stop reading", 15*time.Second, func() bool { return len(mcptest.JournalLines(journal, "stopped-reading")) > 1 })
+	late := g.client("stuck")
+	late.version = "2025-03-26"
+	late.connect(t)
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		r, err := late.post(batchOfEchoes(10001, n, pad))
+		checkBatchAnswered(t, "batch in flight at shutdown", r, err, 10001, n)
+	}()
+	time.Sleep(500 * time.Millisecond) // let the batch reach the queue; shutdown must cope either way
+	t.Logf("shutdown took %v", g.stop())
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Errorf("batch in flight at shutdown not answered 10s after shutdown")
+	}
+	base.check(t, mStuck, mOK)
+}
+
+// TestFault1_PingBurstDeadlock: a single-threaded server sends 20,000 pings
+// right after initialize without reading stdin. The gateway must keep
+// reading its stdout while the answers wait, so both pipes never deadlock:
+// the burst completes and a call afterwards is answered.
+func TestFault1_PingBurstDeadlock(t *testing.T) {
+	base := takeBaseline()
+	journal := filepath.Join(t.TempDir(), "journal")
+	mBurst, mOK := marker(t, "burst"), marker(t, "ok")
+	cfg := newConfig(
+		chaosServer("burst", mcptest.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000}),
+		fakeServer("ok", mcptest.FakeOptions{Marker: mOK}),
+	)
+	g := startGateway(t, cfg)
+	healthy := g.client("ok")
+	healthy.connect(t)
+
+	healthyDuring(t, healthy, func() {
+		c := g.client("burst")
+		if err := c.tryConnect(); err != nil {
+			t.Errorf("session on the bursting server: %v", err)
+			return
+		}
+		waitFor(t, "the ping burst to be read by the gateway", 20*time.Second, func() bool {
+			return len(mcptest.JournalLines(journal, "burst-done")) > 0
+		})
+		if _, err := c.echo(1, "after the burst"); err != nil {
+			t.Errorf("call after the ping burst: %v", err)
+		}
+	})
+	if n := len(mcptest.JournalLines(journal, "start ")); n != 1 {
+		t.Errorf("the bursting server was started %d times, want 1 (no deadlock, no kill)", n)
+	}
+	g.stop()
+	base.check(t, mBurst, mOK)
+}
