@@ -40,9 +40,11 @@ func newLoopbackMux(tb testing.TB) *Mux {
 	m := New(Options{Name: "bench"})
 	m.SetUpstream(&loopback{m: m})
 	m.Started(1)
-	if err := m.waitReady(context.Background()); err != nil {
+	c := m.Join(&discard{})
+	if err := c.waitReady(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
+	c.Close()
 	tb.Cleanup(m.Close)
 	return m
 }

@@ -47,7 +47,10 @@ type call struct {
 	gen    uint64
 	queued bool
 	sent   bool
-	job    job // the write, kept while queued
+	// noServe: the server's answer does not count as Served (an
+	// exclusive session's initialize).
+	noServe bool
+	job     job // the write, kept while queued
 	// stopWrite, when set, ends a write waiting for room in the upstream's
 	// queue: whoever answers the call first also stops its write, so a
 	// request cancelled, closed or failed is never written afterwards.

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"time"
+	"errors"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -15,6 +14,10 @@ import (
 type Client struct {
 	m       *Mux
 	general Stream
+	// ctx is canceled by Close: requests of the session waiting for the
+	// server (to be ready, for a level change) end at once.
+	ctx  context.Context
+	stop context.CancelFunc
 
 	// guarded by m.mu:
 	closed  bool
@@ -34,6 +37,7 @@ type Client struct {
 // general.
 func (m *Mux) Join(general Stream) *Client {
 	c := &Client{m: m, general: general, calls: map[idKey]*call{}, long: map[string]*call{}, subs: map[string]bool{}, level: -1}
+	c.ctx, c.stop = context.WithCancel(context.Background())
 	m.mu.Lock()
 	m.clients[c] = struct{}{}
 	m.mu.Unlock()
@@ -70,7 +74,9 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 	}
 	if c.m.opts.Exclusive {
 		if msg.MethodIs("initialize") {
-			c.forward(ctx, msg, out, c.recordInit(msg))
+			// Its answer does not count as Served: a process that
+			// initializes and then crashes must keep backing off.
+			c.forwardCall(ctx, msg, out, c.recordInit(msg), false)
 			return
 		}
 		c.forward(ctx, msg, out, nil)
@@ -91,19 +97,27 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 }
 
 // forward registers the request and writes it upstream with its id (and
-// progress token) rewritten. onReply, if set, sees the upstream reply first.
+// progress token) rewritten. onReply, if set, sees the upstream reply first;
+// it is also told, with an error reply, when the call ends any other way
+// (refused here, failed, cancelled, abandoned), so that it can undo.
 func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message)) {
+	c.forwardCall(ctx, msg, out, onReply, true)
+}
+
+// forwardCall is forward; served says whether the server's answer counts
+// as the process having served a client (Upstream's optional Served).
+func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message), served bool) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
-	cl := &call{client: c, out: out, onReply: onReply}
+	cl := &call{client: c, out: out, onReply: onReply, noServe: !served}
 	cl.setID(id)
 	if msg.ProgressToken.Present() {
 		cl.setToken(msg.Bytes(msg.ProgressToken))
 	}
 	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
 	for {
-		if err := m.waitReady(ctx); err != nil {
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		if err := c.waitReady(ctx); err != nil {
+			refuse(out, id, onReply, jsonrpc.CodeServerError, err.Error())
 			return
 		}
 		m.mu.Lock()
@@ -117,19 +131,19 @@ func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, 
 	}
 	if c.closed || m.closed {
 		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: session closed"))
+		refuse(out, id, onReply, jsonrpc.CodeServerError, errSessionClosed.Error())
 		return
 	}
 	if c.lookupLocked(cl.id) != nil {
 		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
+		refuse(out, id, onReply, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
 		return
 	}
 	full := m.opts.MaxInFlight > 0 && m.sending >= m.opts.MaxInFlight
 	if full && len(c.queue) >= maxQueuedPerClient {
 		m.mu.Unlock()
 		m.stats.queueFull.Add(1)
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: too many requests waiting for this server; retry later"))
+		refuse(out, id, onReply, jsonrpc.CodeServerError, "mcpgate: too many requests waiting for this server; retry later")
 		return
 	}
 	m.registerLocked(cl)
@@ -153,6 +167,27 @@ func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, 
 	// From here on cl may already be answered (timed out, cancelled) by
 	// another goroutine: only j is ours.
 	m.writeJob(ctx, j)
+}
+
+// errSessionClosed answers the requests of a session that Close ended.
+var errSessionClosed = errors.New("mcpgate: session closed")
+
+// refuse answers a request that was never registered with an error, and
+// tells its hook.
+func refuse(out Stream, id []byte, onReply func(*jsonrpc.Message), code int, text string) {
+	out.Reply(jsonrpc.ErrorResponse(id, code, text))
+	endHook(onReply, code, text)
+}
+
+// endHook tells a call's onReply hook, with an error reply, that the call
+// ended without the server's answer, so a hook undoing state on failure
+// (subscribe) runs on every path. Slow path only.
+func endHook(onReply func(*jsonrpc.Message), code int, text string) {
+	if onReply == nil {
+		return
+	}
+	msg, _ := jsonrpc.Parse(jsonrpc.ErrorResponse([]byte("0"), code, text))
+	onReply(&msg)
 }
 
 // lookupLocked returns the client's call in flight with raw id, or nil.
@@ -179,53 +214,6 @@ func (c *Client) eachLocked(f func(*call)) {
 	}
 	for _, cl := range c.long {
 		f(cl)
-	}
-}
-
-// readyLocked reports whether the current process generation runs and is
-// initialized. Called with m.mu held.
-func (m *Mux) readyLocked() bool { return m.running && m.readyGen == m.gen }
-
-// waitReady blocks until the current process generation is initialized.
-// It fails at once when the server is backing off or failed (the error
-// names why), and after readyWait (or the request timeout) while it is
-// still starting.
-func (m *Mux) waitReady(ctx context.Context) error {
-	var timer *time.Timer
-	for {
-		m.mu.Lock()
-		closed, ready := m.closed, m.ready
-		ok := m.readyLocked()
-		var unavailable error
-		if !ok && !closed {
-			unavailable = m.unavailableLocked()
-		}
-		m.mu.Unlock()
-		switch {
-		case closed:
-			return errClosed
-		case ok:
-			if timer != nil {
-				timer.Stop()
-			}
-			return nil
-		case unavailable != nil:
-			return unavailable
-		}
-		wait := min(readyWait, m.opts.Timeout)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		}
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-m.ctx.Done():
-			return errClosed
-		case <-timer.C:
-			return fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
-		}
 	}
 }
 
@@ -311,6 +299,7 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 	next := m.dequeueLocked()
 	m.mu.Unlock()
 	cl.out.Reply(nil)
+	endHook(cl.onReply, jsonrpc.CodeServerError, "cancelled by the client")
 	if sent {
 		out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: appendUint(nil, cl.upID)})
 		m.trySend(out, "notifications/cancelled")
@@ -333,6 +322,9 @@ func (c *Client) Abandon(out Stream) {
 	cancel := m.takeLocked(mine)
 	next := m.dequeueLocked()
 	m.mu.Unlock()
+	for _, cl := range mine {
+		endHook(cl.onReply, jsonrpc.CodeServerError, "client disconnected")
+	}
 	for _, id := range cancel {
 		m.cancelUpstream(id, "client disconnected")
 	}
@@ -360,13 +352,15 @@ func (c *Client) response(msg *jsonrpc.Message) {
 		return // the process that asked is gone
 	}
 	out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: sr.upID})
-	m.trySend(out, "response to a server request")
+	m.trySendGen(sr.gen, out, "response to a server request")
 }
 
 // Close ends the client session: its requests still in flight (written or
 // queued) are answered on their Streams with a -32000 "session closed"
-// error, then cancelled upstream; its subscriptions are released and its
-// open server requests refused. It never waits on the server: what cannot
+// error, then cancelled upstream; its requests still waiting for the
+// server to be ready (or for a level change) stop waiting and are answered
+// the same way by their own goroutines at once; its subscriptions are
+// released and its open server requests refused. It never waits on the server: what cannot
 // be written upstream at once is dropped and counted.
 func (c *Client) Close() {
 	m := c.m
@@ -376,6 +370,7 @@ func (c *Client) Close() {
 		return
 	}
 	c.closed = true
+	c.stop() // wakes its requests waiting for the server
 	delete(m.clients, c)
 	// The server's level follows the sessions still there (also after a
 	// timed-out setLevel left it unknown).
@@ -387,12 +382,12 @@ func (c *Client) Close() {
 		}
 	})
 	cancel := m.takeLocked(all)
-	var refuse [][]byte
+	var refused []*serverReq
 	for gid, sr := range m.serverReqs {
 		if sr.client == c {
 			delete(m.serverReqs, gid)
 			if sr.gen == m.gen {
-				refuse = append(refuse, sr.upID)
+				refused = append(refused, sr)
 			}
 		}
 	}
@@ -416,8 +411,8 @@ func (c *Client) Close() {
 	for _, id := range cancel {
 		m.cancelUpstream(id, "client session ended")
 	}
-	for _, id := range refuse {
-		m.trySend(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: client session ended"), "refusal of a server request")
+	for _, sr := range refused {
+		m.trySendGen(sr.gen, jsonrpc.ErrorResponse(sr.upID, jsonrpc.CodeInternalError, "mcpgate: client session ended"), "refusal of a server request")
 	}
 	if !m.opts.Exclusive {
 		for _, uri := range unsub {

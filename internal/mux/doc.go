@@ -42,5 +42,8 @@
 // delivering to a Stream; messages are collected under the lock and sent
 // after it is released. Upstream handler methods (Started, Line, Oversized,
 // Exited) are called by the upstream's single reader goroutine, Waiting by
-// its supervisor; they never block on the server.
+// its supervisor; they never block on the server, and may come before
+// SetUpstream (what needs an answer then is dropped and counted). Answers
+// to a server's requests go only to the process generation that asked
+// (the Upstream's optional TrySendGen).
 package mux

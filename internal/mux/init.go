@@ -160,12 +160,29 @@ func (m *Mux) roundTripCtx(parent context.Context, gen uint64, method string, pa
 	defer cancel()
 	stop := context.AfterFunc(m.ctx, cancel)
 	defer stop()
-	up := m.upstream()
+	up := m.upstream(ctx)
 	if up == nil {
 		m.finish(c.upID, func(*call) {})
-		return nil, errClosed
+		if m.ctx.Err() != nil {
+			return nil, errClosed
+		}
+		return nil, fmt.Errorf("writing %s: %w", method, errNoUpstream)
 	}
-	if err := up.Send(ctx, jsonrpc.Request(appendUint(nil, c.upID), method, params)); err != nil {
+	if !m.isPending(c.upID) {
+		// Failed while waiting for the upstream (gen exited before
+		// SetUpstream): its answer is in done; writing now would reach
+		// a successor.
+		a := <-done
+		return a.result, a.err
+	}
+	msg := jsonrpc.Request(appendUint(nil, c.upID), method, params)
+	var err error
+	if g, ok := up.(genSender); ok {
+		err = g.SendGen(ctx, gen, msg)
+	} else {
+		err = up.Send(ctx, msg)
+	}
+	if err != nil {
 		m.finish(c.upID, func(*call) {})
 		if m.ctx.Err() != nil {
 			return nil, errClosed
@@ -263,7 +280,7 @@ func (m *Mux) restoreState() {
 func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Stream) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
-	if err := m.waitReady(ctx); err != nil {
+	if err := c.waitReady(ctx); err != nil {
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
 		return
 	}

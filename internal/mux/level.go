@@ -36,7 +36,10 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream)
 	m := c.m
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
 	defer cancel()
-	if err := m.waitReady(ctx); err != nil {
+	// Client.Close ends the wait (for the server, for another session's
+	// change, for the server's answer) at once.
+	defer context.AfterFunc(c.ctx, cancel)()
+	if err := c.waitReady(ctx); err != nil {
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
 		return
 	}
@@ -57,6 +60,10 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream)
 	}
 	if err != nil {
 		var re *rpcError
+		if c.ctx.Err() != nil {
+			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, errSessionClosed.Error()))
+			return
+		}
 		if errors.As(err, &re) {
 			out.Reply(jsonrpc.ErrorResponse(id, re.Code, re.Message))
 			return

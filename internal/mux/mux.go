@@ -32,6 +32,13 @@ type Stream interface {
 //
 //	interface{ Restart(gen uint64, reason string) } // kill generation gen now; its owner restarts it
 //	interface{ Served(gen uint64) }                 // generation gen answered a client request
+//	interface{ TrySendGen(gen uint64, msg []byte) error }                   // TrySend, only to generation gen
+//	interface{ SendGen(ctx context.Context, gen uint64, msg []byte) error } // Send, only to generation gen
+//
+// The gen senders keep messages meant for one process (answers to its
+// server requests, the gateway's initialize of it) from reaching a
+// restarted successor before the Mux hears of the exit; without them the
+// Mux uses TrySend and Send.
 type Upstream interface {
 	// Send writes one message; it may block while the upstream's queue is
 	// full, until ctx ends.
@@ -41,12 +48,21 @@ type Upstream interface {
 	TrySend(msg []byte) error
 }
 
-// restarter and servedMarker are the optional Upstream interfaces.
+// restarter, servedMarker and the gen senders are the optional Upstream
+// interfaces.
 type restarter interface {
 	Restart(gen uint64, reason string)
 }
 
 type servedMarker interface{ Served(gen uint64) }
+
+type genTrySender interface {
+	TrySendGen(gen uint64, msg []byte) error
+}
+
+type genSender interface {
+	SendGen(ctx context.Context, gen uint64, msg []byte) error
+}
 
 // Options configure a Mux. Zero values take the documented defaults.
 type Options struct {
@@ -92,12 +108,22 @@ type Stats struct {
 	DroppedNotifications uint64
 	// LivenessFailures counts liveness pings unanswered in time or refused.
 	LivenessFailures uint64
+	// ServerRequestsOverLimit counts server->client requests refused
+	// because maxServerRequests (1024) already waited for a client's answer.
+	ServerRequestsOverLimit uint64
 }
 
 // maxQueuedPerClient bounds the requests one session may have waiting for
 // an upstream slot (maxInFlight); more are refused with an error at once,
 // so one client cannot hold unbounded memory in the queue.
 const maxQueuedPerClient = 1024
+
+// maxServerRequests bounds the server->client requests waiting for a
+// client's answer (per Mux): a server flooding requests (sampling, say) at
+// a session that does not answer must not grow the table without limit.
+// More are refused with a JSON-RPC error at once and counted
+// (Stats.ServerRequestsOverLimit).
+const maxServerRequests = 1024
 
 // defaultInitTimeout is Options.InitTimeout's default.
 const defaultInitTimeout = 120 * time.Second
@@ -131,7 +157,7 @@ type Mux struct {
 	servedGen atomic.Uint64 // last generation reported to served
 
 	// Rate limits of warnings a misbehaving server can flood the log with.
-	warnUnroutable, warnGarbage, warnUnknown, warnDropped rateLimit
+	warnUnroutable, warnGarbage, warnUnknown, warnDropped, warnServerReqs rateLimit
 
 	// levelSem (capacity 1) serializes the level changes sent upstream;
 	// a channel, not a mutex, so a client's setLevel waits for it only as
@@ -141,7 +167,7 @@ type Mux struct {
 
 	stats struct {
 		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress, queueFull atomic.Uint64
-		droppedSends, droppedNotes, livenessFailures                                             atomic.Uint64
+		droppedSends, droppedNotes, livenessFailures, serverReqsOverLimit                        atomic.Uint64
 	}
 
 	mu sync.Mutex
@@ -206,7 +232,12 @@ func New(opts Options) *Mux {
 	return m
 }
 
-// SetUpstream sets the connection the Mux writes to. Call it once.
+// SetUpstream sets the connection the Mux writes to. Call it once. The
+// handler methods may be called before it (StartStdio delivers Waiting, and
+// may deliver Started and Line, before it returns the Stdio to set): until
+// then best-effort messages (answers to server pings, refusals) are dropped
+// and counted (Stats.DroppedSends), and the gateway's initialize waits for
+// it, bounded by Options.InitTimeout.
 func (m *Mux) SetUpstream(up Upstream) {
 	m.upMu.Lock()
 	defer m.upMu.Unlock()
@@ -220,9 +251,13 @@ func (m *Mux) SetUpstream(up Upstream) {
 	}
 }
 
-func (m *Mux) upstream() Upstream {
+// upstream waits for SetUpstream, at most until ctx ends or the Mux closes
+// (then nil).
+func (m *Mux) upstream(ctx context.Context) Upstream {
 	select {
 	case <-m.upCh:
+	case <-ctx.Done():
+		return nil
 	case <-m.ctx.Done():
 		return nil
 	}
@@ -239,7 +274,7 @@ func (m *Mux) Stats() Stats {
 		Unroutable: m.stats.unroutable.Load(), OversizedLines: m.stats.oversized.Load(),
 		DroppedProgress: m.stats.droppedProgress.Load(), QueueFull: m.stats.queueFull.Load(),
 		DroppedSends: m.stats.droppedSends.Load(), DroppedNotifications: m.stats.droppedNotes.Load(),
-		LivenessFailures: m.stats.livenessFailures.Load(),
+		LivenessFailures: m.stats.livenessFailures.Load(), ServerRequestsOverLimit: m.stats.serverReqsOverLimit.Load(),
 	}
 }
 

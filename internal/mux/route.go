@@ -141,7 +141,7 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 		}
 		return
 	}
-	if c.client != nil && m.servedGen.Load() != c.gen {
+	if c.client != nil && !c.noServe && m.servedGen.Load() != c.gen {
 		m.markServed(c.gen)
 	}
 	if c.onReply != nil {
@@ -251,15 +251,27 @@ func (m *Mux) attributeLocked(need capability) (*Client, Stream) {
 func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 	upID := bytes.Clone(msg.Bytes(msg.ID))
 	if msg.MethodIs("ping") {
-		m.trySend(jsonrpc.Response(upID, []byte(`{}`)), "ping answer")
+		m.trySendGen(gen, jsonrpc.Response(upID, []byte(`{}`)), "ping answer")
 		return
 	}
 	m.mu.Lock()
+	if len(m.serverReqs) >= maxServerRequests {
+		m.mu.Unlock()
+		m.stats.serverReqsOverLimit.Add(1)
+		if ok, n := m.warnServerReqs.allow(); ok {
+			m.log.Warn("server request refused: too many server requests waiting for a client's answer",
+				"method", msg.MethodName(), "limit", maxServerRequests, "suppressed", n)
+		}
+		m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
+			fmt.Sprintf("mcpgate: cannot route %s: %d server requests already wait for a client's answer", msg.MethodName(), maxServerRequests)),
+			"refusal of a server request")
+		return
+	}
 	c, out := m.attributeLocked(capabilityFor(msg))
 	if c == nil {
 		m.mu.Unlock()
 		if msg.MethodIs("roots/list") {
-			m.trySend(jsonrpc.Response(upID, m.opts.Roots), "roots/list answer")
+			m.trySendGen(gen, jsonrpc.Response(upID, m.opts.Roots), "roots/list answer")
 			return
 		}
 		m.stats.unroutable.Add(1)
@@ -267,7 +279,7 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 			m.log.Warn("server request refused: no single client session with a request in flight that declared the capability",
 				"method", msg.MethodName(), "suppressed", n)
 		}
-		m.trySend(jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
+		m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
 			"mcpgate: cannot route "+msg.MethodName()+": no single client session to ask"), "refusal of a server request")
 		return
 	}

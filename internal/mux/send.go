@@ -48,6 +48,28 @@ func (m *Mux) trySend(msg []byte, what string) bool {
 	return false
 }
 
+// trySendGen is trySend restricted to process generation gen when the
+// upstream can do that (TrySendGen), for messages that belong to gen only:
+// answers to its server requests and refusals of them.
+func (m *Mux) trySendGen(gen uint64, msg []byte, what string) bool {
+	err := errNoUpstream
+	if up := m.upstreamNow(); up != nil {
+		if g, ok := up.(genTrySender); ok {
+			err = g.TrySendGen(gen, msg)
+		} else {
+			err = up.TrySend(msg)
+		}
+	}
+	if err == nil {
+		return true
+	}
+	m.stats.droppedSends.Add(1)
+	if ok, n := m.warnDropped.allow(); ok {
+		m.log.Info("message not sent upstream; dropped", "what", what, "gen", gen, "err", err, "suppressed", n)
+	}
+	return false
+}
+
 // sendBounded writes msg, waiting for room in the upstream's queue at most
 // until ctx ends, the deadline (since m.epoch) passes or the Mux closes.
 func (m *Mux) sendBounded(ctx context.Context, msg []byte, deadline time.Duration) error {

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -170,4 +171,56 @@ func (m *Mux) initFailed(gen uint64, err error) bool {
 		m.setStateLocked(Starting, nil, time.Time{})
 	}
 	return again
+}
+
+// readyLocked reports whether the current process generation runs and is
+// initialized. Called with m.mu held.
+func (m *Mux) readyLocked() bool { return m.running && m.readyGen == m.gen }
+
+// waitReady blocks until the current process generation is initialized.
+// It fails at once when the server is backing off or failed (the error
+// names why), or the session or the Mux is closed (also while it waits),
+// and after readyWait (or the request timeout) while it is still starting.
+func (c *Client) waitReady(ctx context.Context) error {
+	m := c.m
+	var timer *time.Timer
+	for {
+		m.mu.Lock()
+		closed, ready, gone := m.closed, m.ready, c.closed
+		ok := m.readyLocked()
+		var unavailable error
+		if !ok && !closed {
+			unavailable = m.unavailableLocked()
+		}
+		m.mu.Unlock()
+		switch {
+		case closed:
+			return errClosed
+		case gone:
+			return errSessionClosed
+		case ok:
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case unavailable != nil:
+			return unavailable
+		}
+		wait := min(readyWait, m.opts.Timeout)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.ctx.Done():
+			return errClosed
+		case <-c.ctx.Done():
+			return errSessionClosed
+		case <-timer.C:
+			return fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
+		}
+	}
 }

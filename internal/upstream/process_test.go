@@ -216,3 +216,44 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TrySendGen reaches only the generation it names, and never waits.
+func TestTrySendGen(t *testing.T) {
+	cfg := fakeConfig(t, mcptest.FakeOptions{RawEcho: true})
+	cfg.Restart = true
+	s, r := start(t, cfg)
+	r.waitEvent("started", 1)
+	if err := s.TrySendGen(0, []byte("gen zero")); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("TrySendGen(0): %v, want ErrNotRunning", err)
+	}
+	if err := s.TrySendGen(2, []byte("to the unborn")); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("TrySendGen(2) while gen 1 runs: %v, want ErrNotRunning", err)
+	}
+	if err := s.TrySendGen(1, []byte("to gen one")); err != nil {
+		t.Fatalf("TrySendGen(1): %v", err)
+	}
+	if e := r.waitLine("to gen one"); e.gen != 1 {
+		t.Fatalf("line arrived in gen %d", e.gen)
+	}
+	if err := s.TrySendGen(1, []byte("!crash")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitEvent("started", 2)
+	// The exited generation's answer must not reach its successor.
+	if err := s.TrySendGen(1, []byte("to the dead")); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("TrySendGen(1) after the restart: %v, want ErrNotRunning", err)
+	}
+	if err := s.TrySendGen(2, []byte("to gen two")); err != nil {
+		t.Fatalf("TrySendGen(2): %v", err)
+	}
+	r.waitLine("to gen two")
+	for _, e := range r.snapshot() {
+		if e.kind == "line" && e.data == "to the dead" {
+			t.Fatal("a message for gen 1 reached gen 2")
+		}
+	}
+	s.Close()
+	if err := s.TrySendGen(2, []byte("closed")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TrySendGen after Close: %v, want ErrClosed", err)
+	}
+}

@@ -267,6 +267,19 @@ func (s *Stdio) SendGen(ctx context.Context, gen uint64, msg []byte) error {
 	return s.send(ctx, gen, msg, true)
 }
 
+// TrySendGen is TrySend restricted to generation gen: it never blocks, and
+// returns ErrNotRunning unless gen is the running process (ErrQueueFull when
+// its queue is full). Readers use it for answers to a process's own
+// server-to-client requests: in the window between a process's exit and
+// its owner hearing of it (Handler.Exited), such an answer must not reach
+// the restarted successor, which never asked. Safe for concurrent use.
+func (s *Stdio) TrySendGen(gen uint64, msg []byte) error {
+	if gen == 0 {
+		return ErrNotRunning
+	}
+	return s.send(context.Background(), gen, msg, false)
+}
+
 // send queues msg for generation gen (0: any), waiting for room until ctx
 // ends if block is set.
 func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) error {

@@ -1,0 +1,91 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// subCount returns the Mux's reference count of uri.
+func subCount(m *Mux, uri string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.subs[uri]
+}
+
+// TestSubscribeUndoneWithoutSuccess: a resources/subscribe that ends
+// without the server's success (cancelled by the client, abandoned,
+// refused before it was written, its session closed) releases its
+// reference, so the next subscriber of the URI subscribes upstream again.
+func TestSubscribeUndoneWithoutSuccess(t *testing.T) {
+	const uri = "file:///a"
+	sub := `{"uri":"` + uri + `"}`
+	m, up := startShared(t, Options{}) // resources/subscribe is never answered
+	subscribes := 0
+	next := func(t *testing.T) {
+		t.Helper()
+		writtenID(t, up, "resources/subscribe", subscribes)
+		subscribes++
+	}
+
+	t.Run("cancelled", func(t *testing.T) {
+		c, _ := initClient(t, m, `{}`)
+		out := newRec()
+		c.Handle(context.Background(), request(t, "1", "resources/subscribe", sub), out)
+		next(t)
+		cancel, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`))
+		c.Handle(context.Background(), &cancel, nil)
+		if r := out.waitReplies(t, 1)[0]; r != nil {
+			t.Fatalf("cancelled subscribe answered %s", r)
+		}
+		if n := subCount(m, uri); n != 0 {
+			t.Fatalf("%d references after the cancelled subscribe", n)
+		}
+	})
+	t.Run("abandoned", func(t *testing.T) {
+		c, _ := initClient(t, m, `{}`)
+		out := newRec()
+		c.Handle(context.Background(), request(t, "1", "resources/subscribe", sub), out)
+		next(t)
+		c.Abandon(out)
+		if n := subCount(m, uri); n != 0 {
+			t.Fatalf("%d references after the abandoned subscribe", n)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		c, _ := initClient(t, m, `{}`)
+		out := newRec()
+		c.Handle(context.Background(), request(t, "1", "resources/subscribe", sub), out)
+		next(t)
+		c.Close()
+		out.waitReplies(t, 1)
+		if n := subCount(m, uri); n != 0 {
+			t.Fatalf("%d references after the closed session", n)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		const uri = "file:///b" // its own URI: no count left by the cases above
+		sub := `{"uri":"` + uri + `"}`
+		c, _ := initClient(t, m, `{}`)
+		exit := errors.New("exit status 1")
+		m.Exited(1, exit)
+		m.Waiting(exit, time.Minute) // backing off: refused at once
+		out := newRec()
+		c.Handle(context.Background(), request(t, "1", "resources/subscribe", sub), out)
+		if _, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr {
+			t.Fatal("subscribe to a backing-off server succeeded")
+		}
+		if n := subCount(m, uri); n != 0 {
+			t.Fatalf("%d references after the refused subscribe", n)
+		}
+		m.mu.Lock()
+		left := c.subs[uri]
+		m.mu.Unlock()
+		if left {
+			t.Fatal("the session still counts the refused subscription")
+		}
+	})
+}
