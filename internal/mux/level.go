@@ -156,9 +156,14 @@ func (m *Mux) applyLevelLocked(ctx context.Context) error {
 }
 
 // logMessage delivers a log notification to the one session that has a
-// request written to the server, if its level lets it through. With no
-// such session, or several, it is dropped and counted: it may carry one
-// session's data, so it never goes to another.
+// request written to the server, if that session asked for logs with
+// logging/setLevel and the message's level is at or above the one it asked
+// for. Anything else is dropped and counted: over a shared stdio process a
+// log message carries no owner, and one session's background work (a log
+// written after its reply, while another session's request is in flight)
+// may carry that session's data; it is delivered only to a session that
+// asked for logs, never broadcast. (Clients that want logs during a call,
+// the conformance suite's among them, call logging/setLevel first.)
 func (m *Mux) logMessage(msg *jsonrpc.Message) {
 	var p struct {
 		Level string `json:"level"`
@@ -167,9 +172,10 @@ func (m *Mux) logMessage(msg *jsonrpc.Message) {
 	lvl := levelRank(p.Level)
 	m.mu.Lock()
 	c, out := m.attributeLocked(0)
-	wanted := c != nil && (c.level < 0 || lvl >= c.level)
+	asked := c != nil && c.level >= 0
+	wanted := asked && lvl >= c.level
 	m.mu.Unlock()
-	if c == nil {
+	if !asked {
 		m.stats.droppedNotes.Add(1)
 		return
 	}

@@ -59,17 +59,21 @@ func TestServedOncePerGeneration(t *testing.T) {
 }
 
 // TestLogMessageOnlyToSoleWriter: a log message reaches a session only when
-// it is the one session with a request written to the server; queued
-// requests do not count; otherwise it is dropped and counted, never
-// broadcast (not even to sessions that set a level).
+// it is the one session with a request written to the server and it asked
+// for logs with logging/setLevel; queued requests do not count; otherwise it
+// is dropped and counted, never broadcast (not even to sessions that set a
+// level).
 func TestLogMessageOnlyToSoleWriter(t *testing.T) {
 	m, up := startShared(t, Options{MaxInFlight: 1})
 	up.answer("logging/setLevel", result(`{}`))
 	a, aOut := initClient(t, m, `{}`)
 	b, bOut := initClient(t, m, `{}`)
-	lvl := newRec()
-	b.Handle(context.Background(), request(t, "9", "logging/setLevel", `{"level":"debug"}`), lvl)
-	lvl.waitReplies(t, 1)
+	c, cOut := initClient(t, m, `{}`) // never asks for logs
+	for _, cl := range []*Client{a, b} {
+		lvl := newRec()
+		cl.Handle(context.Background(), request(t, "9", "logging/setLevel", `{"level":"debug"}`), lvl)
+		lvl.waitReplies(t, 1)
+	}
 	logLine := []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"secret of a"}}`)
 
 	// Nobody has a request in flight: dropped, not broadcast to b.
@@ -112,6 +116,18 @@ func TestLogMessageOnlyToSoleWriter(t *testing.T) {
 	m.Line(1, other)
 	if m.Stats().DroppedNotifications != dropped+2 {
 		t.Fatalf("a notification with no single owner was not dropped")
+	}
+
+	// The sole writer never asked for logs: dropped, although it is the
+	// only session the message could be for.
+	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+writtenID(t, up, "tools/call", 1)+`,"result":{}}`))
+	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+writtenID(t, up, "tools/call", 2)+`,"result":{}}`))
+	cReq := newRec()
+	c.Handle(context.Background(), request(t, `"c1"`, "tools/call", `{}`), cReq)
+	writtenID(t, up, "tools/call", 3)
+	m.Line(1, logLine)
+	if cReq.numSends()+cOut.numSends() != 0 || m.Stats().DroppedNotifications != dropped+3 {
+		t.Fatalf("a session that never asked for logs got one (%d dropped)", m.Stats().DroppedNotifications)
 	}
 }
 
