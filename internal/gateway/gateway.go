@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -114,6 +115,10 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 
 // serve serves HTTP on ln until ctx ends, then shuts down in the order of
 // the package comment.
+// answerGrace bounds how long shutdown lets the error answers written by
+// Handler.Close leave before it closes every connection.
+const answerGrace = time.Second
+
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	gw := g.cfg.Gateway
 	ln = newLimitListener(ln, gw.MaxConnections)
@@ -148,6 +153,14 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	}
 	cancel()
 	g.Handler.Close()
+	// Close answered the requests still in flight and waited for their
+	// handlers, but a handler's last write leaves with the end of its
+	// response, after the handler returned: shut down once more, briefly,
+	// so those connections finish their responses and go idle before the
+	// rest are cut.
+	answerCtx, cancel := context.WithTimeout(context.Background(), answerGrace)
+	_ = srv.Shutdown(answerCtx)
+	cancel()
 	_ = srv.Close()
 	if serveErr == nil {
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
