@@ -282,7 +282,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		if p.Critical {
 			what = "serve will not start: the server is critical"
 		}
-		fmt.Fprintf(stderr, "%s: warning: mcpServers.%s.command: %v (%s)\n", *configPath, p.Server, p.Err, what)
+		fmt.Fprintf(stderr, "%s: warning: mcpServers.%s.%s: %v (%s)\n", *configPath, p.Server, p.Key, p.Err, what)
 	}
 	n := len(cfg.Servers)
 	plural := "s"

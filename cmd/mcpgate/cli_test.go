@@ -187,14 +187,16 @@ func TestValidateWarnsAboutCommands(t *testing.T) {
 		"noexec": {"command": "`+notExec+`"},
 		"fine": {"command": "`+sh+`"},
 		"shfine": {"command": "sh"},
-		"remote": {"url": "http://127.0.0.1:1/mcp"}
+		"remote": {"url": "http://127.0.0.1:1/mcp"},
+		"nocwd": {"command": "sh", "cwd": "`+filepath.Join(dir, "nodir")+`"}
 	}}`)
 	r := runCLI("validate", "--config", file)
-	if r.code != 0 || r.stdout != file+": ok (6 servers)\n" {
+	if r.code != 0 || r.stdout != file+": ok (7 servers)\n" {
 		t.Errorf("code %d, stdout %q: missing commands must not fail validate", r.code, r.stdout)
 	}
 	want := file + `: warning: mcpServers.crit.command: command not found: mcpgate-test-no-such-command-2 (serve will not start: the server is critical)` + "\n" +
 		file + `: warning: mcpServers.missing.command: command not found: mcpgate-test-no-such-command (serve will answer its clients with this error)` + "\n" +
+		file + `: warning: mcpServers.nocwd.cwd: working directory ` + filepath.Join(dir, "nodir") + ` is not a directory (serve will answer its clients with this error)` + "\n" +
 		file + `: warning: mcpServers.noexec.command: cannot run ` + notExec + `: permission denied (serve will answer its clients with this error)` + "\n"
 	if r.stderr != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, want)

@@ -149,6 +149,10 @@ func TestMaxProcesses(t *testing.T) {
 	if !strings.Contains(err.Error(), `"capped"`) || !strings.Contains(err.Error(), "maxProcesses") {
 		t.Errorf("error %q does not name the server and the key", err)
 	}
+	// The HTTP front already prefixes "mcpgate: server NAME unavailable: ".
+	if strings.HasPrefix(err.Error(), "mcpgate:") {
+		t.Errorf("error %q repeats the mcpgate: prefix the HTTP front adds", err)
+	}
 	conns[0].Close()
 	var c httpapi.Conn
 	waitFor(t, "a slot after a session ended", func() bool {

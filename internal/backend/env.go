@@ -47,6 +47,17 @@ func Environ(cfg *config.Server, lookup func(string) (string, bool)) []string {
 	return out
 }
 
+// ErrBadCwd is matched (errors.Is) by CheckCommand's error when the
+// server's cwd, not its command, is the problem, so that a report can name
+// the right key.
+var ErrBadCwd = errors.New("working directory is not a directory")
+
+// cwdError is CheckCommand's error for a cwd that is not a directory.
+type cwdError struct{ dir string }
+
+func (e cwdError) Error() string      { return "working directory " + e.dir + " is not a directory" }
+func (cwdError) Is(target error) bool { return target == ErrBadCwd }
+
 // CheckCommand reports why cfg's command could not be started, or nil if it
 // can (and for remote servers, which run nothing). It looks the command up
 // the way the process will be started: in the gateway's PATH when it has no
@@ -58,7 +69,7 @@ func CheckCommand(cfg *config.Server) error {
 	}
 	if cfg.Cwd != "" {
 		if fi, err := os.Stat(cfg.Cwd); err != nil || !fi.IsDir() {
-			return fmt.Errorf("working directory %s is not a directory", cfg.Cwd)
+			return cwdError{cfg.Cwd}
 		}
 	}
 	if !strings.ContainsRune(cfg.Command, filepath.Separator) {

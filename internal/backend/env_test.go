@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,6 +95,22 @@ func TestChildGetsMinimalEnvironment(t *testing.T) {
 		if _, ok := want[k]; !ok && !allowed[k] {
 			t.Errorf("child got %s from the gateway's environment", k)
 		}
+	}
+}
+
+// TestCheckCommandNamesCwd: a missing working directory is told apart
+// from a missing command, so that validate names the cwd key.
+func TestCheckCommandNamesCwd(t *testing.T) {
+	cfg := testServer("a")
+	cfg.Command = "sh"
+	cfg.Cwd = filepath.Join(t.TempDir(), "nodir")
+	err := CheckCommand(cfg)
+	if !errors.Is(err, ErrBadCwd) || err.Error() != "working directory "+cfg.Cwd+" is not a directory" {
+		t.Errorf("CheckCommand = %v, want ErrBadCwd naming the directory", err)
+	}
+	cfg.Cwd, cfg.Command = "", "mcpgate-test-no-such-command"
+	if err := CheckCommand(cfg); err == nil || errors.Is(err, ErrBadCwd) {
+		t.Errorf("CheckCommand for a missing command = %v, want a command error", err)
 	}
 }
 

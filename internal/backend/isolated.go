@@ -26,14 +26,15 @@ var ErrTooManyProcesses = errors.New("mcpgate: too many processes")
 // enough that a client does not give up.
 const busyRetryAfter = 5 * time.Second
 
-// busyError is Open's error at the process cap.
+// busyError is Open's error at the process cap. Its message has no
+// "mcpgate:" prefix: the HTTP front adds "mcpgate: server NAME unavailable: ".
 type busyError struct {
 	server string
 	max    int
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("mcpgate: server %q already runs %d processes (its maxProcesses); retry in %s",
+	return fmt.Sprintf("server %q already runs %d processes (its maxProcesses); retry in %s",
 		e.server, e.max, busyRetryAfter)
 }
 

@@ -282,6 +282,18 @@ func TestParseProblems(t *testing.T) {
 		{"env type", `{"mcpServers": {"a": {"command": "x", "env": ["A=1"]}}}`, []string{`mcpServers.a.env: must be an object of strings`}},
 		{"env value type", `{"mcpServers": {"a": {"command": "x", "env": {"PORT": 8080}}}}`, []string{`mcpServers.a.env.PORT: must be a string`}},
 		{"env name", `{"mcpServers": {"a": {"command": "x", "env": {"A=B": "1"}}}}`, []string{`mcpServers.a.env.A=B: invalid environment variable name`}},
+		// The remote transport refuses these when a session opens: validate
+		// must name them, not leave every session to fail with 503.
+		{"header value with CR LF", `{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer x\r\nX-Evil: 1"}}}}`,
+			[]string{`mcpServers.a.headers.Authorization: value contains a control character (CR, LF, NUL...)`}},
+		{"header name", `{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Bad Name": "v", "": "v"}}}}`, []string{
+			`mcpServers.a.headers.: invalid header name`,
+			`mcpServers.a.headers.Bad Name: invalid header name`,
+		}},
+		{"reserved header", `{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"mcp-session-id": "s", "Content-Type": "text/plain"}}}}`, []string{
+			`mcpServers.a.headers.Content-Type: set by the gateway's transport; remove it`,
+			`mcpServers.a.headers.mcp-session-id: set by the gateway's transport; remove it`,
+		}},
 		{"int type", `{"mcpServers": {"a": {"command": "x", "maxInFlight": "4"}}}`, []string{`mcpServers.a.maxInFlight: must be an integer`}},
 		{"int fraction", `{"mcpServers": {"a": {"command": "x", "maxInFlight": 1.5}}}`, []string{`mcpServers.a.maxInFlight: must be an integer, not 1.5`}},
 		{"int too large", `{"mcpServers": {"a": {"command": "x", "maxLineBytes": 99999999999999999999}}}`,

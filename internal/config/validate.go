@@ -3,7 +3,9 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,6 +150,7 @@ func (s *Server) check(ps *Problems, path string) {
 		if s.Isolation == IsolationSession && s.Prewarm > 0 {
 			ps.add(join(path, "prewarm"), "remote servers are not prewarmed")
 		}
+		checkHeaders(ps, join(path, "headers"), s.Headers)
 	default:
 		ps.add(join(path, "type"), `%q is not one of "stdio", "http", "sse"`, s.Type)
 	}
@@ -240,6 +243,47 @@ func validDomain(s string) bool {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// transportHeaders are set by the remote transport on every request; a
+// server's headers may not set them (the transport would refuse to open
+// any session).
+var transportHeaders = []string{"Accept", "Content-Type", "Content-Length", "Host",
+	"Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-Id"}
+
+// checkHeaders records every header of a remote server that no request
+// could carry: a name that is not an HTTP token, a value with a control
+// character (CR or LF would split the request), or a header the transport
+// sets itself. Values are never echoed: they usually hold secrets.
+func checkHeaders(ps *Problems, path string, headers map[string]string) {
+	for name, value := range headers {
+		p := join(path, name)
+		switch {
+		case !validHeaderName(name):
+			ps.add(p, "invalid header name")
+		case strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
+			ps.add(p, "value contains a control character (CR, LF, NUL...)")
+		case slices.Contains(transportHeaders, http.CanonicalHeaderKey(name)):
+			ps.add(p, "set by the gateway's transport; remove it")
+		}
+	}
+}
+
+// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
 		}
 	}
 	return true

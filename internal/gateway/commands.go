@@ -12,6 +12,7 @@ import (
 // configured (not found, not executable, missing working directory).
 type CommandProblem struct {
 	Server   string // the server's name
+	Key      string // the server's key at fault: "command" or "cwd"
 	Critical bool   // the server is marked "critical": the gateway will not start
 	Err      error  // the cause, e.g. "command not found: uvx"
 }
@@ -32,7 +33,11 @@ func CheckCommands(cfg *config.Config) []CommandProblem {
 	for _, name := range cfg.Names() {
 		s := cfg.Servers[name]
 		if err := backend.CheckCommand(s); err != nil {
-			ps = append(ps, CommandProblem{Server: name, Critical: s.Critical, Err: err})
+			key := "command"
+			if errors.Is(err, backend.ErrBadCwd) {
+				key = "cwd"
+			}
+			ps = append(ps, CommandProblem{Server: name, Key: key, Critical: s.Critical, Err: err})
 		}
 	}
 	return ps
