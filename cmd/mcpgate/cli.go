@@ -277,12 +277,20 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
 		return exitFailure
 	}
+	// A command that cannot run is a warning (serve answers that server's
+	// clients with the error), except for a critical server: serve would
+	// refuse to start, so validate fails as serve would.
+	failed := false
 	for _, p := range gateway.CheckCommands(cfg) {
-		what := "serve will answer its clients with this error"
 		if p.Critical {
-			what = "serve will not start: the server is critical"
+			failed = true
+			fmt.Fprintf(stdout, "%s: mcpServers.%s.%s: %v (the server is critical: serve will not start)\n", *configPath, p.Server, p.Key, p.Err)
+			continue
 		}
-		fmt.Fprintf(stderr, "%s: warning: mcpServers.%s.%s: %v (%s)\n", *configPath, p.Server, p.Key, p.Err, what)
+		fmt.Fprintf(stderr, "%s: warning: mcpServers.%s.%s: %v (serve will answer its clients with this error)\n", *configPath, p.Server, p.Key, p.Err)
+	}
+	if failed {
+		return exitFailure
 	}
 	n := len(cfg.Servers)
 	plural := "s"

@@ -183,7 +183,6 @@ func TestValidateWarnsAboutCommands(t *testing.T) {
 	}
 	file := writeFile(t, "c.json", `{"mcpServers": {
 		"missing": {"command": "mcpgate-test-no-such-command"},
-		"crit": {"command": "mcpgate-test-no-such-command-2", "critical": true},
 		"noexec": {"command": "`+notExec+`"},
 		"fine": {"command": "`+sh+`"},
 		"shfine": {"command": "sh"},
@@ -191,15 +190,25 @@ func TestValidateWarnsAboutCommands(t *testing.T) {
 		"nocwd": {"command": "sh", "cwd": "`+filepath.Join(dir, "nodir")+`"}
 	}}`)
 	r := runCLI("validate", "--config", file)
-	if r.code != 0 || r.stdout != file+": ok (7 servers)\n" {
+	if r.code != 0 || r.stdout != file+": ok (6 servers)\n" {
 		t.Errorf("code %d, stdout %q: missing commands must not fail validate", r.code, r.stdout)
 	}
-	want := file + `: warning: mcpServers.crit.command: command not found: mcpgate-test-no-such-command-2 (serve will not start: the server is critical)` + "\n" +
-		file + `: warning: mcpServers.missing.command: command not found: mcpgate-test-no-such-command (serve will answer its clients with this error)` + "\n" +
+	want := file + `: warning: mcpServers.missing.command: command not found: mcpgate-test-no-such-command (serve will answer its clients with this error)` + "\n" +
 		file + `: warning: mcpServers.nocwd.cwd: working directory ` + filepath.Join(dir, "nodir") + ` is not a directory (serve will answer its clients with this error)` + "\n" +
 		file + `: warning: mcpServers.noexec.command: cannot run ` + notExec + `: permission denied (serve will answer its clients with this error)` + "\n"
 	if r.stderr != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, want)
+	}
+
+	// A critical server that cannot run fails validate, as it fails serve.
+	crit := writeFile(t, "crit.json", `{"mcpServers": {
+		"crit": {"command": "mcpgate-test-no-such-command-2", "critical": true},
+		"fine": {"command": "sh"}
+	}}`)
+	r = runCLI("validate", "--config", crit)
+	wantOut := crit + `: mcpServers.crit.command: command not found: mcpgate-test-no-such-command-2 (the server is critical: serve will not start)` + "\n"
+	if r.code != 1 || r.stdout != wantOut {
+		t.Errorf("critical: code %d, stdout %q, want 1 and %q", r.code, r.stdout, wantOut)
 	}
 }
 
