@@ -97,6 +97,8 @@ type Handler struct {
 	handlers tracker       // ServeHTTP calls in progress
 	closers  tracker       // session closes started by Sweep and Close
 	closeSem chan struct{} // bounds the session closes running at once
+
+	openFailures logLimit // "opening session failed" lines
 }
 
 // New returns a Handler for cfg.

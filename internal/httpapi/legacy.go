@@ -31,13 +31,15 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 			return
 		}
 		h.log.Debug("legacy SSE session opened", "session", s.ID, "server", name)
+	} else {
+		s.Begin() // open began a new session itself
 	}
 	st := s.General()
 	if !st.Attach() {
+		s.End(time.Now())
 		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that session's stream is already open")
 		return
 	}
-	s.Begin()
 	bp := getBuf()
 	defer putBuf(bp)
 	*bp, _ = sse.AppendEvent(*bp, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
@@ -101,7 +103,8 @@ func (h *Handler) endpointURL(r *http.Request, name, id string) string {
 }
 
 // legacyPost takes the messages of a legacy session: 202 at once, replies
-// on the session's stream.
+// on the session's stream. While that stream keeps more unread replies than
+// its byte bound, new messages get 503 with Retry-After.
 func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -124,6 +127,15 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	conn := connOf(s)
 	if conn == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		return
+	}
+	if s.General().Backlogged() {
+		// Replies are never dropped, so a client that does not read its
+		// stream (it vanished, or stalls) must not add more: refuse before
+		// handling, so nothing is lost and the pile stays bounded.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError,
+			"mcpgate: the session's SSE stream is not read: its unread replies are over sseReplayBytes; read them before sending more")
 		return
 	}
 	s.Begin()

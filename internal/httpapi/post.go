@@ -204,8 +204,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	if s == nil {
 		return
 	}
-	s.Begin()
-	defer func() { s.End(time.Now()) }()
+	defer func() { s.End(time.Now()) }() // open began it
 	st := s.NewStream(1)
 	st.Attach()
 	defer st.Detach()
@@ -226,6 +225,15 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 			}
 			return
 		}
+	}
+	if r.Context().Err() != nil {
+		// The client left, perhaps while Backend.Open started its process,
+		// and will never learn the session's id: end it now rather than
+		// hold a process until the idle timeout.
+		if h.store.Remove(s.ID) != nil {
+			h.end(s, "the client left during initialize")
+		}
+		return
 	}
 	last := seqOf(evs) // before an error of ours (seq 0) is added
 	v := conn.Version()
@@ -258,7 +266,10 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 
 // open creates a session and its connection to the server, or answers 503
 // itself (draining, too many sessions, the server cannot be reached) and
-// returns nil.
+// returns nil. The session it returns is active (Session.Begin): the caller
+// ends that activity. It is active from its creation on, so the idle sweeper
+// cannot take it while Backend.Open runs (starting a process may take longer
+// than the idle timeout).
 func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be Backend, legacy bool) (*session.Session, Conn) {
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
@@ -271,6 +282,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
 		return nil, nil
 	}
+	s.Begin()
 	if legacy {
 		s.SetLegacy()
 	}
@@ -278,7 +290,11 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 	if err != nil {
 		h.store.Remove(s.ID)
 		s.Close("the server could not be opened")
-		h.log.Error("opening session failed", "server", name, "err", err)
+		// A client retrying against a server at its limit must not cost a
+		// log line per attempt.
+		if ok, held := h.openFailures.allow(time.Now()); ok {
+			h.log.Error("opening session failed", "server", name, "err", err, "suppressed", held)
+		}
 		var ra interface{ RetryAfter() time.Duration }
 		if errors.As(err, &ra) {
 			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))

@@ -24,6 +24,11 @@ var (
 	noBuffering     = []string{"no"} // tells nginx-style proxies not to buffer the stream
 )
 
+// reattachWait bounds how long a GET waits for the previous reader of its
+// stream to go (a connection that broke but whose handler has not noticed
+// yet) before it gets 409.
+const reattachWait = 2 * time.Second
+
 // get opens the session's standalone stream, or resumes the stream a
 // Last-Event-ID names.
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
@@ -50,7 +55,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 	} else {
 		after = st.Undelivered()
 	}
-	if !st.Attach() {
+	// A client that lost its connection may come back before its old
+	// handler noticed: give that handler time to let go.
+	if !st.AttachWait(r.Context(), reattachWait) {
 		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that stream is already open")
 		return
 	}

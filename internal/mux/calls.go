@@ -172,7 +172,9 @@ func (m *Mux) expire() {
 	// and never wait for room in its queue.
 	for _, c := range expired {
 		m.stats.timedOut.Add(1)
-		m.log.Warn("request timed out", "upstream_id", c.upID, "timeout", m.opts.Timeout)
+		if ok, n := m.warnTimeout.allow(); ok {
+			m.log.Warn("request timed out", "upstream_id", c.upID, "timeout", m.opts.Timeout, "suppressed", n)
+		}
 		m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out")
 	}
 	for _, c := range expired {

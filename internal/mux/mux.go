@@ -156,8 +156,9 @@ type Mux struct {
 	served    servedMarker  // up's optional Served, or nil; guarded by mu
 	servedGen atomic.Uint64 // last generation reported to served
 
-	// Rate limits of warnings a misbehaving server can flood the log with.
-	warnUnroutable, warnGarbage, warnUnknown, warnDropped, warnServerReqs rateLimit
+	// Rate limits of warnings a misbehaving server (or a hung one under many
+	// clients' calls) can flood the log with.
+	warnUnroutable, warnGarbage, warnUnknown, warnDropped, warnServerReqs, warnTimeout rateLimit
 
 	// levelSem (capacity 1) serializes the level changes sent upstream;
 	// a channel, not a mutex, so a client's setLevel waits for it only as

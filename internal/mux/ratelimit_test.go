@@ -3,9 +3,12 @@ package mux
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 func TestRateLimit(t *testing.T) {
@@ -66,5 +69,41 @@ func TestFloodsLogRateLimited(t *testing.T) {
 		if n > 3 { // one per second, and the test takes well under that
 			t.Errorf("%d lines of %q for a flood of %d", n, msg, flood)
 		}
+	}
+}
+
+// TestTimeoutFloodLogRateLimited: many requests timing out together (a
+// server that hangs under 500 sessions' calls) log a line or two, with the
+// count held back, not one WARN line per request: against the binary, 600
+// requests to a server that stopped reading logged 600 lines. Every one is
+// still answered and counted.
+func TestTimeoutFloodLogRateLimited(t *testing.T) {
+	h := &countHandler{n: map[string]int{}}
+	m := New(Options{Name: "t", Timeout: 50 * time.Millisecond, Logger: slog.New(h)})
+	defer m.Close()
+	m.SetUpstream(&silent{m: m})
+	m.Started(1)
+	const flood = 300
+	out := &collect{done: make(chan struct{}, flood)}
+	c := m.Join(out)
+	for i := range flood {
+		msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{}}`))
+		c.Handle(context.Background(), &msg, out)
+	}
+	deadline := time.After(10 * time.Second)
+	for range flood {
+		select {
+		case <-out.done:
+		case <-deadline:
+			t.Fatalf("%d of %d requests answered", len(out.replies), flood)
+		}
+	}
+	if n := m.Stats().TimedOut; n != flood {
+		t.Fatalf("timed out %d, want %d", n, flood)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.n["request timed out"]; n < 1 || n > 3 {
+		t.Fatalf("%d lines of \"request timed out\" for %d timeouts", n, flood)
 	}
 }

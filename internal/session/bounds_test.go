@@ -175,3 +175,27 @@ func TestCloseKeepsRepliesReadable(t *testing.T) {
 		t.Fatal("a stream of a closed session accepted a reader")
 	}
 }
+
+// TestBackloggedOnlyWithUnreadFinals: the standalone stream goes over its
+// byte bound only with final replies no reader took; once a reader takes
+// them, the next append trims it back.
+func TestBackloggedOnlyWithUnreadFinals(t *testing.T) {
+	st := newStream(0, 512, 1000, 0)
+	for range 50 {
+		st.Send(make([]byte, 100)) // droppable: never a backlog
+	}
+	if st.Backlogged() {
+		t.Fatalf("backlogged with %d bytes of progress events", st.Bytes())
+	}
+	for range 20 {
+		st.Reply(make([]byte, 100))
+	}
+	if !st.Backlogged() {
+		t.Fatalf("not backlogged with %d bytes of unread replies", st.Bytes())
+	}
+	evs, _, _ := st.Next(nil, 0)
+	st.Send([]byte("x"))
+	if st.Backlogged() || len(evs) == 0 {
+		t.Fatalf("still backlogged (%d bytes) after a reader took %d events", st.Bytes(), len(evs))
+	}
+}

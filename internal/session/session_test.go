@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -153,4 +154,42 @@ func FuzzParseEventID(f *testing.F) {
 			t.Fatalf("%q -> %d %d does not round-trip", id, s, q)
 		}
 	})
+}
+
+// TestAttachWait: a second reader waits for the first to detach, within its
+// bound; with the first still attached it gives up at the bound, and a
+// closed stream never attaches.
+func TestAttachWait(t *testing.T) {
+	st := newStream(1, 8, 1<<20, 1)
+	if !st.Attach() {
+		t.Fatal("first Attach failed")
+	}
+	if st.AttachWait(context.Background(), 20*time.Millisecond) {
+		t.Fatal("attached while another reader is")
+	}
+	got := make(chan bool, 1)
+	go func() { got <- st.AttachWait(context.Background(), 10*time.Second) }()
+	for {
+		st.mu.Lock()
+		waiting := st.free != nil
+		st.mu.Unlock()
+		if waiting {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st.Detach()
+	select {
+	case ok := <-got:
+		if !ok || !st.Attached() {
+			t.Fatal("the waiting reader did not attach after the first detached")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AttachWait did not return after Detach")
+	}
+	st.Detach()
+	st.Close()
+	if st.AttachWait(context.Background(), time.Second) {
+		t.Fatal("attached to a closed stream")
+	}
 }

@@ -1,11 +1,13 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrLost is returned by Stream.Next, together with the events still kept,
@@ -86,11 +88,12 @@ type Stream struct {
 	bytes     int64 // size of the kept events
 	next      uint64
 	nfinals   int
-	expect    int    // requests whose replies come on the standalone stream (legacy)
-	dropped   uint64 // events dropped by the bounds
-	lostMax   uint64 // highest seq no longer kept (0: none)
-	delivered uint64 // highest seq a reader has taken
-	reader    bool   // a reader is attached
+	expect    int           // requests whose replies come on the standalone stream (legacy)
+	dropped   uint64        // events dropped by the bounds
+	lostMax   uint64        // highest seq no longer kept (0: none)
+	delivered uint64        // highest seq a reader has taken
+	reader    bool          // a reader is attached
+	free      chan struct{} // made by AttachWait when it must wait; signalled by Detach
 	closed    bool
 	owner     *Session // charged for bytes; nil once the session let the stream go
 
@@ -288,6 +291,42 @@ func (s *Stream) Attach() bool {
 	return true
 }
 
+// AttachWait is Attach that waits, at most d or until ctx ends, for the
+// attached reader to detach. A client resuming a stream right after its
+// connection broke may come back before the server noticed the break, while
+// the old reader is still attached.
+func (s *Stream) AttachWait(ctx context.Context, d time.Duration) bool {
+	var t *time.Timer
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return false
+		}
+		if !s.reader {
+			s.reader = true
+			s.mu.Unlock()
+			return true
+		}
+		if s.free == nil {
+			s.free = make(chan struct{}, 1)
+		}
+		free := s.free
+		s.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(d)
+			defer t.Stop()
+		}
+		select {
+		case <-free:
+		case <-t.C:
+			return s.Attach() // a signal taken by a waiter that gave up
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // Attached reports whether a reader is attached.
 func (s *Stream) Attached() bool {
 	s.mu.Lock()
@@ -301,10 +340,27 @@ func (s *Stream) Detach() {
 	s.mu.Lock()
 	s.reader = false
 	owner := s.owner
+	if s.free != nil {
+		select {
+		case s.free <- struct{}{}:
+		default:
+		}
+	}
 	s.mu.Unlock()
 	if owner != nil {
 		owner.trim()
 	}
+}
+
+// Backlogged reports whether the stream keeps more than its byte bound:
+// only final replies no reader has taken can keep it there (everything else
+// is dropped first), so its reader is gone or not reading. The HTTP front
+// refuses new requests whose replies would come on such a stream (a legacy
+// session's) rather than hold them without bound.
+func (s *Stream) Backlogged() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes > s.maxBytes
 }
 
 // Dropped returns how many events the stream's bounds dropped.
