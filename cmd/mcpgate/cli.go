@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // Exit codes.
@@ -240,9 +241,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.Gateway.Level()}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// After the first signal, restore the default handling so that a second
-	// one kills the process instead of waiting out the drain.
-	context.AfterFunc(ctx, stop)
+	defer exitOnSecondSignal(ctx, stop, log)()
 	// One version everywhere: what `mcpgate version` prints is what the
 	// servers see as clientInfo.version.
 	gateway.Version = versionString()
@@ -251,6 +250,43 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// exitOnSecondSignal arranges that a signal after the first one (which
+// canceled ctx and started the drain) ends the gateway at once, with exit
+// status 1. Dying of the signal's default action would leave servers'
+// grandchildren running: Pdeathsig kills only the direct children, so the
+// process group of every server is killed first. stop ends the first
+// signal's handling; the returned function ends the watch.
+func exitOnSecondSignal(ctx context.Context, stop context.CancelFunc, log *slog.Logger) func() {
+	second := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	unwatch := context.AfterFunc(ctx, func() {
+		// Caught here before the first handler lets go, so that no signal
+		// falls through to the default action.
+		signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+		stop()
+		go func() {
+			defer close(exited)
+			select {
+			case sig := <-second:
+				n := upstream.KillAll()
+				log.Warn("second signal: killed the servers' process groups; exiting without draining",
+					"signal", sig.String(), "groups", n)
+				os.Exit(exitFailure)
+			case <-done:
+			}
+		}()
+	})
+	return func() {
+		if unwatch() {
+			return // no first signal: nothing was started
+		}
+		signal.Stop(second)
+		close(done)
+		<-exited
+	}
 }
 
 // validate implements `mcpgate validate`.

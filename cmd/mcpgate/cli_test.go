@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -11,10 +14,21 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
+
+// TestMain lets the test binary run as a fake MCP server (mcptest.Command)
+// for the tests that start the real gateway.
+func TestMain(m *testing.M) {
+	mcptest.Main()
+	os.Exit(m.Run())
+}
 
 // result is what one run of the command line did.
 type result struct {
@@ -362,5 +376,121 @@ func TestServeRefusesMissingCriticalCommand(t *testing.T) {
 	want := `critical server "needed" cannot start: command not found: mcpgate-test-no-such-command`
 	if r.code != exitFailure || !strings.Contains(r.stderr, want) {
 		t.Errorf("serve: code %d, stderr %q; want exit 1 and %q", r.code, r.stderr, want)
+	}
+}
+
+// A second SIGTERM during the drain ends the gateway at once, and first
+// kills the process group of each server: a server's grandchild (npx -> sh
+// -> node) survived when the gateway just died of the signal, since
+// Pdeathsig reaches only the direct child.
+func TestSecondSignalKillsServerGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "mcpgate")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	mk := fmt.Sprintf("mk-%d-%d-second-signal", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() { // whatever the outcome, leave nothing running
+		for _, pid := range mcptest.Procs(mk) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// A server that outlives stdin EOF and SIGTERM keeps the drain going
+	// (two StopGraces) while the second signal comes.
+	cmd, args, env := mcptest.Command(mcptest.FakeOptions{
+		IgnoreStdinEOF: true, IgnoreSIGTERM: true, SpawnGrandchild: true, Marker: mk,
+	})
+	envObj := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		envObj[k] = v
+	}
+	cfg, err := json.Marshal(map[string]any{
+		"gateway":    map[string]any{"listen": "127.0.0.1:0"},
+		"mcpServers": map[string]any{"fake": map[string]any{"command": cmd, "args": args, "env": envObj}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := exec.Command(bin, "serve", "--config", writeFile(t, "mcpgate.json", string(cfg)))
+	stderr, err := gw.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	shuttingDown := make(chan struct{})
+	var logs strings.Builder
+	var logMu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			logMu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if strings.Contains(sc.Text(), "shutting down") {
+				once.Do(func() { close(shuttingDown) })
+			}
+		}
+		exited <- gw.Wait()
+	}()
+	defer func() {
+		gw.Process.Kill()
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("gateway log:\n%s", logs.String())
+			logMu.Unlock()
+		}
+	}()
+
+	deadline := time.Now().Add(15 * time.Second)
+	for len(mcptest.Procs(mk)) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server and its grandchild never ran: %v", mcptest.Procs(mk))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := gw.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-shuttingDown:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the gateway never started draining")
+	}
+	// Repeated: one sent in the instant the first handler hands over to the
+	// second could be absorbed by the first.
+	begin := time.Now()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.NewTimer(15 * time.Second)
+	defer giveUp.Stop()
+	var werr error
+wait:
+	for {
+		gw.Process.Signal(syscall.SIGTERM)
+		select {
+		case werr = <-exited:
+			break wait
+		case <-tick.C:
+		case <-giveUp.C:
+			t.Fatal("the gateway did not exit on a second signal")
+		}
+	}
+	// The drain would take two StopGraces (4 s) before its SIGKILL.
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Errorf("exit took %v after the second signal", took)
+	}
+	var xe *exec.ExitError
+	if !errors.As(werr, &xe) || xe.ExitCode() != exitFailure {
+		t.Errorf("gateway exit: %v, want status %d", werr, exitFailure)
+	}
+	if left := mcptest.WaitProcsGone(mk, 10*time.Second); len(left) > 0 {
+		t.Fatalf("processes left after the gateway exited: %v", left)
 	}
 }

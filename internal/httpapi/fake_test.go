@@ -30,6 +30,7 @@ type fakeBackend struct {
 	initHold    bool          // initialize gets a log message, then is held like "hold"
 	openErr     error         // Open fails
 	silentClose bool          // Close answers nothing (a broken Conn)
+	closeWith   bool          // Conns implement ConnCloseWith
 	closeBlock  chan struct{} // Close waits on it when set
 	openEntered chan struct{} // when set, Open signals here, then waits on openBlock
 	openBlock   chan struct{}
@@ -52,7 +53,20 @@ func (b *fakeBackend) Open(_ context.Context, general mux.Stream) (Conn, error) 
 	}
 	c := &fakeConn{b: b, general: general, held: make(chan struct{}, 64)}
 	b.conns <- c
+	if b.closeWith {
+		return reasonConn{c}, nil
+	}
 	return c, nil
+}
+
+// reasonConn is a fakeConn with CloseWith: like the mux's Client, it tells
+// the held requests why the session ended ("mcpgate: " + reason).
+type reasonConn struct{ *fakeConn }
+
+func (c reasonConn) CloseWith(reason string) {
+	c.mu.Lock()
+	c.reason = reason
+	c.mu.Unlock()
 }
 
 type held struct {
@@ -68,6 +82,7 @@ type fakeConn struct {
 	mu      sync.Mutex
 	version string
 	pending []held
+	reason  string // given to CloseWith
 }
 
 func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream) {
@@ -143,9 +158,13 @@ func (c *fakeConn) Close() {
 	c.mu.Lock()
 	p := c.pending
 	c.pending = nil
+	text := "conn closed: session ended"
+	if c.reason != "" {
+		text = "mcpgate: " + c.reason
+	}
 	c.mu.Unlock()
 	for _, h := range p {
-		h.out.Reply(jsonrpc.ErrorResponse(h.id, jsonrpc.CodeServerError, "conn closed: session ended"))
+		h.out.Reply(jsonrpc.ErrorResponse(h.id, jsonrpc.CodeServerError, text))
 	}
 }
 

@@ -34,6 +34,16 @@ type Conn interface {
 	Close()
 }
 
+// ConnCloseWith is an optional interface of a Conn: when the handler ends a
+// session it calls CloseWith first, with why in words a client can read
+// ("the session expired", "the client deleted the session", "the gateway
+// is shutting down"), so that the requests in flight are told that
+// ("mcpgate: " + reason) rather than a bare "session closed"; Close is
+// called right after, as for every Conn.
+type ConnCloseWith interface {
+	CloseWith(reason string)
+}
+
 // Backend opens client sessions on one configured server.
 type Backend interface {
 	// Open starts a session's connection; messages not tied to a request go
@@ -309,7 +319,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	if h.store.Remove(s.ID) != nil {
 		h.end(s, "the client deleted the session")
-		h.log.Info("session deleted", "session", s.ID, "server", name)
+		h.log.Debug("session deleted", "session", logID(s.ID), "server", name)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -30,7 +30,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 		if s, _ = h.open(w, r, name, be, true); s == nil {
 			return
 		}
-		h.log.Debug("legacy SSE session opened", "session", s.ID, "server", name)
+		h.log.Debug("legacy SSE session opened", "session", logID(s.ID), "server", name)
 	} else {
 		s.Begin() // open began a new session itself
 	}
@@ -54,7 +54,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	s.End(time.Now())
 	time.AfterFunc(h.cfg.LegacyGrace, func() {
 		if !st.Attached() && h.store.Remove(s.ID) != nil {
-			h.log.Debug("legacy SSE session ended", "session", s.ID, "server", name)
+			h.log.Debug("legacy SSE session ended", "session", logID(s.ID), "server", name)
 			h.end(s, "the client's SSE stream closed")
 		}
 	})

@@ -47,7 +47,7 @@ func (h *Handler) Run(ctx context.Context) {
 // for, so one slow server cannot hold up the expiry of every other session.
 func (h *Handler) Sweep(now time.Time) {
 	for _, s := range h.store.Expire(now) {
-		h.log.Info("session expired", "session", s.ID, "server", s.Server)
+		h.log.Info("session expired", "session", logID(s.ID), "server", s.Server)
 		h.endAsync(s, "the session expired")
 	}
 }
@@ -93,9 +93,26 @@ func (h *Handler) Close() {
 // to end it (Close, and an open that saw Close come), one closes it.
 func (h *Handler) end(s *session.Session, reason string) {
 	if c, _ := s.TakeValue().(Conn); c != nil {
+		if cw, ok := c.(ConnCloseWith); ok {
+			cw.CloseWith(reason)
+		}
+		// Always, after CloseWith: a Conn wrapping a client (one with its
+		// own process) may do more in Close than the client's CloseWith.
 		c.Close()
 	}
 	s.Close(reason)
+}
+
+// logIDLen is how much of a session id is logged: the id is the session's
+// only credential, so logs carry just enough to tell sessions apart.
+const logIDLen = 8
+
+// logID returns the part of session id id that may be logged.
+func logID(id string) string {
+	if len(id) > logIDLen {
+		return id[:logIDLen]
+	}
+	return id
 }
 
 // endAsync ends a session in a goroutine tracked by h.closers, at most

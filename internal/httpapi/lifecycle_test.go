@@ -2,10 +2,14 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -189,3 +193,99 @@ func TestStandaloneStreamOpensAfterOverflow(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Ending a session tells its requests in flight why, through the Conn's
+// CloseWith (Close still follows it, once): a DELETE, an idle expiry and
+// a shutdown each name themselves.
+func TestEndTellsRequestsWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(h *Handler, srv *httptest.Server, sid string)
+		want string
+	}{
+		{"delete", func(_ *Handler, srv *httptest.Server, sid string) {
+			do(t, srv, http.MethodDelete, mcpPath, "", "Mcp-Session-Id", sid)
+		}, "mcpgate: the client deleted the session"},
+		{"expiry", func(h *Handler, _ *httptest.Server, _ string) { h.Sweep(time.Now().Add(time.Hour)) }, "mcpgate: the session expired"},
+		{"shutdown", func(h *Handler, _ *httptest.Server, _ string) { h.Close() }, "mcpgate: the gateway is shutting down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFakeBackend()
+			b.closeWith = true
+			h, srv := testServer(t, b, Config{})
+			sid := initSession(t, srv)
+			conn := waitFor(t, b.conns, "open")
+			// An idle session has no request in flight: only the reason
+			// given to the Conn is checked for expiry.
+			idle := tc.name == "expiry"
+			var got <-chan string
+			if !idle {
+				got = postAsync(t, srv, sid, "2025-06-18", holdReq)
+				waitFor(t, conn.held, "the request to reach the server")
+			}
+			tc.end(h, srv, sid)
+			if !h.closers.wait(10 * time.Second) {
+				t.Fatal("the session never ended")
+			}
+			if n := b.closes.Load(); n != 1 {
+				t.Fatalf("Close called %d times after CloseWith, want 1", n)
+			}
+			conn.mu.Lock()
+			reason := conn.reason
+			conn.mu.Unlock()
+			if "mcpgate: "+reason != tc.want {
+				t.Fatalf("CloseWith(%q), want %q", reason, tc.want)
+			}
+			if idle {
+				return
+			}
+			body := waitFor(t, got, "the answer")
+			if !strings.Contains(body, `"message":"`+tc.want+`"`) {
+				t.Fatalf("answer %q, want the error %q", body, tc.want)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A session id is the session's only credential: logs carry its first
+// logIDLen characters, never the whole id. A DELETE is routine (DEBUG).
+func TestLogsShortSessionID(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b := newFakeBackend()
+	_, srv := testServer(t, b, Config{Logger: log})
+	sid := initSession(t, srv)
+	if len(sid) <= logIDLen {
+		t.Fatalf("session id %q too short for the test", sid)
+	}
+	do(t, srv, http.MethodDelete, mcpPath, "", "Mcp-Session-Id", sid)
+	out := logs.String()
+	if strings.Contains(out, sid) {
+		t.Fatalf("full session id logged:\n%s", out)
+	}
+	want := "level=DEBUG msg=\"session deleted\" session=" + sid[:logIDLen] + " "
+	if !strings.Contains(out, want) {
+		t.Fatalf("no %q in:\n%s", want, out)
+	}
+	if !strings.Contains(out, "msg=\"session initialized\" session="+sid[:logIDLen]+" ") {
+		t.Fatalf("initialize not logged with the short id:\n%s", out)
+	}
+}

@@ -248,7 +248,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	} else {
 		s.SetVersion(v)
 		w.Header().Set("Mcp-Session-Id", s.ID)
-		h.log.Debug("session initialized", "session", s.ID, "server", name, "version", v)
+		h.log.Debug("session initialized", "session", logID(s.ID), "server", name, "version", v)
 	}
 	s.Forget(st)
 	for _, ev := range evs {
@@ -273,7 +273,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be Backend, legacy bool) (*session.Session, Conn) {
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
 	s, err := h.store.Create(name, time.Now())
@@ -299,7 +299,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		if errors.As(err, &ra) {
 			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))
 		}
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "))
 		return nil, nil
 	}
 	s.SetValue(conn)
@@ -311,7 +311,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		h.store.Remove(s.ID)
 		h.end(s, "the gateway is shutting down")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: shutting down")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
 	return s, conn

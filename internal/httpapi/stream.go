@@ -123,7 +123,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 		evs, done, lost := st.Next(evs[:0], after)
 		if lost != nil && !warned {
 			warned = true
-			h.log.Warn("SSE stream fell behind its buffer; events were dropped", "session", s.ID, "stream", st.ID(), "dropped", st.Dropped())
+			h.log.Warn("SSE stream fell behind its buffer; events were dropped", "session", logID(s.ID), "stream", st.ID(), "dropped", st.Dropped())
 		}
 		for _, ev := range evs {
 			buf = appendEvent(buf, ev, idField)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -20,17 +21,18 @@ type Client struct {
 	stop context.CancelFunc
 
 	// guarded by m.mu:
-	closed  bool
-	calls   map[idKey]*call  // the client's raw id -> its call in flight
-	long    map[string]*call // the same, for ids too long for an idKey
-	latest  *call            // the most recent call in flight, for attribution
-	written int              // calls written upstream and not finished (not queued ones)
-	caps    capability       // shared mode: client capabilities declared in initialize
-	queue   []*call          // calls waiting for an upstream slot (MaxInFlight)
-	subs    map[string]bool  // resource URIs subscribed
-	level   int              // logging level asked for; -1 none
-	version string           // negotiated protocol version
-	init    []byte           // exclusive mode: the client's initialize, replayed after a restart
+	closed   bool
+	closeErr error            // why it closed, for its requests: errSessionClosed or CloseWith's reason
+	calls    map[idKey]*call  // the client's raw id -> its call in flight
+	long     map[string]*call // the same, for ids too long for an idKey
+	latest   *call            // the most recent call in flight, for attribution
+	written  int              // calls written upstream and not finished (not queued ones)
+	caps     capability       // shared mode: client capabilities declared in initialize
+	queue    []*call          // calls waiting for an upstream slot (MaxInFlight)
+	subs     map[string]bool  // resource URIs subscribed
+	level    int              // logging level asked for; -1 none
+	version  string           // negotiated protocol version
+	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
 }
 
 // Join adds a client session; messages not tied to one of its requests go to
@@ -130,8 +132,9 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out Stre
 		m.mu.Unlock()
 	}
 	if c.closed || m.closed {
+		err := c.closedErrLocked()
 		m.mu.Unlock()
-		refuse(out, id, onReply, jsonrpc.CodeServerError, errSessionClosed.Error())
+		refuse(out, id, onReply, jsonrpc.CodeServerError, err.Error())
 		return
 	}
 	if c.lookupLocked(cl.id) != nil {
@@ -171,6 +174,36 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out Stre
 
 // errSessionClosed answers the requests of a session that Close ended.
 var errSessionClosed = errors.New("mcpgate: session closed")
+
+// closedErrLocked is what a request of c is told once c or the Mux is
+// closed: why the session ended if it did, else that the gateway is
+// shutting down. Called with m.mu held.
+func (c *Client) closedErrLocked() error {
+	switch {
+	case c.closeErr != nil:
+		return c.closeErr
+	case c.closed:
+		return errSessionClosed
+	default:
+		return errClosed
+	}
+}
+
+// closedErr is closedErrLocked taking m.mu.
+func (c *Client) closedErr() error {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.closedErrLocked()
+}
+
+// clientText words err for a client, after what failed: one "mcpgate:"
+// prefix, and a shutdown said as such.
+func clientText(what string, err error) string {
+	if errors.Is(err, errClosed) {
+		return errClosed.Error()
+	}
+	return "mcpgate: " + what + ": " + strings.TrimPrefix(err.Error(), "mcpgate: ")
+}
 
 // refuse answers a request that was never registered with an error, and
 // tells its hook.
@@ -356,20 +389,35 @@ func (c *Client) response(msg *jsonrpc.Message) {
 }
 
 // Close ends the client session: its requests still in flight (written or
-// queued) are answered on their Streams with a -32000 "session closed"
-// error, then cancelled upstream; its requests still waiting for the
-// server to be ready (or for a level change) stop waiting and are answered
-// the same way by their own goroutines at once; its subscriptions are
-// released and its open server requests refused. It never waits on the server: what cannot
-// be written upstream at once is dropped and counted.
-func (c *Client) Close() {
+// queued) are answered on their Streams with a -32000 "mcpgate: session
+// closed" error, then cancelled upstream; its requests still waiting for
+// the server to be ready (or for a level change) stop waiting and are
+// answered the same way by their own goroutines at once; its subscriptions
+// are released and its open server requests refused. It never waits on the
+// server: what cannot be written upstream at once is dropped and counted.
+// Only the first Close or CloseWith of a Client does anything. Safe for
+// concurrent use.
+func (c *Client) Close() { c.close(errSessionClosed) }
+
+// CloseWith is Close telling the session's requests why it ended: they are
+// answered "mcpgate: " + reason (e.g. reason "the session expired"). An
+// empty reason is Close's "session closed".
+func (c *Client) CloseWith(reason string) {
+	if reason == "" {
+		c.close(errSessionClosed)
+		return
+	}
+	c.close(errors.New("mcpgate: " + strings.TrimPrefix(reason, "mcpgate: ")))
+}
+
+func (c *Client) close(why error) {
 	m := c.m
 	m.mu.Lock()
 	if c.closed {
 		m.mu.Unlock()
 		return
 	}
-	c.closed = true
+	c.closed, c.closeErr = true, why
 	c.stop() // wakes its requests waiting for the server
 	delete(m.clients, c)
 	// The server's level follows the sessions still there (also after a
@@ -406,7 +454,7 @@ func (c *Client) Close() {
 	// Every request gets exactly one answer: its client hears first, the
 	// server is told afterwards.
 	for _, cl := range all {
-		m.fail(cl, jsonrpc.CodeServerError, "mcpgate: session closed")
+		m.fail(cl, jsonrpc.CodeServerError, why.Error())
 	}
 	for _, id := range cancel {
 		m.cancelUpstream(id, "client session ended")

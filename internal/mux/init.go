@@ -65,7 +65,7 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 		err = m.storeInit(reply)
 	}
 	if err != nil {
-		return fmt.Errorf("mcpgate: upstream server failed to initialize: %w", err)
+		return fmt.Errorf("initialize failed: %w", err)
 	}
 	// A generation replaced since its reply must not send its successor
 	// (which gets its own initialize first) anything: not initialized, not
@@ -86,7 +86,16 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 
 // errGenGone says a generation exited (or was replaced) before it was ready:
 // nothing to retry, its successor initializes itself.
-var errGenGone = errors.New("mcpgate: process generation gone before it was ready")
+var errGenGone = errors.New("process generation gone before it was ready")
+
+// goneError is a round trip failed because its process generation ended:
+// it matches errExited, and reads as the cause alone (an ExitError already
+// says the process exited).
+type goneError struct{ cause error }
+
+func (e *goneError) Error() string        { return e.cause.Error() }
+func (e *goneError) Is(target error) bool { return target == errExited }
+func (e *goneError) Unwrap() error        { return e.cause }
 
 // current reports whether gen is the running generation and the Mux is open.
 func (m *Mux) current(gen uint64) bool {
@@ -144,7 +153,7 @@ func (m *Mux) roundTripCtx(parent context.Context, gen uint64, method string, pa
 		done <- answer{result: bytes.Clone(resultOf(msg.Raw))}
 	}, onGone: func(err error) {
 		if !errors.Is(err, errClosed) {
-			err = fmt.Errorf("%w: %w", errExited, err)
+			err = &goneError{err}
 		}
 		done <- answer{err: err}
 	}}

@@ -61,14 +61,14 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream)
 	if err != nil {
 		var re *rpcError
 		if c.ctx.Err() != nil {
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, errSessionClosed.Error()))
+			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, c.closedErr().Error()))
 			return
 		}
 		if errors.As(err, &re) {
 			out.Reply(jsonrpc.ErrorResponse(id, re.Code, re.Message))
 			return
 		}
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: logging/setLevel not applied: "+err.Error()))
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, clientText("logging/setLevel not applied", err)))
 		return
 	}
 	out.Reply(jsonrpc.Response(id, []byte(`{}`)))

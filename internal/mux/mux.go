@@ -135,9 +135,13 @@ const maxPingWait = 30 * time.Second
 // and initialized before it fails.
 const readyWait = 30 * time.Second
 
+// Errors. Only errClosed (and errSessionClosed, Client.CloseWith's) reach
+// clients as they are; the others are causes, worded without the
+// "mcpgate:" prefix that the client-visible error wrapping them carries
+// once (see notAvailable).
 var (
-	errClosed = errors.New("mcpgate: gateway is shutting down")
-	errExited = errors.New("mcpgate: upstream server exited")
+	errClosed = errors.New("mcpgate: the gateway is shutting down")
+	errExited = errors.New("the server process exited")
 )
 
 // Mux multiplexes client sessions onto one upstream. See the package comment.
@@ -333,9 +337,17 @@ func (m *Mux) takeAllLocked() []*call {
 
 // failCalls answers each call with an error, outside the lock.
 func (m *Mux) failCalls(calls []*call, err error) {
+	m.failCallsCause(calls, err, err)
+}
+
+// failCallsCause is failCalls where the gateway's own round trips (onGone)
+// get cause, and the clients' calls the client-visible err that wraps it:
+// a round trip's error is wrapped again by its caller, and must not carry
+// the prefix and the server name twice.
+func (m *Mux) failCallsCause(calls []*call, err, cause error) {
 	for _, c := range calls {
 		if c.onGone != nil {
-			c.onGone(err)
+			c.onGone(cause)
 			continue
 		}
 		m.fail(c, jsonrpc.CodeServerError, err.Error())

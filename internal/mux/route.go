@@ -46,7 +46,15 @@ func (m *Mux) runGen(gen uint64) {
 			m.log.Debug("process generation gone before it was ready", "gen", gen)
 			return
 		}
-		m.log.Error("upstream initialize failed", "gen", gen, "err", err)
+		// A process that exited during initialize, or a gateway closing, is
+		// not an initialize failure: the exit line (or the shutdown) says
+		// it all. Only the initialize itself failing (an error answer, no
+		// answer in time, a bad result) is worth a warning.
+		if errors.Is(err, errExited) || errors.Is(err, errClosed) || !m.current(gen) {
+			m.log.Debug("initialize ended with its process generation", "gen", gen, "err", err)
+		} else {
+			m.log.Warn("upstream initialize failed", "gen", gen, "err", err)
+		}
 		if !m.initFailed(gen, err) {
 			return
 		}
@@ -81,9 +89,12 @@ func (m *Mux) Exited(gen uint64, err error) {
 	calls := m.takeAllLocked()
 	m.mu.Unlock()
 	if err != nil {
+		// The only line for an unexpected exit: err (an upstream.ExitError
+		// for a process) holds the status, uptime, why the gateway killed
+		// it, and the last stderr lines; the upstream does not log it again.
 		m.log.Warn("upstream exited", "gen", gen, "err", err, "failed_requests", len(calls))
 	}
-	m.failCalls(calls, fmt.Errorf("mcpgate: server %q is not available: %w", m.opts.Name, reason))
+	m.failCallsCause(calls, m.notAvailable(reason), reason)
 }
 
 // Oversized is called for a line over the line limit. If its prefix shows

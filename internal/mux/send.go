@@ -162,7 +162,7 @@ func (m *Mux) writeFailed(id uint64, err error) {
 			m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out: the server is not reading its input")
 			return
 		}
-		m.fail(c, jsonrpc.CodeServerError, "mcpgate: writing to upstream server: "+err.Error())
+		m.fail(c, jsonrpc.CodeServerError, clientText("writing to upstream server", err))
 	})
 }
 

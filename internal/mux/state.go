@@ -82,11 +82,7 @@ func (m *Mux) unavailableLocked() error {
 	if st.Phase == Failed && errors.Is(st.Reason, errClosed) {
 		return errClosed
 	}
-	reason := st.Reason
-	if reason == nil {
-		reason = errExited
-	}
-	err := fmt.Errorf("mcpgate: server %q is not available: %w", m.opts.Name, reason)
+	err := m.notAvailable(st.Reason)
 	if st.Phase == BackingOff {
 		if d := time.Until(st.RetryAt); !st.RetryAt.IsZero() && d > 0 {
 			err = fmt.Errorf("%w; retrying in %v", err, d.Round(100*time.Millisecond))
@@ -95,6 +91,16 @@ func (m *Mux) unavailableLocked() error {
 		}
 	}
 	return err
+}
+
+// notAvailable is the error clients get for a server that is down because
+// of reason (errExited if nil). It carries the only "mcpgate:" prefix of
+// the message: reason must not start with one.
+func (m *Mux) notAvailable(reason error) error {
+	if reason == nil {
+		reason = errExited
+	}
+	return fmt.Errorf("mcpgate: server %q is not available: %w", m.opts.Name, reason)
 }
 
 // Waiting is called by the upstream's supervisor before it sleeps d ahead
@@ -154,7 +160,7 @@ func (m *Mux) initFailed(gen uint64, err error) bool {
 	m.wakeLocked()
 	m.mu.Unlock()
 	if restarter != nil {
-		restarter.Restart(gen, "initialize failed: "+err.Error())
+		restarter.Restart(gen, err.Error()) // err says "initialize failed: ..."
 		return false
 	}
 	t := time.NewTimer(d)
@@ -194,10 +200,10 @@ func (c *Client) waitReady(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		switch {
+		case gone:
+			return c.closedErr()
 		case closed:
 			return errClosed
-		case gone:
-			return errSessionClosed
 		case ok:
 			if timer != nil {
 				timer.Stop()
@@ -218,7 +224,7 @@ func (c *Client) waitReady(ctx context.Context) error {
 		case <-m.ctx.Done():
 			return errClosed
 		case <-c.ctx.Done():
-			return errSessionClosed
+			return c.closedErr()
 		case <-timer.C:
 			return fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
 		}

@@ -102,8 +102,8 @@ func TestInitFailureRestartsProcess(t *testing.T) {
 	up.mu.Lock()
 	reason := up.restarts[0]
 	up.mu.Unlock()
-	if !strings.Contains(reason, "initialize failed") || !strings.Contains(reason, "cannot open database") {
-		t.Fatalf("restart reason %q", reason)
+	if want := "initialize failed: the server answered with error -32603: cannot open database"; reason != want {
+		t.Fatalf("restart reason %q, want %q", reason, want)
 	}
 	st := waitPhase(t, m, BackingOff)
 	if st.Reason == nil || !strings.Contains(st.Reason.Error(), "cannot open database") {
@@ -112,8 +112,10 @@ func TestInitFailureRestartsProcess(t *testing.T) {
 	out := newRec()
 	c := m.Join(out)
 	c.Handle(context.Background(), request(t, "1", "tools/call", `{}`), out)
-	if _, text, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr || !strings.Contains(text, "failed to initialize") {
-		t.Fatalf("reply %q", text)
+	// One prefix, the cause chain said once.
+	want := `mcpgate: server "t" is not available: initialize failed: the server answered with error -32603: cannot open database; restarting`
+	if _, text, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr || text != want {
+		t.Fatalf("reply %q, want %q", text, want)
 	}
 	// The supervisor kills generation 1 and starts generation 2.
 	m.Exited(1, errors.New("upstream: server process exited: signal: killed (killed by the gateway: "+reason+")"))

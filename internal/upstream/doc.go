@@ -63,5 +63,14 @@
 // so the grandchildren of launchers such as npx -> sh -> node die too, and
 // after any exit of the leader the group gets SIGKILL to reap leftovers. The
 // leader is reaped only after that, which keeps the group id from being reused
-// while we may still signal it.
+// while we may still signal it. Pdeathsig reaches only the direct child, so a
+// gateway about to exit without stopping its servers (a second signal) calls
+// [KillAll] first: every group not yet reaped, of every Stdio, gets SIGKILL.
+//
+// # Logging
+//
+// An unexpected exit is not logged here: the Handler gets every fact in the
+// ExitError and logs it once, with what the exit failed. A server that needs
+// SIGTERM after stdin closed is routine (Info); one that needs SIGKILL, or
+// that the gateway kills, is a warning.
 package upstream

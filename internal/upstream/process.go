@@ -108,6 +108,7 @@ func (s *Stdio) startProc() (*proc, error) {
 		s.cur = p
 	}
 	s.mu.Unlock()
+	register(p)
 	s.log.Info("upstream started", "pid", p.pid, "gen", p.gen)
 
 	s.wg.Add(4)
@@ -367,6 +368,7 @@ func (p *proc) readLoop() {
 	reason, stuck := p.killReason, p.stuck
 	p.sigMu.Unlock()
 	werr := p.cmd.Wait()
+	unregister(p)
 	closeAll(p.stdout, p.stderr)
 
 	uptime := p.exitedAt.Sub(p.started)
@@ -385,8 +387,10 @@ func (p *proc) readLoop() {
 			ee.err = xe
 		}
 		p.exitErr = ee
-		s.log.Warn("upstream exited", "pid", p.pid, "gen", p.gen, "status", ee.Status,
-			"uptime", uptime.Round(time.Millisecond), "reason", reason)
+		// The Handler logs the exit once, with the ExitError (status,
+		// uptime, reason, stderr tail) and what the exit failed; here only
+		// what it cannot know.
+		s.log.Debug("upstream exited", "pid", p.pid, "gen", p.gen, "status", ee.Status)
 	}
 	s.h.Exited(p.gen, p.exitErr)
 }
@@ -417,7 +421,10 @@ func (p *proc) stop() {
 		return
 	case <-grace.C:
 	}
-	s.log.Warn("upstream did not exit after stdin closed; sending SIGTERM", "pid", p.pid, "grace", s.cfg.StopGrace)
+	// Routine for servers that run on after stdin EOF (node keeps running
+	// while it has handles open): the SIGTERM the specification provides
+	// for is the way they stop. Only ignoring it deserves a warning.
+	s.log.Info("upstream did not exit after stdin closed; sending SIGTERM", "pid", p.pid, "grace", s.cfg.StopGrace)
 	p.signal(syscall.SIGTERM)
 	grace.Reset(s.cfg.StopGrace)
 	select {
