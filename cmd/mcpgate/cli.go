@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
-	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // Exit codes.
@@ -271,7 +270,7 @@ func exitOnSecondSignal(ctx context.Context, stop context.CancelFunc, log *slog.
 			defer close(exited)
 			select {
 			case sig := <-second:
-				n := upstream.KillAll()
+				n := gateway.KillAll()
 				log.Warn("second signal: killed the servers' process groups; exiting without draining",
 					"signal", sig.String(), "groups", n)
 				os.Exit(exitFailure)

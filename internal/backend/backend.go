@@ -141,3 +141,9 @@ func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, erro
 func (s *shared) Close() { s.p.stop() }
 
 func (s *shared) Pending() int { return s.p.m.Pending() }
+
+// KillAll sends SIGKILL to the process group of every server process the
+// gateway started and has not reaped, without waiting, and returns how
+// many it signalled: the last resort of a second shutdown signal, so no
+// grandchild outlives a gateway that exits at once.
+func KillAll() int { return upstream.KillAll() }

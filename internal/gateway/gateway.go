@@ -185,3 +185,8 @@ func (g *Gateway) stopServers() {
 	}
 	wg.Wait()
 }
+
+// KillAll sends SIGKILL to every server process group the gateway started
+// and has not reaped, without waiting; it returns how many it signalled.
+// It is for a gateway that must exit at once (a second signal).
+func KillAll() int { return backend.KillAll() }
