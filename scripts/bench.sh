@@ -85,11 +85,18 @@ stop() {
 }
 
 # config ISOLATION: write a gateway config serving mcpecho as "echo".
+# Session mode runs one process per session: its cap (maxProcesses,
+# default 64) is raised to the largest session count measured.
 config() {
-	local file=$dir/gateway-$1.json
+	local file=$dir/gateway-$1.json procs=""
+	if [ "$1" = session ]; then
+		local most=1 n
+		for n in $sessions_list; do most=$((n > most ? n : most)); done
+		procs=", \"maxProcesses\": $most"
+	fi
 	cat >"$file" <<JSON
 {
-  "mcpServers": {"echo": {"command": "$echo_bin", "isolation": "$1"}},
+  "mcpServers": {"echo": {"command": "$echo_bin", "isolation": "$1"$procs}},
   "gateway": {"maxSessions": $((idle + 1000)), "logLevel": "info"}
 }
 JSON
