@@ -10,7 +10,10 @@
 // when the reply is all there is, or switches to an SSE stream as soon as a
 // related message (progress, a server request, a log message) arrives first.
 // A GET opens the session's standalone stream, or with Last-Event-ID resumes
-// the stream the id names.
+// the stream the id names. A POST's SSE stream stays resumable for
+// Config.ResumeGrace after its last event was written (that last write is
+// not flushed: it may be lost with a connection breaking right then); Sweep
+// and the session's next POST drop it after that.
 //
 // What the client sees is decided here and only here: HTTP statuses before a
 // response has started; after an SSE stream has started, errors travel as

@@ -72,6 +72,12 @@ type Config struct {
 	// SessionReplayBytes bounds the events all streams of a session keep:
 	// finished streams nobody reads are evicted oldest first. Default 16 MiB.
 	SessionReplayBytes int64
+	// ResumeGrace is how long a POST's SSE stream stays resumable with
+	// Last-Event-ID after its last event was written (that write may be
+	// lost with a connection breaking right then); the session's bounds may
+	// evict it sooner, and Sweep or the session's next POST drops it after.
+	// 0: session.DefaultResumeGrace (10s); negative: forgotten at once.
+	ResumeGrace time.Duration
 	// BodyReadTimeout bounds reading a request body; a stalled upload gets
 	// 408 and its connection closed. Default 30s.
 	BodyReadTimeout time.Duration
@@ -150,7 +156,7 @@ func New(cfg Config) *Handler {
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
 		store: session.NewStore(session.Limits{
 			MaxSessions: cfg.MaxSessions, IdleTimeout: cfg.IdleTimeout, ReplayEvents: cfg.ReplayEvents,
-			ReplayBytes: cfg.ReplayBytes, SessionReplayBytes: cfg.SessionReplayBytes,
+			ReplayBytes: cfg.ReplayBytes, SessionReplayBytes: cfg.SessionReplayBytes, ResumeGrace: cfg.ResumeGrace,
 		}),
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),

@@ -42,10 +42,13 @@ func (h *Handler) Run(ctx context.Context) {
 	}
 }
 
-// Sweep ends the sessions idle at now for longer than the idle timeout. It
-// never waits for a session to end: each closes in a goroutine Close waits
-// for, so one slow server cannot hold up the expiry of every other session.
+// Sweep ends the sessions idle at now for longer than the idle timeout, and
+// drops the finished streams whose resume grace ended (Config.ResumeGrace)
+// from the others. It never waits for a session to end: each closes in a
+// goroutine Close waits for, so one slow server cannot hold up the expiry
+// of every other session.
 func (h *Handler) Sweep(now time.Time) {
+	h.store.Prune(now)
 	for _, s := range h.store.Expire(now) {
 		h.log.Info("session expired", "session", logID(s.ID), "server", s.Server)
 		h.endAsync(s, "the session expired")

@@ -75,7 +75,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	st := s.NewStream(requests)
+	st := s.NewStream(requests, time.Now())
 	st.Attach()
 	defer st.Detach()
 	for i := range msgs {
@@ -205,7 +205,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	defer func() { s.End(time.Now()) }() // open began it
-	st := s.NewStream(1)
+	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
 	conn.Handle(r.Context(), msg, st)

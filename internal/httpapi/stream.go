@@ -143,7 +143,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 		}
 		if done {
 			if st.Complete() {
-				s.Forget(st)
+				// The write above is not flushed: it leaves with the end of
+				// the response, and a connection breaking right then loses
+				// it. The stream stays resumable for the grace.
+				s.Finish(st, time.Now())
 			}
 			return
 		}

@@ -19,7 +19,7 @@ func TestSessionBytesReturnToZero(t *testing.T) {
 		for range 2000 {
 			switch op := rng.IntN(6); {
 			case op == 0 || len(live) == 0:
-				st := s.NewStream(1 + rng.IntN(2))
+				st := s.NewStream(1+rng.IntN(2), time.Now())
 				st.Attach()
 				live = append(live, st)
 			case op == 1:

@@ -123,12 +123,12 @@ func TestSessionEvictsAbandonedStreamsByBytes(t *testing.T) {
 	store := NewStore(Limits{SessionReplayBytes: 1 << 20})
 	s, _ := store.Create("x", time.Now())
 	reply := bytes.Repeat([]byte("x"), 300<<10)
-	waiting := s.NewStream(1)
+	waiting := s.NewStream(1, time.Now())
 	waiting.Attach() // a connected reader waits for this one
 	waiting.Reply(reply)
 	var first *Stream
 	for i := range 20 {
-		st := s.NewStream(1)
+		st := s.NewStream(1, time.Now())
 		if i == 0 {
 			first = st
 		}
@@ -158,7 +158,7 @@ func TestSessionEvictsAbandonedStreamsByBytes(t *testing.T) {
 func TestCloseKeepsRepliesReadable(t *testing.T) {
 	store := NewStore(Limits{})
 	s, _ := store.Create("x", time.Now())
-	st := s.NewStream(2)
+	st := s.NewStream(2, time.Now())
 	st.Reply([]byte("r1"))
 	if store.Remove(s.ID) != s || st.Closed() {
 		t.Fatal("Remove closed the session's streams before its connection was closed")
@@ -171,7 +171,7 @@ func TestCloseKeepsRepliesReadable(t *testing.T) {
 	if err != nil || !done || len(evs) != 2 || s.CloseReason() != "deleted" {
 		t.Fatalf("%d events done %v err %v reason %q", len(evs), done, err, s.CloseReason())
 	}
-	if s.NewStream(1).Attach() {
+	if s.NewStream(1, time.Now()).Attach() {
 		t.Fatal("a stream of a closed session accepted a reader")
 	}
 }

@@ -9,6 +9,15 @@
 // stream over HTTP reads them back with Stream.Next. Appending never blocks
 // and never does I/O, so the multiplexer may deliver from any goroutine.
 //
+// A POST stream lives in its session until it is let go: Forget drops it at
+// once (its client cannot resume it); Finish keeps it resumable for the
+// ResumeGrace (default 10 s) after its last event was written, since that
+// write may be lost with a connection breaking right then. Streams whose
+// grace ended are dropped by the session's next NewStream or by Prune (the
+// HTTP front's idle sweep), with no timer of their own. Until then the
+// session's bounds (64 retained streams, SessionReplayBytes) may evict
+// finished streams, oldest first.
+//
 // Locking: Store.mu guards the session table; Session.mu guards a session's
 // stream table and activity counters; Stream.mu guards one event log. Lock
 // order: Session.mu before Stream.mu (a stream over its session's byte bound

@@ -12,9 +12,17 @@ import (
 // ErrTooMany is returned by Store.Create when the store is full.
 var ErrTooMany = errors.New("session: too many sessions")
 
-// maxRetainedStreams bounds the finished-but-unread POST streams a session
-// keeps for Last-Event-ID resumption; the oldest finished one goes first.
+// maxRetainedStreams bounds the finished POST streams a session keeps for
+// Last-Event-ID resumption (unread, or in their resume grace); the oldest
+// finished one goes first.
 const maxRetainedStreams = 64
+
+// DefaultResumeGrace is how long a POST stream stays resumable after its
+// handler wrote its last event (Limits.ResumeGrace). The last write of a
+// response is not flushed before the handler returns: a client whose
+// connection breaks right then has the final reply only in the stream, and
+// comes back with Last-Event-ID within its retry delay (about a second).
+const DefaultResumeGrace = 10 * time.Second
 
 // Limits bound a Store. Zero values take the documented defaults.
 type Limits struct {
@@ -31,6 +39,9 @@ type Limits struct {
 	// finished streams nobody is reading (kept for resumption) are evicted,
 	// oldest first. Default 16 MiB.
 	SessionReplayBytes int64
+	// ResumeGrace is how long a stream given to Session.Finish stays
+	// resumable; 0: DefaultResumeGrace; negative: it is forgotten at once.
+	ResumeGrace time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -42,6 +53,9 @@ func (l *Limits) defaults() {
 	}
 	if l.SessionReplayBytes <= 0 {
 		l.SessionReplayBytes = 16 << 20
+	}
+	if l.ResumeGrace == 0 {
+		l.ResumeGrace = DefaultResumeGrace
 	}
 }
 
@@ -60,14 +74,22 @@ type Session struct {
 	// guarded by mu:
 	version    string
 	value      any
-	streams    map[uint64]*Stream // POST streams not yet fully read
-	order      []uint64           // stream ids by creation, for retention
+	streams    map[uint64]*Stream // POST streams not yet fully read, or in their resume grace
+	order      []retained         // streams by creation, for retention
+	pruneAt    time.Time          // the earliest graceEnd in order; zero: none
 	nextStream uint64
 	general    *Stream
 	active     int // requests in flight and streams open
 	lastActive time.Time
 	closed     bool
 	reason     string // why the session was closed
+}
+
+// retained is a stream a session holds. Its grace lives here, not in the
+// Stream, so that a request's stream stays within its allocation size class.
+type retained struct {
+	id       uint64
+	graceEnd time.Time // when the resume grace given by Finish ends; zero: not finished
 }
 
 // Legacy reports whether the session speaks the 2024-11-05 HTTP+SSE
@@ -120,10 +142,13 @@ func (s *Session) TakeValue() any {
 // General returns the standalone stream (id 0): messages not tied to a request.
 func (s *Session) General() *Stream { return s.general }
 
-// NewStream opens a stream for a POST carrying `requests` requests.
-func (s *Session) NewStream(requests int) *Stream {
+// NewStream opens a stream for a POST carrying `requests` requests. now is
+// the time of the POST: the streams whose resume grace ended by then are
+// dropped first.
+func (s *Session) NewStream(requests int, now time.Time) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pruneLocked(now)
 	s.nextStream++
 	st := newStream(s.nextStream, s.limits.ReplayEvents, s.limits.ReplayBytes, requests)
 	if s.closed {
@@ -132,16 +157,16 @@ func (s *Session) NewStream(requests int) *Stream {
 	}
 	st.owner = s // not yet shared: no lock needed
 	s.streams[st.id] = st
-	s.order = append(s.order, st.id)
+	s.order = append(s.order, retained{id: st.id})
 	if len(s.order) > maxRetainedStreams {
-		for i, id := range s.order {
-			if old := s.streams[id]; old.Complete() {
+		for i, r := range s.order {
+			if old := s.streams[r.id]; old.Complete() {
 				// A reader still attached keeps the stream's events (the
 				// check and the release are one step under its lock, so a
 				// reader attaching meanwhile is never left with nothing):
 				// only resumption is lost.
 				n, evicted := old.disown(true)
-				s.removeLocked(i, old, n, evicted)
+				s.removeLocked(i, old, n, evicted && r.graceEnd.IsZero())
 				break
 			}
 		}
@@ -170,9 +195,10 @@ func (s *Session) trim() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := 0; i < len(s.order) && s.bytes.Load() > s.limits.SessionReplayBytes; {
-		st := s.streams[s.order[i]]
+		r := s.order[i]
+		st := s.streams[r.id]
 		if n, ok := st.evict(); ok {
-			s.removeLocked(i, st, n, true)
+			s.removeLocked(i, st, n, r.graceEnd.IsZero())
 			continue
 		}
 		i++
@@ -180,7 +206,8 @@ func (s *Session) trim() {
 }
 
 // Evicted returns how many finished streams the session let go before a
-// client read or resumed them (over its byte or stream-count bound).
+// client read or resumed them (over its byte or stream-count bound). A
+// stream cut short in its resume grace is not counted: it was written out.
 func (s *Session) Evicted() uint64 { return s.evicted.Load() }
 
 // Bytes returns the bytes kept by the session's streams.
@@ -196,15 +223,83 @@ func (s *Session) Stream(id uint64) *Stream {
 	return s.streams[id]
 }
 
-// Forget drops a POST stream whose events were all read.
+// Finish marks a POST stream whose events were all written to its client at
+// now. It stays resumable with Last-Event-ID for the session's ResumeGrace
+// (the last write may be lost with a connection that breaks right then), is
+// dropped by the first NewStream or Prune after that, and may be evicted
+// before then by the session's bounds, oldest finished first. A stream kept
+// with no events for replay (ReplayEvents < 0) has nothing to resume and is
+// forgotten at once. Finish again (after a resumption) restarts the grace.
+func (s *Session) Finish(st *Stream, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[st.id] != st {
+		return
+	}
+	if s.limits.ResumeGrace < 0 || st.keep < 0 {
+		s.forgetLocked(st)
+		return
+	}
+	end := now.Add(s.limits.ResumeGrace)
+	for i := range s.order {
+		if s.order[i].id == st.id {
+			s.order[i].graceEnd = end
+			break
+		}
+	}
+	if s.pruneAt.IsZero() || end.Before(s.pruneAt) {
+		s.pruneAt = end
+	}
+}
+
+// Prune drops the streams whose resume grace ended by now (see Finish).
+// The HTTP front calls it from its idle sweep, so a session that opens no
+// new stream does not keep finished ones.
+func (s *Session) Prune(now time.Time) {
+	s.mu.Lock()
+	s.pruneLocked(now)
+	s.mu.Unlock()
+}
+
+// pruneLocked is Prune; it costs one comparison unless a grace ended.
+func (s *Session) pruneLocked(now time.Time) {
+	if s.pruneAt.IsZero() || now.Before(s.pruneAt) {
+		return
+	}
+	var next time.Time
+	for i := 0; i < len(s.order); {
+		r := s.order[i]
+		switch {
+		case r.graceEnd.IsZero():
+		case !now.Before(r.graceEnd):
+			// A client resuming it right now keeps the events it
+			// attached to (disown releases none under a reader).
+			st := s.streams[r.id]
+			n, _ := st.disown(true)
+			s.removeLocked(i, st, n, false)
+			continue
+		case next.IsZero() || r.graceEnd.Before(next):
+			next = r.graceEnd
+		}
+		i++
+	}
+	s.pruneAt = next
+}
+
+// Forget drops a POST stream at once: its client cannot resume it (it got
+// a JSON body, or left before it had an event id).
 func (s *Session) Forget(st *Stream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.streams[st.id] != st {
 		return
 	}
-	for i, id := range s.order {
-		if id == st.id {
+	s.forgetLocked(st)
+}
+
+func (s *Session) forgetLocked(st *Stream) {
+	for i, r := range s.order {
+		if r.id == st.id {
 			n, _ := st.disown(false)
 			s.removeLocked(i, st, n, false)
 			break
@@ -264,6 +359,7 @@ func (s *Session) Close(reason string) {
 	}
 	s.streams = map[uint64]*Stream{}
 	s.order = nil
+	s.pruneAt = time.Time{}
 	s.mu.Unlock()
 	for _, st := range streams {
 		st.Close()
@@ -353,6 +449,16 @@ func (st *Store) Expire(now time.Time) []*Session {
 	}
 	st.mu.Unlock()
 	return out
+}
+
+// Prune drops, in every session, the streams whose resume grace ended by
+// now (Session.Prune).
+func (st *Store) Prune(now time.Time) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	for _, s := range st.sessions {
+		s.Prune(now)
+	}
 }
 
 // RemoveAll removes and returns every session.

@@ -117,10 +117,10 @@ func TestStoreLimitsExpiryAndIDs(t *testing.T) {
 func TestSessionRetainsBoundedStreams(t *testing.T) {
 	st := NewStore(Limits{IdleTimeout: time.Minute, ReplayEvents: 8})
 	s, _ := st.Create("x", time.Now())
-	first := s.NewStream(1)
+	first := s.NewStream(1, time.Now())
 	first.Reply([]byte("r"))
 	for range maxRetainedStreams {
-		s.NewStream(1)
+		s.NewStream(1, time.Now())
 	}
 	if s.Stream(first.ID()) != nil {
 		t.Fatal("the oldest finished stream was not evicted")
