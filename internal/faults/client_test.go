@@ -265,7 +265,7 @@ func (l *latencies) p99() time.Duration {
 }
 
 // healthyDuring runs the probe on c while fault runs, and checks that the
-// healthy server's p99 stayed within 2x its p99 before (plus 50 ms slack)
+// healthy server's p99 stayed within 2x its p99 before, plus healthySlack,
 // and that every probe call succeeded.
 func healthyDuring(t *testing.T, c *client, fault func()) {
 	t.Helper()
@@ -297,7 +297,14 @@ func healthyDuring(t *testing.T, c *client, fault func()) {
 	if n < 5 {
 		t.Errorf("only %d healthy calls completed during the fault", n)
 	}
-	if limit := 2*pb + 50*time.Millisecond; pd > limit {
-		t.Errorf("healthy server p99 during the fault %v > 2 x %v + 50ms", pd, pb)
+	if limit := 2*pb + healthySlack; pd > limit {
+		t.Errorf("healthy server p99 during the fault %v > 2 x %v + %v", pd, pb, healthySlack)
 	}
 }
+
+// healthySlack is the absolute slack of the healthy server's p99. Some
+// faults cost CPU by nature (a 50 MB line is read and parsed under the race
+// detector on the same two cores), which slows every process a little; what
+// the check is for is a server being blocked by another one, which costs
+// seconds (a timeout, a full queue), far above this.
+const healthySlack = 200 * time.Millisecond
