@@ -209,7 +209,8 @@ report=$(
 	cat <<MD
 Measured $(date -u +%Y-%m-%dT%H:%MZ) on $machine with \`$cmd\`
 (each run: $warmup warmup, then $duration measured; one caller per session, each
-with one call in flight; protocol 2025-11-25, so every reply is an SSE stream).
+with one call in flight; protocol 2025-11-25: the gateway answers a quick reply with a JSON
+body, the baseline (\`mcpecho --http\`) always with an SSE stream).
 
 $throughput
 

@@ -115,6 +115,13 @@ type Gateway struct {
 	// "30s".
 	BodyReadTimeout time.Duration
 
+	// ReplyWait is how long a POST of a 2025-11-25 (or later) client waits
+	// for its replies to send them as one JSON body; a slower reply comes
+	// on an SSE stream the client can resume (key "replyWait"). Any
+	// session gets a stream as soon as a related message (progress, a log
+	// message, a server request) comes first. Default "10ms".
+	ReplyWait time.Duration
+
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request before it is closed (key "idleTimeout"). Default "2m".
 	IdleTimeout time.Duration
@@ -166,6 +173,7 @@ func Defaults() Gateway {
 		LogLevel:             "info",
 		HeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:      30 * time.Second,
+		ReplyWait:            10 * time.Millisecond,
 		IdleTimeout:          2 * time.Minute,
 		MaxConnections:       4096,
 		AllowedHosts:         []string{},

@@ -30,6 +30,7 @@ func TestDefaults(t *testing.T) {
 		SessionReplayBytes:   16 << 20,
 		HeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:      30 * time.Second,
+		ReplyWait:            10 * time.Millisecond,
 		IdleTimeout:          2 * time.Minute,
 		MaxConnections:       4096,
 		AllowedHosts:         []string{},

@@ -151,6 +151,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, g *Gateway) {
 			d.duration(p, v, &g.HeaderTimeout)
 		case "bodyReadTimeout":
 			d.duration(p, v, &g.BodyReadTimeout)
+		case "replyWait":
+			d.duration(p, v, &g.ReplyWait)
 		case "idleTimeout":
 			d.duration(p, v, &g.IdleTimeout)
 		case "maxConnections":

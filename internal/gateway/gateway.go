@@ -108,8 +108,8 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 		SweepInterval: gw.SessionSweepInterval, ReplayEvents: replayEvents, Logger: log,
 		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
 		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
-		BodyReadTimeout: gw.BodyReadTimeout,
-		ReplayBytes:     gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
+		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait,
+		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
 	}
 }
 

@@ -117,6 +117,9 @@ func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Strea
 		c.pending = append(c.pending, held{id, out})
 		c.mu.Unlock()
 		c.held <- struct{}{}
+	case "progress": // one related message first: the reply is an SSE stream
+		out.Send(jsonrpc.Notification("notifications/progress", []byte(`{"progressToken":1,"progress":1}`)))
+		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
 	case "flood":
 		for range 1000 {
 			out.Send(jsonrpc.Notification("notifications/progress", []byte(`{"progressToken":1,"progress":1}`)))

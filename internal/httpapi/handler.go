@@ -81,6 +81,13 @@ type Config struct {
 	// BodyReadTimeout bounds reading a request body; a stalled upload gets
 	// 408 and its connection closed. Default 30s.
 	BodyReadTimeout time.Duration
+	// ReplyWait is how long a POST of a 2025-11-25 (or later) session waits
+	// for its replies to answer them as one JSON body; past it, or at the
+	// first related message, the reply becomes an SSE stream, opened by a
+	// priming event, which a client can resume with Last-Event-ID. Older
+	// sessions cannot resume, so they wait as long as the request takes.
+	// Default 10ms.
+	ReplyWait time.Duration
 	// HostAllowed reports whether a request's Host (lower-cased, without
 	// port or IPv6 brackets) may be served; others get 403, so a DNS
 	// rebinding page cannot reach a loopback gateway. nil: every Host.
@@ -142,6 +149,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
+	}
+	if cfg.ReplyWait <= 0 {
+		cfg.ReplyWait = 10 * time.Millisecond
 	}
 	if cfg.LegacyGrace <= 0 {
 		cfg.LegacyGrace = 5 * time.Second

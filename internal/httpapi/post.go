@@ -18,11 +18,7 @@ import (
 // batches; 2025-06-18 removed them.
 const batchVersion = "2025-03-26"
 
-// primingDelay is how long a POST's SSE stream waits for its first message
-// before sending the priming event alone.
-const primingDelay = 10 * time.Millisecond
-
-// timerPool holds stopped timers for primingDelay: one per POST otherwise.
+// timerPool holds stopped timers for Config.ReplyWait: one per POST otherwise.
 var timerPool = sync.Pool{New: func() any {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -327,32 +323,29 @@ func isJSON(contentType string) bool {
 	return strings.EqualFold(mediaType(contentType), "application/json")
 }
 
-// respond writes the replies of a POST. Sessions of 2025-11-25 and later
-// get an SSE stream at once, opened by a priming event, so a client whose
-// connection drops can resume with Last-Event-ID. Older sessions get one
-// JSON body (an array for a batch) when only final replies come, else an SSE
-// stream from the first related message on. It returns false if the client
-// left before it got any event id to resume from: nobody will ever read the
-// replies.
+// respond writes the replies of a POST: one JSON body (an array for a
+// batch) when the final replies are the first messages for it, the simplest
+// and fastest answer the spec allows; an SSE stream from the first related
+// message (progress, a log message, a server request) on. A session of
+// 2025-11-25 or later, which can resume a stream with Last-Event-ID, also
+// gets the stream when its replies take longer than ReplyWait, so a long
+// call survives a dropped connection; older sessions wait in JSON for as
+// long as the request takes. It returns false if the client left before it
+// got any event id to resume from: nobody will ever read the replies.
 //
 // A request whose final reply a closed stream never got (its session ended
 // and its connection did not answer it) is answered here with an error, as
 // recorded by ans.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool, ans *answers) bool {
+	var wait <-chan time.Time
 	if s.Version() >= primingVersion {
-		// Give a quick reply the chance to leave in the same write as the
-		// priming event; a slow one gets its priming event after the delay.
 		t := timerPool.Get().(*time.Timer)
-		t.Reset(primingDelay)
-		select {
-		case <-st.Wake(): // sse reads the events; the signal is not needed
-		case <-t.C:
-		case <-r.Context().Done():
-		}
-		t.Stop() // since Go 1.23 a stopped timer's channel holds nothing stale
-		timerPool.Put(t)
-		h.sse(w, r, s, st, nil, 0, ans)
-		return true
+		t.Reset(h.cfg.ReplyWait)
+		defer func() {
+			t.Stop() // since Go 1.23 a stopped timer's channel holds nothing stale
+			timerPool.Put(t)
+		}()
+		wait = t.C
 	}
 	var evs []session.Event
 	for {
@@ -382,6 +375,9 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 		}
 		select {
 		case <-st.Wake():
+		case <-wait:
+			h.sse(w, r, s, st, evs, 0, ans)
+			return true
 		case <-r.Context().Done():
 			s.Forget(st)
 			return false

@@ -84,7 +84,7 @@ func finishedPost(t *testing.T, h *Handler, srv *httptest.Server, sid string) st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+mcpPath, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}`))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+mcpPath, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"progress","params":{}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", sid)
