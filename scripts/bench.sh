@@ -10,9 +10,11 @@
 # BENCH_STREAMS (1000 of them with a GET stream), BENCH_DIR (build and log
 # directory, default .cache/bench).
 #
-# Runs: (a) baseline, `mcpgate bench` straight at `mcpecho --http`; (b) the
-# gateway in shared mode wrapping one `mcpecho` over stdio; (c) session mode,
-# one `mcpecho` per session. Then the gateway's resident memory per idle
+# Runs: (a) baseline, `mcpgate bench` straight at `mcpecho --http`, which
+# answers every request with one JSON body (the limit); (b) streamed, the
+# same with `--sse-replies` (for information); (c) the gateway in shared mode
+# wrapping one `mcpecho` over stdio; (d) session mode, one `mcpecho` per
+# session. Then the gateway's resident memory per idle
 # session. All traffic stays on 127.0.0.1; every wait is bounded.
 set -euo pipefail
 
@@ -119,8 +121,15 @@ run() {
 	result[$1/$2]=$out
 }
 
+# The baseline is the limit: the same echo tool served directly, every reply
+# one JSON body. "streamed" is extra information: the same server answering
+# with an SSE stream (priming event, then the reply), as a server that
+# always streams would.
 start mcpecho "$echo_bin" --http 127.0.0.1:0
 for n in $sessions_list; do run baseline "$n" "http://$ADDR/mcp"; done
+stop "$PID"
+start mcpecho "$echo_bin" --http 127.0.0.1:0 --sse-replies
+for n in $sessions_list; do run streamed "$n" "http://$ADDR/mcp"; done
 stop "$PID"
 
 for mode in shared session; do
@@ -137,7 +146,7 @@ table() {
 		local bcps bp50
 		bcps=$(field calls_per_sec "$base")
 		bp50=$(field p50_us "$base")
-		for mode in baseline shared session; do
+		for mode in baseline streamed shared session; do
 			local r=${result[$mode/$n]}
 			local cps p50 p99
 			cps=$(field calls_per_sec "$r")
@@ -209,8 +218,9 @@ report=$(
 	cat <<MD
 Measured $(date -u +%Y-%m-%dT%H:%MZ) on $machine with \`$cmd\`
 (each run: $warmup warmup, then $duration measured; one caller per session, each
-with one call in flight; protocol 2025-11-25: the gateway answers a quick reply with a JSON
-body, the baseline (\`mcpecho --http\`) always with an SSE stream).
+with one call in flight; protocol 2025-11-25). baseline: \`mcpecho --http\` served directly,
+every reply one JSON body (the limit); streamed: the same with \`--sse-replies\` (a priming
+event, then the reply, on an SSE stream), for information.
 
 $throughput
 

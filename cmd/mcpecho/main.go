@@ -35,6 +35,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpecho", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio")
+	sseReplies := fs.Bool("sse-replies", false, "with -http: answer 2025-11-25 requests with an SSE stream (priming event, then the reply) instead of one JSON body")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -54,7 +55,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serveHTTP(ctx, *addr, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
+	if err := serveHTTP(ctx, *addr, *sseReplies, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "mcpecho: %v\n", err)
 		return 1
 	}
@@ -62,12 +63,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // serveHTTP serves the fixture at /mcp on addr until ctx ends.
-func serveHTTP(ctx context.Context, addr string, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, addr string, sseReplies bool, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	h := echoserver.NewHandler()
+	h.SSEReplies = sseReplies
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -16,7 +16,7 @@ import (
 )
 
 // primingVersion is the first version whose POSTs get an SSE stream opened
-// by a priming event, as the gateway does.
+// by a priming event in the mirrored mode (Handler.SSEReplies).
 const primingVersion = "2025-11-25"
 
 // maxBodyBytes is the largest POST body accepted (the gateway's default).
@@ -26,8 +26,16 @@ const maxBodyBytes = 4 << 20
 // mounts it at /mcp). Use [NewHandler]; Close ends its GET streams.
 //
 // It is deliberately small: no Origin checks, no batches (400), no
-// resumption (the retry hint is sent, Last-Event-ID is ignored).
+// resumption (the retry hint is sent, Last-Event-ID is ignored). Every reply
+// is one JSON body, the simplest correct answer the spec allows and so the
+// benchmarks' limit; SSEReplies mirrors the gateway's streams instead.
 type Handler struct {
+	// SSEReplies answers the requests of 2025-11-25 sessions with an SSE
+	// stream (a priming event, then the reply) instead of a JSON body: the
+	// style a server that always streams would use. Set before serving.
+	SSEReplies bool
+
+
 	mu       sync.Mutex
 	sessions map[string]*httpSession // guarded by mu
 	closed   chan struct{}           // closed by Close
@@ -121,9 +129,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	bp := replyBufs.Get().(*[]byte)
 	defer replyBufs.Put(bp)
 	out := (*bp)[:0]
-	if s.version >= primingVersion {
-		// Priming event and reply in one write, as the gateway sends them
-		// when the reply is ready at once.
+	if h.SSEReplies && s.version >= primingVersion {
+		// Priming event and reply in one write.
 		stream := strconv.FormatUint(h.streams.Add(1), 10)
 		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-0", Retry: time.Second})
 		rp := replyBufs.Get().(*[]byte)

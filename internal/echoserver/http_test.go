@@ -82,8 +82,22 @@ func TestHTTPJSONFor20250618(t *testing.T) {
 	}
 }
 
+// TestHTTPJSONFor20251125: every reply is one JSON body by default, in
+// 2025-11-25 too (the limit the benchmarks measure against).
+func TestHTTPJSONFor20251125(t *testing.T) {
+	f := newHTTPFixture(t)
+	id := f.initialize("2025-11-25")
+	resp := f.do("POST", id, echoCall)
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != echoReply || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("call: %s %q %s", resp.Status, resp.Header.Get("Content-Type"), body)
+	}
+}
+
+// TestHTTPSSEWithPrimingFor20251125: with SSEReplies, 2025-11-25 replies
+// are a priming event and the reply on an SSE stream.
 func TestHTTPSSEWithPrimingFor20251125(t *testing.T) {
 	f := newHTTPFixture(t)
+	f.h.SSEReplies = true
 	id := f.initialize("2025-11-25")
 	resp := f.do("POST", id, echoCall)
 	defer resp.Body.Close()
