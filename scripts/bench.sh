@@ -6,7 +6,7 @@
 #   scripts/bench.sh [--write]      (or: make bench)
 #
 # Environment: BENCH_DURATION (default 10s) and BENCH_WARMUP (1s) per run,
-# BENCH_SESSIONS ("1 32 256"), BENCH_IDLE (10000 sessions) and
+# BENCH_SESSIONS ("1 32 256"), BENCH_VERSIONS ("2025-11-25 2025-06-18"), BENCH_IDLE (10000 sessions) and
 # BENCH_STREAMS (1000 of them with a GET stream), BENCH_DIR (build and log
 # directory, default .cache/bench).
 #
@@ -29,6 +29,7 @@ esac
 duration=${BENCH_DURATION:-10s}
 warmup=${BENCH_WARMUP:-1s}
 sessions_list=${BENCH_SESSIONS:-1 32 256}
+versions=${BENCH_VERSIONS:-2025-11-25 2025-06-18}
 idle=${BENCH_IDLE:-10000}
 streams=${BENCH_STREAMS:-1000}
 dir=${BENCH_DIR:-$root/.cache/bench}
@@ -109,16 +110,20 @@ field() { sed -nE "s/.*\"$1\":([-0-9.e+]+).*/\1/p" <<<"$2"; }
 
 failed=0
 declare -A result
-# run MODE SESSIONS URL: one measured run; its JSON goes to result[MODE/SESSIONS].
+# run MODE SESSIONS URL: one measured run per protocol version; its JSON
+# goes to result[MODE/VERSION/SESSIONS].
 run() {
-	local out code=0
-	echo "bench: $1, $2 sessions, $duration" >&2
-	out=$("$gate" bench --url "$3" --sessions "$2" --duration "$duration" --warmup "$warmup" --json 2>>"$dir/bench-client.log") || code=$?
-	if ((code != 0)); then
-		echo "bench: $1 at $2 sessions failed (exit $code): $out" >&2
-		failed=1
-	fi
-	result[$1/$2]=$out
+	local out code v
+	for v in $versions; do
+		code=0
+		echo "bench: $1, $v, $2 sessions, $duration" >&2
+		out=$("$gate" bench --url "$3" --sessions "$2" --version "$v" --duration "$duration" --warmup "$warmup" --json 2>>"$dir/bench-client.log") || code=$?
+		if ((code != 0)); then
+			echo "bench: $1 $v at $2 sessions failed (exit $code): $out" >&2
+			failed=1
+		fi
+		result[$1/$v/$2]=$out
+	done
 }
 
 # The baseline is the limit: the same echo tool served directly, every reply
@@ -139,29 +144,32 @@ for mode in shared session; do
 done
 
 table() {
-	echo "| mode | sessions | calls/s | p50 µs | p99 µs | calls/s vs baseline | p50 vs baseline | errors | crossed |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	for n in $sessions_list; do
-		local base=${result[baseline/$n]}
-		local bcps bp50
-		bcps=$(field calls_per_sec "$base")
-		bp50=$(field p50_us "$base")
-		for mode in baseline streamed shared session; do
-			local r=${result[$mode/$n]}
-			local cps p50 p99
-			cps=$(field calls_per_sec "$r")
-			p50=$(field p50_us "$r")
-			p99=$(field p99_us "$r")
-			if [[ -z $cps ]]; then
-				echo "| $mode | $n | failed | | | | | | |"
-				continue
-			fi
-			awk -v m="$mode" -v n="$n" -v c="$cps" -v p="$p50" -v q="$p99" -v bc="$bcps" -v bp="$bp50" \
-				-v e="$(field errors "$r")" -v x="$(field crossed "$r")" 'BEGIN {
-				ratio = (bc > 0) ? sprintf("%.2f", c / bc) : "-"
-				delta = (bp != "") ? sprintf("%+.0f µs", p - bp) : "-"
-				printf "| %s | %d | %.0f | %.0f | %.0f | %s | %s | %d | %d |\n", m, n, c, p, q, ratio, delta, e, x
-			}'
+	echo "| mode | version | sessions | calls/s | p50 µs | p99 µs | calls/s vs baseline | p50 vs baseline | errors | crossed |"
+	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	local v n mode
+	for v in $versions; do
+		for n in $sessions_list; do
+			local base=${result[baseline/$v/$n]}
+			local bcps bp50
+			bcps=$(field calls_per_sec "$base")
+			bp50=$(field p50_us "$base")
+			for mode in baseline streamed shared session; do
+				local r=${result[$mode/$v/$n]}
+				local cps p50 p99
+				cps=$(field calls_per_sec "$r")
+				p50=$(field p50_us "$r")
+				p99=$(field p99_us "$r")
+				if [[ -z $cps ]]; then
+					echo "| $mode | $v | $n | failed | | | | | | |"
+					continue
+				fi
+				awk -v m="$mode" -v ver="$v" -v n="$n" -v c="$cps" -v p="$p50" -v q="$p99" -v bc="$bcps" -v bp="$bp50" \
+					-v e="$(field errors "$r")" -v x="$(field crossed "$r")" 'BEGIN {
+					ratio = (bc > 0) ? sprintf("%.2f", c / bc) : "-"
+					delta = (bp != "") ? sprintf("%+.0f µs", p - bp) : "-"
+					printf "| %s | %s | %d | %.0f | %.0f | %.0f | %s | %s | %d | %d |\n", m, ver, n, c, p, q, ratio, delta, e, x
+				}'
+			done
 		done
 	done
 }
@@ -218,7 +226,7 @@ report=$(
 	cat <<MD
 Measured $(date -u +%Y-%m-%dT%H:%MZ) on $machine with \`$cmd\`
 (each run: $warmup warmup, then $duration measured; one caller per session, each
-with one call in flight; protocol 2025-11-25). baseline: \`mcpecho --http\` served directly,
+with one call in flight; each protocol version's clients separately). baseline: \`mcpecho --http\` served directly,
 every reply one JSON body (the limit); streamed: the same with \`--sse-replies\` (a priming
 event, then the reply, on an SSE stream), for information.
 
