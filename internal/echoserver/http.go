@@ -35,7 +35,6 @@ type Handler struct {
 	// style a server that always streams would use. Set before serving.
 	SSEReplies bool
 
-
 	mu       sync.Mutex
 	sessions map[string]*httpSession // guarded by mu
 	closed   chan struct{}           // closed by Close
