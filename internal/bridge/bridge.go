@@ -301,7 +301,7 @@ func (b *bridge) forward(ctx context.Context, line []byte) {
 	case msg.Kind == jsonrpc.KindNotification && msg.MethodIs("notifications/cancelled"):
 		// The client gave up on that request: a reply is no longer due
 		// (nor waited for when stdin ends), though one may still come.
-		if rid := cancelledID(line); rid != nil {
+		if rid := msg.Bytes(msg.CancelRequestID); rid != nil {
 			b.mu.Lock()
 			delete(b.pending, string(rid))
 			b.settleLocked()

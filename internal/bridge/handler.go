@@ -126,20 +126,6 @@ func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error
 	}
 }
 
-// cancelledID returns params.requestId of a notifications/cancelled
-// message, compacted like the raw ids the bridge keeps, or nil.
-func cancelledID(line []byte) []byte {
-	var m struct {
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &m) != nil || len(m.Params.RequestID) == 0 {
-		return nil
-	}
-	return jsonrpc.AppendCompact(nil, m.Params.RequestID)
-}
-
 // idOf returns the id of a message that is valid JSON but not a valid
 // JSON-RPC message, if it has a string or number id, so that its error
 // reply reaches the right request; nil otherwise (written as null).

@@ -113,12 +113,12 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 	}
 }
 
-// serve serves HTTP on ln until ctx ends, then shuts down in the order of
-// the package comment.
 // answerGrace bounds how long shutdown lets the error answers written by
 // Handler.Close leave before it closes every connection.
 const answerGrace = time.Second
 
+// serve serves HTTP on ln until ctx ends, then shuts down in the order of
+// the package comment.
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	gw := g.cfg.Gateway
 	ln = newLimitListener(ln, gw.MaxConnections)

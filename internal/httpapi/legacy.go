@@ -139,15 +139,9 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	s.Begin()
-	requests := 0
-	for i := range msgs {
-		if msgs[i].Kind == jsonrpc.KindRequest {
-			requests++
-		}
-	}
 	// Announced before they are handled, so a draining stream stays open
 	// until their replies are out.
-	s.General().Expect(requests)
+	s.General().Expect(countRequests(msgs))
 	for i := range msgs {
 		conn.Handle(r.Context(), &msgs[i], s.General())
 	}

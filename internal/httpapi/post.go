@@ -39,12 +39,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if !ok {
 		return
 	}
-	requests := 0
-	for i := range msgs {
-		if msgs[i].Kind == jsonrpc.KindRequest {
-			requests++
-		}
-	}
+	requests := countRequests(msgs)
 	if !batch && msgs[0].Kind == jsonrpc.KindRequest && msgs[0].MethodIs("initialize") {
 		h.initialize(w, r, name, be, &msgs[0])
 		return
@@ -81,6 +76,17 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if !h.respond(w, r, s, st, batch, &ans) {
 		conn.Abandon(st)
 	}
+}
+
+// countRequests returns how many of msgs are requests (they get replies).
+func countRequests(msgs []jsonrpc.Message) int {
+	n := 0
+	for i := range msgs {
+		if msgs[i].Kind == jsonrpc.KindRequest {
+			n++
+		}
+	}
+	return n
 }
 
 // readMessages reads and parses a POST body: one message or a batch. On
@@ -209,17 +215,12 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	for {
 		var done bool
 		evs, done, _ = st.Next(evs, seqOf(evs))
-		if done {
+		if done || r.Context().Err() != nil {
 			break
 		}
 		select {
 		case <-st.Wake():
 		case <-r.Context().Done():
-			// The client left: nobody will ever use this session.
-			if h.store.Remove(s.ID) != nil {
-				h.end(s, "the client left during initialize")
-			}
-			return
 		}
 	}
 	if r.Context().Err() != nil {

@@ -8,10 +8,11 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// This file keeps the pending table: calls and their deadlines. It is on the path of every request, so it avoids
-// allocating: a call holds short client ids and progress tokens inline,
-// deadlines are an intrusive list served by one timer, and outgoing
-// messages are spliced into pooled buffers (Upstream.Send copies).
+// This file keeps the pending table: calls and their deadlines. It is on
+// the path of every request, so it avoids allocating: a call holds short
+// client ids and progress tokens inline, and deadlines are an intrusive list
+// served by one timer. (Outgoing messages are spliced into pooled buffers:
+// see send.go.)
 
 // idKey is a client id as a map key without allocating a string. Ids longer
 // than the array go to Client.long, keyed by string.

@@ -155,7 +155,7 @@ type Mux struct {
 	wg     sync.WaitGroup // goroutines started by the Mux
 
 	upMu      sync.Mutex
-	up        Upstream      // set once by SetUpstream; guarded by upMu
+	up        Upstream      // written once by SetUpstream under upMu, before upCh closes; read after upCh
 	restarter restarter     // up's optional Restart, or nil; guarded by mu
 	served    servedMarker  // up's optional Served, or nil; guarded by mu
 	servedGen atomic.Uint64 // last generation reported to served
@@ -266,9 +266,7 @@ func (m *Mux) upstream(ctx context.Context) Upstream {
 	case <-m.ctx.Done():
 		return nil
 	}
-	m.upMu.Lock()
-	defer m.upMu.Unlock()
-	return m.up
+	return m.up // see upstreamNow
 }
 
 // Stats returns the Mux's counters.
@@ -309,18 +307,20 @@ func (m *Mux) Close() {
 	m.wg.Wait()
 }
 
-// spawn runs f on a goroutine Close waits for, unless the Mux is closed.
-func (m *Mux) spawn(f func()) {
+// spawn runs f on a goroutine Close waits for, unless the Mux is closed;
+// it reports whether it did.
+func (m *Mux) spawn(f func()) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return
+		return false
 	}
 	m.wg.Add(1) // under mu: Close sets closed under mu before it waits
 	go func() {
 		defer m.wg.Done()
 		f()
 	}()
+	return true
 }
 
 // takeAllLocked removes every pending call.

@@ -19,53 +19,56 @@ import (
 
 var errNoUpstream = errors.New("mcpgate: no upstream connection yet")
 
-// upstreamNow returns the upstream without waiting for SetUpstream.
+// upstreamNow returns the upstream without waiting for SetUpstream. It
+// reads m.up without upMu: SetUpstream writes it once, before it closes
+// upCh, so a receive from the closed upCh orders that write before the
+// read. This is on the path of every message; it takes no lock.
 func (m *Mux) upstreamNow() Upstream {
 	select {
 	case <-m.upCh:
+		return m.up
 	default:
 		return nil
 	}
-	m.upMu.Lock()
-	defer m.upMu.Unlock()
-	return m.up
+}
+
+// tryWrite writes msg upstream without blocking: to process generation gen
+// only when gen is not 0 and the upstream can do that (TrySendGen), else to
+// whichever process runs (TrySend).
+func (m *Mux) tryWrite(gen uint64, msg []byte) error {
+	up := m.upstreamNow()
+	if up == nil {
+		return errNoUpstream
+	}
+	if gen != 0 {
+		if g, ok := up.(genTrySender); ok {
+			return g.TrySendGen(gen, msg)
+		}
+	}
+	return up.TrySend(msg)
 }
 
 // trySend writes a best-effort message without blocking; what names it in
 // the (rate-limited) log line when it is dropped.
 func (m *Mux) trySend(msg []byte, what string) bool {
-	err := errNoUpstream
-	if up := m.upstreamNow(); up != nil {
-		err = up.TrySend(msg)
-	}
-	if err == nil {
-		return true
-	}
-	m.stats.droppedSends.Add(1)
-	if ok, n := m.warnDropped.allow(); ok {
-		m.log.Info("message not sent upstream; dropped", "what", what, "err", err, "suppressed", n)
-	}
-	return false
+	return m.trySendGen(0, msg, what)
 }
 
-// trySendGen is trySend restricted to process generation gen when the
-// upstream can do that (TrySendGen), for messages that belong to gen only:
-// answers to its server requests and refusals of them.
+// trySendGen is trySend restricted to process generation gen (0: any) when
+// the upstream can do that (TrySendGen), for messages that belong to gen
+// only: answers to its server requests and refusals of them.
 func (m *Mux) trySendGen(gen uint64, msg []byte, what string) bool {
-	err := errNoUpstream
-	if up := m.upstreamNow(); up != nil {
-		if g, ok := up.(genTrySender); ok {
-			err = g.TrySendGen(gen, msg)
-		} else {
-			err = up.TrySend(msg)
-		}
-	}
+	err := m.tryWrite(gen, msg)
 	if err == nil {
 		return true
 	}
 	m.stats.droppedSends.Add(1)
 	if ok, n := m.warnDropped.allow(); ok {
-		m.log.Info("message not sent upstream; dropped", "what", what, "gen", gen, "err", err, "suppressed", n)
+		if gen == 0 {
+			m.log.Info("message not sent upstream; dropped", "what", what, "err", err, "suppressed", n)
+		} else {
+			m.log.Info("message not sent upstream; dropped", "what", what, "gen", gen, "err", err, "suppressed", n)
+		}
 	}
 	return false
 }
@@ -131,24 +134,32 @@ func (m *Mux) cancelUpstream(id uint64, reason string) {
 // free), then Send bounded by ctx and the call's deadline. A failure fails
 // the call (if it is still pending).
 func (m *Mux) writeJob(ctx context.Context, j job) {
-	var num [20]byte
-	id := appendUint(num[:0], j.upID)
-	bp := bufPool.Get().(*[]byte)
-	buf := jsonrpc.Splice((*bp)[:0], j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
+	bp, buf := spliceJob(j)
 	m.stats.forwarded.Add(1)
-	err := errNoUpstream
-	if up := m.upstreamNow(); up != nil {
-		err = up.TrySend(buf)
-	}
+	err := m.tryWrite(0, buf)
 	if err != nil {
 		err = m.sendPending(ctx, buf, j)
 	}
+	putBuf(bp, buf)
+	if err != nil {
+		m.writeFailed(j.upID, err)
+	}
+}
+
+// spliceJob returns j's request with its id and progress token rewritten to
+// j.upID, in a pooled buffer: give it back with putBuf.
+func spliceJob(j job) (*[]byte, []byte) {
+	var num [20]byte
+	id := appendUint(num[:0], j.upID)
+	bp := bufPool.Get().(*[]byte)
+	return bp, jsonrpc.Splice((*bp)[:0], j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
+}
+
+// putBuf returns buf (grown from *bp by spliceJob) to the pool.
+func putBuf(bp *[]byte, buf []byte) {
 	if cap(buf) <= maxPooled {
 		*bp = buf[:0]
 		bufPool.Put(bp)
-	}
-	if err != nil {
-		m.writeFailed(j.upID, err)
 	}
 }
 
@@ -179,32 +190,23 @@ func (m *Mux) write(jobs []job) {
 		if !m.isPending(j.upID) {
 			continue // answered since it left the queue (cancelled, closed)
 		}
-		var num [20]byte
-		id := appendUint(num[:0], j.upID)
-		buf := jsonrpc.Splice(nil, j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
+		bp, buf := spliceJob(j)
 		m.stats.forwarded.Add(1)
-		err := errNoUpstream
-		if up := m.upstreamNow(); up != nil {
-			err = up.TrySend(buf)
+		err := m.tryWrite(0, buf)
+		var msg []byte
+		if err != nil {
+			msg = bytes.Clone(buf) // the goroutine's own; buf goes back to the pool
 		}
+		putBuf(bp, buf)
 		if err == nil {
 			continue
 		}
-		m.mu.Lock()
-		closed := m.closed
-		if !closed {
-			m.wg.Add(1) // under mu, before Close can start waiting
-		}
-		m.mu.Unlock()
-		if closed {
-			m.writeFailed(j.upID, errClosed)
-			continue
-		}
-		go func(j job, buf []byte) {
-			defer m.wg.Done()
-			if err := m.sendPending(context.Background(), buf, j); err != nil {
+		if !m.spawn(func() {
+			if err := m.sendPending(context.Background(), msg, j); err != nil {
 				m.writeFailed(j.upID, err)
 			}
-		}(j, bytes.Clone(buf))
+		}) {
+			m.writeFailed(j.upID, errClosed)
+		}
 	}
 }

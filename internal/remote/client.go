@@ -197,7 +197,9 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 			params = paramsOf(o.body)
 		}
 	case m.Kind == jsonrpc.KindNotification && o.method == "notifications/cancelled":
-		cancelled = requestIDOf(o.body)
+		if s := m.CancelRequestID; s.Present() {
+			cancelled = o.body[s.Start:s.End]
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -366,20 +368,6 @@ func (c *Client) awaiting(id []byte) bool {
 	defer c.mu.Unlock()
 	_, ok := c.inflight[string(id)]
 	return ok
-}
-
-// requestIDOf returns params.requestId of a notifications/cancelled
-// message, compacted like the raw ids Send records, or nil.
-func requestIDOf(raw []byte) []byte {
-	var m struct {
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(raw, &m) != nil || len(m.Params.RequestID) == 0 {
-		return nil
-	}
-	return jsonrpc.AppendCompact(nil, m.Params.RequestID)
 }
 
 // paramsOf returns a copy of the params member of a message, or {}.
