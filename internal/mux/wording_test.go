@@ -73,8 +73,11 @@ func inFlight(t *testing.T, m *Mux, up *fakeUp) (*Client, *rec) {
 	t.Helper()
 	out := newRec()
 	c := m.Join(out)
+	up.mu.Lock()
+	before := len(up.writtenLocked("tools/call"))
+	up.mu.Unlock()
 	go c.Handle(context.Background(), request(t, "7", "tools/call", `{}`), out)
-	up.waitFor(t, "tools/call written", func() bool { return len(up.writtenLocked("tools/call")) == 1 })
+	up.waitFor(t, "tools/call written", func() bool { return len(up.writtenLocked("tools/call")) == before+1 })
 	return c, out
 }
 
