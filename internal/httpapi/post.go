@@ -394,6 +394,12 @@ func seqOf(evs []session.Event) uint64 {
 }
 
 func writeJSON(w http.ResponseWriter, evs []session.Event, batch bool) {
+	if !batch && len(evs) == 1 && evs[0].Data != nil {
+		// The common case: one reply, written as it is (net/http copies
+		// it; the stream keeps the bytes for replay).
+		writeBody(w, evs[0].Data)
+		return
+	}
 	var body []byte
 	n := 0
 	for _, ev := range evs {
@@ -417,6 +423,16 @@ func writeJSON(w http.ResponseWriter, evs []session.Event, batch bool) {
 	if batch {
 		body = append(body, ']')
 	}
-	w.Header()["Content-Type"] = jsonContentType
+	writeBody(w, body)
+}
+
+// writeBody answers with one JSON body. A body too big for net/http's
+// buffer gets its Content-Length here, so it is not sent chunked.
+func writeBody(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	if len(body) > 2048 {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
 	_, _ = w.Write(body)
 }

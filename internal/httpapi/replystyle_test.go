@@ -100,3 +100,32 @@ func TestSlowReplyStyle(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeJSONReply: a reply too big for net/http's buffer is still one
+// JSON body, announced by its Content-Length rather than sent chunked, and
+// arrives byte for byte; so does a batch of them (2025-03-26).
+func TestLargeJSONReply(t *testing.T) {
+	big := `{"text":"` + strings.Repeat("x", 300<<10) + `"}`
+	for _, version := range []string{"2025-11-25", "2025-03-26"} {
+		t.Run(version, func(t *testing.T) {
+			b := newFakeBackend()
+			b.version = version
+			_, srv := testServer(t, b, Config{})
+			sid := initSession(t, srv)
+			body, want := `{"jsonrpc":"2.0","id":"big","method":"echo","params":`+big+`}`, `{"jsonrpc":"2.0","id":"big","result":`+big+`}`
+			if version == batchVersion {
+				body, want = "["+body+","+strings.Replace(body, `"big"`, `2`, 1)+"]", "["+want+","+strings.Replace(want, `"big"`, `2`, 1)+"]"
+			}
+			resp, got := do(t, srv, http.MethodPost, mcpPath, body, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", version)
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q, want application/json", ct)
+			}
+			if resp.ContentLength != int64(len(want)) || len(resp.TransferEncoding) != 0 {
+				t.Errorf("Content-Length %d, Transfer-Encoding %v; want %d and none", resp.ContentLength, resp.TransferEncoding, len(want))
+			}
+			if got != want {
+				t.Errorf("body of %d bytes differs from the %d expected", len(got), len(want))
+			}
+		})
+	}
+}

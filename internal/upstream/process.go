@@ -26,8 +26,10 @@ type proc struct {
 	started time.Time
 	queue   chan *[]byte // Send -> writer
 	stdin   *os.File     // owned by the writer; closed by closeStdin
-	stdout  *os.File     // owned by the reader
-	stderr  *os.File     // owned by the stderr logger
+	// writeDeadline is stdin's write deadline as last set (writer only).
+	writeDeadline time.Time
+	stdout        *os.File // owned by the reader
+	stderr        *os.File // owned by the stderr logger
 
 	stdinOnce sync.Once
 	stopWrite chan struct{} // closed by closeStdin: the writer must quit
@@ -255,19 +257,45 @@ const stuckTicks = 8
 // big message is not stuck, a child that reads nothing is. Progress is
 // checked every StuckTimeout/stuckTicks by how many bytes the pipe holds,
 // not by whether a write went through: bytes that filled the pipe's free
-// room when the write began are no sign of a reader, and a pipe gains room
-// only a page at a time, so a child reading short lines slowly could leave
-// the writer blocked for long while it does read.
+// room are no sign of a reader, and a pipe gains room only a page at a
+// time, so a child reading short lines slowly could leave the writer
+// blocked for long while it does read.
+//
+// The common write goes straight through: it costs one write system call.
+// The deadline that bounds a blocked write is set again only when less than
+// half a tick of it is left, and the pipe is first measured when a write
+// has blocked for a tick: the bytes of that first tick count as progress
+// (the fill level before the write is not known), so a stuck child is
+// killed at most one tick late, never early.
 func (p *proc) write(out []byte) error {
 	stuckAfter := p.s.cfg.StuckTimeout
 	tick := max(stuckAfter/stuckTicks, time.Millisecond)
+	now := time.Now()
+	if p.writeDeadline.Sub(now) < tick/2 {
+		p.writeDeadline = now.Add(tick)
+		if err := p.stdin.SetWriteDeadline(p.writeDeadline); err != nil {
+			return err
+		}
+	}
+	n, err := p.stdin.Write(out)
+	if err == nil || n == len(out) {
+		return nil
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	out = out[n:]
 	lastProgress := time.Now()
+	if n == 0 {
+		lastProgress = now // nothing went in: no sign of a reader
+	}
 	before, known := pipeUnread(p.stdin)
 	for {
 		deadline := time.Now().Add(tick)
 		if stuck := lastProgress.Add(stuckAfter); stuck.Before(deadline) {
 			deadline = stuck
 		}
+		p.writeDeadline = deadline
 		if err := p.stdin.SetWriteDeadline(deadline); err != nil {
 			return err
 		}
