@@ -112,7 +112,7 @@ func TestLargeJSONReply(t *testing.T) {
 			b.version = version
 			_, srv := testServer(t, b, Config{})
 			sid := initSession(t, srv)
-			body, want := `{"jsonrpc":"2.0","id":"big","method":"echo","params":`+big+`}`, `{"jsonrpc":"2.0","id":"big","result":`+big+`}`
+			body, want := `{"jsonrpc":"2.0","id":"big","method":"echoParams","params":`+big+`}`, `{"jsonrpc":"2.0","id":"big","result":`+big+`}`
 			if version == batchVersion {
 				body, want = "["+body+","+strings.Replace(body, `"big"`, `2`, 1)+"]", "["+want+","+strings.Replace(want, `"big"`, `2`, 1)+"]"
 			}
