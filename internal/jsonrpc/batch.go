@@ -20,38 +20,47 @@ func IsBatch(b []byte) bool {
 // SplitBatch validates b as one non-empty JSON array (whitespace around it
 // allowed) and returns its elements as sub-slices of b, in order. The
 // elements are valid JSON but are not checked as JSON-RPC messages: callers
-// Parse each one, so that one bad element gets its own error reply.
+// Parse each one, so that one bad element gets its own error reply (and
+// Parse checks the keys of each for duplicates).
 //
 // Malformed JSON wraps [ErrParse]; valid JSON that is not an array, or an
 // empty array, wraps [ErrInvalidRequest] (JSON-RPC 2.0, section 6).
 func SplitBatch(b []byte) ([][]byte, error) {
-	d := getDecoder(b)
-	defer putDecoder(d)
-
-	if k := d.dec.PeekKind(); k != '[' {
-		if _, _, err := d.readValue(); err != nil {
+	if err := checkUTF8(b); err != nil {
+		return nil, err
+	}
+	w := walker{b: b}
+	if w.peek() != '[' || w.i >= len(b) {
+		if err := w.skip(0); err != nil {
 			return nil, err
 		}
-		if err := d.finish(b); err != nil {
+		if err := w.finish(); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: a batch must be a JSON array", ErrInvalidRequest)
 	}
-	if _, err := d.dec.ReadToken(); err != nil {
-		return nil, parseError(err)
-	}
+	w.i++
 	var elems [][]byte
-	for d.dec.PeekKind() != ']' {
-		_, span, err := d.readValue()
-		if err != nil {
-			return nil, err
+	if w.peek() == ']' {
+		w.i++
+	} else {
+		for {
+			_, s, err := w.value(1)
+			if err != nil {
+				return nil, err
+			}
+			elems = append(elems, b[s.Start:s.End:s.End])
+			if c := w.peek(); c == ']' {
+				w.i++
+				break
+			} else if c != ',' || w.i >= len(b) {
+				return nil, w.unexpected()
+			}
+			w.i++
+			w.peek()
 		}
-		elems = append(elems, b[span.Start:span.End:span.End])
 	}
-	if _, err := d.dec.ReadToken(); err != nil {
-		return nil, parseError(err)
-	}
-	if err := d.finish(b); err != nil {
+	if err := w.finish(); err != nil {
 		return nil, err
 	}
 	if len(elems) == 0 {

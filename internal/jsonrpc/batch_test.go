@@ -35,7 +35,7 @@ func TestSplitBatch(t *testing.T) {
 		{"unterminated", `[1,2`, nil, ErrParse},
 		{"trailing comma", `[1,]`, nil, ErrParse},
 		{"trailing data", `[1] [2]`, nil, ErrParse},
-		{"duplicate key in element", `[{"a":1,"a":2}]`, nil, ErrParse},
+		{"duplicate key in element left to Parse", `[{"a":1,"a":2}]`, []string{`{"a":1,"a":2}`}, nil},
 		{"invalid utf8", "[\"\xff\"]", nil, ErrParse},
 		{"empty input", ``, nil, ErrParse},
 		{"not json", `hello`, nil, ErrParse},

@@ -11,8 +11,18 @@
 // Ownership: a [Message] aliases the bytes given to [Parse]; nothing is
 // copied, so the caller must not modify those bytes while the Message (or a
 // string returned by [Message.MethodName]) is in use. Every function is safe
-// for concurrent use; Parse reuses decoders through a sync.Pool so that a
-// typical request is parsed without allocating.
+// for concurrent use. Parse keeps its state on the stack: it allocates only
+// to report an error, for an object it reads that has more than 16 keys, and
+// for nesting deeper than 256 levels.
+//
+// Validation: Parse and SplitBatch check the whole input as JSON (syntax,
+// number grammar, UTF-8 everywhere, no unescaped control characters, valid
+// escapes with no lone surrogates, nesting up to 10000 levels, nothing after
+// the value but whitespace), so that a peer never receives broken JSON.
+// Duplicate keys are rejected only in the objects Parse reads: the message
+// itself, params and params._meta. Inside values it passes through
+// (params.arguments, result, error.data and any other member) duplicates are
+// left to the receiver, as a forwarding proxy should leave them.
 //
 // Errors: every error from Parse and SplitBatch wraps exactly one of
 // [ErrParse] (the bytes are not valid JSON: the client gets

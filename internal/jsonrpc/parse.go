@@ -1,15 +1,6 @@
 package jsonrpc
 
-import (
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
-	"strings"
-	"sync"
-
-	"github.com/go-json-experiment/json/jsontext"
-)
+import "fmt"
 
 // methodCancelled is the one method whose params Parse looks into beyond
 // _meta (MCP 2025-06-18, "Cancellation").
@@ -18,171 +9,153 @@ const methodCancelled = "notifications/cancelled"
 // methodProgress carries its token in params.progressToken, not in _meta.
 const methodProgress = "notifications/progress"
 
-// decoder is a jsontext.Decoder reading straight from the caller's bytes.
-// jsontext decodes a *bytes.Buffer in place, without copying into an
-// internal buffer and without overwriting consumed bytes, so the offsets it
-// reports are offsets into the caller's slice. Pooled: see getDecoder.
-type decoder struct {
-	buf     bytes.Buffer
-	dec     jsontext.Decoder
-	scratch []byte // unescaped object names and strings; reused
-	invalid error  // first ErrInvalidRequest found; reported only if the JSON is valid
-	token   Span   // params.progressToken, kept for notifications/progress
-}
-
-var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
-
-func getDecoder(b []byte) *decoder {
-	d := decoderPool.Get().(*decoder)
-	d.buf = *bytes.NewBuffer(b)
-	d.dec.Reset(&d.buf) // default options: duplicate names and invalid UTF-8 are errors
-	d.invalid, d.token = nil, Span{}
-	return d
-}
-
-func putDecoder(d *decoder) {
-	// Drop every reference to the caller's bytes before pooling.
-	d.buf = bytes.Buffer{}
-	d.dec.Reset(&d.buf)
-	if cap(d.scratch) > 4<<10 {
-		d.scratch = nil
-	}
-	d.invalid = nil
-	decoderPool.Put(d)
-}
-
-// readValue reads the next value (or object name) and locates it in the input.
-func (d *decoder) readValue() (jsontext.Value, Span, error) {
-	v, err := d.dec.ReadValue()
-	if err != nil {
-		return nil, Span{}, parseError(err)
-	}
-	end := int(d.dec.InputOffset())
-	return v, Span{Start: end - len(v), End: end}, nil
-}
-
-// readName reads an object name and returns it unescaped. The result is
-// valid until the next call that uses d.scratch.
-func (d *decoder) readName() ([]byte, error) {
-	v, err := d.dec.ReadValue()
-	if err != nil {
-		return nil, parseError(err)
-	}
-	return d.unquote(v), nil
-}
-
-// unquote returns the content of the valid JSON string v, unescaped.
-func (d *decoder) unquote(v jsontext.Value) []byte {
-	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return inner
-	}
-	d.scratch, _ = jsontext.AppendUnquote(d.scratch[:0], v) // v was validated by the decoder
-	return d.scratch
-}
-
-// skip validates and passes over the next value. ReadValue rather than
-// SkipValue: the input is already in memory, so nothing is copied, and
-// consuming a whole value at once is much faster than token by token.
-func (d *decoder) skip() error {
-	if _, err := d.dec.ReadValue(); err != nil {
-		return parseError(err)
-	}
-	return nil
-}
-
-// beginObject consumes the '{' that PeekKind reported.
-func (d *decoder) beginObject() error {
-	if _, err := d.dec.ReadToken(); err != nil {
-		return parseError(err)
-	}
-	return nil
-}
-
-// more reports whether another member follows in the current object, and
-// consumes the closing '}' when none does. A syntax error makes it report
-// true so that the next read returns the error.
-func (d *decoder) more() (bool, error) {
-	if d.dec.PeekKind() != '}' {
-		return true, nil
-	}
-	if _, err := d.dec.ReadToken(); err != nil {
-		return false, parseError(err)
-	}
-	return false, nil
-}
-
-// fail records a JSON-RPC violation. Parsing goes on, because malformed
-// JSON anywhere in the message takes precedence (JSON-RPC 2.0, section 5.1:
-// a parse error is reported when the text cannot be parsed at all).
-func (d *decoder) fail(format string, args ...any) {
-	if d.invalid == nil {
-		d.invalid = fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
-	}
-}
-
-// finish checks that nothing but whitespace follows the top-level value.
-func (d *decoder) finish(b []byte) error {
-	for _, c := range b[d.dec.InputOffset():] {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-		default:
-			return fmt.Errorf("%w: trailing data after message", ErrParse)
-		}
-	}
-	return nil
-}
-
-// parseError turns a jsontext error into one wrapping ErrParse that says
-// what is wrong.
-func parseError(err error) error {
-	var se *jsontext.SyntacticError
-	switch {
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("%w: unexpected end of input", ErrParse)
-	case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
-		where := se.JSONPointer.Parent()
-		if where == "" {
-			return fmt.Errorf("%w: duplicate key %q", ErrParse, se.JSONPointer.LastToken())
-		}
-		return fmt.Errorf("%w: duplicate key %q in %s", ErrParse, se.JSONPointer.LastToken(), where)
-	}
-	return fmt.Errorf("%w: %s", ErrParse, strings.TrimPrefix(err.Error(), "jsontext: "))
-}
-
 // Parse validates b as exactly one JSON-RPC 2.0 message (a JSON object,
 // whitespace around it allowed) and locates its id, method, progress token
 // and cancelled request id. The returned Message aliases b.
 //
-// JSON errors (malformed, invalid UTF-8, a duplicate key at any depth,
-// trailing data) wrap [ErrParse] and take precedence over JSON-RPC errors
+// JSON errors wrap [ErrParse] and take precedence over JSON-RPC errors
 // (wrong "jsonrpc", wrong member types or combinations, a batch), which wrap
-// [ErrInvalidRequest]. Keys are compared after unescaping. Values other than
+// [ErrInvalidRequest]. The whole of b is validated as JSON (syntax, UTF-8,
+// escapes, nesting up to 10000 levels, nothing but whitespace after the
+// message); duplicate keys are errors in the objects Parse reads (the
+// message itself, params and params._meta) and are left to the receiver in
+// the values Parse only passes through (params.arguments, result,
+// error.data...). Keys are compared after unescaping. Values other than
 // those located are validated but never materialised.
 func Parse(b []byte) (Message, error) {
-	d := getDecoder(b)
-	m, err := d.parse(b)
-	putDecoder(d)
+	w := walker{b: b}
+	m, err := w.parse()
 	if err != nil {
 		return Message{Raw: b}, err
 	}
 	return m, nil
 }
 
-func (d *decoder) parse(b []byte) (Message, error) {
-	m := Message{Raw: b}
-	switch k := d.dec.PeekKind(); k {
-	case '{':
-	case 0: // empty input or a syntax error
-		if _, err := d.dec.ReadToken(); err != nil {
-			return m, parseError(err)
-		}
-		return m, fmt.Errorf("%w: no JSON value", ErrParse) // unreachable in practice
+// walker reads a message's envelope, member by member, and skips the
+// values it does not read with skipValue.
+type walker struct {
+	b       []byte
+	i       int   // next byte to read
+	invalid error // first ErrInvalidRequest found; reported only if the JSON is valid
+	token   Span  // params.progressToken, kept for notifications/progress
+}
+
+// fail records a JSON-RPC violation. Parsing goes on, because malformed
+// JSON anywhere in the message takes precedence (JSON-RPC 2.0, section 5.1:
+// a parse error is reported when the text cannot be parsed at all).
+func (w *walker) fail(format string, args ...any) {
+	if w.invalid == nil {
+		w.invalid = fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+}
+
+// value validates the value at w.i, the member of an object at the given
+// depth, and returns its kind (as jsontext.Kind: '"', '0' for a number,
+// 'n', 't', 'f', '{', '[') and span.
+func (w *walker) value(depth int) (kind byte, s Span, err error) {
+	end, e := skipValue(w.b, w.i, depth)
+	if e != scanOK {
+		return 0, Span{}, parseError(w.b, end, e)
+	}
+	s, w.i = Span{Start: w.i, End: end}, end
+	switch kind = w.b[s.Start]; kind {
+	case '"', 'n', 't', 'f', '{', '[':
 	default:
-		if _, err := d.dec.ReadValue(); err != nil {
-			return m, parseError(err)
+		kind = '0'
+	}
+	return kind, s, nil
+}
+
+// skip validates and passes over the value at w.i.
+func (w *walker) skip(depth int) error {
+	_, _, err := w.value(depth)
+	return err
+}
+
+// peek returns the next byte that is not whitespace, or 0 at the end.
+func (w *walker) peek() byte {
+	if w.i = skipSpace(w.b, w.i); w.i < len(w.b) {
+		return w.b[w.i]
+	}
+	return 0
+}
+
+// next moves to the next member of the object whose '{' is at w.i (first)
+// or which is being walked. It returns the member's name content (between
+// the quotes, still escaped) and leaves w.i at the value; at the closing
+// '}' it consumes it and reports ok == false. A name seen before in names
+// is an error; where is the object's JSON Pointer, for the message.
+func (w *walker) next(names *nameSet, first bool, where string) (name []byte, escaped, ok bool, err error) {
+	c := w.peek()
+	switch {
+	case first && c == '{':
+		w.i++
+		if c = w.peek(); c == '}' {
+			w.i++
+			return nil, false, false, nil
 		}
-		if err := d.finish(b); err != nil {
+	case !first && c == ',':
+		w.i++
+		c = w.peek()
+	case !first && c == '}':
+		w.i++
+		return nil, false, false, nil
+	default:
+		return nil, false, false, w.unexpected()
+	}
+	if c != '"' {
+		return nil, false, false, w.unexpected()
+	}
+	end, escaped, e := scanString(w.b, w.i)
+	next := end
+	if e == scanOK {
+		next, e = skipColon(w.b, end)
+	}
+	if e != scanOK {
+		return nil, false, false, parseError(w.b, next, e)
+	}
+	s := Span{Start: w.i + 1, End: end - 1}
+	w.i = next
+	if names.add(w.b, s, escaped) {
+		if where == "" {
+			return nil, false, false, fmt.Errorf("%w: duplicate key %q", ErrParse, unquoted(w.b[s.Start:s.End], escaped))
+		}
+		return nil, false, false, fmt.Errorf("%w: duplicate key %q in %s", ErrParse, unquoted(w.b[s.Start:s.End], escaped), where)
+	}
+	w.peek()
+	return w.b[s.Start:s.End], escaped, true, nil
+}
+
+// unexpected reports the byte at w.i, or the end of input, as out of place.
+func (w *walker) unexpected() error {
+	if w.i >= len(w.b) {
+		return parseError(w.b, w.i, scanEOF)
+	}
+	return parseError(w.b, w.i, scanChar)
+}
+
+// finish checks that nothing but whitespace follows the top-level value.
+func (w *walker) finish() error {
+	if w.peek(); w.i < len(w.b) {
+		return fmt.Errorf("%w: trailing data after message", ErrParse)
+	}
+	return nil
+}
+
+func (w *walker) parse() (Message, error) {
+	m := Message{Raw: w.b}
+	if err := checkUTF8(w.b); err != nil {
+		return m, err
+	}
+	switch k := w.peek(); {
+	case k == '{':
+	case w.i >= len(w.b):
+		return m, parseError(w.b, w.i, scanEOF)
+	default:
+		if err := w.skip(0); err != nil {
+			return m, err
+		}
+		if err := w.finish(); err != nil {
 			return m, err
 		}
 		if k == '[' {
@@ -192,94 +165,87 @@ func (d *decoder) parse(b []byte) (Message, error) {
 	}
 
 	var hasVersion, hasID, idNull, hasMethod, hasResult, hasError bool
-	if err := d.beginObject(); err != nil {
-		return m, err
-	}
-	for {
-		more, err := d.more()
+	var names nameSet
+	for first := true; ; first = false {
+		name, escaped, ok, err := w.next(&names, first, "")
 		if err != nil {
 			return m, err
 		}
-		if !more {
+		if !ok {
 			break
 		}
-		name, err := d.readName()
-		if err != nil {
-			return m, err
-		}
-		switch string(name) {
+		switch lookup(name, escaped, "jsonrpc", "id", "method", "params", "result", "error") {
 		case "jsonrpc":
-			v, _, err := d.readValue()
+			k, s, err := w.value(1)
 			if err != nil {
 				return m, err
 			}
-			if v.Kind() != '"' || string(d.unquote(v)) != "2.0" {
-				d.fail(`"jsonrpc" must be "2.0"`)
+			if k != '"' || !isString(w.b[s.Start+1:s.End-1], "2.0") {
+				w.fail(`"jsonrpc" must be "2.0"`)
 			}
 			hasVersion = true
 		case "id":
-			v, span, err := d.readValue()
+			k, s, err := w.value(1)
 			if err != nil {
 				return m, err
 			}
-			switch v.Kind() {
+			switch k {
 			case '"', '0':
-				m.ID = span
+				m.ID = s
 			case 'n':
-				m.ID, idNull = span, true
+				m.ID, idNull = s, true
 			default:
-				d.fail(`"id" must be a string or number`)
+				w.fail(`"id" must be a string or number`)
 			}
 			hasID = true
 		case "method":
-			v, span, err := d.readValue()
+			k, s, err := w.value(1)
 			if err != nil {
 				return m, err
 			}
-			if v.Kind() != '"' {
-				d.fail(`"method" must be a string`)
+			if k != '"' {
+				w.fail(`"method" must be a string`)
 			}
-			m.Method, hasMethod = span, true
+			m.Method, hasMethod = s, true
 		case "params":
-			switch d.dec.PeekKind() {
+			switch w.peek() {
 			case '{':
-				err = d.params(&m)
+				err = w.params(&m)
 			case '[':
-				err = d.skip()
+				err = w.skip(1)
 			default:
-				if _, _, err = d.readValue(); err == nil {
-					d.fail(`"params" must be an object or array`)
+				if err = w.skip(1); err == nil {
+					w.fail(`"params" must be an object or array`)
 				}
 			}
 			if err != nil {
 				return m, err
 			}
 		case "result":
-			if err := d.skip(); err != nil {
+			if err := w.skip(1); err != nil {
 				return m, err
 			}
 			hasResult = true
 		case "error":
-			if d.dec.PeekKind() != '{' {
-				if _, _, err := d.readValue(); err != nil {
-					return m, err
-				}
-				d.fail(`"error" must be an object`)
-			} else if err := d.skip(); err != nil {
+			isObject := w.peek() == '{'
+			if err := w.skip(1); err != nil {
 				return m, err
+			}
+			if !isObject {
+				w.fail(`"error" must be an object`)
 			}
 			hasError = true
 		default:
-			if err := d.skip(); err != nil {
+			if err := w.skip(1); err != nil {
 				return m, err
 			}
 		}
 	}
-	if err := d.finish(b); err != nil {
+	if err := w.finish(); err != nil {
 		return m, err
 	}
-	if d.invalid != nil {
-		return m, d.invalid
+	if w.invalid != nil {
+		return m, w.invalid
 	}
 
 	if !hasVersion {
@@ -300,8 +266,8 @@ func (d *decoder) parse(b []byte) (Message, error) {
 		if m.CancelRequestID.Present() && !m.MethodIs(methodCancelled) {
 			m.CancelRequestID = Span{}
 		}
-		if d.token.Present() && m.MethodIs(methodProgress) {
-			m.ProgressToken = d.token
+		if w.token.Present() && m.MethodIs(methodProgress) {
+			m.ProgressToken = w.token
 		}
 	case hasID:
 		if hasResult == hasError {
@@ -318,35 +284,29 @@ func (d *decoder) parse(b []byte) (Message, error) {
 	return m, nil
 }
 
-// params walks the params object, looking only at _meta.progressToken and
-// requestId. requestId is kept whatever the method (which may come later);
-// parse drops it unless the method is notifications/cancelled.
-func (d *decoder) params(m *Message) error {
-	if err := d.beginObject(); err != nil {
-		return err
-	}
-	for {
-		more, err := d.more()
-		if err != nil || !more {
+// params walks the params object at w.i, looking only at _meta.progressToken
+// and requestId. requestId is kept whatever the method (which may come
+// later); parse drops it unless the method is notifications/cancelled.
+func (w *walker) params(m *Message) error {
+	var names nameSet
+	for first := true; ; first = false {
+		name, escaped, ok, err := w.next(&names, first, "/params")
+		if err != nil || !ok {
 			return err
 		}
-		name, err := d.readName()
-		if err != nil {
-			return err
-		}
-		switch string(name) {
+		switch lookup(name, escaped, "_meta", "requestId", "progressToken") {
 		case "_meta":
-			if d.dec.PeekKind() == '{' {
-				err = d.meta(m)
+			if w.peek() == '{' {
+				err = w.meta(m)
 			} else {
-				err = d.skip()
+				err = w.skip(2)
 			}
 		case "requestId":
-			m.CancelRequestID, err = d.readIDLike()
+			m.CancelRequestID, err = w.idLike(2)
 		case "progressToken":
-			d.token, err = d.readIDLike()
+			w.token, err = w.idLike(2)
 		default:
-			err = d.skip()
+			err = w.skip(2)
 		}
 		if err != nil {
 			return err
@@ -354,24 +314,18 @@ func (d *decoder) params(m *Message) error {
 	}
 }
 
-// meta walks params._meta, looking only at progressToken.
-func (d *decoder) meta(m *Message) error {
-	if err := d.beginObject(); err != nil {
-		return err
-	}
-	for {
-		more, err := d.more()
-		if err != nil || !more {
+// meta walks params._meta at w.i, looking only at progressToken.
+func (w *walker) meta(m *Message) error {
+	var names nameSet
+	for first := true; ; first = false {
+		name, escaped, ok, err := w.next(&names, first, "/params/_meta")
+		if err != nil || !ok {
 			return err
 		}
-		name, err := d.readName()
-		if err != nil {
-			return err
-		}
-		if string(name) == "progressToken" {
-			m.ProgressToken, err = d.readIDLike()
+		if lookup(name, escaped, "progressToken") != "" {
+			m.ProgressToken, err = w.idLike(3)
 		} else {
-			err = d.skip()
+			err = w.skip(3)
 		}
 		if err != nil {
 			return err
@@ -379,15 +333,12 @@ func (d *decoder) meta(m *Message) error {
 	}
 }
 
-// readIDLike reads a value and locates it if it is a string or number, the
+// idLike reads a value and locates it if it is a string or number, the
 // types MCP allows for progress tokens and request ids.
-func (d *decoder) readIDLike() (Span, error) {
-	v, span, err := d.readValue()
-	if err != nil {
+func (w *walker) idLike(depth int) (Span, error) {
+	k, s, err := w.value(depth)
+	if err != nil || k != '"' && k != '0' {
 		return Span{}, err
 	}
-	if k := v.Kind(); k != '"' && k != '0' {
-		return Span{}, nil
-	}
-	return span, nil
+	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseValid(t *testing.T) {
@@ -126,8 +127,10 @@ func TestParseInvalid(t *testing.T) {
 		{"trailing comma", `{"jsonrpc":"2.0","method":"m",}`, ErrParse, ""},
 		{"duplicate id", `{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}`, ErrParse, `duplicate key "id"`},
 		{"duplicate escaped id", `{"jsonrpc":"2.0","id":1,"\u0069d":2,"method":"m"}`, ErrParse, `duplicate key "id"`},
-		{"duplicate deep", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":{"b":1,"b":2}}}`, ErrParse, `duplicate key "b" in /params/a`},
-		{"duplicate in result", `{"jsonrpc":"2.0","id":1,"result":{"x":1,"x":1}}`, ErrParse, `duplicate key "x"`},
+		{"duplicate in params", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":{"b":1},"a":2}}`, ErrParse, `duplicate key "a" in /params`},
+		{"duplicate escaped in params", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"request\u0049d":2}}`, ErrParse, `duplicate key "requestId" in /params`},
+		{"duplicate in _meta", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"progressToken":1,"progressToken":2}}}`, ErrParse, `duplicate key "progressToken" in /params/_meta`},
+		{"duplicate unknown top-level key", `{"jsonrpc":"2.0","id":1,"method":"m","x":1,"x":2}`, ErrParse, `duplicate key "x"`},
 		{"invalid utf8 in value", "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":[\"\xff\"]}", ErrParse, "UTF-8"},
 		{"invalid utf8 in key", "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"\xc3\":1}", ErrParse, "UTF-8"},
 		{"parse error beats invalid request", `{"jsonrpc":"1.0","id":1,"method":"m",}`, ErrParse, ""},
@@ -251,5 +254,112 @@ func TestKindString(t *testing.T) {
 		if k.String() != want {
 			t.Errorf("%d.String() = %q", k, k.String())
 		}
+	}
+}
+
+// TestParseForwardsDuplicatesInPassedThroughValues: duplicate keys are
+// checked only in the objects Parse reads; inside arguments, result or
+// error.data they are the receiver's business, and the message goes through
+// untouched.
+func TestParseForwardsDuplicatesInPassedThroughValues(t *testing.T) {
+	for _, tt := range []struct{ in, id, progress string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":"p"},"arguments":{"a":1,"a":2,"b":{"c":1,"\u0063":2}}}}`, `1`, `"p"`},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":{"b":1,"b":2}}}`, `1`, ``},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"x":{"y":1,"y":1}}}}`, `1`, ``},
+		{`{"jsonrpc":"2.0","id":2,"result":{"x":1,"x":1}}`, `2`, ``},
+		{`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m","data":{"k":1,"k":2}}}`, `3`, ``},
+		{`{"jsonrpc":"2.0","id":4,"method":"m","extra":{"k":1,"k":2}}`, `4`, ``},
+	} {
+		in := []byte(tt.in)
+		m, err := Parse(in)
+		if err != nil {
+			t.Errorf("Parse(%s): %v", tt.in, err)
+			continue
+		}
+		if string(m.Raw) != tt.in || string(m.Bytes(m.ID)) != tt.id || string(m.Bytes(m.ProgressToken)) != tt.progress {
+			t.Errorf("Parse(%s) = %+v", tt.in, m)
+		}
+	}
+}
+
+// TestParseRejectsInvalidJSONDeepInside: what Parse passes through is still
+// checked to be valid JSON, so that a peer never receives broken JSON.
+func TestParseRejectsInvalidJSONDeepInside(t *testing.T) {
+	wrap := func(s string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":[{"b":` + s + `}]}}}`
+	}
+	for _, tt := range []struct{ name, value, msg string }{
+		{"invalid UTF-8", "\"" + strings.Repeat("x", 100) + "\xff\"", "UTF-8"},
+		{"truncated UTF-8", "\"\xe6\x97\"", "UTF-8"},
+		{"UTF-8 surrogate", "\"\xed\xa0\x80\"", "UTF-8"},
+		{"lone high surrogate escape", `"\ud800"`, "escape"},
+		{"lone low surrogate escape", `"\udc00"`, "escape"},
+		{"high surrogate then not low", `"\ud800\u0041"`, "escape"},
+		{"bad escape", `"\x41"`, "escape"},
+		{"short unicode escape", `"\u12g4"`, "escape"},
+		{"control character", "\"a\x01b\"", "control character"},
+		{"newline in string", "\"a\nb\"", "control character"},
+		{"leading zero", `01`, "invalid character"},
+		{"bare minus", `-`, "invalid character"},
+		{"bad literal", `nul`, "invalid character"},
+		{"trailing comma", `[1,]`, "invalid character"},
+		{"missing colon", `{"a" 1}`, "invalid character"},
+	} {
+		in := wrap(tt.value)
+		_, err := Parse([]byte(in))
+		if !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: Parse(%q) = %v, want a parse error mentioning %q", tt.name, in, err, tt.msg)
+		}
+	}
+	// A valid surrogate pair, in either case, is fine.
+	if _, err := Parse([]byte(wrap(`"\ud83d\ude00\uD83D\uDE00"`))); err != nil {
+		t.Errorf("surrogate pair: %v", err)
+	}
+}
+
+// TestParseEveryPrefix: a message cut anywhere is a parse error.
+func TestParseEveryPrefix(t *testing.T) {
+	msgs := [][]byte{
+		request(1 << 10),
+		echoRequest(200, true),
+		[]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":-1.5e3,"_meta":{"progressToken":"\u00e9"}}}`),
+		[]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m","data":[true,false,null]}}`),
+	}
+	for _, msg := range msgs {
+		if _, err := Parse(msg); err != nil {
+			t.Fatalf("Parse(%s): %v", msg, err)
+		}
+		for n := range len(msg) {
+			if _, err := Parse(msg[:n]); !errors.Is(err, ErrParse) {
+				t.Fatalf("Parse(%q) = %v, want a parse error", msg[:n], err)
+			}
+		}
+	}
+}
+
+// TestParseDeepNesting: nesting is limited to 10000 levels, as jsontext
+// limits it, and far deeper input is refused quickly, without recursion.
+func TestParseDeepNesting(t *testing.T) {
+	nested := func(n int) []byte {
+		// The message and params are two of the n levels.
+		return []byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"arguments":` +
+			strings.Repeat("[", n-2) + strings.Repeat("]", n-2) + `}}`)
+	}
+	if _, err := Parse(nested(maxDepth)); err != nil {
+		t.Errorf("%d levels: %v", maxDepth, err)
+	}
+	if _, err := refParse(nested(maxDepth + 1)); !errors.Is(err, ErrParse) {
+		t.Errorf("%d levels: the reference parser says %v", maxDepth+1, err)
+	}
+	if _, err := Parse(nested(maxDepth + 1)); !errors.Is(err, ErrParse) || !strings.Contains(err.Error(), "nesting") {
+		t.Errorf("%d levels: %v, want a parse error about nesting", maxDepth+1, err)
+	}
+	deep := []byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"arguments":` + strings.Repeat("[", 100000))
+	start := time.Now()
+	if _, err := Parse(deep); !errors.Is(err, ErrParse) {
+		t.Errorf("100000 '[': %v, want a parse error", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("100000 '[' took %v", d)
 	}
 }

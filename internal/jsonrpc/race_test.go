@@ -1,7 +1,0 @@
-//go:build race
-
-package jsonrpc
-
-// raceEnabled reports a -race build, in which sync.Pool drops items at
-// random, so allocation counts that rely on pooling are not checked.
-const raceEnabled = true
