@@ -51,7 +51,7 @@ e2e: peers
 clean:
 	rm -rf bin
 
-## bench: measure the gateway against mcpecho (BENCH_DURATION=10s per run) and rewrite docs/benchmarks.md
+## bench: measure the gateway against mcpecho and supergateway (BENCH_* in scripts/bench.sh) and rewrite docs/benchmarks.md
 .PHONY: bench
 bench:
 	bash scripts/bench.sh --write

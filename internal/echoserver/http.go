@@ -93,12 +93,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	body := bodies.Get().(*bytes.Buffer)
 	defer func() {
-		if body.Cap() <= 64<<10 {
+		if body.Cap() <= 2*maxBodyBytes {
 			body.Reset()
 			bodies.Put(body)
 		}
 	}()
 	body.Reset()
+	if n := r.ContentLength; n > 0 && n <= maxBodyBytes {
+		body.Grow(int(n) + bytes.MinRead) // one allocation for a large body, not a doubling series
+	}
 	if _, err := body.ReadFrom(io.LimitReader(r.Body, maxBodyBytes+1)); err != nil {
 		httpError(w, http.StatusBadRequest, "mcpecho: reading body: "+err.Error())
 		return

@@ -184,3 +184,35 @@ func TestHTTPGetStream(t *testing.T) {
 		t.Fatalf("stream after DELETE: %v, want EOF", err)
 	}
 }
+
+// TestHTTPMegabyteMessage echoes a 1 MiB message exactly, as a JSON body
+// and as an SSE event.
+func TestHTTPMegabyteMessage(t *testing.T) {
+	msg := "big-" + strings.Repeat("0123456789abcdef", 1<<16)
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + msg + `"}}}`
+	want := `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"` + msg + `"}]}}`
+	for _, sseReplies := range []bool{false, true} {
+		f := newHTTPFixture(t)
+		f.h.SSEReplies = sseReplies
+		id := f.initialize("2025-11-25")
+		for range 3 { // the pooled body buffer is reused
+			resp := f.do("POST", id, call)
+			var got string
+			if sseReplies {
+				r := sse.NewReader(resp.Body, 4<<20)
+				r.Next() // priming
+				ev, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = string(ev.Data)
+				resp.Body.Close()
+			} else {
+				got = readAll(t, resp)
+			}
+			if resp.StatusCode != 200 || got != want {
+				t.Fatalf("sse %v: %s, reply of %d bytes, want %d", sseReplies, resp.Status, len(got), len(want))
+			}
+		}
+	}
+}

@@ -12,6 +12,11 @@ import (
 // gets a parse error reply and is skipped.
 const MaxLineBytes = 16 << 20
 
+// keepLineBytes is the largest buffer for gathering long lines kept from one
+// line to the next: enough for a 1 MiB message and its envelope, so a run
+// of large messages does not allocate one per line.
+const keepLineBytes = 4 << 20
+
 // flushBytes bounds the replies the reader batches before handing them to
 // the writer even while more input is buffered.
 const flushBytes = 64 << 10
@@ -66,7 +71,7 @@ func ServeStdio(in io.Reader, out io.Writer) error {
 			}
 			break
 		}
-		if cap(long) > 1<<20 {
+		if cap(long) > keepLineBytes {
 			long = nil // do not pin one huge line's buffer
 		}
 	}

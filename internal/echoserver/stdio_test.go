@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -117,3 +118,23 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errBroken }
 
 var errBroken = fmt.Errorf("stdout broken")
+
+// TestServeStdioMegabyteLines echoes several 1 MiB messages in a row (the
+// benchmarks' largest payload), each exactly, from a pipe that delivers
+// them in small pieces.
+func TestServeStdioMegabyteLines(t *testing.T) {
+	const n = 4
+	var in, want bytes.Buffer
+	for i := range n {
+		msg := fmt.Sprintf("m%d-", i) + strings.Repeat(string(rune('a'+i)), 1<<20)
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"%s"}}}`+"\n", i, msg)
+		fmt.Fprintf(&want, `{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"%s"}]}}`+"\n", i, msg)
+	}
+	var out bytes.Buffer
+	if err := ServeStdio(iotest.HalfReader(&in), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), want.Bytes()) {
+		t.Fatalf("replies of %d bytes differ from the %d expected", out.Len(), want.Len())
+	}
+}

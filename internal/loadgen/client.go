@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -20,9 +21,11 @@ import (
 
 // Outcome errors a call can have besides transport failures. A reply that
 // is a well-formed echo result for someone else is errCrossed, never an
-// error.
+// error; one for this call whose text is damaged after its unique part is
+// errMangled, an error.
 var (
 	errCrossed  = errors.New("crossed reply: id or echoed text belongs to another call")
+	errMangled  = errors.New("echoed text differs from the message after its unique part")
 	errNoReply  = errors.New("response ended without a JSON-RPC reply")
 	errRPCError = errors.New("JSON-RPC error reply")
 )
@@ -58,6 +61,9 @@ type session struct {
 	ep      *endpoint
 	id      string // Mcp-Session-Id
 	version string // negotiated
+	// nextID numbers the session's requests after initialize (id 0): every
+	// caller of the session takes its ids from it, so none is used twice.
+	nextID atomic.Int64
 }
 
 func (ep *endpoint) newRequest(ctx context.Context, method, sessionID, version string, body []byte) (*http.Request, error) {
@@ -177,8 +183,8 @@ type scratch struct {
 }
 
 // call sends one tools/call echo of msg with request id id and checks the
-// reply.
-func (s *session) call(ctx context.Context, id int64, msg []byte, sc *scratch) error {
+// reply; the first unique bytes of msg tell this call from every other.
+func (s *session) call(ctx context.Context, id int64, msg []byte, unique int, sc *scratch) error {
 	buf := append(sc.body[:0], `{"jsonrpc":"2.0","id":`...)
 	buf = strconv.AppendInt(buf, id, 10)
 	buf = append(buf, `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"`...)
@@ -199,13 +205,14 @@ func (s *session) call(ctx context.Context, id int64, msg []byte, sc *scratch) e
 	if err != nil {
 		return err
 	}
-	return checkEcho(reply, id, msg)
+	return checkEcho(reply, id, msg, unique)
 }
 
 // checkEcho classifies a reply to the call (id, msg): nil if it is its
-// own, errCrossed if it is a well-formed echo result for another call,
-// otherwise an error.
-func checkEcho(reply []byte, id int64, msg []byte) error {
+// own, errCrossed if it is a well-formed echo result for another call (its
+// id or the first unique bytes of its text differ), errMangled if it is
+// this call's but the rest of the text differs, otherwise an error.
+func checkEcho(reply []byte, id int64, msg []byte, unique int) error {
 	m, err := jsonrpc.Parse(reply)
 	if err != nil {
 		return err
@@ -221,8 +228,11 @@ func checkEcho(reply []byte, id int64, msg []byte) error {
 		return fmt.Errorf("reply has no result.content[0].text: %.200s", reply)
 	}
 	var idb [20]byte
-	if !bytes.Equal(m.Bytes(m.ID), strconv.AppendInt(idb[:0], id, 10)) || !bytes.Equal(text, msg) {
+	switch {
+	case !bytes.Equal(m.Bytes(m.ID), strconv.AppendInt(idb[:0], id, 10)) || !bytes.HasPrefix(text, msg[:unique]):
 		return errCrossed
+	case !bytes.Equal(text, msg):
+		return fmt.Errorf("%w: %d bytes, want %d", errMangled, len(text), len(msg))
 	}
 	return nil
 }
@@ -274,19 +284,22 @@ func closeBody(resp *http.Response) {
 
 // lookup returns the unquoted string at path in the JSON text raw, nil if
 // there is none. A path element "[0]" steps into the first element of an
-// array; others name object members.
+// array; others name object members. A string without escapes is returned
+// as a slice of raw (an echoed megabyte is not copied); others are copied.
 func lookup(raw []byte, path ...string) ([]byte, error) {
 	d := decoders.Get().(*decoder)
+	d.raw = raw
 	d.buf = *bytes.NewBuffer(raw)
 	d.dec.Reset(&d.buf)
 	v, err := d.find(path)
-	d.buf = bytes.Buffer{}
+	d.raw, d.buf = nil, bytes.Buffer{}
 	d.dec.Reset(&d.buf)
 	decoders.Put(d)
 	return v, err
 }
 
 type decoder struct {
+	raw []byte // the text being decoded, for slicing out strings
 	buf bytes.Buffer
 	dec jsontext.Decoder
 }
@@ -301,6 +314,10 @@ func (d *decoder) find(path []string) ([]byte, error) {
 		v, err := d.dec.ReadValue()
 		if err != nil {
 			return nil, err
+		}
+		if bytes.IndexByte(v, '\\') < 0 {
+			end := int(d.dec.InputOffset()) // just past the closing quote
+			return d.raw[end-len(v)+1 : end-1 : end-1], nil
 		}
 		return jsontext.AppendUnquote(nil, v)
 	}

@@ -1,14 +1,18 @@
 // Package loadgen is the load generator behind `mcpgate bench`: it drives
 // MCP sessions over Streamable HTTP and checks every reply.
 //
-// [Run] opens N sessions (initialize, notifications/initialized), then has
-// C callers per session send tools/call echo with a message unique to the
-// call, for a warmup and then a measured duration. Each reply, JSON body or
-// SSE stream (priming and other non-reply events skipped), must carry the
-// caller's own id and echo its own message: anything else that is a
-// well-formed result is counted as crossed (a reply delivered to the wrong
-// caller), every other failure as an error. Latencies go into per-caller
-// log-linear histograms, merged once at the end.
+// [Run] opens N sessions (initialize, notifications/initialized, a first
+// tools/call; each open is timed up to that call's reply), then has C
+// callers per session send tools/call echo with a message unique to the
+// call, for a warmup and then a measured duration. A message starts with
+// its unique part and may be padded with ASCII filler to a given size, so
+// that payload throughput can be measured. Each reply, JSON body or SSE
+// stream (priming and other non-reply events skipped), must carry the
+// caller's own id and echo its own message exactly: a well-formed result
+// whose id or unique part belongs to another call is counted as crossed (a
+// reply delivered to the wrong caller), every other failure, a damaged
+// echo included, as an error. Latencies go into per-caller log-linear
+// histograms, merged once at the end.
 //
 // [Idle] opens many sessions, some holding a GET stream, holds them, then
 // deletes them: what a gateway's memory per session is measured with.

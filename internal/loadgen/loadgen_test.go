@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/sse"
 	"go.uber.org/goleak"
 )
@@ -238,5 +240,142 @@ func TestCustomHeaders(t *testing.T) {
 	}
 	if missing.Load() != 0 {
 		t.Errorf("%d requests without the header", missing.Load())
+	}
+}
+
+// TestRunLargeMessages sends 1 MiB messages through the real fixture, as
+// JSON bodies and as SSE streams, and checks every byte comes back.
+func TestRunLargeMessages(t *testing.T) {
+	const size = 1 << 20
+	for _, tt := range []struct {
+		version string
+		sse     bool
+	}{{"2025-06-18", false}, {"2025-11-25", false}, {"2025-11-25", true}} {
+		t.Run(fmt.Sprintf("%s sse=%v", tt.version, tt.sse), func(t *testing.T) {
+			srv, h := echoServer(t, nil)
+			h.SSEReplies = tt.sse
+			o := quick(srv.URL, tt.version)
+			o.Sessions, o.Concurrency, o.Size = 2, 1, size
+			o.Warmup, o.Duration = 0, time.Second // a megabyte call is slow under -race
+			res, err := Run(t.Context(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Errors != 0 || res.Crossed != 0 || res.Calls == 0 {
+				t.Fatalf("errors %d crossed %d calls %d: %s", res.Errors, res.Crossed, res.Calls, res.FirstError)
+			}
+			if res.PayloadBytes != res.Calls*size || res.BytesPerSec != float64(res.PayloadBytes)/res.Elapsed.Seconds() {
+				t.Fatalf("payload %d bytes over %d calls, %.0f B/s", res.PayloadBytes, res.Calls, res.BytesPerSec)
+			}
+		})
+	}
+}
+
+// TestRunLargeMessagesChecked: a server that damages one byte near the end
+// of a large echo makes every call an error (not crossed: the id and unique
+// part are the caller's own), and one that returns another session's large
+// echo makes calls crossed.
+func TestRunLargeMessagesChecked(t *testing.T) {
+	const size = 1 << 20
+	var mu sync.Mutex
+	var previous []byte
+	tests := []struct {
+		name                string
+		call                func(w http.ResponseWriter, r *http.Request, msg []byte)
+		wantErrs, wantCross bool
+	}{
+		{"damaged", func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			reply, _, _ := echoserver.AppendReply(nil, msg)
+			if len(msg) > size {
+				reply[len(reply)-100] ^= 1 // inside the filler: still plain ASCII
+			}
+			writeReply(w, r, reply)
+		}, true, false},
+		{"crossed", func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			mine, _, _ := echoserver.AppendReply(nil, msg)
+			mu.Lock()
+			out := previous
+			if len(msg) > size {
+				previous = mine
+			}
+			mu.Unlock()
+			if out == nil || len(msg) < size {
+				out = mine // the sessions' first, short, calls are answered rightly
+			}
+			writeReply(w, r, out)
+		}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := echoServer(t, tt.call)
+			o := quick(srv.URL, "2025-11-25")
+			o.Size = size
+			res, err := Run(t.Context(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (res.Errors > 0) != tt.wantErrs || (res.Crossed > 0) != tt.wantCross || res.Calls > 1 {
+				t.Fatalf("errors %d crossed %d calls %d (%s)", res.Errors, res.Crossed, res.Calls, res.FirstError)
+			}
+			if tt.wantErrs && !strings.Contains(res.FirstError, "differs from the message") {
+				t.Fatalf("first error %q", res.FirstError)
+			}
+		})
+	}
+}
+
+// TestRunTimesOpens: every session's open (initialize to its first call's
+// reply) is timed; with OpenParallel 1 no two opens overlap; and no request
+// id is used twice in a session (the first call and the callers share the
+// session's numbering).
+func TestRunTimesOpens(t *testing.T) {
+	h := echoserver.NewHandler()
+	var opening, most atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]bool{}   // guarded by mu: session and request id
+	called := map[string]bool{} // guarded by mu: sessions that made a call
+	var reused atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid == "" { // initialize
+			n := opening.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(2 * time.Millisecond) // widen the window in which opens could overlap
+		}
+		if m, err := jsonrpc.Parse(body); err == nil && m.Kind == jsonrpc.KindRequest && m.MethodIs("tools/call") {
+			key := sid + "/" + string(m.Bytes(m.ID))
+			mu.Lock()
+			if seen[key] {
+				reused.Add(1)
+			}
+			seen[key] = true
+			first := !called[sid]
+			called[sid] = true
+			mu.Unlock()
+			if first {
+				opening.Add(-1) // a session's first call ends its open
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer h.Close()
+	o := quick(srv.URL, "2025-11-25")
+	o.Sessions, o.OpenParallel = 6, 1
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Open.Count() != 6 || res.Open.Min() < 2*time.Millisecond || res.Open.Quantile(0.99) > res.Open.Max() {
+		t.Fatalf("open: %d timed, min %v, p99 %v", res.Open.Count(), res.Open.Min(), res.Open.Quantile(0.99))
+	}
+	if most.Load() != 1 {
+		t.Errorf("%d sessions opened at once, want 1", most.Load())
+	}
+	if reused.Load() != 0 || res.Errors != 0 || res.Crossed != 0 {
+		t.Errorf("%d request ids reused in a session; errors %d crossed %d", reused.Load(), res.Errors, res.Crossed)
 	}
 }

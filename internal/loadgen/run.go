@@ -21,6 +21,15 @@ type Options struct {
 	Warmup      time.Duration // driven as measured but not recorded; default 0
 	Version     string        // protocol version asked for; default "2025-11-25"
 	Header      http.Header   // extra headers on every request
+	// Size is the length in bytes of each call's message argument, its
+	// unique part first, then ASCII filler; at most MaxSize. Default 0: the
+	// unique part alone (about 20 bytes). The first call of a session (see
+	// Result.Open) always carries a short message.
+	Size int
+	// OpenParallel is how many sessions are opened at once; default 64.
+	// With 1 they open one after another, so that each open measures a
+	// session's startup rather than contention between opens.
+	OpenParallel int
 	// CallTimeout bounds one call, including reading its reply; default 30s.
 	CallTimeout time.Duration
 	// Progress, if set, is called every ProgressInterval (default 1s) from
@@ -48,13 +57,22 @@ type Result struct {
 	// the measured window; CallsPerSec is Calls / Elapsed.
 	Calls       uint64
 	CallsPerSec float64
-	// Errors and Crossed count every call of the run, warmup included,
-	// and the calls in flight when it ended (they are always awaited, so a
+	// PayloadBytes is the message bytes of those calls, the same each way
+	// (the echo returns what it was sent); BytesPerSec is PayloadBytes /
+	// Elapsed.
+	PayloadBytes uint64
+	BytesPerSec  float64
+	// Errors and Crossed count every call of the run, the sessions' first
+	// calls and warmup included, and the calls in flight when it ended (they are always awaited, so a
 	// lost reply shows as an error, never as nothing).
 	Errors     uint64
 	Crossed    uint64
 	FirstError string // an example error, "" if none
 	Latency    Histogram
+	// Open holds, per session opened, the time from sending initialize to
+	// the reply of its first tools/call (after notifications/initialized):
+	// what opening a session costs a client.
+	Open Histogram
 }
 
 // P returns the latency quantile q of the measured calls.
@@ -77,6 +95,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
+	}
+	if o.Size < 0 || o.Size > MaxSize {
+		return fmt.Errorf("loadgen: Size %d is not between 0 and %d", o.Size, MaxSize)
+	}
+	if o.OpenParallel <= 0 {
+		o.OpenParallel = 64
 	}
 	o.Warmup = max(o.Warmup, 0)
 	if o.Version == "" {
@@ -104,9 +128,11 @@ const (
 type caller struct {
 	sess     *session
 	prefix   []byte // message prefix unique to this caller in this run
-	nextID   *atomic.Int64
+	size     int    // message length (Options.Size)
+	filler   []byte // padding, shared read-only by all callers
 	hist     Histogram
-	measured uint64
+	measured uint64 // calls
+	bytes    uint64 // message bytes of the measured calls
 	firstErr error
 
 	calls, errors, crossed atomic.Uint64
@@ -129,10 +155,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var opened atomic.Int64
 	callers := make([]*caller, 0, o.Sessions*o.Concurrency)
 	var callersMu sync.Mutex // guards callers while the reporter may read it
+	// opens counts the outcomes of the sessions' first calls, as a caller
+	// that made them would, and times the opens in its histogram.
+	opens := &caller{}
 	phaseName := atomic.Value{}
 	phaseName.Store("opening")
 	stopReport := report(o.Progress, o.ProgressInterval, func() Progress {
-		p := Progress{Phase: phaseName.Load().(string), Elapsed: time.Since(start), Opened: int(opened.Load())}
+		p := Progress{Phase: phaseName.Load().(string), Elapsed: time.Since(start), Opened: int(opened.Load()),
+			Errors: opens.errors.Load(), Crossed: opens.crossed.Load()}
 		callersMu.Lock()
 		for _, c := range callers {
 			p.Calls += c.calls.Load()
@@ -144,19 +174,22 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	})
 	defer stopReport()
 
-	sessions, err := openSessions(ctx, ep, o.Sessions, &opened)
+	nonce := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	sessions, err := openSessions(ctx, ep, o.Sessions, o.OpenParallel, nonce, &opened, opens)
 	defer closeSessions(ep, sessions)
 	if err != nil {
-		return Result{Sessions: len(sessions)}, err
+		return Result{Sessions: len(sessions), Open: opens.hist}, err
 	}
 
-	nonce := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	var filler []byte
+	if o.Size > 0 {
+		filler = newFiller(o.Size)
+	}
 	callersMu.Lock()
 	for i, s := range sessions {
-		ids := new(atomic.Int64)
 		for j := range o.Concurrency {
 			callers = append(callers, &caller{
-				sess: s, nextID: ids,
+				sess: s, size: o.Size, filler: filler,
 				prefix: fmt.Appendf(nil, "%s-s%d-c%d-", nonce, i, j),
 			})
 		}
@@ -180,13 +213,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	phase.Store(phaseStop)
 	wg.Wait()
 
-	res := Result{Sessions: len(sessions), Concurrency: o.Concurrency}
+	res := Result{Sessions: len(sessions), Concurrency: o.Concurrency, Open: opens.hist}
 	if !mStart.IsZero() {
 		res.Elapsed = mEnd.Sub(mStart)
 	}
 	for _, c := range callers {
 		res.Latency.Merge(&c.hist)
 		res.Calls += c.measured
+		res.PayloadBytes += c.bytes
+	}
+	for _, c := range append([]*caller{opens}, callers...) {
 		res.Errors += c.errors.Load()
 		res.Crossed += c.crossed.Load()
 		if res.FirstError == "" && c.firstErr != nil {
@@ -195,6 +231,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	if res.Elapsed > 0 {
 		res.CallsPerSec = float64(res.Calls) / res.Elapsed.Seconds()
+		res.BytesPerSec = float64(res.PayloadBytes) / res.Elapsed.Seconds()
 	}
 	return res, ctxErr
 }
@@ -205,16 +242,17 @@ func Run(ctx context.Context, o Options) (Result, error) {
 func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Duration) {
 	var sc scratch
 	var msg []byte
+	var unique int
 	for seq := uint64(0); ; seq++ {
 		p := phase.Load()
 		if p == phaseStop || ctx.Err() != nil {
 			return
 		}
-		msg = strconv.AppendUint(append(msg[:0], c.prefix...), seq, 10)
-		id := c.nextID.Add(1)
+		msg, unique = buildMessage(msg, c.prefix, seq, c.size, c.filler)
+		id := c.sess.nextID.Add(1)
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		t0 := time.Now()
-		err := c.sess.call(cctx, id, msg, &sc)
+		err := c.sess.call(cctx, id, msg, unique, &sc)
 		d := time.Since(t0)
 		cancel()
 		switch {
@@ -222,6 +260,7 @@ func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Dura
 			if p == phaseMeasure && phase.Load() == phaseMeasure {
 				c.hist.Record(d)
 				c.measured++
+				c.bytes += uint64(len(msg))
 			}
 		case ctx.Err() != nil:
 			return // the run was cancelled: not the server's fault
@@ -237,30 +276,57 @@ func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Dura
 	}
 }
 
-// openSessions opens n sessions, at most 64 at a time. On error it returns
-// the sessions it did open (for the caller to close) and the first error.
-func openSessions(ctx context.Context, ep *endpoint, n int, opened *atomic.Int64) ([]*session, error) {
+// openSessions opens n sessions, parallel at a time, and makes each one's
+// first tools/call (a short message made from nonce). A session counts as
+// open once initialize and notifications/initialized succeed; the outcome
+// of its first call is counted in firsts' errors and crossed, and if that
+// call succeeded, firsts.hist records how long the open took, up to its
+// reply. On error it returns the sessions it did open (for the caller to
+// close) and the first error.
+func openSessions(ctx context.Context, ep *endpoint, n, parallel int, nonce string, opened *atomic.Int64, firsts *caller) ([]*session, error) {
 	sessions := make([]*session, n)
 	errs := make([]error, n)
+	callErrs := make([]error, n)
+	took := make([]time.Duration, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(n, 64) {
+	for range min(n, parallel) {
 		wg.Go(func() {
+			var sc scratch
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= n || ctx.Err() != nil {
 					return
 				}
 				octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				t0 := time.Now()
 				sessions[i], errs[i] = ep.open(octx)
-				cancel()
 				if errs[i] == nil {
 					opened.Add(1)
+					msg := fmt.Appendf(nil, "%s-s%d-open", nonce, i)
+					callErrs[i] = sessions[i].call(octx, sessions[i].nextID.Add(1), msg, len(msg), &sc)
+					took[i] = time.Since(t0)
 				}
+				cancel()
 			}
 		})
 	}
 	wg.Wait()
+	for i, err := range callErrs {
+		switch {
+		case sessions[i] == nil:
+		case err == nil:
+			firsts.hist.Record(took[i])
+		case ctx.Err() != nil:
+		case errors.Is(err, errCrossed):
+			firsts.crossed.Add(1)
+		default:
+			firsts.errors.Add(1)
+			if firsts.firstErr == nil {
+				firsts.firstErr = fmt.Errorf("first tools/call: %w", err)
+			}
+		}
+	}
 	var ok []*session
 	for _, s := range sessions {
 		if s != nil {
