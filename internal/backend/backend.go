@@ -69,9 +69,9 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 		return newIsolated(cfg, 0, func() (*proc, error) { return startRemote(cfg, opts, log) }, log), nil
 	case cfg.Isolation == config.IsolationSession:
 		opts.Exclusive = true
-		return newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, log) }, log), nil
+		return newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, 0, log) }, log), nil
 	}
-	p, err := start(cfg, opts, log)
+	p, err := start(cfg, opts, sharedPipeBytes, log)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +85,19 @@ type proc struct {
 	up interface{ Close() error }
 }
 
-func start(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error) {
+// sharedPipeBytes is the pipe capacity asked for a shared server's one
+// process: its large messages cross in a few wakeups. Session mode keeps
+// the system default: pipe capacity is charged per pipe, and hundreds of
+// processes asking for this much would exhaust the user's pipe quota.
+const sharedPipeBytes = 1 << 20
+
+// start starts a stdio server (pipeBytes: see upstream.StdioConfig).
+func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger) (*proc, error) {
 	m := mux.New(opts)
 	up, err := upstream.StartStdio(upstream.StdioConfig{
 		Name: cfg.Name, Command: cfg.Command, Args: cfg.Args, Env: Environ(cfg, os.LookupEnv), Dir: cfg.Cwd,
 		MaxLineBytes: cfg.MaxLineBytes, Restart: true, StopGrace: StopGrace, Logger: log,
-		StuckTimeout: cfg.StdinTimeout, StderrBytesPerSec: cfg.StderrBytesPerSec,
+		StuckTimeout: cfg.StdinTimeout, StderrBytesPerSec: cfg.StderrBytesPerSec, PipeBytes: pipeBytes,
 	}, m)
 	if err != nil {
 		m.Close()

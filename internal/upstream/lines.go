@@ -10,8 +10,9 @@ import (
 const readBufSize = 64 << 10
 
 // keepLineBuf is the largest assembled-line buffer kept between lines; a
-// bigger one (after a multi-megabyte reply) is released.
-const keepLineBuf = 1 << 20
+// bigger one (after a multi-megabyte reply) is released. A 1 MiB payload,
+// escaped and wrapped, fits: such replies reuse one buffer.
+const keepLineBuf = 2 << 20
 
 // lineReader splits a stream into lines with one reusable bufio.Reader. Lines
 // longer than the buffer are assembled, lines over max are skipped to their

@@ -70,6 +70,10 @@ func (s *Stdio) startProc() (*proc, error) {
 		closeAll(inR, inW, outR, outW)
 		return nil, newSpawnError(s.cfg.Command, s.cfg.Dir, err)
 	}
+	if n := s.cfg.PipeBytes; n > 0 {
+		setPipeSize(inW, n)
+		setPipeSize(outR, n)
+	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	cmd.Env = s.cfg.Env // nil: exec inherits os.Environ()
 	cmd.Dir = s.cfg.Dir
@@ -319,6 +323,19 @@ func (p *proc) write(out []byte) error {
 		} else if now.Sub(lastProgress) >= stuckAfter {
 			return err
 		}
+	}
+}
+
+// fSetPipeSize is Linux's F_SETPIPE_SZ (F_LINUX_SPECIFIC_BASE + 7).
+const fSetPipeSize = 1031
+
+// setPipeSize asks for a pipe capacity of n bytes. It is best effort: a
+// refusal (over the system's limit) leaves the capacity the pipe has.
+func setPipeSize(f *os.File, n int) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSize, uintptr(n))
+		})
 	}
 }
 
