@@ -44,11 +44,13 @@ func (e *busyError) Unwrap() error { return ErrTooManyProcesses }
 func (e *busyError) RetryAfter() time.Duration { return busyRetryAfter }
 
 // isolated gives every session its own upstream: a process, or a remote
-// session.
+// session. With Prewarm set it keeps processes started ahead of sessions
+// (see pool.go).
 //
 // A session's process is stopped in the background when the session ends
 // (stopping one takes up to 2*StopGrace), so that ending many sessions at
-// once takes as long as ending one; Close waits for those stops.
+// once takes as long as ending one; Close waits for those stops, and for
+// the processes Opens are starting.
 type isolated struct {
 	// Static after construction.
 	cfg   *config.Server
@@ -56,28 +58,34 @@ type isolated struct {
 	spawn func() (*proc, error)
 	log   *slog.Logger
 
-	fill  chan struct{} // wakes the pool filler
-	stop  chan struct{} // closed by Close
-	wg    sync.WaitGroup
-	stops sync.WaitGroup // background stops of ended sessions' processes
+	fill chan struct{}  // wakes the filler (capacity 1: wake-ups merge)
+	stop chan struct{}  // closed by Close
+	wg   sync.WaitGroup // the filler
+	// busy counts the starts by Open and the background stops of ended
+	// sessions' processes; Add only under mu while not closed, so that it
+	// comes before the Wait in Close.
+	busy sync.WaitGroup
 
 	mu sync.Mutex
 	// guarded by mu:
-	closed bool
-	count  int                // processes counted against max
-	pool   []*proc            // prewarmed, not yet given to a session
-	live   map[*proc]struct{} // given to sessions
+	closed  bool
+	count   int                // processes counted against max
+	pool    []*proc            // prewarmed, not yet given to a session; oldest first
+	filling bool               // the filler holds a slot for a process it is starting
+	pooled  chan struct{}      // closed and replaced when filling ends: wakes Opens waiting at the cap
+	live    map[*proc]struct{} // given to sessions
 }
 
 func newIsolated(cfg *config.Server, maxProcs int, spawn func() (*proc, error), log *slog.Logger) *isolated {
 	s := &isolated{
 		cfg: cfg, max: maxProcs, spawn: spawn, log: log,
-		fill: make(chan struct{}, 1), stop: make(chan struct{}), live: map[*proc]struct{}{},
+		fill: make(chan struct{}, 1), stop: make(chan struct{}),
+		pooled: make(chan struct{}), live: map[*proc]struct{}{},
 	}
 	if cfg.Prewarm > 0 {
 		s.wg.Add(1)
 		go s.filler()
-		s.fill <- struct{}{}
+		s.refill()
 	}
 	return s
 }
@@ -92,85 +100,75 @@ func (s *isolated) reserve() bool {
 	return true
 }
 
-// release uncounts one process. It takes mu.
+// release uncounts one process, and wakes the filler: the slot may be what
+// the pool was waiting for. It takes mu.
 func (s *isolated) release() {
 	s.mu.Lock()
 	s.count--
 	s.mu.Unlock()
+	s.refill()
 }
 
-// filler keeps Prewarm processes started and waiting, within the cap.
-func (s *isolated) filler() {
-	defer s.wg.Done()
+// Open gives the session a process of its own: a prewarmed one if one is
+// usable, else one started now. At the cap it waits for the process the
+// filler is starting, if it is starting one (bounded by ctx), and is
+// refused otherwise.
+func (s *isolated) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
 	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.fill:
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, errClosed
 		}
-		for {
-			s.mu.Lock()
-			need := !s.closed && len(s.pool) < s.cfg.Prewarm && s.reserve()
+		if p := s.takePooledLocked(); p != nil {
+			s.live[p] = struct{}{}
 			s.mu.Unlock()
-			if !need {
-				break
-			}
-			p, err := s.spawn()
-			if err != nil {
-				s.release()
-				s.log.Error("prewarming a process failed", "server", s.cfg.Name, "err", err)
-				break
-			}
-			s.mu.Lock()
-			if s.closed {
-				s.mu.Unlock()
-				p.stop()
-				s.release()
-				return
-			}
-			s.pool = append(s.pool, p)
+			s.refill()
+			return s.conn(p, general), nil
+		}
+		if s.reserve() {
+			s.busy.Add(1)
 			s.mu.Unlock()
+			s.refill() // the pool may be short for want of a wake-up (a failed start)
+			return s.startFor(general)
+		}
+		if !s.filling {
+			s.mu.Unlock()
+			return nil, &busyError{server: s.cfg.Name, max: s.max}
+		}
+		wait := s.pooled
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 }
 
-func (s *isolated) Open(_ context.Context, general mux.Stream) (httpapi.Conn, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, errClosed
-	}
-	var p *proc
-	if n := len(s.pool); n > 0 {
-		p, s.pool = s.pool[n-1], s.pool[:n-1]
-	} else if !s.reserve() {
-		s.mu.Unlock()
-		return nil, &busyError{server: s.cfg.Name, max: s.max}
-	}
-	s.mu.Unlock()
-	if s.cfg.Prewarm > 0 {
-		select {
-		case s.fill <- struct{}{}:
-		default:
-		}
-	}
-	if p == nil {
-		var err error
-		if p, err = s.spawn(); err != nil {
-			s.release()
-			return nil, err
-		}
+// startFor starts a process for one session, in a slot already reserved
+// and counted in busy.
+func (s *isolated) startFor(general mux.Stream) (httpapi.Conn, error) {
+	defer s.busy.Done()
+	p, err := s.spawn()
+	if err != nil {
+		s.release()
+		return nil, err
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		p.stop()
+		p.stop() // Close waits for it (busy)
 		s.release()
 		return nil, errClosed
 	}
 	s.live[p] = struct{}{}
 	s.mu.Unlock()
-	return &isolatedConn{Client: p.m.Join(general), s: s, p: p}, nil
+	return s.conn(p, general), nil
+}
+
+func (s *isolated) conn(p *proc, general mux.Stream) *isolatedConn {
+	return &isolatedConn{Client: p.m.Join(general), s: s, p: p}
 }
 
 func (s *isolated) Pending() int {
@@ -184,12 +182,14 @@ func (s *isolated) Pending() int {
 }
 
 // Close stops every process, pooled, live and already stopping, all in
-// parallel, and returns when they are all gone.
+// parallel, and returns when they are all gone, with those that Opens and
+// the filler were starting.
 func (s *isolated) Close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.stops.Wait()
+		s.wg.Wait()
+		s.busy.Wait()
 		return
 	}
 	s.closed = true
@@ -202,19 +202,20 @@ func (s *isolated) Close() {
 	for _, p := range procs {
 		s.stopLater(p)
 	}
+	s.wakeWaitersLocked()
 	s.mu.Unlock()
 	close(s.stop)
 	// The filler may be starting a process: it stops it itself on seeing
 	// closed, and nothing waits on a pipe while it does.
 	s.wg.Wait()
-	s.stops.Wait()
+	s.busy.Wait()
 }
 
 // stopLater stops p in the background, uncounting it when it is gone.
 // Close waits for it. Called with mu held (release takes mu only in the
 // goroutine).
 func (s *isolated) stopLater(p *proc) {
-	s.stops.Go(func() {
+	s.busy.Go(func() {
 		p.stop()
 		s.release()
 	})
