@@ -26,8 +26,8 @@ type lineReader struct {
 	prefix []byte // the start of an oversized line
 }
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, readBufSize), max: max}
+func newLineReader(r io.Reader, bufSize, max int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, bufSize), max: max}
 }
 
 // next returns the next non-empty line without its newline, valid until the

@@ -17,7 +17,12 @@ type gotLine struct {
 
 func readAll(t *testing.T, r io.Reader, max int) ([]gotLine, error) {
 	t.Helper()
-	lr := newLineReader(r, max)
+	return readAllBuf(t, r, readBufSize, max)
+}
+
+func readAllBuf(t *testing.T, r io.Reader, bufSize, max int) ([]gotLine, error) {
+	t.Helper()
+	lr := newLineReader(r, bufSize, max)
 	var out []gotLine
 	for {
 		line, size, over, err := lr.next()
@@ -111,8 +116,17 @@ func FuzzLineReader(f *testing.F) {
 		if err != io.EOF {
 			t.Fatalf("err %v", err)
 		}
-		if want := reference(in, max); !equalLines(got, want) {
+		want := reference(in, max)
+		if !equalLines(got, want) {
 			t.Fatalf("max %d: got %d lines, want %d", max, len(got), len(want))
+		}
+		// The stderr reader's small buffer (and the smallest there is)
+		// split lines the same way.
+		for _, size := range []int{stderrBufSize, 16} {
+			got, err = readAllBuf(t, iotest.HalfReader(bytes.NewReader(in)), size, max)
+			if err != io.EOF || !equalLines(got, want) {
+				t.Fatalf("buffer %d, max %d: got %d lines (err %v), want %d", size, max, len(got), err, len(want))
+			}
 		}
 	})
 }

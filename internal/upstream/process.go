@@ -389,7 +389,7 @@ func (p *proc) readLoop() {
 	defer close(p.finished)
 
 	s.h.Started(p.gen)
-	lr := newLineReader(p.stdout, s.cfg.MaxLineBytes)
+	lr := newLineReader(p.stdout, readBufSize, s.cfg.MaxLineBytes)
 	for {
 		line, size, over, err := lr.next()
 		if err != nil {

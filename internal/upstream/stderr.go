@@ -11,6 +11,11 @@ import (
 // stderrMaxLine bounds a logged stderr line; the rest is cut.
 const stderrMaxLine = OversizedPrefixLen
 
+// stderrBufSize is the stderr reader's buffer: logged lines are cut at
+// stderrMaxLine anyway, so a bigger one would only cost every process
+// memory (session mode runs hundreds).
+const stderrBufSize = 4 << 10
+
 // stderrLineCost is what one logged stderr line costs of the budget on top
 // of its text: about what its log record adds (time, level, server, stream,
 // pid). Without it a flood of one-byte lines would get StderrBytesPerSec
@@ -78,7 +83,7 @@ func (p *proc) stderrLoop() {
 		droppedLines, droppedLen = 0, 0
 	}
 	defer summarise()
-	lr := newLineReader(p.stderr, stderrMaxLine)
+	lr := newLineReader(p.stderr, stderrBufSize, stderrMaxLine)
 	for {
 		line, size, over, err := lr.next()
 		if err != nil {
