@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -119,4 +121,88 @@ func TestStdioMegabyte(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
+}
+
+// TestStdioBrokenStdout: when the reader of stdout goes away, the next
+// reply ends the process with SIGPIPE, Go's rule for descriptor 1, even
+// though stdin stays open.
+func TestStdioBrokenStdout(t *testing.T) {
+	cmd := child(t)
+	stdin, _ := cmd.StdinPipe()
+	defer stdin.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r.Close()
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("still running 10s after stdout broke")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGPIPE {
+		t.Fatalf("exit: %v, want death by SIGPIPE", err)
+	}
+}
+
+// TestPollable: a pipe is made non-blocking for the run and put back after;
+// anything else is left alone.
+func TestPollable(t *testing.T) {
+	// A blocking pipe, as the gateway hands its children (os.Pipe's is
+	// non-blocking already).
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	rb, w := os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+	defer rb.Close()
+	defer w.Close()
+	if nonblocking(t, rb) {
+		t.Fatal("syscall.Pipe2 made a non-blocking pipe")
+	}
+	p, restore := pollable(rb)
+	if p == rb || !nonblocking(t, p) {
+		t.Fatal("a pipe was not made non-blocking")
+	}
+	go func() { w.Write([]byte("x")); w.Close() }()
+	if b, err := io.ReadAll(p); string(b) != "x" || err != nil {
+		t.Fatalf("read %q, %v through the pollable file", b, err)
+	}
+	restore()
+	if nonblocking(t, rb) {
+		t.Fatal("restore left the pipe non-blocking")
+	}
+
+	f, err := os.Create(t.TempDir() + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, restore = pollable(f)
+	defer restore()
+	if p != f || nonblocking(t, f) {
+		t.Fatal("a regular file was changed")
+	}
+}
+
+func nonblocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags uintptr
+	rc.Control(func(fd uintptr) { flags, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0) })
+	return flags&syscall.O_NONBLOCK != 0
 }

@@ -19,8 +19,10 @@
 // message is copied as its raw JSON string token, never unescaped.
 //
 // Concurrency: [AppendReply] is pure and safe for concurrent use. In
-// ServeStdio one goroutine (the caller's) reads and answers, and one writer
-// goroutine, owned and waited for by ServeStdio, writes coalesced replies,
-// so reading never waits on a full stdout pipe. The Handler's session table
+// ServeStdio one goroutine (the caller's) reads and answers; when out is a
+// non-blocking descriptor it writes each batch of replies itself with one
+// write that takes what the pipe has room for, and one writer goroutine,
+// owned and waited for by ServeStdio, writes what is left (and everything,
+// for other writers), so reading never waits on a full stdout pipe. The Handler's session table
 // is guarded by one mutex, never held during I/O.
 package echoserver

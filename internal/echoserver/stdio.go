@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"syscall"
 )
 
 // MaxLineBytes is the longest message line ServeStdio reads; a longer line
@@ -17,8 +18,8 @@ const MaxLineBytes = 16 << 20
 // of large messages does not allocate one per line.
 const keepLineBytes = 4 << 20
 
-// flushBytes bounds the replies the reader batches before handing them to
-// the writer even while more input is buffered.
+// flushBytes bounds the replies the reader batches before writing them
+// even while more input is buffered.
 const flushBytes = 64 << 10
 
 // ServeStdio answers newline-delimited JSON-RPC messages from in on out
@@ -27,13 +28,24 @@ const flushBytes = 64 << 10
 // a write error the remaining input is still read, and dropped.
 //
 // Replies are batched while more input is already buffered and written in
-// one Write when the reader runs dry (or the batch passes 64 KiB), by a
-// writer goroutine, so a slow consumer of out never stalls reading.
+// one Write when the reader runs dry (or the batch passes 64 KiB), so a
+// burst of requests costs one write. Reading never waits on out: if out is
+// a syscall.Conn whose descriptor is in non-blocking mode (an os.Pipe, a
+// net.Conn, or an os.File made from a descriptor set non-blocking), the
+// reading goroutine writes each batch itself, in a system call that takes
+// what the pipe or socket has room for, and queues only the rest. Anything
+// queued, and every batch for any other out, is written by a writer
+// goroutine that ServeStdio owns and waits for.
+//
+// The direct write is what makes the fixture cheap: a call then wakes the
+// process once, to read, answer and write on one thread, instead of also
+// waking a writer (see cmd/mcpecho, which puts its stdin and stdout into
+// Go's poller for this).
 func ServeStdio(in io.Reader, out io.Writer) error {
-	q := newOutQueue()
+	w := newStdioWriter(out)
 	var wg sync.WaitGroup
 	var werr error
-	wg.Go(func() { werr = q.run(out) })
+	wg.Go(func() { werr = w.run() })
 
 	br := bufio.NewReaderSize(in, 64<<10)
 	var batch, long []byte
@@ -62,7 +74,7 @@ func ServeStdio(in io.Reader, out io.Writer) error {
 			}
 		}
 		if len(batch) > 0 && (br.Buffered() == 0 || len(batch) >= flushBytes || err != nil) {
-			q.push(batch)
+			w.write(batch)
 			batch = batch[:0]
 		}
 		if err != nil {
@@ -75,55 +87,131 @@ func ServeStdio(in io.Reader, out io.Writer) error {
 			long = nil // do not pin one huge line's buffer
 		}
 	}
-	q.close()
+	w.close()
 	wg.Wait()
 	return errors.Join(rerr, werr)
 }
 
-// outQueue hands reply bytes from the reader to the writer without ever
-// blocking the reader: it is unbounded, which is fine for a fixture whose
-// every reply answers a request its peer chose to send.
-type outQueue struct {
-	mu     sync.Mutex
-	buf    []byte // guarded by mu: replies not yet taken by the writer
-	closed bool   // guarded by mu
-	wake   chan struct{}
+// stdioWriter writes replies to out in the order the reader produces them,
+// never blocking the reader. Output belongs to the reader while the writer
+// goroutine is idle (busy false) and to the writer goroutine from the
+// moment the reader queues bytes until the queue is drained; only the
+// reader sets busy and only the writer clears it, so the two never write at
+// once and bytes never pass each other.
+//
+// The queue is unbounded, which is fine for a fixture whose every reply
+// answers a request its peer chose to send.
+type stdioWriter struct {
+	// Static after construction.
+	out  io.Writer
+	raw  syscall.RawConn // out's descriptor if it is non-blocking, else nil
+	wake chan struct{}   // one pending signal for the writer goroutine
+
+	mu      sync.Mutex
+	pending []byte // guarded by mu: bytes queued for the writer goroutine
+	busy    bool   // guarded by mu: the writer goroutine owns output
+	closed  bool   // guarded by mu: no more bytes will be queued
 }
 
-func newOutQueue() *outQueue { return &outQueue{wake: make(chan struct{}, 1)} }
-
-func (q *outQueue) push(b []byte) {
-	q.mu.Lock()
-	q.buf = append(q.buf, b...)
-	q.mu.Unlock()
-	q.signal()
+func newStdioWriter(out io.Writer) *stdioWriter {
+	return &stdioWriter{out: out, raw: nonblockingConn(out), wake: make(chan struct{}, 1)}
 }
 
-func (q *outQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	q.signal()
+// nonblockingConn returns out's raw descriptor if out has one in
+// non-blocking mode: only then can a write be tried without waiting.
+func nonblockingConn(out io.Writer) syscall.RawConn {
+	sc, ok := out.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var flags uintptr
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		flags, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	}); err != nil || errno != 0 || flags&syscall.O_NONBLOCK == 0 {
+		return nil
+	}
+	return rc
 }
 
-func (q *outQueue) signal() {
+// write is called by the reader only. It writes b directly when output is
+// the reader's and queues what that write could not take (or all of b).
+func (w *stdioWriter) write(b []byte) {
+	if w.raw != nil {
+		w.mu.Lock()
+		busy := w.busy
+		w.mu.Unlock()
+		if !busy {
+			b = b[w.tryWrite(b):]
+			if len(b) == 0 {
+				return
+			}
+		}
+	}
+	w.mu.Lock()
+	w.pending = append(w.pending, b...)
+	w.busy = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+// tryWrite writes what out takes without waiting and returns how much that
+// was. An error (EAGAIN aside) is not returned: the writer goroutine
+// retries the rest with out.Write, which reports it in the way out's type
+// does (an *os.File for descriptor 1 raises SIGPIPE on EPIPE).
+func (w *stdioWriter) tryWrite(b []byte) int {
+	n := 0
+	_ = w.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := syscall.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || m <= 0 {
+				break
+			}
+		}
+		return true // never wait for room: that is the writer goroutine's job
+	})
+	return n
+}
+
+func (w *stdioWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *stdioWriter) signal() {
 	select {
-	case q.wake <- struct{}{}:
+	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run writes everything pushed until the queue is closed and drained. After
-// a write error it discards output and returns that error at the end.
-func (q *outQueue) run(out io.Writer) error {
+// run writes what is queued until the writer is closed and drained, then
+// returns the first write error. After an error it keeps output (busy
+// stays true) and discards what is queued.
+func (w *stdioWriter) run() error {
 	var spare []byte
 	var werr error
-	for range q.wake {
+	for range w.wake {
 		for {
-			q.mu.Lock()
-			b, closed := q.buf, q.closed
-			q.buf = spare[:0]
-			q.mu.Unlock()
+			w.mu.Lock()
+			b, closed := w.pending, w.closed
+			w.pending = spare[:0]
+			if len(b) == 0 && werr == nil {
+				w.busy = false
+			}
+			w.mu.Unlock()
 			if len(b) == 0 {
 				spare = b
 				if closed {
@@ -132,7 +220,7 @@ func (q *outQueue) run(out io.Writer) error {
 				break
 			}
 			if werr == nil {
-				_, werr = out.Write(b)
+				_, werr = w.out.Write(b)
 			}
 			spare = b
 		}

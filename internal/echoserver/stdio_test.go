@@ -3,13 +3,53 @@ package echoserver
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
 )
+
+// outputs are the two ways ServeStdio writes: through its writer goroutine
+// (a bytes.Buffer) and from the reading goroutine (a non-blocking pipe, as
+// cmd/mcpecho's stdout). Each serves in to out and returns what was written.
+var outputs = []struct {
+	name  string
+	serve func(t *testing.T, in io.Reader) ([]byte, error)
+}{
+	{"buffer", func(t *testing.T, in io.Reader) ([]byte, error) {
+		var out bytes.Buffer
+		err := ServeStdio(in, &out)
+		return out.Bytes(), err
+	}},
+	{"pipe", func(t *testing.T, in io.Reader) ([]byte, error) {
+		r, w := pipe(t)
+		if nonblockingConn(w) == nil {
+			t.Fatal("os.Pipe's write end is not seen as non-blocking")
+		}
+		got := make(chan []byte, 1)
+		go func() { b, _ := io.ReadAll(r); got <- b }()
+		err := ServeStdio(in, w)
+		w.Close()
+		return <-got, err
+	}},
+}
+
+// pipe returns an os.Pipe, both ends in Go's poller, closed at cleanup.
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
 
 func TestServeStdioAnswersInOrder(t *testing.T) {
 	var in bytes.Buffer
@@ -19,11 +59,20 @@ func TestServeStdioAnswersInOrder(t *testing.T) {
 		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m%d"}}}`+"\n", i, i)
 	}
 	in.WriteString(`{"jsonrpc":"2.0","id":"last","method":"ping"}`) // no final newline
-	var out bytes.Buffer
-	if err := ServeStdio(&in, &out); err != nil {
-		t.Fatal(err)
+	for _, o := range outputs {
+		t.Run(o.name, func(t *testing.T) {
+			out, err := o.serve(t, bytes.NewReader(in.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkInOrder(t, out, n)
+		})
 	}
-	sc := bufio.NewScanner(&out)
+}
+
+func checkInOrder(t *testing.T, out []byte, n int) {
+	t.Helper()
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	for i := range n {
 		if !sc.Scan() {
 			t.Fatalf("only %d replies", i)
@@ -44,13 +93,17 @@ func TestServeStdioAnswersInOrder(t *testing.T) {
 func TestServeStdioLongLine(t *testing.T) {
 	long := strings.Repeat("x", 300<<10) // several bufio buffers
 	in := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + long + `"}}}` + "\n"
-	var out bytes.Buffer
-	if err := ServeStdio(strings.NewReader(in), &out); err != nil {
-		t.Fatal(err)
-	}
 	want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + long + `"}]}}` + "\n"
-	if out.String() != want {
-		t.Fatalf("reply of %d bytes, want %d", out.Len(), len(want))
+	for _, o := range outputs {
+		t.Run(o.name, func(t *testing.T) {
+			out, err := o.serve(t, strings.NewReader(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != want {
+				t.Fatalf("reply of %d bytes, want %d", len(out), len(want))
+			}
+		})
 	}
 }
 
@@ -130,11 +183,139 @@ func TestServeStdioMegabyteLines(t *testing.T) {
 		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"%s"}}}`+"\n", i, msg)
 		fmt.Fprintf(&want, `{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"%s"}]}}`+"\n", i, msg)
 	}
-	var out bytes.Buffer
-	if err := ServeStdio(iotest.HalfReader(&in), &out); err != nil {
+	for _, o := range outputs {
+		t.Run(o.name, func(t *testing.T) {
+			out, err := o.serve(t, iotest.HalfReader(bytes.NewReader(in.Bytes())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(out, want.Bytes()) {
+				t.Fatalf("replies of %d bytes differ from the %d expected", len(out), want.Len())
+			}
+		})
+	}
+}
+
+// TestServeStdioReaderNeverWaitsOnFullPipe is
+// TestServeStdioReaderNeverWaitsOnWriter with a real non-blocking pipe,
+// which the reading goroutine writes to itself: nobody reads the pipe until
+// the input has been read to the end, so replies fill it early and the
+// rest must be queued, not waited for.
+func TestServeStdioReaderNeverWaitsOnFullPipe(t *testing.T) {
+	const n = 20000 // some 700 KiB of replies, ten times a pipe's capacity
+	var in bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&in, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", i)
+	}
+	eof := make(chan struct{})
+	r, w := pipe(t)
+	done := make(chan error, 1)
+	go func() { done <- ServeStdio(&eofReader{r: &in, eof: eof}, w) }()
+	select {
+	case <-eof:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader stalled on a full pipe")
+	}
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(r); got <- b }()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(out.Bytes(), want.Bytes()) {
-		t.Fatalf("replies of %d bytes differ from the %d expected", out.Len(), want.Len())
+	w.Close()
+	lines := bytes.SplitAfter(<-got, []byte("\n"))
+	if len(lines) != n+1 {
+		t.Fatalf("%d replies, want %d", len(lines)-1, n)
+	}
+	for i, line := range lines[:n] {
+		if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`+"\n", i); string(line) != want {
+			t.Fatalf("reply %d = %q, want %q", i, line, want)
+		}
+	}
+}
+
+// TestServeStdioPipesInterleaved feeds requests in bursts through a pipe
+// while the output pipe is drained in small reads, so that output passes
+// back and forth between direct writes, partial writes and the queue (big
+// messages overflow the pipe); every reply must arrive whole and in order.
+func TestServeStdioPipesInterleaved(t *testing.T) {
+	const bursts, per = 50, 40
+	inR, inW := pipe(t)
+	outR, outW := pipe(t)
+	var want bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer inW.Close()
+		var b []byte
+		for i := range bursts * per {
+			msg := fmt.Sprintf("m%d", i)
+			if i%97 == 0 {
+				msg += strings.Repeat("x", 200<<10)
+			}
+			b = fmt.Appendf(b, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"%s"}}}`+"\n", i, msg)
+			fmt.Fprintf(&want, `{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"%s"}]}}`+"\n", i, msg)
+			if i%per == per-1 {
+				if _, err := inW.Write(b); err != nil {
+					t.Error(err)
+					return
+				}
+				b = b[:0]
+			}
+		}
+	})
+	var got bytes.Buffer
+	wg.Go(func() {
+		buf := make([]byte, 1000)
+		for {
+			n, err := outR.Read(buf)
+			got.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	})
+	err := ServeStdio(inR, outW)
+	outW.Close()
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("%d bytes of replies differ from the %d expected", got.Len(), want.Len())
+	}
+}
+
+// TestServeStdioReportsPipeError: when the pipe's reader is gone, the
+// direct write's EPIPE is reported (descriptors other than 1 and 2 get no
+// SIGPIPE in Go) and the rest of the input is still read.
+func TestServeStdioReportsPipeError(t *testing.T) {
+	r, w := pipe(t)
+	r.Close()
+	in := strings.NewReader(strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n", 1000))
+	err := ServeStdio(in, w)
+	if !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("ServeStdio = %v, want EPIPE", err)
+	}
+	if in.Len() != 0 {
+		t.Fatalf("%d bytes of input left unread", in.Len())
+	}
+}
+
+// TestNonblockingConn: only a descriptor in non-blocking mode is written
+// from the reading goroutine; a blocking one could stall it.
+func TestNonblockingConn(t *testing.T) {
+	f, err := os.Create(t.TempDir() + "/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if nonblockingConn(f) != nil {
+		t.Error("a regular file is taken for non-blocking")
+	}
+	if nonblockingConn(&bytes.Buffer{}) != nil {
+		t.Error("a bytes.Buffer is taken for a descriptor")
+	}
+	_, w := pipe(t)
+	if nonblockingConn(w) == nil {
+		t.Error("os.Pipe's write end is not taken for non-blocking")
 	}
 }
