@@ -145,6 +145,14 @@ func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, erro
 	return s.p.m.Join(general), nil
 }
 
+// OpenStateless opens the connection of one request of the stateless
+// revision: a client of the shared process that never initializes.
+func (s *shared) OpenStateless(_ context.Context, general mux.Stream, version string) (httpapi.StatelessConn, error) {
+	c := s.p.m.Join(general)
+	c.Stateless(version)
+	return c, nil
+}
+
 func (s *shared) Close() { s.p.stop() }
 
 func (s *shared) Pending() int { return s.p.m.Pending() }

@@ -35,8 +35,9 @@ type fakeBackend struct {
 	openEntered chan struct{} // when set, Open signals here, then waits on openBlock
 	openBlock   chan struct{}
 
-	opens  atomic.Int32
-	closes atomic.Int32 // Conn.Close calls
+	opens    atomic.Int32
+	closes   atomic.Int32 // Conn.Close calls
+	abandons atomic.Int32 // Conn.Abandon calls
 	conns  chan *fakeConn
 }
 
@@ -83,12 +84,16 @@ type fakeConn struct {
 	version string
 	pending []held
 	reason  string // given to CloseWith
+	seen    []byte // the last request, as it arrived
 }
 
 func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream) {
 	if msg.Kind != jsonrpc.KindRequest {
 		return
 	}
+	c.mu.Lock()
+	c.seen = bytes.Clone(msg.Raw)
+	c.mu.Unlock()
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	switch msg.MethodName() {
 	case "initialize":
@@ -150,7 +155,7 @@ func (c *fakeConn) Version() string {
 	return c.version
 }
 
-func (c *fakeConn) Abandon(mux.Stream) {}
+func (c *fakeConn) Abandon(mux.Stream) { c.b.abandons.Add(1) }
 
 // Close answers every held request with an error, as the mux's Client.Close does.
 func (c *fakeConn) Close() {

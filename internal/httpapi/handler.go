@@ -260,7 +260,10 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: unknown server "+strconv.Quote(name))
 		return "", nil, false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !mux.IsSupported(v) {
+	// A POST without a session may be of the stateless revision, whose
+	// versions post checks itself.
+	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && r.PathValue("name") != "" && !strings.HasSuffix(r.URL.Path, "/messages")
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !statelessPost && !mux.IsSupported(v) {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
 		return "", nil, false
 	}

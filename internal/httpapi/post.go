@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -37,6 +38,14 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	}
 	msgs, batch, ok := h.readMessages(w, r)
 	if !ok {
+		return
+	}
+	if isStatelessPost(r, msgs, batch) {
+		h.stateless(w, r, name, be, msgs, batch)
+		return
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !mux.IsSupported(v) {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
 		return
 	}
 	requests := countRequests(msgs)

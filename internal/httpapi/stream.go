@@ -77,6 +77,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, ans *answers) {
 	bp := getBuf()
 	defer putBuf(bp)
+	if isStateless(s.Version()) {
+		// Nothing can resume: no priming event, no event ids.
+		h.stream(w, r, s, st, pending, after, bp, ans, func(dst []byte, _ uint64) []byte { return dst })
+		return
+	}
 	if s.Version() >= primingVersion {
 		*bp = appendID(*bp, st.ID(), after)
 		*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry})

@@ -46,6 +46,33 @@ func (m *Mux) Join(general Stream) *Client {
 	return c
 }
 
+// Stateless makes c a client that never initializes: the connection of
+// one request of a stateless protocol version (2026-07-28), which names its
+// version and capabilities in the request itself. It declares no
+// capability, so server requests are never routed to it: that revision has
+// servers ask through the client's request (input_required), never on its
+// stream.
+func (c *Client) Stateless(version string) {
+	c.m.mu.Lock()
+	c.version = version
+	c.m.mu.Unlock()
+}
+
+// ServerInit returns the upstream's initialize result (shared mode), once
+// the server is ready: what a stateless client's server/discover is built
+// from. It fails as a request would while the server is not available.
+func (c *Client) ServerInit(ctx context.Context) ([]byte, error) {
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if c.m.initResult == nil {
+		return nil, errors.New("mcpgate: the server's initialize result is not known")
+	}
+	return c.m.initResult, nil
+}
+
 // Version returns the protocol version negotiated by the client's initialize.
 func (c *Client) Version() string {
 	c.m.mu.Lock()

@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/modern"
+	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// This file serves the stateless revision (2026-07-28) on the same
+// endpoints as the session eras: a POST without a session id whose request
+// names a modern version in params._meta (or in MCP-Protocol-Version) is
+// one self-contained request. It gets its own connection to the server for
+// as long as it runs, in front of the server's one initialized (legacy)
+// process: the request goes up without the revision's _meta keys, its
+// result comes back with resultType (and ttlMs and cacheScope where the
+// revision asks for them).
+
+// StatelessBackend is an optional interface of a Backend that serves
+// requests of the stateless revision.
+type StatelessBackend interface {
+	// OpenStateless opens the connection of one request of protocol
+	// version version; messages not tied to it go to general. It fails like
+	// Open.
+	OpenStateless(ctx context.Context, general mux.Stream, version string) (StatelessConn, error)
+}
+
+// StatelessConn is the connection of one stateless request.
+type StatelessConn interface {
+	Conn
+	// ServerInit returns the server's initialize result once it is ready
+	// (server/discover is built from it). The caller must not modify it.
+	ServerInit(ctx context.Context) ([]byte, error)
+}
+
+// statelessVersion is the first protocol version without sessions: its
+// streams carry no event ids and no priming event (nothing can resume).
+const statelessVersion = modern.Version
+
+// isStateless reports whether a session's version is stateless: the
+// session then is the handler's own record of one request, never a
+// client's.
+func isStateless(v string) bool { return v >= statelessVersion }
+
+// legacyVersions are the session eras served beside the stateless one, for
+// server/discover's supportedVersions: newest first.
+var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// unservedCapabilities are server capabilities a stateless client cannot
+// use through the gateway yet: tasks and experimental ones as in shared
+// mode, and logging (per-request levels are not forwarded to a shared
+// process).
+var unservedCapabilities = []string{"tasks", "experimental", "logging"}
+
+// isStatelessPost reports whether a POST is of the stateless revision.
+func isStatelessPost(r *http.Request, msgs []jsonrpc.Message, batch bool) bool {
+	if r.Header.Get("Mcp-Session-Id") != "" || len(msgs) == 0 {
+		return false
+	}
+	if batch {
+		// A batch is never modern, but one whose header says so must not
+		// fall through to the session path.
+		return modern.IsModern(r.Header.Get("Mcp-Protocol-Version"), nil)
+	}
+	return modern.IsModern(r.Header.Get("Mcp-Protocol-Version"), &msgs[0])
+}
+
+// stateless answers one request of the stateless revision.
+func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string, be Backend, msgs []jsonrpc.Message, batch bool) {
+	if batch {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+statelessVersion)
+		return
+	}
+	msg := &msgs[0]
+	id := msg.Bytes(msg.ID)
+	req, prob := modern.Check(r.Header, msg)
+	if prob != nil {
+		writeProblem(w, id, prob)
+		return
+	}
+	if msg.Kind != jsonrpc.KindRequest {
+		// The revision defines no client notification over HTTP (a
+		// request is cancelled by closing its stream): accepted, dropped.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	sb, ok := be.(StatelessBackend)
+	if !ok {
+		writeErrorID(w, http.StatusBadRequest, id, modern.CodeUnsupportedVersion,
+			"mcpgate: server "+name+" runs a process per session; requests of protocol version "+statelessVersion+" are served by shared servers only; initialize a session",
+			unsupportedData(req.Version))
+		return
+	}
+	if h.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
+		return
+	}
+	// The request is recorded as a session of its own for as long as it
+	// runs, so that shutdown and the session limit see it like any other.
+	s, err := h.store.Create(name, time.Now())
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, errTooMany.Error(), nil)
+		return
+	}
+	s.Begin()
+	s.SetVersion(req.Version)
+	defer func() {
+		s.End(time.Now())
+		if h.store.Remove(s.ID) != nil {
+			h.end(s, "the request ended")
+		}
+	}()
+	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version)
+	if err != nil {
+		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "), nil)
+		return
+	}
+	s.SetValue(conn)
+	if h.draining.Load() || h.store.Get(s.ID) != s {
+		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
+		return
+	}
+	if req.Method == "server/discover" {
+		h.discover(w, r, conn, id)
+		return
+	}
+	up, err := jsonrpc.Parse(modern.ToLegacy(nil, msg))
+	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
+		writeErrorID(w, http.StatusInternalServerError, id, jsonrpc.CodeInternalError, "mcpgate: "+err.Error(), nil)
+		return
+	}
+	st := s.NewStream(1, time.Now())
+	st.Attach()
+	defer st.Detach()
+	out := &modernStream{st: st, method: req.Method, logs: req.LogLevel != ""}
+	conn.Handle(r.Context(), &up, out)
+	ans := answers{msgs: []jsonrpc.Message{up}, reqs: 1}
+	if !h.respond(w, r, s, st, false, &ans) {
+		conn.Abandon(out)
+	}
+}
+
+// discover answers server/discover from the server's initialize result.
+func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn StatelessConn, id []byte) {
+	init, err := conn.ServerInit(r.Context())
+	if err != nil {
+		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, err.Error(), nil)
+		return
+	}
+	result, err := modern.Discover(init, legacyVersions, unservedCapabilities)
+	if err != nil {
+		writeErrorID(w, http.StatusBadGateway, id, jsonrpc.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
+		return
+	}
+	writeBody(w, jsonrpc.Response(id, result))
+}
+
+// modernStream is the Stream a stateless request's connection answers on:
+// its reply is translated for the revision; log messages go out only when
+// the request asked for a level.
+type modernStream struct {
+	st     *session.Stream
+	method string
+	logs   bool
+}
+
+func (m *modernStream) Send(msg []byte) {
+	if !m.logs && isLogMessage(msg) {
+		return
+	}
+	m.st.Send(msg)
+}
+
+func (m *modernStream) Reply(msg []byte) {
+	if msg == nil {
+		m.st.Reply(nil)
+		return
+	}
+	m.st.Reply(modern.FromLegacy(nil, m.method, msg))
+}
+
+// isLogMessage reports whether msg is a notifications/message.
+func isLogMessage(msg []byte) bool {
+	m, err := jsonrpc.Parse(msg)
+	return err == nil && m.Kind == jsonrpc.KindNotification && m.MethodIs("notifications/message")
+}
+
+// writeProblem answers a refused stateless request.
+func writeProblem(w http.ResponseWriter, id []byte, p *modern.Problem) {
+	writeErrorID(w, p.Status, id, p.Code, p.Message, p.Data)
+}
+
+// writeErrorID answers with a JSON-RPC error for request id (the
+// revision asks for the id on every error), with data if not nil.
+func writeErrorID(w http.ResponseWriter, status int, id []byte, code int, msg string, data []byte) {
+	if len(id) == 0 {
+		id = []byte("null")
+	}
+	body := jsonrpc.ErrorResponse(id, code, msg)
+	if data != nil {
+		// {"jsonrpc":"2.0","id":ID,"error":{"code":C,"message":M}} gets
+		// ,"data":D before its two closing braces.
+		body = append(append(append(body[:len(body)-2:len(body)-2], `,"data":`...), data...), "}}"...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// unsupportedData is the data of an unsupported-version error.
+func unsupportedData(requested string) []byte {
+	b := []byte(`{"supported":[`)
+	for i, v := range legacyVersions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, v)
+	}
+	b = append(b, `],"requested":`...)
+	b = strconv.AppendQuote(b, requested)
+	return append(b, '}')
+}
