@@ -389,7 +389,11 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 					evs = append(evs, session.Event{Final: true, Data: e})
 				}
 			}
-			writeJSON(w, evs, batch)
+			if isStateless(s.Version()) {
+				writeStatelessJSON(w, evs)
+			} else {
+				writeJSON(w, evs, batch)
+			}
 			s.Forget(st)
 			return true
 		}

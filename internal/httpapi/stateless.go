@@ -187,6 +187,46 @@ func (m *modernStream) Reply(msg []byte) {
 	m.st.Reply(modern.FromLegacy(nil, m.method, msg))
 }
 
+// writeStatelessJSON writes the reply of a stateless request as one JSON
+// body, with the HTTP status the revision gives its error: 404 for a
+// method the server does not have, 400 for a request it refused as
+// malformed (invalid params, a header mismatch, a capability the request
+// did not declare, an unsupported version).
+func writeStatelessJSON(w http.ResponseWriter, evs []session.Event) {
+	var reply []byte
+	for _, ev := range evs {
+		if ev.Final && ev.Data != nil {
+			reply = ev.Data
+		}
+	}
+	if reply == nil {
+		writeJSON(w, evs, false)
+		return
+	}
+	if status := errorStatus(reply); status != http.StatusOK {
+		w.Header()["Content-Type"] = jsonContentType
+		w.WriteHeader(status)
+		_, _ = w.Write(reply)
+		return
+	}
+	writeBody(w, reply)
+}
+
+// errorStatus is the HTTP status of a stateless request's reply.
+func errorStatus(reply []byte) int {
+	m, err := jsonrpc.Parse(reply)
+	if err != nil || !m.IsError {
+		return http.StatusOK
+	}
+	switch modern.ErrorCode(&m) {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, modern.CodeHeaderMismatch, modern.CodeMissingCapability, modern.CodeUnsupportedVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
 // isLogMessage reports whether msg is a notifications/message.
 func isLogMessage(msg []byte) bool {
 	m, err := jsonrpc.Parse(msg)

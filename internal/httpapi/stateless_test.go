@@ -251,3 +251,16 @@ func TestStatelessCancelAndShutdown(t *testing.T) {
 		t.Errorf("at shutdown: %s", body)
 	}
 }
+
+// The server's own refusal gets the status the revision gives it: 404 for
+// a method it does not have, as for the methods the revision removed.
+func TestStatelessServerErrorStatus(t *testing.T) {
+	_, _, url := statelessServer(t, Config{})
+	resp, body := modernPost(t, url, modernBody("4", "missing", ""))
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `-32601`) || !strings.Contains(body, `"id":4`) {
+		t.Errorf("%d %s, want 404 with the server's -32601", resp.StatusCode, body)
+	}
+	if resp, body = modernPost(t, url, modernBody("5", "tools/call", `"name":"x"`), "Mcp-Name", "x"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a result: %d %s", resp.StatusCode, body)
+	}
+}

@@ -167,3 +167,20 @@ func numberIs(n []byte, want float64) bool {
 	f, err := strconv.ParseFloat(string(n), 64)
 	return err == nil && f == want
 }
+
+// ErrorCode returns the error code of msg, an error response, or 0 when it
+// has none that is an integer.
+func ErrorCode(msg *jsonrpc.Message) int {
+	if !msg.IsError {
+		return 0
+	}
+	code := find(msg.Raw, find(msg.Raw, wholeValue(msg.Raw), "error"), "code")
+	if !code.Present() {
+		return 0
+	}
+	n, err := strconv.Atoi(string(msg.Raw[code.Start:code.End]))
+	if err != nil {
+		return 0
+	}
+	return n
+}

@@ -2,6 +2,8 @@ package modern
 
 import (
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 func TestToLegacy(t *testing.T) {
@@ -156,6 +158,23 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocations", name, n)
+		}
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	for raw, want := range map[string]int{
+		`{"jsonrpc":"2.0","id":1,"error":{"message":"x","code":-32601}}`: -32601,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}`: -32602,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"x"}}`:    0,
+		`{"jsonrpc":"2.0","id":1,"result":{"code":-32601}}`:              0,
+	} {
+		m, err := jsonrpc.Parse([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ErrorCode(&m); got != want {
+			t.Errorf("ErrorCode(%s) = %d, want %d", raw, got, want)
 		}
 	}
 }
