@@ -38,7 +38,7 @@ type fakeBackend struct {
 	opens    atomic.Int32
 	closes   atomic.Int32 // Conn.Close calls
 	abandons atomic.Int32 // Conn.Abandon calls
-	conns  chan *fakeConn
+	conns    chan *fakeConn
 }
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{conns: make(chan *fakeConn, 64)} }
