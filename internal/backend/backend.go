@@ -147,9 +147,9 @@ func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, erro
 
 // OpenStateless opens the connection of one request of the stateless
 // revision: a client of the shared process that never initializes.
-func (s *shared) OpenStateless(_ context.Context, general mux.Stream, version string) (httpapi.StatelessConn, error) {
+func (s *shared) OpenStateless(_ context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
 	c := s.p.m.Join(general)
-	c.Stateless(version)
+	c.Stateless(version, caps)
 	return c, nil
 }
 

@@ -122,6 +122,12 @@ type Gateway struct {
 	// message, a server request) comes first. Default "10ms".
 	ReplyWait time.Duration
 
+	// InputWait is how long a 2026-07-28 request answered input_required
+	// (its server asked the client for sampling, elicitation or roots)
+	// waits for the client's retry before it is cancelled upstream (key
+	// "inputWait"). Default "2m".
+	InputWait time.Duration
+
 	// IdleTimeout is how long a keep-alive connection may wait for its next
 	// request before it is closed (key "idleTimeout"). Default "2m".
 	IdleTimeout time.Duration
@@ -174,6 +180,7 @@ func Defaults() Gateway {
 		HeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:      30 * time.Second,
 		ReplyWait:            10 * time.Millisecond,
+		InputWait:            2 * time.Minute,
 		IdleTimeout:          2 * time.Minute,
 		MaxConnections:       4096,
 		AllowedHosts:         []string{},

@@ -31,6 +31,7 @@ func TestDefaults(t *testing.T) {
 		HeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:      30 * time.Second,
 		ReplyWait:            10 * time.Millisecond,
+		InputWait:            2 * time.Minute,
 		IdleTimeout:          2 * time.Minute,
 		MaxConnections:       4096,
 		AllowedHosts:         []string{},

@@ -153,6 +153,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, g *Gateway) {
 			d.duration(p, v, &g.BodyReadTimeout)
 		case "replyWait":
 			d.duration(p, v, &g.ReplyWait)
+		case "inputWait":
+			d.duration(p, v, &g.InputWait)
 		case "idleTimeout":
 			d.duration(p, v, &g.IdleTimeout)
 		case "maxConnections":

@@ -106,6 +106,7 @@ func (g *Gateway) check(ps *Problems, path string) {
 	positive(ps, join(path, "headerTimeout"), g.HeaderTimeout)
 	positive(ps, join(path, "bodyReadTimeout"), g.BodyReadTimeout)
 	positive(ps, join(path, "replyWait"), g.ReplyWait)
+	positive(ps, join(path, "inputWait"), g.InputWait)
 	positive(ps, join(path, "idleTimeout"), g.IdleTimeout)
 	atLeast(ps, join(path, "maxConnections"), int64(g.MaxConnections), 1)
 	for i, h := range g.AllowedHosts {

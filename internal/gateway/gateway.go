@@ -108,7 +108,7 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 		SweepInterval: gw.SessionSweepInterval, ReplayEvents: replayEvents, Logger: log,
 		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
 		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
-		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait,
+		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait, InputWait: gw.InputWait,
 		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
 	}
 }

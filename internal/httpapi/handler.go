@@ -93,6 +93,10 @@ type Config struct {
 	// rebinding page cannot reach a loopback gateway. nil: every Host.
 	HostAllowed func(host string) bool
 	LegacyGrace time.Duration // a legacy SSE session outlives its stream this long; default 5s
+	// InputWait is how long a stateless request answered input_required
+	// (its server asked the client something) waits for the client's retry
+	// before it is cancelled upstream. Default 2m.
+	InputWait time.Duration
 	// HostDomain enables subdomain routing: with "mcp.example.com", host
 	// "memory.mcp.example.com" serves server "memory" at /mcp, /sse and
 	// /messages. Default "" (off).
@@ -122,6 +126,7 @@ type Handler struct {
 	closeSem chan struct{} // bounds the session closes running at once
 
 	openFailures logLimit // "opening session failed" lines
+	parking      parking  // stateless requests waiting for input (mrtr.go)
 }
 
 // New returns a Handler for cfg.
@@ -155,6 +160,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.LegacyGrace <= 0 {
 		cfg.LegacyGrace = 5 * time.Second
+	}
+	if cfg.InputWait <= 0 {
+		cfg.InputWait = 2 * time.Minute
 	}
 	if cfg.OriginAllowed == nil {
 		cfg.OriginAllowed = func(o string) bool { return o == "" }

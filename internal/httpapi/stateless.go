@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -26,9 +28,9 @@ import (
 // requests of the stateless revision.
 type StatelessBackend interface {
 	// OpenStateless opens the connection of one request of protocol
-	// version version; messages not tied to it go to general. It fails like
-	// Open.
-	OpenStateless(ctx context.Context, general mux.Stream, version string) (StatelessConn, error)
+	// version version, from a client declaring capabilities caps (raw JSON
+	// object); messages not tied to it go to general. It fails like Open.
+	OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (StatelessConn, error)
 }
 
 // StatelessConn is the connection of one stateless request.
@@ -102,6 +104,12 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
+	if inputMethods[req.Method] && isRetry(msg) {
+		// The retry of a request that got input_required goes on where
+		// that request was parked.
+		h.resume(w, r, msg)
+		return
+	}
 	// The request is recorded as a session of its own for as long as it
 	// runs, so that shutdown and the session limit see it like any other.
 	s, err := h.store.Create(name, time.Now())
@@ -112,13 +120,16 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}
 	s.Begin()
 	s.SetVersion(req.Version)
+	var out *modernStream
 	defer func() {
 		s.End(time.Now())
-		if h.store.Remove(s.ID) != nil {
-			h.end(s, "the request ended")
+		if out == nil || !out.isParked() {
+			if h.store.Remove(s.ID) != nil {
+				h.end(s, "the request ended")
+			}
 		}
 	}()
-	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version)
+	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "), nil)
 		return
@@ -140,11 +151,22 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
-	out := &modernStream{st: st, method: req.Method, logs: req.LogLevel != ""}
+	out = &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, logs: req.LogLevel != "",
+		id: bytes.Clone(id), first: bytes.Clone(id), mrtr: inputMethods[req.Method]}
+	if out.mrtr {
+		out.digest = requestDigest(msg)
+	}
 	conn.Handle(r.Context(), &up, out)
-	ans := answers{msgs: []jsonrpc.Message{up}, reqs: 1}
+	h.await(w, r, s, st, out, msg)
+}
+
+// await answers the stateless request msg from st. A client that left has
+// its request cancelled upstream, even one parked for input.
+func (h *Handler) await(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, out *modernStream, msg *jsonrpc.Message) {
+	ans := answers{msgs: []jsonrpc.Message{*msg}, reqs: 1}
 	if !h.respond(w, r, s, st, false, &ans) {
-		conn.Abandon(out)
+		h.unparkStream(out)
+		out.conn.Abandon(out)
 	}
 }
 
@@ -164,27 +186,62 @@ func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn Stateles
 }
 
 // modernStream is the Stream a stateless request's connection answers on:
-// its reply is translated for the revision; log messages go out only when
-// the request asked for a level.
+// its reply is translated for the revision and carries the id of the
+// client's latest attempt (a retry after input_required has a new id); log
+// messages go out only when the request asked for a level; a server
+// request becomes an input_required result (see mrtr.go).
 type modernStream struct {
-	st     *session.Stream
+	h      *Handler
+	s      *session.Session
+	conn   StatelessConn
 	method string
 	logs   bool
+	mrtr   bool     // the method may be answered input_required
+	digest [32]byte // of the request, for its retries' requestState
+	first  []byte   // the id the connection replies with
+
+	mu     sync.Mutex
+	st     *session.Stream // the current attempt's stream
+	id     []byte          // the current attempt's id
+	asks   []ask           // server requests not answered yet
+	parked bool            // the current attempt was answered input_required
 }
 
 func (m *modernStream) Send(msg []byte) {
 	if !m.logs && isLogMessage(msg) {
 		return
 	}
-	m.st.Send(msg)
+	if parsed, err := jsonrpc.Parse(msg); err == nil && parsed.Kind == jsonrpc.KindRequest {
+		m.ask(&parsed)
+		return
+	}
+	m.mu.Lock()
+	st := m.st
+	m.mu.Unlock()
+	st.Send(msg)
 }
 
 func (m *modernStream) Reply(msg []byte) {
+	m.mu.Lock()
+	st, id := m.st, m.id
+	m.mu.Unlock()
 	if msg == nil {
-		m.st.Reply(nil)
+		st.Reply(nil)
 		return
 	}
-	m.st.Reply(modern.FromLegacy(nil, m.method, msg))
+	reply := modern.FromLegacy(nil, m.method, msg)
+	if !bytes.Equal(id, m.first) {
+		if parsed, err := jsonrpc.Parse(reply); err == nil {
+			reply = jsonrpc.Splice(nil, reply, jsonrpc.Edit{Span: parsed.ID, Value: id})
+		}
+	}
+	st.Reply(reply)
+}
+
+func (m *modernStream) isParked() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.parked
 }
 
 // writeStatelessJSON writes the reply of a stateless request as one JSON

@@ -18,7 +18,7 @@ type statelessBackend struct {
 	init string
 }
 
-func (b statelessBackend) OpenStateless(ctx context.Context, general mux.Stream, _ string) (StatelessConn, error) {
+func (b statelessBackend) OpenStateless(ctx context.Context, general mux.Stream, _ string, _ []byte) (StatelessConn, error) {
 	c, err := b.Open(ctx, general)
 	if err != nil {
 		return nil, err

@@ -48,13 +48,16 @@ func (m *Mux) Join(general Stream) *Client {
 
 // Stateless makes c a client that never initializes: the connection of
 // one request of a stateless protocol version (2026-07-28), which names its
-// version and capabilities in the request itself. It declares no
-// capability, so server requests are never routed to it: that revision has
-// servers ask through the client's request (input_required), never on its
-// stream.
-func (c *Client) Stateless(version string) {
+// version and its capabilities (caps, the raw JSON object of
+// io.modelcontextprotocol/clientCapabilities) in the request itself. A
+// server request needing a capability caps lists may be routed to c as to
+// any session; the caller turns it into what that revision asks for (an
+// input_required result), never a request on the client's stream.
+func (c *Client) Stateless(version string, caps []byte) {
+	declared := parseCapabilities(append(append([]byte(`{"capabilities":`), caps...), '}'))
 	c.m.mu.Lock()
 	c.version = version
+	c.caps = declared
 	c.m.mu.Unlock()
 }
 

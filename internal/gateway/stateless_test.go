@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// modernCall POSTs a tools/call of the stateless revision (2026-07-28) to
+// server and returns the status and the reply (a JSON body).
+func modernCall(t *testing.T, g *testGateway, server, id, tool string, args map[string]string, extra string) (int, map[string]json.RawMessage) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + string(a) + extra +
+		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/servers/"+server+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); ct == "text/event-stream" {
+		// The reply is the last data line.
+		lines := bytes.Split(bytes.TrimSpace(raw), []byte("\n"))
+		raw = bytes.TrimPrefix(lines[len(lines)-1], []byte("data: "))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("reply %q: %v", raw, err)
+	}
+	return resp.StatusCode, m
+}
+
+// TestStatelessInputRequired: a legacy server that asks the client for
+// sampling while serving a 2026-07-28 request: the client gets
+// input_required with the server's request and a requestState; its retry
+// (a new id, inputResponses, the state) answers the server and gets the
+// tool's result. The state opens once, and an altered one not at all.
+func TestStatelessInputRequired(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{})))
+	status, m := modernCall(t, g, "s", "1", "sample", map[string]string{"prompt": "capital of France?"}, "")
+	var res struct {
+		ResultType    string
+		InputRequests map[string]struct {
+			Method string
+			Params json.RawMessage
+		}
+		RequestState string
+	}
+	if err := json.Unmarshal(m["result"], &res); err != nil || status != 200 || res.ResultType != "input_required" || res.RequestState == "" || len(res.InputRequests) != 1 {
+		t.Fatalf("first answer %d %s", status, m["result"])
+	}
+	var key string
+	for k, r := range res.InputRequests {
+		key = k
+		if r.Method != "sampling/createMessage" || !strings.Contains(string(r.Params), "capital of France?") {
+			t.Fatalf("input request %s: %s %s", k, r.Method, r.Params)
+		}
+	}
+	state, _ := json.Marshal(res.RequestState)
+	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","content":{"type":"text","text":"Paris"},"model":"m"}},"requestState":` + string(state)
+
+	// An altered state, or one for another request, does not open.
+	tampered := strings.Replace(answer, res.RequestState[:8], "AAAAAAAA", 1)
+	if status, m := modernCall(t, g, "s", "2", "sample", map[string]string{"prompt": "capital of France?"}, tampered); status != 400 || !strings.Contains(string(m["error"]), "-32602") {
+		t.Errorf("altered state: %d %s %s", status, m["result"], m["error"])
+	}
+	if status, m := modernCall(t, g, "s", "3", "sample", map[string]string{"prompt": "capital of Spain?"}, answer); status != 400 || !strings.Contains(string(m["error"]), "-32602") {
+		t.Errorf("state of another request: %d %s %s", status, m["result"], m["error"])
+	}
+
+	status, m = modernCall(t, g, "s", `"retry"`, "sample", map[string]string{"prompt": "capital of France?"}, answer)
+	if status != 200 || string(m["id"]) != `"retry"` || !strings.Contains(string(m["result"]), "Paris") || !strings.Contains(string(m["result"]), `"resultType":"complete"`) {
+		t.Fatalf("retry: %d id %s %s %s", status, m["id"], m["result"], m["error"])
+	}
+	if status, m := modernCall(t, g, "s", "5", "sample", map[string]string{"prompt": "capital of France?"}, answer); status != 400 || !strings.Contains(string(m["error"]), "-32602") {
+		t.Errorf("state used twice: %d %s %s", status, m["result"], m["error"])
+	}
+	if n := g.pending("s"); n != 0 {
+		t.Errorf("%d requests still pending upstream", n)
+	}
+}
+
+// TestStatelessInputNeverAnswered: a request answered input_required whose
+// client never retries is cancelled upstream after InputWait.
+func TestStatelessInputNeverAnswered(t *testing.T) {
+	cfg := newConfig(fakeServer("s", mcptest.FakeOptions{}))
+	cfg.Gateway.InputWait = 200 * time.Millisecond
+	g := startGateway(t, cfg)
+	status, m := modernCall(t, g, "s", "1", "sample", map[string]string{"prompt": "p"}, "")
+	if status != 200 || !strings.Contains(string(m["result"]), "input_required") {
+		t.Fatalf("%d %s", status, m["result"])
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g.pending("s") != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := g.pending("s"); n != 0 {
+		t.Fatalf("%d requests still pending upstream after InputWait", n)
+	}
+}
