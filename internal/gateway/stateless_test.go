@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -112,5 +113,61 @@ func TestStatelessInputNeverAnswered(t *testing.T) {
 	}
 	if n := g.pending("s"); n != 0 {
 		t.Fatalf("%d requests still pending upstream after InputWait", n)
+	}
+}
+
+// TestStatelessCrossfire: many concurrent stateless clients on one shared
+// process, every one with the same request ids and progress tokens: each
+// gets its own progress and its own reply, nothing crosses, and nothing is
+// left pending or recorded afterwards.
+func TestStatelessCrossfire(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{})))
+	const clients, calls = 40, 10
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			for i := range calls {
+				msg := fmt.Sprintf("client %d call %d", c, i)
+				body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + msg +
+					`"},"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+				req, _ := http.NewRequest(http.MethodPost, g.URL+"/servers/s/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+				req.Header.Set("Mcp-Method", "tools/call")
+				req.Header.Set("Mcp-Name", "echo")
+				resp, err := g.http.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				// Progress 1..3 then the reply, all on this request's stream.
+				if n := strings.Count(string(raw), `"progressToken":"t"`); n != 3 || !strings.Contains(string(raw), `"id":1,`) ||
+					!strings.Contains(string(raw), msg+`"`) || strings.Count(string(raw), `"result"`) != 1 {
+					errs <- fmt.Errorf("%s: %d progress, body %q", msg, n, raw)
+					return
+				}
+				for other := range clients {
+					if other != c && strings.Contains(string(raw), fmt.Sprintf("client %d call", other)) {
+						errs <- fmt.Errorf("%s: crossed: %q", msg, raw)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := g.pending("s"); n != 0 {
+		t.Errorf("%d requests pending upstream after the crossfire", n)
+	}
+	if n := g.gw.Handler.Sessions(); n != 0 {
+		t.Errorf("%d sessions recorded after every stateless request ended", n)
 	}
 }
