@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -169,5 +170,54 @@ func TestStatelessCrossfire(t *testing.T) {
 	}
 	if n := g.gw.Handler.Sessions(); n != 0 {
 		t.Errorf("%d sessions recorded after every stateless request ended", n)
+	}
+}
+
+// TestStatelessListenGetsBroadcasts: a listen on a server of the session
+// eras gets the server's tools/list_changed (caused by another client's
+// call) tagged with its id, and not before its acknowledgement.
+func TestStatelessListenGetsBroadcasts(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{})))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/servers/s/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := g.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				lines <- data
+			}
+		}
+	}()
+	next := func(what string) string {
+		select {
+		case l := <-lines:
+			return l
+		case <-ctx.Done():
+			t.Fatalf("no %s", what)
+			return ""
+		}
+	}
+	if ack := next("acknowledgement"); !strings.Contains(ack, "subscriptions/acknowledged") || !strings.Contains(ack, `"toolsListChanged":true`) {
+		t.Fatalf("first message %s", ack)
+	}
+	if status, m := modernCall(t, g, "s", "1", "list_changed", map[string]string{}, ""); status != 200 {
+		t.Fatalf("list_changed call: %d %s", status, m["error"])
+	}
+	if got := next("tools/list_changed"); !strings.Contains(got, "notifications/tools/list_changed") || !strings.Contains(got, `"io.modelcontextprotocol/subscriptionId":7`) {
+		t.Errorf("delivered %s", got)
 	}
 }

@@ -143,6 +143,10 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		h.discover(w, r, conn, id)
 		return
 	}
+	if req.Method == "subscriptions/listen" {
+		h.listen(w, r, s, conn, msg, id)
+		return
+	}
 	up, err := jsonrpc.Parse(modern.ToLegacy(nil, msg))
 	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
 		writeErrorID(w, http.StatusInternalServerError, id, jsonrpc.CodeInternalError, "mcpgate: "+err.Error(), nil)

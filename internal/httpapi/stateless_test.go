@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -263,4 +265,58 @@ func TestStatelessServerErrorStatus(t *testing.T) {
 	if resp, body = modernPost(t, url, modernBody("5", "tools/call", `"name":"x"`), "Mcp-Name", "x"); resp.StatusCode != http.StatusOK {
 		t.Errorf("a result: %d %s", resp.StatusCode, body)
 	}
+}
+
+// subscriptions/listen, for a server of the session eras: acknowledged
+// first with what the server can deliver, then the matching broadcasts
+// tagged with the listen's id; the stream ends with the listen's result
+// when the gateway shuts down.
+func TestStatelessListen(t *testing.T) {
+	b, h, url := statelessServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := modernBody(`"L1"`, "subscriptions/listen", `"notifications":{"toolsListChanged":true,"promptsListChanged":true}`)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+mcpPath, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := sseEvents(resp.Body)
+	ack := waitFor(t, events, "the acknowledgement")
+	if !strings.Contains(ack, `"notifications/subscriptions/acknowledged"`) || !strings.Contains(ack, `"io.modelcontextprotocol/subscriptionId":"L1"`) ||
+		!strings.Contains(ack, `"toolsListChanged":true`) || strings.Contains(ack, "promptsListChanged") {
+		t.Fatalf("ack %s: want the listen's id and only toolsListChanged (the server has no prompts)", ack)
+	}
+	c := waitFor(t, b.conns, "the listen's conn")
+	c.general.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`))
+	c.general.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	got := waitFor(t, events, "the tools list_changed")
+	if !strings.Contains(got, `notifications/tools/list_changed`) || !strings.Contains(got, `"io.modelcontextprotocol/subscriptionId":"L1"`) {
+		t.Errorf("delivery %s: want tools/list_changed tagged with L1", got)
+	}
+	h.Close()
+	if end := waitFor(t, events, "the listen's end"); !strings.Contains(end, `"id":"L1"`) || !strings.Contains(end, `"resultType":"complete"`) {
+		t.Errorf("end %s: want the listen's result", end)
+	}
+}
+
+// sseEvents delivers the data of each SSE event read from r.
+func sseEvents(r io.Reader) <-chan string {
+	out := make(chan string, 16)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				out <- data
+			}
+		}
+	}()
+	return out
 }
