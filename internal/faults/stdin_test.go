@@ -70,8 +70,10 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	flooder.connect(t)
 	waitFor(t, "the stuck server to stop reading", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "stopped-reading")) > 0 })
 
-	// More than the 1,024-slot queue plus a 64 KiB pipe.
-	const n, pad = 1200, 512
+	// More than the 1,024-slot queue plus the pipe: a shared server's pipe
+	// holds 1 MiB (backend's sharedPipeBytes), so 1,200 messages of about
+	// 2.1 KB (2.5 MB) fill both.
+	const n, pad = 1200, 2048
 	bound := stuck.Timeout + stuck.StdinTimeout + 5*time.Second
 	healthyDuring(t, healthy, func() {
 		var wg sync.WaitGroup

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/modern"
+	"github.com/mcpgate/mcpgate/internal/session"
 )
 
 // This file bridges the stateless revision's multi round-trip requests
@@ -33,20 +35,180 @@ import (
 // answer; a server that asks again gets another round.
 //
 // A requestState is AES-GCM sealed with a key made when the handler
-// starts: it names the parked request (random, single use), an expiry, and
-// a digest of the request (method and params without inputResponses,
-// requestState and _meta), so it cannot be forged, altered, replayed or
-// used for another request. A request whose retry does not come within
-// InputWait is cancelled upstream.
+// starts: it names the parked request (random, single use: a request has
+// one valid state at a time), an expiry, and a digest of the request
+// (method and params without inputResponses, requestState and _meta), so
+// it cannot be forged, altered, replayed or used for another request. A
+// request is parked for InputWait in all, over at most maxInputRounds
+// rounds: then it is cancelled upstream, so no client holds a shared
+// server's attention (its requests to clients) for longer.
 
 // inputMethods are the methods the revision allows input_required for.
 var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+
+// maxInputRounds bounds the input_required answers one request gets.
+const maxInputRounds = 10
 
 // ask is a server request waiting for the client's input.
 type ask struct {
 	key string // its key in inputRequests
 	id  []byte // its id as the connection gave it
 	msg []byte // the request
+}
+
+// modernStream is the Stream a stateless request's connection answers on.
+// Its reply is translated for the revision and carries the id (and its
+// progress the token) of the client's latest attempt: a retry after
+// input_required has a new id. Log messages go out only when the request
+// asked for a level. A server request becomes an input_required answer.
+type modernStream struct {
+	h      *Handler
+	s      *session.Session
+	conn   StatelessConn
+	method string
+	logs   bool
+	mrtr   bool     // the method may be answered input_required
+	digest [32]byte // of the request, for its retries' requestState
+	first  []byte   // the id the connection replies with
+	token  []byte   // the progress token the connection uses (the first attempt's)
+
+	mu       sync.Mutex
+	st       *session.Stream // the current attempt's stream
+	id       []byte          // the current attempt's id
+	curToken []byte          // the current attempt's progress token
+	answered bool            // the current attempt has its final answer
+	asks     []ask           // server requests not answered yet
+	final    []byte          // the server's reply, come while no attempt could take it
+	handle   string          // the parked request's key ("" when not parked)
+	deadline time.Time       // set when first parked: the end of its InputWait
+	rounds   int             // input_required answers so far
+}
+
+func newModernStream(h *Handler, s *session.Session, conn StatelessConn, st *session.Stream, msg *jsonrpc.Message, req modern.Request) *modernStream {
+	id := bytes.Clone(msg.Bytes(msg.ID))
+	token := bytes.Clone(msg.Bytes(msg.ProgressToken))
+	m := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, logs: req.LogLevel != "",
+		id: id, first: id, token: token, curToken: token, mrtr: inputMethods[req.Method]}
+	if m.mrtr {
+		m.digest = requestDigest(msg)
+	}
+	return m
+}
+
+func (m *modernStream) Send(msg []byte) {
+	if !m.logs && isLogMessage(msg) {
+		return
+	}
+	parsed, err := jsonrpc.Parse(msg)
+	if err == nil && parsed.Kind == jsonrpc.KindRequest {
+		m.ask(&parsed)
+		return
+	}
+	m.mu.Lock()
+	st, token := m.st, m.curToken
+	m.mu.Unlock()
+	if err == nil && parsed.ProgressToken.Present() && !bytes.Equal(token, m.token) {
+		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: parsed.ProgressToken, Value: token})
+	}
+	st.Send(msg)
+}
+
+func (m *modernStream) Reply(msg []byte) {
+	if msg != nil {
+		msg = modern.FromLegacy(nil, m.method, msg)
+	}
+	m.mu.Lock()
+	if m.answered {
+		// The attempt was answered input_required: the retry gets this.
+		if m.final == nil {
+			m.final = msg
+			if msg == nil {
+				m.final = []byte{}
+			}
+		}
+		m.asks = nil // the server stopped waiting for them
+		m.mu.Unlock()
+		return
+	}
+	m.answered = true
+	st, id := m.st, m.id
+	m.mu.Unlock()
+	st.Reply(m.withID(msg, id))
+}
+
+// withID returns reply with the id of the current attempt.
+func (m *modernStream) withID(reply, id []byte) []byte {
+	if len(reply) == 0 {
+		return nil // the request was cancelled: no reply
+	}
+	if bytes.Equal(id, m.first) {
+		return reply
+	}
+	parsed, err := jsonrpc.Parse(reply)
+	if err != nil {
+		return reply
+	}
+	return jsonrpc.Splice(nil, reply, jsonrpc.Edit{Span: parsed.ID, Value: id})
+}
+
+// ask handles a server request the connection routed to m: the client's
+// current attempt is answered input_required, or, if it already has its
+// answer, the request waits for the retry. A request the revision does not
+// let a server make, or one during a method that cannot take input, is
+// refused to the server.
+func (m *modernStream) ask(msg *jsonrpc.Message) {
+	id := bytes.Clone(msg.Bytes(msg.ID))
+	if !m.mrtr || !modern.IsInputRequest(msg) {
+		m.respondUp(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound,
+			"mcpgate: "+msg.MethodName()+" cannot be asked during "+m.method+" in protocol version "+statelessVersion))
+		return
+	}
+	m.mu.Lock()
+	m.asks = append(m.asks, ask{key: "input-" + string(id), id: id, msg: bytes.Clone(msg.Raw)})
+	if m.answered {
+		m.mu.Unlock()
+		return
+	}
+	answer, ok := m.inputRequiredLocked()
+	st := m.st
+	m.mu.Unlock()
+	if !ok {
+		m.h.release(m, "the request asked for input more than "+strconv.Itoa(maxInputRounds)+" times, or for longer than "+m.h.cfg.InputWait.String())
+		return
+	}
+	st.Reply(answer)
+}
+
+// inputRequiredLocked answers the current attempt input_required with
+// m.asks and parks the request (a new state; the previous one, if any, no
+// longer opens). It reports false when the request is out of rounds or
+// time: it must then be released. Called with m.mu held.
+func (m *modernStream) inputRequiredLocked() ([]byte, bool) {
+	m.answered = true
+	now := time.Now()
+	if m.deadline.IsZero() {
+		m.deadline = now.Add(m.h.cfg.InputWait)
+	}
+	m.rounds++
+	if m.rounds > maxInputRounds || !now.Before(m.deadline) {
+		return nil, false
+	}
+	state := m.h.park(m, m.deadline)
+	return inputRequired(m.id, m.asks, state), true
+}
+
+// respondUp sends the client side's response to a server request.
+func (m *modernStream) respondUp(resp []byte) {
+	parsed, err := jsonrpc.Parse(resp)
+	if err == nil {
+		m.conn.Handle(context.Background(), &parsed, nil)
+	}
+}
+
+func (m *modernStream) isParked() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.handle != ""
 }
 
 // parking is the handler's table of requests parked for input.
@@ -79,96 +241,84 @@ func (p *parking) init() {
 // handleLen is the random part of a requestState, in bytes.
 const handleLen = 16
 
-// ask records a server request the connection routed to m: the client's
-// current attempt is answered input_required, or, if it already was, the
-// request waits for the retry. A server request during a method that
-// cannot take input is refused to the server.
-func (m *modernStream) ask(msg *jsonrpc.Message) {
-	id := bytes.Clone(msg.Bytes(msg.ID))
-	if !m.mrtr {
-		refusal := jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound,
-			"mcpgate: "+msg.MethodName()+" cannot be asked during "+m.method+" in protocol version "+statelessVersion)
-		m.respondUp(refusal)
-		return
-	}
-	a := ask{key: "input-" + string(id), id: id, msg: bytes.Clone(msg.Raw)}
-	m.mu.Lock()
-	m.asks = append(m.asks, a)
-	if m.parked {
-		m.mu.Unlock()
-		return
-	}
-	m.parked = true
-	st, reqID, asks := m.st, m.id, append([]ask(nil), m.asks...)
-	m.mu.Unlock()
-	st.Reply(inputRequired(reqID, asks, m.h.park(m)))
-}
-
-// respondUp sends the client side's response to a server request.
-func (m *modernStream) respondUp(resp []byte) {
-	parsed, err := jsonrpc.Parse(resp)
-	if err == nil {
-		m.conn.Handle(context.Background(), &parsed, nil)
-	}
-}
-
-// park registers m, whose current attempt is answered input_required, and
-// returns the requestState for its retry.
-func (h *Handler) park(m *modernStream) string {
+// park registers m (its m.mu held) until deadline under a new handle,
+// replacing the one it had, and returns the requestState for its retry.
+func (h *Handler) park(m *modernStream, deadline time.Time) string {
 	p := &h.parking
 	p.init()
 	var handle [handleLen]byte
 	_, _ = rand.Read(handle[:])
 	key := hex.EncodeToString(handle[:])
-	expires := time.Now().Add(h.cfg.InputWait)
 	p.mu.Lock()
-	p.reqs[key] = &parked{out: m, timer: time.AfterFunc(h.cfg.InputWait, func() { h.expire(key) })}
+	if old := p.reqs[m.handle]; old != nil && m.handle != "" {
+		old.timer.Stop()
+		delete(p.reqs, m.handle)
+	}
+	p.reqs[key] = &parked{out: m, timer: time.AfterFunc(time.Until(deadline), func() { h.expire(key) })}
 	p.mu.Unlock()
+	m.handle = key
 
 	plain := make([]byte, 0, handleLen+8+sha256.Size)
 	plain = append(plain, handle[:]...)
-	plain = binary.BigEndian.AppendUint64(plain, uint64(expires.UnixNano()))
+	plain = binary.BigEndian.AppendUint64(plain, uint64(deadline.UnixNano()))
 	plain = append(plain, m.digest[:]...)
 	nonce := make([]byte, p.aead.NonceSize(), p.aead.NonceSize()+len(plain)+p.aead.Overhead())
 	_, _ = rand.Read(nonce)
 	return base64.RawURLEncoding.EncodeToString(p.aead.Seal(nonce, nonce, plain, nil))
 }
 
+// take removes key from the table; whoever takes an entry owns its
+// request from then on.
+func (p *parking) take(key string) *parked {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.reqs[key]
+	if e != nil {
+		delete(p.reqs, key)
+		e.timer.Stop()
+	}
+	return e
+}
+
 // expire ends a parked request whose retry did not come in time: its
 // connection closes, which cancels the request upstream.
 func (h *Handler) expire(key string) {
-	p := &h.parking
-	p.mu.Lock()
-	e := p.reqs[key]
-	delete(p.reqs, key)
-	p.mu.Unlock()
-	if e == nil {
-		return
+	if e := h.parking.take(key); e != nil {
+		h.release(e.out, "no retry with inputResponses came within "+h.cfg.InputWait.String())
 	}
-	h.release(e.out, "no retry with inputResponses came within "+h.cfg.InputWait.String())
 }
 
 // release ends the session of a stateless request that is over.
 func (h *Handler) release(m *modernStream, reason string) {
+	m.mu.Lock()
+	m.handle = ""
+	m.mu.Unlock()
 	if h.store.Remove(m.s.ID) != nil {
 		h.end(m.s, reason)
 	}
 }
 
-// unparkStream takes m out of the table (its client left).
+// unparkStream takes m out of the table: its client left.
 func (h *Handler) unparkStream(m *modernStream) {
+	m.mu.Lock()
+	key := m.handle
+	m.handle = ""
+	m.mu.Unlock()
+	if key != "" {
+		h.parking.take(key)
+	}
+}
+
+// unparkAll drops every parked request's timer (the handler closes; the
+// sessions are ended by Close).
+func (h *Handler) unparkAll() {
 	p := &h.parking
 	p.mu.Lock()
 	for key, e := range p.reqs {
-		if e.out == m {
-			e.timer.Stop()
-			delete(p.reqs, key)
-		}
+		e.timer.Stop()
+		delete(p.reqs, key)
 	}
 	p.mu.Unlock()
-	m.mu.Lock()
-	m.parked = false
-	m.mu.Unlock()
 }
 
 // errBadState is the answer to a requestState that does not open.
@@ -192,12 +342,8 @@ func (h *Handler) unpark(state string, digest [32]byte) (*modernStream, error) {
 	if time.Now().After(expires) || !bytes.Equal(plain[handleLen+8:], digest[:]) {
 		return nil, errBadState
 	}
-	key := hex.EncodeToString(plain[:handleLen])
-	p.mu.Lock()
-	e := p.reqs[key]
-	delete(p.reqs, key)
-	p.mu.Unlock()
-	if e == nil || !e.timer.Stop() {
+	e := p.take(hex.EncodeToString(plain[:handleLen]))
+	if e == nil {
 		return nil, errBadState
 	}
 	return e.out, nil
@@ -216,6 +362,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Me
 		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
 		return
 	}
+	// m is ours now: nobody else can take it (its state opened once).
 	s := m.s
 	s.Begin()
 	defer func() {
@@ -227,29 +374,51 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Me
 	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
-	m.mu.Lock()
-	m.st, m.id, m.parked = st, bytes.Clone(id), false
-	asks := m.asks
-	m.asks = nil
-	m.mu.Unlock()
 
-	var missing []ask
-	for _, a := range asks {
-		resp, ok := responses[a.key]
-		if !ok {
-			missing = append(missing, a)
-			continue
-		}
-		m.respondUp(jsonrpc.Response(a.id, resp))
+	m.mu.Lock()
+	m.st, m.id, m.curToken, m.answered, m.handle = st, bytes.Clone(id), bytes.Clone(msg.Bytes(msg.ProgressToken)), false, ""
+	if len(m.curToken) == 0 {
+		m.curToken = m.token
 	}
-	if len(missing) > 0 {
-		// Asked and not answered: asked again, with a new state.
-		m.mu.Lock()
-		m.asks = append(missing, m.asks...)
-		m.parked = true
-		again := append([]ask(nil), m.asks...)
-		m.mu.Unlock()
-		st.Reply(inputRequired(id, again, h.park(m)))
+	var answers [][]byte
+	var missing []ask
+	for _, a := range m.asks {
+		if resp, ok := responses[a.key]; ok {
+			answers = append(answers, jsonrpc.Response(a.id, resp))
+		} else {
+			missing = append(missing, a)
+		}
+	}
+	m.asks = missing
+	var reply []byte
+	release := false
+	switch {
+	case m.final != nil:
+		// The server answered while the request was parked (its requests
+		// to the client are moot).
+		m.answered = true
+		answers = nil
+		if reply = m.withID(m.final, m.id); reply == nil {
+			reply = jsonrpc.ErrorResponse(m.id, jsonrpc.CodeInternalError, "mcpgate: the request was cancelled while it waited for input")
+		}
+	case len(missing) > 0:
+		// Asked and not answered: asked again (the answered ones go up).
+		var ok bool
+		if reply, ok = m.inputRequiredLocked(); !ok {
+			release = true
+		}
+	}
+	m.mu.Unlock()
+	if release {
+		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams,
+			"mcpgate: the request asked for input more than "+strconv.Itoa(maxInputRounds)+" times, or for longer than "+h.cfg.InputWait.String(), nil)
+		return
+	}
+	for _, a := range answers {
+		m.respondUp(a)
+	}
+	if reply != nil {
+		st.Reply(reply)
 	}
 	h.await(w, r, s, st, m, msg)
 }

@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -155,11 +153,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
-	out = &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, logs: req.LogLevel != "",
-		id: bytes.Clone(id), first: bytes.Clone(id), mrtr: inputMethods[req.Method]}
-	if out.mrtr {
-		out.digest = requestDigest(msg)
-	}
+	out = newModernStream(h, s, conn, st, msg, req)
 	conn.Handle(r.Context(), &up, out)
 	h.await(w, r, s, st, out, msg)
 }
@@ -187,65 +181,6 @@ func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn Stateles
 		return
 	}
 	writeBody(w, jsonrpc.Response(id, result))
-}
-
-// modernStream is the Stream a stateless request's connection answers on:
-// its reply is translated for the revision and carries the id of the
-// client's latest attempt (a retry after input_required has a new id); log
-// messages go out only when the request asked for a level; a server
-// request becomes an input_required result (see mrtr.go).
-type modernStream struct {
-	h      *Handler
-	s      *session.Session
-	conn   StatelessConn
-	method string
-	logs   bool
-	mrtr   bool     // the method may be answered input_required
-	digest [32]byte // of the request, for its retries' requestState
-	first  []byte   // the id the connection replies with
-
-	mu     sync.Mutex
-	st     *session.Stream // the current attempt's stream
-	id     []byte          // the current attempt's id
-	asks   []ask           // server requests not answered yet
-	parked bool            // the current attempt was answered input_required
-}
-
-func (m *modernStream) Send(msg []byte) {
-	if !m.logs && isLogMessage(msg) {
-		return
-	}
-	if parsed, err := jsonrpc.Parse(msg); err == nil && parsed.Kind == jsonrpc.KindRequest {
-		m.ask(&parsed)
-		return
-	}
-	m.mu.Lock()
-	st := m.st
-	m.mu.Unlock()
-	st.Send(msg)
-}
-
-func (m *modernStream) Reply(msg []byte) {
-	m.mu.Lock()
-	st, id := m.st, m.id
-	m.mu.Unlock()
-	if msg == nil {
-		st.Reply(nil)
-		return
-	}
-	reply := modern.FromLegacy(nil, m.method, msg)
-	if !bytes.Equal(id, m.first) {
-		if parsed, err := jsonrpc.Parse(reply); err == nil {
-			reply = jsonrpc.Splice(nil, reply, jsonrpc.Edit{Span: parsed.ID, Value: id})
-		}
-	}
-	st.Reply(reply)
-}
-
-func (m *modernStream) isParked() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.parked
 }
 
 // writeStatelessJSON writes the reply of a stateless request as one JSON

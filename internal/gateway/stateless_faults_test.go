@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// atkModern POSTs a modern tools/call and returns status and raw body (or
+// the error, e.g. a timeout).
+func atkModern(g *testGateway, d time.Duration, server, id, tool, args, extra string) (int, string, error) {
+	body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + extra +
+		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/servers/"+server+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw), err
+}
+
+// F1 with a real process: the server's per-request timeout (shorter than
+// InputWait) fires while the tools/call is parked for sampling; the
+// client then retries in time, with a valid state.
+func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
+	s := fakeServer("s", mcptest.FakeOptions{})
+	s.Timeout = 300 * time.Millisecond
+	cfg := newConfig(s)
+	cfg.Gateway.InputWait = 10 * time.Second
+	g := startGateway(t, cfg)
+	status, body, err := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
+	var r struct {
+		Result struct {
+			ResultType    string
+			InputRequests map[string]json.RawMessage
+			RequestState  string
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(body), &r) != nil || r.Result.ResultType != "input_required" {
+		t.Fatalf("first: %d %v %s", status, err, body)
+	}
+	var key string
+	for k := range r.Result.InputRequests {
+		key = k
+	}
+	time.Sleep(time.Second) // the parked call times out upstream
+	st, _ := json.Marshal(r.Result.RequestState)
+	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","content":{"type":"text","text":"Paris"},"model":"m"}},"requestState":` + string(st)
+	start := time.Now()
+	status, body, err = atkModern(g, 5*time.Second, "s", "2", "sample", `{"prompt":"p"}`, answer)
+	if err != nil {
+		t.Errorf("retry within InputWait: no answer after %v (%v): hangs", time.Since(start).Round(time.Millisecond), err)
+	} else {
+		t.Logf("retry: %d %s", status, body)
+	}
+}
+
+// A parked request cannot be kept parked past InputWait by retrying with
+// no answers: each retry is asked again, but the request's time is fixed
+// when it is first parked; after it the state no longer opens, the call is
+// cancelled upstream, and another client of the shared server can be
+// asked again (while it was parked the mux saw two clients with calls
+// written, so nobody else could be).
+func TestAttackGatewayParkedForeverBlocksOthers(t *testing.T) {
+	cfg := newConfig(fakeServer("s", mcptest.FakeOptions{}))
+	cfg.Gateway.InputWait = 300 * time.Millisecond
+	g := startGateway(t, cfg)
+	_, body, _ := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
+	start := time.Now()
+	rounds := 0
+	for ; ; rounds++ {
+		var r struct {
+			Result struct{ RequestState string }
+			Error  struct{ Code int }
+		}
+		_ = json.Unmarshal([]byte(body), &r)
+		if r.Result.RequestState == "" {
+			if r.Error.Code != -32602 || time.Since(start) < cfg.Gateway.InputWait/2 {
+				t.Fatalf("round %d after %v: %s", rounds, time.Since(start), body)
+			}
+			break
+		}
+		if time.Since(start) > 5*cfg.Gateway.InputWait {
+			t.Fatalf("still parked after %v with InputWait %v", time.Since(start), cfg.Gateway.InputWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+		st, _ := json.Marshal(r.Result.RequestState)
+		_, body, _ = atkModern(g, 10*time.Second, "s", strconv.Itoa(rounds+2), "sample", `{"prompt":"p"}`, `,"inputResponses":{},"requestState":`+string(st))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g.pending("s") != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := g.pending("s"); n != 0 {
+		t.Fatalf("%d requests pending upstream after the parked one ran out of time", n)
+	}
+
+	// Another client can be asked for sampling again.
+	if _, body, _ := atkModern(g, 10*time.Second, "s", "100", "sample", `{"prompt":"x"}`, ""); !strings.Contains(body, "input_required") {
+		t.Errorf("another client's sampling after the parked request ended: %s", body)
+	}
+}
