@@ -2,7 +2,9 @@
 // opens client sessions on it for the HTTP front.
 //
 // Shared mode: one supervised stdio process and one multiplexer for every
-// session. Session mode: one process and one exclusive multiplexer per
+// session; requests of the stateless revision (2026-07-28) go to a second
+// process of the same command when the server speaks that revision itself
+// (the "protocol" key; see shared.go). Session mode: one process and one exclusive multiplexer per
 // session, started on the session's initialize (from a pool of prewarmed
 // processes when prewarm is set) and stopped when the session ends. Remote
 // servers ("http", "sse"): one upstream session and one exclusive
@@ -19,7 +21,6 @@
 package backend
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -71,11 +72,7 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 		opts.Exclusive = true
 		return newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, 0, log) }, log), nil
 	}
-	p, err := start(cfg, opts, sharedPipeBytes, log)
-	if err != nil {
-		return nil, err
-	}
-	return &shared{p: p}, nil
+	return newShared(cfg, opts, log)
 }
 
 // proc is one upstream connection (a stdio process or a remote session)
@@ -137,25 +134,6 @@ func rootsResult(roots []config.Root) ([]byte, error) {
 		Roots []config.Root `json:"roots"`
 	}{roots})
 }
-
-// shared serves every session from one process.
-type shared struct{ p *proc }
-
-func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, error) {
-	return s.p.m.Join(general), nil
-}
-
-// OpenStateless opens the connection of one request of the stateless
-// revision: a client of the shared process that never initializes.
-func (s *shared) OpenStateless(_ context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
-	c := s.p.m.Join(general)
-	c.Stateless(version, caps)
-	return c, nil
-}
-
-func (s *shared) Close() { s.p.stop() }
-
-func (s *shared) Pending() int { return s.p.m.Pending() }
 
 // KillAll sends SIGKILL to the process group of every server process the
 // gateway started and has not reaped, without waiting, and returns how

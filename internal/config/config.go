@@ -232,6 +232,16 @@ const (
 	TypeSSE = "sse"
 )
 
+// Protocols, the values of Server.Protocol.
+const (
+	// ProtocolAuto probes whether the server speaks 2026-07-28.
+	ProtocolAuto = "auto"
+	// ProtocolModern requires the server to speak 2026-07-28.
+	ProtocolModern = "2026-07-28"
+	// ProtocolLegacy serves stateless clients by translation only.
+	ProtocolLegacy = "legacy"
+)
+
 // Root is one filesystem root answered to a server's roots/list request.
 type Root struct {
 	// URI is a file:// URI (key "uri"), required.
@@ -339,6 +349,19 @@ type Server struct {
 	// are logged per second (key "stderrBytesPerSec"); the excess is
 	// counted and summarised in one line. Default 65536.
 	StderrBytesPerSec int
+
+	// Protocol says which protocol era a shared stdio server speaks to
+	// clients of the stateless revision (key "protocol"): "auto" probes a
+	// second process of the same command with server/discover on the first
+	// such request, and serves them natively when it speaks 2026-07-28,
+	// else by translation through the sessions' process; "2026-07-28"
+	// starts that second process at once and requires it to speak
+	// 2026-07-28; "legacy" never starts it (always translation). Sessions
+	// of the older eras always use the one initialized process. Only
+	// "auto" is valid for remote servers and isolation "session", which
+	// serve no stateless requests through a second process. Default
+	// "auto".
+	Protocol string
 }
 
 // Per-server defaults of the keys that have no gateway-wide setting.
@@ -364,6 +387,7 @@ func (g *Gateway) NewServer(name string) *Server {
 		StdinTimeout:      DefaultStdinTimeout,
 		MaxProcesses:      DefaultMaxProcesses,
 		StderrBytesPerSec: DefaultStderrBytesPerSec,
+		Protocol:          ProtocolAuto,
 	}
 }
 

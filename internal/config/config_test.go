@@ -69,7 +69,8 @@ func TestNewServerInherits(t *testing.T) {
 	g := Defaults()
 	g.RequestTimeout, g.MaxLineBytes = time.Second, 100
 	want := &Server{Name: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100,
-		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, StderrBytesPerSec: 65536}
+		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, StderrBytesPerSec: 65536,
+		Protocol: ProtocolAuto}
 	if got := g.NewServer("n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("NewServer = %+v, want %+v", got, want)
 	}
@@ -96,6 +97,7 @@ func TestValidateBuiltConfig(t *testing.T) {
 		`mcpServers.x.isolation: "" is not one of "shared", "session"`,
 		`mcpServers.x.maxLineBytes: must be at least 1, not 0`,
 		`mcpServers.x.maxProcesses: must be at least 1, not 0`,
+		`mcpServers.x.protocol: "" is not one of "auto", "2026-07-28", "legacy"`,
 		`mcpServers.x.stderrBytesPerSec: must be at least 1, not 0`,
 		`mcpServers.x.stdinTimeout: must be greater than 0, not "0s"`,
 		`mcpServers.x.timeout: must be greater than 0, not "0s"`,

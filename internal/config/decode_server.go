@@ -48,6 +48,8 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.integer(p, v, &s.MaxProcesses)
 	case "stderrBytesPerSec":
 		d.integer(p, v, &s.StderrBytesPerSec)
+	case "protocol":
+		d.str(p, v, &s.Protocol, false)
 	default:
 		return false
 	}

@@ -153,7 +153,8 @@ func TestParseSetsEverything(t *testing.T) {
 	      "pingInterval": "10s",
 	      "stdinTimeout": "5s",
 	      "maxProcesses": 9,
-	      "stderrBytesPerSec": 100
+	      "stderrBytesPerSec": 100,
+	      "protocol": "auto"
 	    }
 	  }}`
 	env := fakeEnv(map[string]string{"BIN": "/opt/bin", "TOKEN": "t0k", "HOME": "/home/u"})
@@ -190,7 +191,8 @@ func TestParseSetsEverything(t *testing.T) {
 	// Server defaults come from the gateway block, wherever it is written.
 	wantInherits := &Server{Name: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
 		Timeout: 2 * time.Minute, MaxLineBytes: 2048, InitTimeout: DefaultInitTimeout,
-		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, StderrBytesPerSec: DefaultStderrBytesPerSec}
+		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, StderrBytesPerSec: DefaultStderrBytesPerSec,
+		Protocol: ProtocolAuto}
 	if got := cfg.Servers["inherits"]; !reflect.DeepEqual(got, wantInherits) {
 		t.Errorf("inherits =\n %+v\nwant\n %+v", got, wantInherits)
 	}
@@ -214,6 +216,7 @@ func TestParseSetsEverything(t *testing.T) {
 		StdinTimeout:      5 * time.Second,
 		MaxProcesses:      9,
 		StderrBytesPerSec: 100,
+		Protocol:          ProtocolAuto,
 	}
 	if got := cfg.Servers["all"]; !reflect.DeepEqual(got, wantAll) {
 		t.Errorf("all =\n %+v\nwant\n %+v", got, wantAll)
@@ -377,6 +380,14 @@ func TestParseProblems(t *testing.T) {
 			[]string{`mcpServers.my server/1: invalid server name "my server/1" (use only letters, digits, '.', '_' and '-': it appears in URLs)`}},
 		{"bad isolation", `{"mcpServers": {"a": {"command": "x", "isolation": "process"}}}`,
 			[]string{`mcpServers.a.isolation: "process" is not one of "shared", "session"`}},
+		{"protocol", `{"mcpServers": {"a": {"command": "x", "protocol": "2026-07-28"}, "b": {"command": "x", "protocol": "legacy"}}}`, nil},
+		{"bad protocol", `{"mcpServers": {"a": {"command": "x", "protocol": "2025-11-25"}}}`,
+			[]string{`mcpServers.a.protocol: "2025-11-25" is not one of "auto", "2026-07-28", "legacy"`}},
+		{"protocol needs a shared stdio server", `{"mcpServers": {"s": {"command": "x", "isolation": "session", "protocol": "legacy"},
+		  "r": {"url": "https://mcp.example/mcp", "protocol": "2026-07-28"}, "a": {"url": "https://mcp.example/mcp", "protocol": "auto"}}}`, []string{
+			`mcpServers.r.protocol: "2026-07-28" is only valid for "stdio" servers with "isolation": "shared" (others serve no stateless requests through a process of their own); use "auto"`,
+			`mcpServers.s.protocol: "legacy" is only valid for "stdio" servers with "isolation": "shared" (others serve no stateless requests through a process of their own); use "auto"`,
+		}},
 		{"prewarm with shared", `{"mcpServers": {"a": {"command": "x", "prewarm": 2}}}`,
 			[]string{`mcpServers.a.prewarm: only valid with "isolation": "session" (a shared server has one process)`}},
 		{"prewarm zero with shared", `{"mcpServers": {"a": {"command": "x", "prewarm": 0}}}`, nil},

@@ -181,6 +181,15 @@ func (s *Server) check(ps *Problems, path string) {
 	default:
 		ps.add(join(path, "isolation"), `%q is not one of "shared", "session"`, s.Isolation)
 	}
+	switch s.Protocol {
+	case ProtocolAuto:
+	case ProtocolModern, ProtocolLegacy:
+		if s.Type != TypeStdio || s.Isolation != IsolationShared {
+			ps.add(join(path, "protocol"), `%q is only valid for "stdio" servers with "isolation": "shared" (others serve no stateless requests through a process of their own); use "auto"`, s.Protocol)
+		}
+	default:
+		ps.add(join(path, "protocol"), `%q is not one of "auto", "2026-07-28", "legacy"`, s.Protocol)
+	}
 	positive(ps, join(path, "timeout"), s.Timeout)
 	atLeast(ps, join(path, "maxInFlight"), int64(s.MaxInFlight), 0)
 	atLeast(ps, join(path, "prewarm"), int64(s.Prewarm), 0)

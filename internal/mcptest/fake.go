@@ -59,6 +59,16 @@ type FakeOptions struct {
 	// "everything" server does.
 	ListChangedBeforeInit bool
 
+	// Modern makes the fake a dual-era server: it also answers
+	// server/discover, listing protocol version 2026-07-28 (and the
+	// session eras) in supportedVersions. Without it, server/discover is
+	// an unknown method (-32601), as on a server of the session eras.
+	Modern bool
+
+	// IgnoreDiscover makes the fake never answer server/discover, as some
+	// servers of the session eras ignore every request before initialize.
+	IgnoreDiscover bool
+
 	// Stderr, if set, is written as one line to stderr at startup.
 	Stderr string
 

@@ -56,12 +56,13 @@ type server struct {
 
 	mu sync.Mutex
 	// guarded by mu:
-	level      string                   // last logging/setLevel level
-	cancelled  []json.RawMessage        // request ids named by notifications/cancelled, in order
-	inflight   map[string]chan struct{} // request id -> closed when cancelled
-	outgoing   map[string]chan message  // our request id -> its reply
-	nextOut    int                      // last id used for a server-to-client request
-	subscribed map[string]bool          // resource URIs subscribed to
+	level       string                   // last logging/setLevel level
+	cancelled   []json.RawMessage        // request ids named by notifications/cancelled, in order
+	inflight    map[string]chan struct{} // request id -> closed when cancelled
+	outgoing    map[string]chan message  // our request id -> its reply
+	nextOut     int                      // last id used for a server-to-client request
+	subscribed  map[string]bool          // resource URIs subscribed to
+	initialized bool                     // initialize was received
 
 	wg sync.WaitGroup // request handlers
 }
@@ -235,7 +236,18 @@ var errCancelled = fmt.Errorf("cancelled")
 func (s *server) handleRequest(m message, done <-chan struct{}) {
 	switch m.Method {
 	case "initialize":
+		s.mu.Lock()
+		s.initialized = true
+		s.mu.Unlock()
 		s.initialize(m)
+	case "server/discover":
+		switch {
+		case s.opts.IgnoreDiscover:
+		case s.opts.Modern:
+			s.discover(m)
+		default:
+			s.replyError(m.ID, codeMethodNotFound, "method not found: "+m.Method)
+		}
 	case "ping":
 		s.reply(m.ID, struct{}{})
 	case "tools/list":
@@ -306,6 +318,25 @@ func (s *server) initialize(m message) {
 			"prompts":   map[string]any{},
 		},
 		"serverInfo": map[string]any{"name": FakeServerName, "version": FakeServerVersion},
+	})
+}
+
+// discover answers server/discover as a dual-era server (FakeOptions.Modern).
+func (s *server) discover(m message) {
+	s.reply(m.ID, map[string]any{
+		"resultType":        "complete",
+		"supportedVersions": append([]string{"2026-07-28"}, protocolVersions...),
+		"capabilities": map[string]any{
+			"tools":     map[string]any{"listChanged": true},
+			"resources": map[string]any{"subscribe": true, "listChanged": true},
+			"logging":   map[string]any{},
+			"prompts":   map[string]any{},
+		},
+		"ttlMs":      0,
+		"cacheScope": "public",
+		"_meta": map[string]any{
+			"io.modelcontextprotocol/serverInfo": map[string]any{"name": FakeServerName, "version": FakeServerVersion},
+		},
 	})
 }
 

@@ -3,6 +3,7 @@ package mcptest
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,6 +28,8 @@ var toolList = []map[string]any{
 		map[string]any{"bytes": prop("integer")}, "bytes"),
 	tool("cancelled", "Returns the JSON array of request ids named by notifications/cancelled so far.", nil),
 	tool("level", "Returns the last logging/setLevel level, or \"\".", nil),
+	tool("initialized", "Returns \"true\" if this process received initialize, else \"false\".", nil),
+	tool("pid", "Returns the process id of this process.", nil),
 }
 
 func tool(name, desc string, props map[string]any, required ...string) map[string]any {
@@ -154,6 +157,13 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		level := s.level
 		s.mu.Unlock()
 		s.reply(m.ID, textResult(level, false))
+	case "initialized":
+		s.mu.Lock()
+		init := s.initialized
+		s.mu.Unlock()
+		s.reply(m.ID, textResult(strconv.FormatBool(init), false))
+	case "pid":
+		s.reply(m.ID, textResult(strconv.Itoa(os.Getpid()), false))
 	default:
 		s.replyError(m.ID, codeInvalidParams, "unknown tool: "+p.Name)
 	}

@@ -51,7 +51,12 @@ type call struct {
 	// noServe: the server's answer does not count as Served (an
 	// exclusive session's initialize).
 	noServe bool
-	job     job // the write, kept while queued
+	// listen: a subscriptions/listen of a Modern Mux, open until the
+	// client or the server ends it: no deadline, no MaxInFlight slot, and
+	// it does not make its client the sole writer a log message or other
+	// untagged notification is attributed to.
+	listen bool
+	job    job // the write, kept while queued
 	// stopWrite, when set, ends a write waiting for room in the upstream's
 	// queue: whoever answers the call first also stops its write, so a
 	// request cancelled, closed or failed is never written afterwards.
@@ -133,7 +138,7 @@ func (m *Mux) forgetLocked(c *call) {
 	}
 	if c.client != nil {
 		c.client.removeLocked(c)
-		if c.sent {
+		if c.sent && !c.listen {
 			m.sending--
 			c.client.written--
 		}

@@ -63,13 +63,18 @@ func (c *Client) Stateless(version string, caps []byte) {
 
 // ServerInit returns the upstream's initialize result (shared mode), once
 // the server is ready: what a stateless client's server/discover is built
-// from. It fails as a request would while the server is not available.
+// from; on a Modern Mux, the server's own server/discover result (see
+// Passthrough). It fails as a request would while the server is not
+// available.
 func (c *Client) ServerInit(ctx context.Context) ([]byte, error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
+	if c.m.opts.Modern {
+		return c.m.discover, nil // ready: a probe succeeded
+	}
 	if c.m.initResult == nil {
 		return nil, errors.New("mcpgate: the server's initialize result is not known")
 	}
@@ -99,6 +104,10 @@ func (c *Client) Handle(ctx context.Context, msg *jsonrpc.Message, out Stream) {
 }
 
 func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	if c.m.opts.Modern {
+		c.modernRequest(ctx, msg, out) // modern.go
+		return
+	}
 	id := msg.Bytes(msg.ID)
 	if msg.MethodIs("ping") {
 		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
@@ -267,7 +276,9 @@ func (c *Client) addLocked(cl *call) {
 	} else {
 		c.calls[cl.key] = cl
 	}
-	c.latest = cl
+	if !cl.listen { // nothing but its subscription goes on a listen's stream
+		c.latest = cl
+	}
 }
 
 // each calls f for every call of the client in flight.
@@ -301,7 +312,7 @@ func (c *Client) removeLocked(cl *call) {
 	if c.latest == cl {
 		c.latest = nil
 		c.eachLocked(func(other *call) {
-			if c.latest == nil || other.upID > c.latest.upID {
+			if !other.listen && (c.latest == nil || other.upID > c.latest.upID) {
 				c.latest = other
 			}
 		})
@@ -335,6 +346,8 @@ func (m *Mux) dequeueLocked() []job {
 func (c *Client) notification(msg *jsonrpc.Message) {
 	m := c.m
 	switch {
+	case m.opts.Modern && removedNotification(msg):
+		return // of the session eras: a modern server must not see it
 	case msg.MethodIs("notifications/initialized") && !m.opts.Exclusive:
 		return // the gateway initialized the server itself
 	case msg.MethodIs("notifications/cancelled"):

@@ -19,6 +19,13 @@
 // while the server is backing off or failed, requests are answered at once
 // with an error that names the reason.
 //
+// A Modern Mux (Options.Modern, modern.go) serves clients of protocol
+// version 2026-07-28 on a server that speaks it itself: it never
+// initializes, but probes each process generation with server/discover
+// (Discovered reports the outcome: ready, or not such a server), forwards
+// requests untranslated, routes subscriptions/listen streams by their
+// subscription id, and refuses server requests.
+//
 // Invariants kept here: every client request gets exactly one reply on the
 // Stream it came with (its result, a timeout, an upstream exit, a
 // session-closed error from Client.Close, or nil when the client cancelled

@@ -8,7 +8,8 @@ import (
 )
 
 // probe is the optional liveness check of generation gen (Options.PingInterval):
-// every interval while gen is Ready it sends the gateway's own ping; no
+// every interval while gen is Ready it sends the gateway's own ping (a
+// Modern Mux: server/discover); no
 // answer within min(PingInterval, 30s), or an error answer other than
 // "method not found", restarts the process through the upstream's optional
 // Restart. It runs on gen's init goroutine and returns when gen is gone
@@ -34,7 +35,11 @@ func (m *Mux) probe(gen uint64) {
 		if !ready {
 			continue
 		}
-		_, err := m.roundTrip(gen, "ping", nil, wait)
+		method, params := "ping", []byte(nil)
+		if m.opts.Modern { // 2026-07-28 has no ping; discover is as cheap
+			method, params = "server/discover", m.discoverParams()
+		}
+		_, err := m.roundTrip(gen, method, params, wait)
 		var re *rpcError
 		if err == nil || errors.Is(err, errClosed) || errors.Is(err, errExited) ||
 			(errors.As(err, &re) && re.Code == jsonrpc.CodeMethodNotFound) {

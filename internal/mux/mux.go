@@ -87,6 +87,21 @@ type Options struct {
 	Roots   []byte
 	Version string // gateway version, sent as clientInfo.version
 	Logger  *slog.Logger
+
+	// Modern makes a Mux for a server that speaks protocol version
+	// 2026-07-28 (stateless) itself, used by clients of that revision
+	// only: it never initializes its upstream but probes each process
+	// generation with server/discover, forwards requests untranslated,
+	// routes subscriptions/listen streams by their subscription id and
+	// refuses server requests (see modern.go). Implies shared mode
+	// (Exclusive is ignored). Default false.
+	Modern bool
+	// ProbeTimeout bounds a Modern Mux's server/discover probe of each
+	// process generation (at most InitTimeout): no answer by then counts as
+	// "not a 2026-07-28 server" (a legacy server may ignore requests
+	// before initialize), and the probe is repeated after a backoff.
+	// Default 5s.
+	ProbeTimeout time.Duration
 }
 
 // Stats are counters since the Mux started.
@@ -190,6 +205,8 @@ type Mux struct {
 	initFails  int       // failed initializes in a row (remote retry backoff)
 	initResult []byte    // shared mode: upstream initialize result
 	upVersion  string    // shared mode: protocol version the upstream agreed
+	discover   []byte    // Modern: the server/discover result of the latest probe that succeeded
+	probeErr   error     // Modern: why the latest probe failed (a *probeError); nil once one succeeds
 	sending    int       // client calls written upstream and not finished
 	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
@@ -221,6 +238,13 @@ func New(opts Options) *Mux {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Modern {
+		opts.Exclusive = false
+		if opts.ProbeTimeout <= 0 {
+			opts.ProbeTimeout = defaultProbeTimeout
+		}
+		opts.ProbeTimeout = min(opts.ProbeTimeout, opts.InitTimeout)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{

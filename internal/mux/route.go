@@ -37,6 +37,10 @@ func (m *Mux) Started(gen uint64) {
 // runGen initializes generation gen, retrying as initFailed arranges, then
 // runs its liveness probe (when configured) while it lives.
 func (m *Mux) runGen(gen uint64) {
+	if m.opts.Modern {
+		m.runModernGen(gen) // probes with server/discover instead (modern.go)
+		return
+	}
 	for {
 		err := m.initializeUpstream(gen)
 		if err == nil {
@@ -160,7 +164,11 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 		c.onReply(&hooked)
 	}
 	if c.out != nil {
-		c.out.Reply(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: c.id}))
+		var sub jsonrpc.Edit // a listen's final result names its subscription
+		if c.listen {
+			sub = jsonrpc.Edit{Span: subscriptionSpan(msg.Raw, "result"), Value: c.id}
+		}
+		c.out.Reply(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: c.id}, sub))
 	}
 	m.write(next)
 }
@@ -265,6 +273,10 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 		m.trySendGen(gen, jsonrpc.Response(upID, []byte(`{}`)), "ping answer")
 		return
 	}
+	if m.opts.Modern {
+		m.refuseModern(gen, upID, msg)
+		return
+	}
 	m.mu.Lock()
 	if len(m.serverReqs) >= maxServerRequests {
 		m.mu.Unlock()
@@ -303,6 +315,10 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 
 // serverNotification routes a notification from the server.
 func (m *Mux) serverNotification(msg *jsonrpc.Message) {
+	if m.opts.Modern {
+		m.modernNotification(msg)
+		return
+	}
 	switch {
 	case msg.MethodIs("notifications/progress"):
 		m.progress(msg)

@@ -15,7 +15,7 @@ const (
 	Starting   Phase = iota // a process (or remote session) is up and being initialized
 	Ready                   // initialized: requests are forwarded
 	BackingOff              // exited or failed to initialize; a retry is scheduled
-	Failed                  // closed for good: no retry will come
+	Failed                  // closed for good, or (Modern) not a 2026-07-28 server: no retry will come
 )
 
 func (p Phase) String() string {
@@ -47,6 +47,17 @@ func (p Phase) String() string {
 //	                              upstream) the Mux retries the initialize itself
 //	                              after a backoff, RetryAt set
 //	Close                      -> Failed     Reason "gateway is shutting down"
+//
+// A Modern Mux (Options.Modern) probes with server/discover instead of
+// initializing (modern.go):
+//
+//	probe found a 2026-07-28 server -> Ready  Reason nil
+//	probe answered otherwise   -> Failed     Reason matches ErrNotModern; the
+//	                              process keeps running (its owner may stop
+//	                              it); its next generation is probed again
+//	probe unanswered in time   -> BackingOff Reason matches ErrNotModern,
+//	                              RetryAt set; the same process is probed
+//	                              again then
 //
 // While Starting, client requests wait (bounded by readyWait and their
 // timeout); while BackingOff or Failed they are answered at once with an

@@ -1,0 +1,234 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// shared serves every session from one process, initialized by its
+// multiplexer. Requests of the stateless revision (2026-07-28) go, when
+// the server speaks that revision itself, to a second process of the same
+// command behind a Modern multiplexer, which never initializes it but
+// probes it with server/discover: only a process that never saw initialize
+// answers them natively (a Go SDK server that did would ask its client with
+// server requests where a stateless client needs input_required results,
+// and input_required results are what the gateway must pass through
+// untouched). Otherwise they are translated through the first process
+// (httpapi does that).
+//
+// Config "protocol": "legacy" never starts the second process; "auto"
+// starts it on the first stateless request and, unless a probe of it
+// succeeds first, falls back to translation for this Server's lifetime when
+// its probe finds no 2026-07-28 server or it exits or cannot be spawned;
+// once it has served, a request arriving while it is down (restarting) is
+// translated, and the next ones go to it again once it is probed.
+// "2026-07-28" starts it with the Server and never falls back: stateless
+// requests get an error naming why while it is not ready.
+//
+// The second process is supervised like the first (restarted after a
+// crash, and probed again), counted in Pending, and stopped by Close.
+type shared struct {
+	// Static after construction.
+	p        *proc  // the sessions' process
+	name     string // server name
+	protocol string // config.Protocol*; "" counts as auto
+	spawn    func() (*proc, error)
+	log      *slog.Logger
+
+	// stops are the background stops of second processes found legacy;
+	// Add only under mu while not closed, so that it comes before the
+	// Wait in Close.
+	stops sync.WaitGroup
+
+	mu sync.Mutex
+	// guarded by mu:
+	closed bool
+	modern *proc // the stateless requests' process; nil before it starts and after a fallback
+	legacy error // auto: why stateless requests are translated; once set, for good
+	probed bool  // a probe of modern succeeded once
+}
+
+func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared, error) {
+	p, err := start(cfg, opts, sharedPipeBytes, log)
+	if err != nil {
+		return nil, err
+	}
+	modernOpts := opts
+	modernOpts.Modern = true
+	modernLog := log.With("era", mux.ModernVersion)
+	modernOpts.Logger = modernLog
+	s := &shared{
+		p: p, name: cfg.Name, protocol: cfg.Protocol, log: log,
+		spawn: func() (*proc, error) { return start(cfg, modernOpts, sharedPipeBytes, modernLog) },
+	}
+	if s.protocol == config.ProtocolModern {
+		if _, err := s.modernProc(); err != nil {
+			p.stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, error) {
+	return s.p.m.Join(general), nil
+}
+
+// OpenStateless opens the connection of one request of the stateless
+// revision: a client of the second process when the server speaks the
+// revision (its Passthrough reports true), else a client of the sessions'
+// process that never initializes. It waits for the second process's probe
+// (bounded by ctx, the probe's timeout and the multiplexer's start wait).
+func (s *shared) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
+	p, err := s.modernProc()
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		c, err := s.openModern(ctx, p, general, version, caps)
+		if c != nil || err != nil {
+			return c, err
+		}
+	}
+	c := s.p.m.Join(general)
+	c.Stateless(version, caps)
+	return c, nil
+}
+
+// modernProc returns the second process, starting it on first use; nil
+// when stateless requests are translated.
+func (s *shared) modernProc() (*proc, error) {
+	if s.protocol == config.ProtocolLegacy {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil, errClosed
+	case s.legacy != nil:
+		return nil, nil
+	case s.modern != nil:
+		return s.modern, nil
+	}
+	// Spawning under mu: concurrent first requests wait for this one
+	// process rather than each starting one. A command that cannot be run
+	// does not fail here (it is retried with backoff; see start).
+	p, err := s.spawn()
+	if err != nil {
+		if s.protocol == config.ProtocolModern {
+			return nil, err
+		}
+		s.legacy = err
+		s.log.Warn("no process for stateless requests; they are translated", "server", s.name, "err", err)
+		return nil, nil
+	}
+	s.modern = p
+	return p, nil
+}
+
+// openModern joins the stateless request to p once p's probe found a
+// 2026-07-28 server. It returns nil and no error when the request is to be
+// translated instead (auto only), after falling back for good when p is
+// not such a server or never became one.
+func (s *shared) openModern(ctx context.Context, p *proc, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
+	_, err := p.m.Discovered(ctx)
+	if err == nil {
+		s.mu.Lock()
+		first := !s.probed
+		s.probed = true
+		s.mu.Unlock()
+		if first {
+			s.log.Info("server speaks "+mux.ModernVersion+"; its stateless requests go to a process of their own", "server", s.name)
+		}
+		c := p.m.Join(general)
+		c.Stateless(version, caps)
+		return c, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if s.protocol == config.ProtocolModern {
+		if errors.Is(err, mux.ErrNotModern) {
+			err = fmt.Errorf(`%w (the server's "protocol" is %q)`, err, config.ProtocolModern)
+		}
+		return nil, err
+	}
+	s.mu.Lock()
+	probed := s.probed
+	s.mu.Unlock()
+	switch {
+	case probed:
+		// It served before and is down for now (a crash, a slow
+		// restart): it is restarted and probed again; this request is
+		// translated.
+	case errors.Is(err, mux.ErrNotModern):
+		s.fallBack(p, err)
+	default:
+		// It exited, could not be spawned or closed before it ever
+		// answered: perhaps the server cannot run twice (a lock file, a
+		// fixed port). The sessions' process serves.
+		s.fallBack(p, fmt.Errorf("the process for stateless requests never became ready: %w", err))
+	}
+	return nil, nil
+}
+
+// fallBack makes stateless requests go to the sessions' process for the
+// rest of the Server's life, and stops p in the background.
+func (s *shared) fallBack(p *proc, why error) {
+	s.mu.Lock()
+	if s.closed || s.modern != p {
+		s.mu.Unlock()
+		return // closing, or another request fell back already
+	}
+	s.modern, s.legacy = nil, why
+	s.stops.Add(1)
+	s.mu.Unlock()
+	s.log.Info("stateless requests are translated for a server of the session eras", "server", s.name, "reason", why)
+	go func() {
+		defer s.stops.Done()
+		p.stop()
+	}()
+}
+
+// Close stops both processes, in parallel, and waits for them and for
+// stops begun by a fallback. The second process's probe (or a request
+// waiting for it) ends at once.
+func (s *shared) Close() {
+	s.mu.Lock()
+	s.closed = true
+	mp := s.modern
+	s.modern = nil
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	if mp != nil {
+		wg.Go(mp.stop)
+	}
+	s.p.stop()
+	wg.Wait()
+	s.stops.Wait()
+}
+
+func (s *shared) Pending() int {
+	n := s.p.m.Pending()
+	s.mu.Lock()
+	mp := s.modern
+	s.mu.Unlock()
+	if mp != nil {
+		n += mp.m.Pending()
+	}
+	return n
+}
+
+// Interface guards.
+var (
+	_ Server                   = (*shared)(nil)
+	_ httpapi.StatelessBackend = (*shared)(nil)
+)

@@ -1,0 +1,236 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file routes the messages of a Modern Mux (see modern.go). Requests
+// are forwarded as in shared mode, ids and progress tokens rewritten, with
+// no initialize, level or subscription bookkeeping: each request carries
+// its version and capabilities itself. What differs:
+//
+//   - Requests and notifications the revision removed are not forwarded.
+//   - subscriptions/listen stays open until the client or the server ends
+//     it: no deadline, no MaxInFlight slot. The server tags every
+//     notification of it with params._meta["io.modelcontextprotocol/
+//     subscriptionId"], the listen's id as the server saw it (the gateway's
+//     upstream id); the Mux routes such a notification to the listen's
+//     stream with the client's own id put back, byte for byte, as it does
+//     for progress tokens, and so in the listen's final result. The
+//     server's notifications/cancelled naming a listen ends it.
+//   - Server requests do not exist in the revision (a server asks for
+//     input with an input_required result): they are refused.
+//   - Untagged notifications route as in shared mode: progress by token,
+//     list_changed to everyone, the rest (log messages included: a modern
+//     server sends one only for a request that asked) to the one client
+//     with a request in flight, else dropped and counted.
+
+// removedMethods are requests of the session eras that 2026-07-28 removed.
+// A Modern Mux answers them "method not found" itself: a dual-era server
+// must not see them (after initialize a Go SDK process serves the legacy
+// way; a level or a subscription would be global to the process).
+var removedMethods = []string{"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+
+// removedNotifications are client notifications that 2026-07-28 removed; a
+// Modern Mux drops them.
+var removedNotifications = []string{"notifications/initialized", "notifications/roots/list_changed", "notifications/elicitation/complete"}
+
+// subscriptionKey is the _meta key naming the listen a notification (or a
+// listen's final result) belongs to.
+const subscriptionKey = "io.modelcontextprotocol/subscriptionId"
+
+func removedNotification(msg *jsonrpc.Message) bool {
+	for _, name := range removedNotifications {
+		if msg.MethodIs(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// modernRequest routes a client request on a Modern Mux.
+func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	for _, name := range removedMethods {
+		if msg.MethodIs(name) {
+			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeMethodNotFound,
+				"method not found: "+name+" is not part of protocol version "+ModernVersion))
+			return
+		}
+	}
+	if msg.MethodIs("subscriptions/listen") {
+		c.listen(ctx, msg, out)
+		return
+	}
+	c.forward(ctx, msg, out, nil)
+}
+
+// listen forwards a subscriptions/listen: registered like any request but
+// without a deadline (its write is bounded by Options.Timeout all the
+// same) and outside MaxInFlight, so that long-lived subscriptions never
+// starve other requests. It ends with the server's final result, the
+// server's cancellation, the client's (notifications/cancelled, Abandon,
+// Close), or the process's exit.
+func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	m := c.m
+	id := msg.Bytes(msg.ID)
+	cl := &call{client: c, out: out, listen: true}
+	cl.setID(id)
+	if msg.ProgressToken.Present() {
+		cl.setToken(msg.Bytes(msg.ProgressToken))
+	}
+	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
+	for {
+		if err := c.waitReady(ctx); err != nil {
+			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+			return
+		}
+		m.mu.Lock()
+		if m.closed || m.readyLocked() { // as in forwardCall
+			break
+		}
+		m.mu.Unlock()
+	}
+	if c.closed || m.closed {
+		err := c.closedErrLocked()
+		m.mu.Unlock()
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		return
+	}
+	if c.lookupLocked(cl.id) != nil {
+		m.mu.Unlock()
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
+		return
+	}
+	m.registerUntimedLocked(cl)
+	cl.deadline = time.Since(m.epoch) + m.opts.Timeout // bounds the write only: not in the deadline list
+	j.upID, j.deadline = cl.upID, cl.deadline
+	c.addLocked(cl)
+	cl.sent = true
+	m.mu.Unlock()
+	m.writeJob(ctx, j)
+}
+
+// refuseModern answers a server request on a Modern Mux with an error: the
+// revision has none (stdio: "the server MUST NOT write JSON-RPC requests").
+func (m *Mux) refuseModern(gen uint64, upID []byte, msg *jsonrpc.Message) {
+	m.stats.unroutable.Add(1)
+	if ok, n := m.warnUnroutable.allow(); ok {
+		m.log.Warn("server request refused: protocol version "+ModernVersion+" has no server requests",
+			"method", msg.MethodName(), "suppressed", n)
+	}
+	m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeMethodNotFound,
+		"mcpgate: "+msg.MethodName()+": clients of protocol version "+ModernVersion+" take no requests; return input_required"),
+		"refusal of a server request")
+}
+
+// modernNotification routes a notification from a Modern Mux's server.
+func (m *Mux) modernNotification(msg *jsonrpc.Message) {
+	if span := subscriptionSpan(msg.Raw, "params"); span.Present() {
+		m.toListen(msg, span)
+		return
+	}
+	switch {
+	case msg.MethodIs("notifications/progress"):
+		m.progress(msg)
+	case bytes.HasSuffix(msg.Bytes(msg.Method), []byte(`/list_changed"`)):
+		m.broadcast(bytes.Clone(msg.Raw))
+	case msg.MethodIs("notifications/cancelled"):
+		m.listenCancelled(msg)
+	default:
+		m.toAttributed(msg)
+	}
+}
+
+// toListen delivers a notification tagged with subscription id span to the
+// stream of that listen, with the client's id in place of the tag.
+func (m *Mux) toListen(msg *jsonrpc.Message, span jsonrpc.Span) {
+	id, ok := parseUint(msg.Raw[span.Start:span.End])
+	var out Stream
+	var fwd []byte
+	m.mu.Lock()
+	// Read the call's id under the lock: it is still pending, so guarded.
+	if c := m.pending[id]; ok && c != nil && c.listen && c.out != nil {
+		out = c.out
+		fwd = jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: span, Value: c.id})
+	}
+	m.mu.Unlock()
+	if out == nil {
+		m.stats.droppedNotes.Add(1)
+		m.log.Debug("subscription notification for no open listen dropped", "method", msg.MethodName())
+		return
+	}
+	out.Send(fwd)
+}
+
+// listenCancelled is the server's notifications/cancelled, which in this
+// revision only ends a listen: its stream gets it with the client's id,
+// then the listen ends without a reply (as one the client cancelled: a
+// final result that may follow is dropped).
+func (m *Mux) listenCancelled(msg *jsonrpc.Message) {
+	id, ok := parseUint(msg.Bytes(msg.CancelRequestID))
+	m.mu.Lock()
+	c := m.pending[id]
+	if !ok || c == nil || !c.listen {
+		m.mu.Unlock()
+		m.stats.droppedNotes.Add(1)
+		return
+	}
+	delete(m.pending, id)
+	m.forgetLocked(c) // a listen holds no MaxInFlight slot: nothing to dequeue
+	m.mu.Unlock()
+	if c.out != nil {
+		c.out.Send(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: c.id}))
+		c.out.Reply(nil)
+	}
+}
+
+// subscriptionSpan locates raw's member._meta["io.modelcontextprotocol/
+// subscriptionId"] (member "params" or "result") when it is a string or a
+// number. Slow path: only messages that mention the key are decoded.
+func subscriptionSpan(raw []byte, member string) jsonrpc.Span {
+	if !bytes.Contains(raw, []byte("subscriptionId")) { // the key may be escaped
+		return jsonrpc.Span{}
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(raw))
+	for _, name := range []string{member, "_meta", subscriptionKey} {
+		if !enterMember(d, name) {
+			return jsonrpc.Span{}
+		}
+	}
+	v, err := d.ReadValue()
+	if err != nil || (v.Kind() != '"' && v.Kind() != '0') {
+		return jsonrpc.Span{}
+	}
+	end := int(d.InputOffset())
+	return jsonrpc.Span{Start: end - len(v), End: end}
+}
+
+// enterMember reads the start of an object and its members up to name,
+// leaving d before name's value; false when the next value is not an
+// object or has no member name.
+func enterMember(d *jsontext.Decoder, name string) bool {
+	if d.PeekKind() != '{' {
+		return false
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return false
+		}
+		if tok.String() == name {
+			return true
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	return false
+}
