@@ -26,6 +26,7 @@ type serverConfig struct {
 	Args      []string          `json:"args,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Isolation string            `json:"isolation,omitempty"`
+	Protocol  string            `json:"protocol,omitempty"`
 }
 
 // listeningAddr finds the address in the gateway's "msg=listening" log line (slog text format;

@@ -68,6 +68,7 @@ type modernStream struct {
 	method string
 	logs   bool
 	mrtr   bool     // the method may be answered input_required
+	pass   bool     // the server speaks the revision: nothing is translated
 	digest [32]byte // of the request, for its retries' requestState
 	first  []byte   // the id the connection replies with
 	token  []byte   // the progress token the connection uses (the first attempt's)
@@ -96,6 +97,14 @@ func newModernStream(h *Handler, s *session.Session, conn StatelessConn, st *ses
 }
 
 func (m *modernStream) Send(msg []byte) {
+	if m.pass {
+		// The server ending a listen says so with notifications/cancelled
+		// (its reply follows): on HTTP the stream just ends.
+		if parsed, err := jsonrpc.Parse(msg); err != nil || !parsed.MethodIs("notifications/cancelled") {
+			m.st.Send(msg)
+		}
+		return
+	}
 	if !m.logs && isLogMessage(msg) {
 		return
 	}
@@ -114,6 +123,10 @@ func (m *modernStream) Send(msg []byte) {
 }
 
 func (m *modernStream) Reply(msg []byte) {
+	if m.pass {
+		m.st.Reply(msg)
+		return
+	}
 	if msg != nil {
 		msg = modern.FromLegacy(nil, m.method, msg)
 	}
@@ -423,10 +436,11 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Me
 	h.await(w, r, s, st, m, msg)
 }
 
-// isRetry reports whether msg carries params.requestState or
-// params.inputResponses (a cheap look first: most requests have neither).
+// isRetry reports whether msg carries params.requestState (a cheap look
+// first: most requests have none). inputResponses without a state are
+// extra params of a new request, which the revision has servers ignore.
 func isRetry(msg *jsonrpc.Message) bool {
-	if !bytes.Contains(msg.Raw, []byte("requestState")) && !bytes.Contains(msg.Raw, []byte("inputResponses")) {
+	if !bytes.Contains(msg.Raw, []byte("requestState")) {
 		return false
 	}
 	var p struct {
@@ -436,8 +450,7 @@ func isRetry(msg *jsonrpc.Message) bool {
 		return false
 	}
 	_, state := p.Params["requestState"]
-	_, inputs := p.Params["inputResponses"]
-	return state || inputs
+	return state
 }
 
 // retryParams returns a retry's requestState and inputResponses.

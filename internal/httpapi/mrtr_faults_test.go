@@ -161,6 +161,8 @@ func (c *atkConn) Close() {
 
 func (c *atkConn) ServerInit(context.Context) ([]byte, error) { return []byte(testInit), nil }
 
+func (c *atkConn) Passthrough() bool { return false }
+
 // textResult is a tools/call result carrying s.
 func textResult(s string) string {
 	b, _ := json.Marshal(s)

@@ -37,6 +37,10 @@ type StatelessConn interface {
 	// ServerInit returns the server's initialize result once it is ready
 	// (server/discover is built from it). The caller must not modify it.
 	ServerInit(ctx context.Context) ([]byte, error)
+	// Passthrough reports that the server speaks the stateless revision
+	// itself: requests go to it as they came, with everything the
+	// revision has (discover, listen, input_required) answered by it.
+	Passthrough() bool
 }
 
 // statelessVersion is the first protocol version without sessions: its
@@ -102,12 +106,6 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
-	if inputMethods[req.Method] && isRetry(msg) {
-		// The retry of a request that got input_required goes on where
-		// that request was parked.
-		h.resume(w, r, msg)
-		return
-	}
 	// The request is recorded as a session of its own for as long as it
 	// runs, so that shutdown and the session limit see it like any other.
 	s, err := h.store.Create(name, time.Now())
@@ -137,6 +135,16 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
+	if conn.Passthrough() {
+		h.forward(w, r, s, conn, msg, req)
+		return
+	}
+	if inputMethods[req.Method] && isRetry(msg) {
+		// The retry of a request that got input_required goes on where
+		// that request was parked (this request's own session ends).
+		h.resume(w, r, msg)
+		return
+	}
 	if req.Method == "server/discover" {
 		h.discover(w, r, conn, id)
 		return
@@ -155,6 +163,18 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	defer st.Detach()
 	out = newModernStream(h, s, conn, st, msg, req)
 	conn.Handle(r.Context(), &up, out)
+	h.await(w, r, s, st, out, msg)
+}
+
+// forward serves a request on the connection of a server that speaks the
+// stateless revision itself: as it came (ids rewritten by the connection),
+// its answers as they come.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Session, conn StatelessConn, msg *jsonrpc.Message, req modern.Request) {
+	st := s.NewStream(1, time.Now())
+	st.Attach()
+	defer st.Detach()
+	out := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, pass: true}
+	conn.Handle(r.Context(), msg, out)
 	h.await(w, r, s, st, out, msg)
 }
 

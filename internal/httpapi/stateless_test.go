@@ -35,6 +35,8 @@ type initConn struct {
 
 func (c initConn) ServerInit(context.Context) ([]byte, error) { return []byte(c.init), nil }
 
+func (c initConn) Passthrough() bool { return false }
+
 const testInit = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"logging":{}},"serverInfo":{"name":"fake","version":"1.0"},"instructions":"be kind"}`
 
 func statelessServer(t *testing.T, cfg Config) (*statelessBackend, *Handler, string) {
