@@ -36,8 +36,12 @@ type conformanceSuite struct {
 var suites = []conformanceSuite{
 	{name: "stable", pkg: "stable"},
 	{name: "alpha", pkg: "alpha", args: []string{"--spec-version", "2025-11-25"}},
-	{name: "modern", pkg: "alpha", requirements: "2026-07-28"},
+	{name: "required-2025-11-25", pkg: "alpha", requirements: "2025-11-25"},
+	{name: "modern", pkg: "alpha", requirements: modernRevision},
 }
+
+// modernRevision is the stateless revision: its requirement set runs without sessions.
+const modernRevision = "2026-07-28"
 
 // conformanceTimeout bounds one suite run; passing runs take a few seconds, but each scenario
 // that hangs costs the suite's own 30s timeout.
@@ -80,7 +84,7 @@ func TestConformance(t *testing.T) {
 			url := base + "/servers/everything/mcp"
 			for _, s := range suites {
 				t.Run(s.name, func(t *testing.T) {
-					if s.requirements != "" && setup.isolation == "session" {
+					if s.requirements == modernRevision && setup.isolation == "session" {
 						// A session-isolated server gets a process of its own per client
 						// session, and a 2026-07-28 request has no session: the gateway
 						// answers it with 400 / -32022 naming the session-era versions,
@@ -89,7 +93,7 @@ func TestConformance(t *testing.T) {
 						// the gateway tests do not already check.
 						t.Skip("2026-07-28 is stateless; session isolation needs an initialize (answers 400/-32022)")
 					}
-					if s.requirements == "" && setup.protocol == "legacy" {
+					if s.requirements != modernRevision && setup.protocol == "legacy" {
 						t.Skip("the session-era suites run as in shared mode (protocol changes only stateless requests)")
 					}
 					runConformance(t, s, url, setup.modernBaseline)
@@ -109,7 +113,7 @@ func TestConformanceRemote(t *testing.T) {
 	url := base + "/servers/remote/mcp"
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
-			if s.requirements != "" {
+			if s.requirements == modernRevision {
 				// The gateway serves 2026-07-28 requests only for servers it runs itself (by
 				// translating them for the initialized process); a remote upstream has no
 				// stateless path yet, neither to a modern upstream nor translated to a session
@@ -132,7 +136,7 @@ func TestConformanceBaseline(t *testing.T) {
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
 			url := stateful
-			if s.requirements != "" {
+			if s.requirements == modernRevision {
 				url = startEverythingHTTP(t, true)
 			}
 			runConformance(t, s, url, "")
