@@ -311,11 +311,25 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		// It must list text/event-stream itself: a bare "*/*" (curl) must not
 		// open a session, let alone start a process.
 		if r.Header.Get("Mcp-Session-Id") == "" {
+			if !lists(r.Header.Get("Accept"), "text/event-stream") {
+				// Nothing to open: no session, and not a legacy SSE client.
+				// A client of the stateless revision, which has no GET, is
+				// told so as that revision asks.
+				w.Header().Set("Allow", "POST")
+				writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest,
+					"mcpgate: GET needs a session (Mcp-Session-Id), or Accept: text/event-stream to open a legacy HTTP+SSE session")
+				return
+			}
 			h.legacyGet(w, r, name, be)
 			return
 		}
 		h.get(w, r, name)
 	case http.MethodDelete:
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			w.Header().Set("Allow", "GET, POST")
+			writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: DELETE ends a session and needs its Mcp-Session-Id")
+			return
+		}
 		h.delete(w, r, name)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")

@@ -322,3 +322,28 @@ func sseEvents(r io.Reader) <-chan string {
 	}()
 	return out
 }
+
+// GET and DELETE without a session: nothing the stateless revision has
+// (405, naming what is allowed); a GET asking for SSE is still a legacy
+// HTTP+SSE client.
+func TestStatelessGETAndDELETE(t *testing.T) {
+	b, _, url := statelessServer(t, Config{})
+	for _, c := range []struct{ method, accept, allow string }{
+		{http.MethodGet, "application/json", "POST"},
+		{http.MethodDelete, "", "GET, POST"},
+	} {
+		req, _ := http.NewRequest(c.method, url+mcpPath, nil)
+		req.Header.Set("Accept", c.accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s without a session: %d Allow %q, want 405 Allow %q", c.method, resp.StatusCode, resp.Header.Get("Allow"), c.allow)
+		}
+	}
+	if n := b.opens.Load(); n != 0 {
+		t.Errorf("%d sessions opened", n)
+	}
+}
