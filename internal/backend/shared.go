@@ -165,6 +165,10 @@ func (s *shared) openModern(ctx context.Context, p *proc, general mux.Stream, ve
 	probed := s.probed
 	s.mu.Unlock()
 	switch {
+	case probed && errors.Is(err, mux.ErrNotModern) && !mux.ProbeRetries(err):
+		// It served before, and its restart says it no longer speaks
+		// the revision (a new version of the server): that is final.
+		s.fallBack(p, err)
 	case probed:
 		// It served before and is down for now (a crash, a slow
 		// restart): it is restarted and probed again; this request is

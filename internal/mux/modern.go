@@ -52,6 +52,14 @@ type probeError struct {
 func (e *probeError) Error() string        { return ErrNotModern.Error() + ": " + e.detail }
 func (e *probeError) Is(target error) bool { return target == ErrNotModern }
 
+// ProbeRetries reports whether err, an ErrNotModern, is a probe left
+// unanswered (it is tried again) rather than an answer that the server
+// does not speak the revision (final for that process).
+func ProbeRetries(err error) bool {
+	var pe *probeError
+	return errors.As(err, &pe) && pe.retry
+}
+
 // discoverParams are the params of the gateway's own server/discover: the
 // per-request _meta the revision requires, with no client capability.
 func (m *Mux) discoverParams() []byte {

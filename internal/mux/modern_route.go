@@ -130,17 +130,24 @@ func (m *Mux) refuseModern(gen uint64, upID []byte, msg *jsonrpc.Message) {
 
 // modernNotification routes a notification from a Modern Mux's server.
 func (m *Mux) modernNotification(msg *jsonrpc.Message) {
-	if span := subscriptionSpan(msg.Raw, "params"); span.Present() {
-		m.toListen(msg, span)
+	if msg.MethodIs("notifications/cancelled") {
+		// Ends a listen, tagged with its subscription or not.
+		m.listenCancelled(msg)
 		return
 	}
+	span, tagged := subscriptionSpan(msg.Raw, "params")
 	switch {
+	case span.Present():
+		m.toListen(msg, span)
+	case tagged:
+		// Tagged with something that is no request id: it belongs to no
+		// listen, and must reach nobody else.
+		m.stats.droppedNotes.Add(1)
+		m.log.Debug("notification with an invalid subscriptionId dropped", "method", msg.MethodName())
 	case msg.MethodIs("notifications/progress"):
 		m.progress(msg)
 	case bytes.HasSuffix(msg.Bytes(msg.Method), []byte(`/list_changed"`)):
 		m.broadcast(bytes.Clone(msg.Raw))
-	case msg.MethodIs("notifications/cancelled"):
-		m.listenCancelled(msg)
 	default:
 		m.toAttributed(msg)
 	}
@@ -184,30 +191,35 @@ func (m *Mux) listenCancelled(msg *jsonrpc.Message) {
 	m.forgetLocked(c) // a listen holds no MaxInFlight slot: nothing to dequeue
 	m.mu.Unlock()
 	if c.out != nil {
-		c.out.Send(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: c.id}))
+		edits := []jsonrpc.Edit{{Span: msg.CancelRequestID, Value: c.id}}
+		if span, _ := subscriptionSpan(msg.Raw, "params"); span.Present() {
+			edits = append(edits, jsonrpc.Edit{Span: span, Value: c.id})
+		}
+		c.out.Send(jsonrpc.Splice(nil, msg.Raw, edits...))
 		c.out.Reply(nil)
 	}
 }
 
 // subscriptionSpan locates raw's member._meta["io.modelcontextprotocol/
 // subscriptionId"] (member "params" or "result") when it is a string or a
-// number. Slow path: only messages that mention the key are decoded.
-func subscriptionSpan(raw []byte, member string) jsonrpc.Span {
+// number; tagged reports that the key is there whatever its value. Slow
+// path: only messages that mention the key are decoded.
+func subscriptionSpan(raw []byte, member string) (span jsonrpc.Span, tagged bool) {
 	if !bytes.Contains(raw, []byte("subscriptionId")) { // the key may be escaped
-		return jsonrpc.Span{}
+		return jsonrpc.Span{}, false
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(raw))
 	for _, name := range []string{member, "_meta", subscriptionKey} {
 		if !enterMember(d, name) {
-			return jsonrpc.Span{}
+			return jsonrpc.Span{}, false
 		}
 	}
 	v, err := d.ReadValue()
 	if err != nil || (v.Kind() != '"' && v.Kind() != '0') {
-		return jsonrpc.Span{}
+		return jsonrpc.Span{}, true
 	}
 	end := int(d.InputOffset())
-	return jsonrpc.Span{Start: end - len(v), End: end}
+	return jsonrpc.Span{Start: end - len(v), End: end}, true
 }
 
 // enterMember reads the start of an object and its members up to name,

@@ -392,7 +392,7 @@ func TestSubscriptionSpan(t *testing.T) {
 		{`{"params":{"_meta":{"io.modelcontextprotocol\/subscriptionId":3}}}`, "params", "3"},
 		{`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":`, "params", ""},
 	} {
-		s := subscriptionSpan([]byte(tt.raw), tt.member)
+		s, _ := subscriptionSpan([]byte(tt.raw), tt.member)
 		got := ""
 		if s.Present() {
 			got = tt.raw[s.Start:s.End]
@@ -410,7 +410,7 @@ func FuzzSubscriptionSpan(f *testing.F) {
 	f.Add([]byte(`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"x\"y"}}}`))
 	f.Add([]byte(`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1e5}},"params":1}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		s := subscriptionSpan(raw, "params")
+		s, _ := subscriptionSpan(raw, "params")
 		if !s.Present() {
 			return
 		}

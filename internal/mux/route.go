@@ -25,6 +25,11 @@ func (m *Mux) Started(gen uint64) {
 		m.ready = make(chan struct{}) // a new generation without Exited for the old one
 	}
 	m.gen, m.running = gen, true
+	if m.opts.Modern {
+		// A new process gets its own verdict: what the last one answered
+		// says nothing about it until its probe does.
+		m.probeErr, m.discover = nil, nil
+	}
 	m.setStateLocked(Starting, nil, time.Time{})
 	m.wg.Add(1) // under mu, before Close can start waiting
 	m.mu.Unlock()
@@ -166,7 +171,8 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 	if c.out != nil {
 		var sub jsonrpc.Edit // a listen's final result names its subscription
 		if c.listen {
-			sub = jsonrpc.Edit{Span: subscriptionSpan(msg.Raw, "result"), Value: c.id}
+			span, _ := subscriptionSpan(msg.Raw, "result")
+			sub = jsonrpc.Edit{Span: span, Value: c.id}
 		}
 		c.out.Reply(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: c.id}, sub))
 	}
