@@ -105,20 +105,22 @@ func TestConformance(t *testing.T) {
 
 // TestConformanceRemote runs the suites through a chain: the gateway with a remote Streamable
 // HTTP upstream, the Go SDK's conformance server served over HTTP.
+//
+// The session-era suites go to a stateful server (one upstream session per client session).
+// The 2026-07-28 suite goes to the server in its stateless mode, which speaks that revision:
+// the gateway finds so with server/discover and forwards each request as it came, one POST
+// each; every scored scenario must pass.
 func TestConformanceRemote(t *testing.T) {
 	requirePeers(t, node22, everythingServer, conformanceJS["stable"], conformanceJS["alpha"])
 	base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
-		"remote": {Type: "http", URL: startEverythingHTTP(t, false)},
+		"remote":        {Type: "http", URL: startEverythingHTTP(t, false)},
+		"remote-modern": {Type: "http", URL: startEverythingHTTP(t, true)},
 	}})
-	url := base + "/servers/remote/mcp"
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
+			url := base + "/servers/remote/mcp"
 			if s.requirements == modernRevision {
-				// The gateway serves 2026-07-28 requests only for servers it runs itself (by
-				// translating them for the initialized process); a remote upstream has no
-				// stateless path yet, neither to a modern upstream nor translated to a session
-				// with a legacy one.
-				t.Skip("no 2026-07-28 (stateless) support for remote upstreams yet")
+				url = base + "/servers/remote-modern/mcp"
 			}
 			runConformance(t, s, url, "")
 		})

@@ -8,7 +8,8 @@
 // session, started on the session's initialize (from a pool of prewarmed
 // processes when prewarm is set) and stopped when the session ends. Remote
 // servers ("http", "sse"): one upstream session and one exclusive
-// multiplexer per client session, like session mode.
+// multiplexer per client session, like session mode; stateless requests go
+// straight to an "http" remote that speaks 2026-07-28 (see remote.go).
 //
 // A stdio process gets a minimal environment (see [Environ]), never the
 // gateway's whole one. A server whose command cannot be started is still
@@ -67,7 +68,11 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 	case cfg.Type == config.TypeHTTP || cfg.Type == config.TypeSSE:
 		// Every client session gets its own upstream session.
 		opts.Exclusive = true
-		return newIsolated(cfg, 0, func() (*proc, error) { return startRemote(cfg, opts, log) }, log), nil
+		iso := newIsolated(cfg, 0, func() (*proc, error) { return startRemote(cfg, opts, log) }, log)
+		if cfg.Type == config.TypeSSE {
+			return iso, nil
+		}
+		return newRemote(cfg, iso, log) // and stateless requests when it speaks 2026-07-28
 	case cfg.Isolation == config.IsolationSession:
 		opts.Exclusive = true
 		return newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, 0, log) }, log), nil

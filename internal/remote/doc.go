@@ -9,6 +9,14 @@
 // to match replies to the POSTs that carried their requests, and the
 // initialize exchange, to learn the session and the protocol version.
 //
+// [Stateless] is the client side of the stateless revision (2026-07-28): no
+// session, no initialize; [Stateless.Discover] asks a server whether it
+// speaks that revision, and [Stateless.Do] POSTs one request as its caller
+// gives it (ids untouched: each request has a POST, and its answer comes
+// back on that POST's response), with the revision's headers, and reports
+// what comes back. It shares this package's HTTP client, headers, size
+// limit and error texts, starts no goroutines and keeps no state.
+//
 // # Ownership and goroutines
 //
 // Every goroutine is started by the Client and waited for by Close:

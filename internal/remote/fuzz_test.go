@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/mcpgate/mcpgate/internal/modern"
 )
 
 func FuzzResolveEndpoint(f *testing.F) {
@@ -83,6 +87,54 @@ func FuzzReadEvents(f *testing.F) {
 		}
 		if lines < n {
 			t.Fatalf("readEvents counted %d, handler saw %d", n, lines)
+		}
+	})
+}
+
+// FuzzSetRequestHeaders: whatever the message, the headers are ones an
+// HTTP client can send, and Mcp-Name decodes to the body's name (or uri).
+func FuzzSetRequestHeaders(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Hello, 世界","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"=?base64?x?=","name":1}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools\n/call","params":{"name":"a\r\nb"}}`))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		h := http.Header{}
+		setRequestHeaders(h, msg)
+		for k, vs := range h {
+			for _, v := range vs {
+				if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+					t.Fatalf("%s: %q is no header value", k, v)
+				}
+			}
+		}
+		if v := h.Get("Mcp-Name"); v != "" {
+			if _, err := modern.DecodeHeaderValue(v); err != nil {
+				t.Fatalf("Mcp-Name %q: %v", v, err)
+			}
+		}
+	})
+}
+
+// FuzzStatelessStream feeds arbitrary SSE bodies to a stateless request's
+// reader: no panic, at most one reply, nothing after it, and an error
+// exactly when there was no reply.
+func FuzzStatelessStream(f *testing.F) {
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"late\"}\n\n"))
+	f.Add([]byte("event: message\ndata: [{\"jsonrpc\":\"2.0\",\"method\":\"m\"},{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]\n\n"))
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"roots/list\"}\n\ndata: " + strings.Repeat("z", 300) + "\n\n"))
+	s, err := NewStateless(Config{URL: "http://127.0.0.1:1/mcp", MaxMessageBytes: 256, Logger: discardLogger})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		replies := 0
+		err := s.readStream(bytes.NewReader(body), func(msg []byte) {
+			if replies > 0 {
+				t.Fatalf("a message after the reply: %s", msg)
+			}
+		}, func([]byte) { replies++ })
+		if replies > 1 || (err == nil) != (replies == 1) {
+			t.Fatalf("%d replies, error %v", replies, err)
 		}
 	})
 }

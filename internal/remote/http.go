@@ -95,15 +95,24 @@ func (c *Client) newRequest(ctx context.Context, method string, u *url.URL, body
 // RequestTimeout. onWritten, if not nil, runs once the request was written
 // (or failed to be). The body of the response is bound to req's context.
 func (c *Client) do(req *http.Request, onWritten func()) (*http.Response, error) {
+	return roundTrip(c.hc, c.cfg.RequestTimeout, req, onWritten)
+}
+
+// roundTrip is do with its client and header timeout given; a headerTimeout
+// of zero or less sets none (req's context still bounds the exchange).
+func roundTrip(hc *http.Client, headerTimeout time.Duration, req *http.Request, onWritten func()) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
 	if onWritten != nil {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { onWritten() },
 		})
 	}
-	timer := time.AfterFunc(c.cfg.RequestTimeout, cancel)
-	resp, err := c.hc.Do(req.WithContext(ctx))
-	if !timer.Stop() {
+	var timer *time.Timer
+	if headerTimeout > 0 {
+		timer = time.AfterFunc(headerTimeout, cancel)
+	}
+	resp, err := hc.Do(req.WithContext(ctx))
+	if timer != nil && !timer.Stop() {
 		if err == nil {
 			resp.Body.Close()
 		}
