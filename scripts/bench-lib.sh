@@ -6,6 +6,8 @@
 #
 #   result[KEY]  the JSON of one measured run ("" if it printed none)
 #   note[KEY]    why a run failed, when it did
+#   skipped[MODE/VERSION]  why a mode's throughput rows of a version were
+#                not run
 #   pids         processes bench.sh started, stopped by pid on exit
 #
 # KEYs are tp/MODE/VERSION/SESSIONS (throughput), pl/MODE/SIZE/SESSIONS
@@ -13,6 +15,20 @@
 
 # say MESSAGE: progress on stderr, with the seconds since the script started.
 say() { echo "bench: [${SECONDS}s] $*" >&2; }
+
+# stateless VERSION: whether VERSION is of the stateless revision
+# (2026-07-28 or later): no initialize, no session.
+stateless() { [[ ! $1 < 2026-07-28 ]]; }
+
+# skip_reason MODE VERSION: why MODE's throughput rows are not run for
+# VERSION, "" if they are.
+skip_reason() {
+	stateless "$2" || return 0
+	case $1 in
+	streamed) echo "not run: \`--sse-replies\` does not apply to stateless requests (always one JSON body), so the rows would repeat the baseline's" ;;
+	session) echo "not run: session mode refuses stateless requests by design (400, -32022: a process per session needs a session)" ;;
+	esac
+}
 
 # --- processes --------------------------------------------------------------
 
@@ -172,6 +188,20 @@ size_name() {
 		else printf "%d B", b }'
 }
 
+# stateless_line: the report's sentence on the stateless revision's rows
+# (with a leading newline), if any version run is of it.
+stateless_line() {
+	local v
+	for v in $versions; do
+		stateless "$v" || continue
+		printf '\n%s: no initialize and no session; each client opens with one server/discover, then\nevery call is a stateless tools/call (its _meta and headers, result "complete").' "$v"
+		[[ -n ${shared_stateless:-} ]] && printf '\n%s' "$shared_stateless"
+		((sg_ok)) && printf '\nsupergateway serves it with a fresh `mcpecho` per request.'
+		return 0
+	done
+	return 0
+}
+
 # --- tables ------------------------------------------------------------------
 
 # notes KEY...: a list item for each run that failed or had errors or
@@ -220,6 +250,12 @@ throughput_table() {
 	done
 	echo
 	notes "${keys[@]}"
+	for v in $versions; do
+		for mode in $throughput_modes; do
+			[[ -n ${skipped[$mode/$v]:-} ]] && echo "- $mode, $v: ${skipped[$mode/$v]}"
+		done
+	done
+	return 0
 }
 
 payload_table() {

@@ -8,7 +8,8 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_DURATION [10s], BENCH_WARMUP [1s]   each measured run
-#   BENCH_SESSIONS ["1 32 256"], BENCH_VERSIONS ["2025-11-25 2025-06-18"]
+#   BENCH_SESSIONS ["1 32 256"],
+#   BENCH_VERSIONS ["2025-11-25 2025-06-18 2026-07-28"]
 #                                             throughput rows
 #   BENCH_SIZES ["65536 1048576"], BENCH_SIZE_SESSIONS ["1 8"]
 #                                             payload rows (bytes per message)
@@ -30,7 +31,15 @@
 #                 scripts/peers.sh) in its stateful Streamable HTTP mode, one
 #                 `mcpecho` per session; its errors show in its rows but do
 #                 not fail the script
-# then payload sizes (baseline, shared, supergateway; 2025-11-25), the cost
+# 2026-07-28 is the stateless revision: no initialize and no session; each
+# client opens with one server/discover, then makes stateless calls. The
+# gateway's shared mode sends them to a second `mcpecho`, which speaks the
+# revision itself (the gateway finds that by probing it with
+# server/discover); its session mode refuses them by design (400, -32022: a
+# process per session needs a session), and `--sse-replies` does not apply
+# to them (always one JSON body), so those rows are skipped with a note.
+# supergateway 4.0.0 serves them with a fresh `mcpecho` per request.
+# Then payload sizes (baseline, shared, supergateway; 2025-11-25), the cost
 # of opening a session (shared, session, session with prewarm,
 # supergateway), the gateway's memory per idle session, and the issue's
 # targets judged on this run. It exits 1 if a run of the baseline or the
@@ -51,7 +60,7 @@ esac
 duration=${BENCH_DURATION:-10s}
 warmup=${BENCH_WARMUP:-1s}
 sessions_list=${BENCH_SESSIONS:-1 32 256}
-versions=${BENCH_VERSIONS:-2025-11-25 2025-06-18}
+versions=${BENCH_VERSIONS:-2025-11-25 2025-06-18 2026-07-28}
 sizes=${BENCH_SIZES:-65536 1048576}
 size_sessions=${BENCH_SIZE_SESSIONS:-1 8}
 open=${BENCH_OPEN:-64}
@@ -105,7 +114,7 @@ cleanup() {
 trap cleanup EXIT
 
 failed=0
-declare -A result note
+declare -A result note skipped
 
 # The run sets: each takes RUN, a command that measures one row given its
 # key and `mcpgate bench` flags: `ours` (the baseline or the gateway at
@@ -125,10 +134,16 @@ peer() {
 	stop "$PID"
 }
 
-# throughput RUN MODE: one run per protocol version and session count.
+# throughput RUN MODE: one run per protocol version and session count, but
+# for the versions the mode does not serve (see skip_reason).
 throughput() {
-	local v n
+	local v n why
 	for v in $versions; do
+		why=$(skip_reason "$2" "$v")
+		if [[ -n $why ]]; then
+			skipped[$2/$v]=$why
+			continue
+		fi
 		for n in $sessions_list; do
 			"$1" "tp/$2/$v/$n" --sessions "$n" --version "$v" --duration "$duration" --warmup "$warmup"
 		done
@@ -168,6 +183,19 @@ stop "$PID"
 start gateway-shared "$gate" serve --config "$(gateway_config shared shared)" --listen 127.0.0.1:0
 url=http://$ADDR/servers/echo/mcp
 throughput ours shared
+# Stateless requests went natively to a second mcpecho if the gateway still
+# runs two (after a failed probe it stops the second and translates).
+shared_stateless=""
+for v in $versions; do
+	stateless "$v" || continue
+	if (($(children "$PID" | wc -w) >= 2)); then
+		shared_stateless="The gateway's shared mode served it natively, through a second \`mcpecho\` that it found speaks $v by probing it with server/discover."
+	else
+		shared_stateless="The gateway's shared mode translated it for the sessions' \`mcpecho\`: it ran one child only (its probe found no $v server)."
+		say "$shared_stateless"
+	fi
+	break
+done
 payload ours shared
 opening ours shared
 stop "$PID"
@@ -262,7 +290,7 @@ Measured $(date -u +%Y-%m-%dT%H:%MZ) on $machine with \`$cmd\`
 with one call in flight; each protocol version's clients separately). baseline: \`mcpecho --http\` served directly,
 every reply one JSON body (the limit); streamed: the same with \`--sse-replies\` (a priming
 event, then the reply, on an SSE stream), for information; shared and session: the gateway
-wrapping \`mcpecho\` over stdio; $sg_line.
+wrapping \`mcpecho\` over stdio; $sg_line.$(stateless_line)
 
 $(throughput_table)
 

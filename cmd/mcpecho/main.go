@@ -7,6 +7,11 @@
 // at /mcp, the no-proxy baseline for `mcpgate bench`; it then logs
 // "msg=listening addr=HOST:PORT" on stderr (ADDR may use port 0).
 //
+// It is a dual-era server on both transports: the session eras
+// (initialize, 2024-11-05 to 2025-11-25) and the stateless revision
+// 2026-07-28 (server/discover, and requests naming their version in
+// params._meta, answered without initialize or session).
+//
 // The server itself is internal/echoserver; this is flags, signals and
 // putting stdin and stdout into Go's poller.
 package main

@@ -54,6 +54,32 @@ func TestStdio(t *testing.T) {
 	}
 }
 
+// TestStdioStateless: over the real process's pipes, a request of
+// 2026-07-28 is answered with no initialize before it, as the gateway's
+// process for stateless requests needs (it probes with server/discover).
+func TestStdioStateless(t *testing.T) {
+	cmd := child(t)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{`+meta+`,"name":"echo","arguments":{"message":"stateless"}}}`+"\n")
+	br := bufio.NewReader(stdout)
+	for _, want := range []string{`"supportedVersions":["2026-07-28",`, `{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"stateless"}]}}`} {
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, want) {
+			t.Fatalf("reply %q, %v; want it to contain %s", line, err, want)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
+
 func TestHTTP(t *testing.T) {
 	cmd := child(t, "--http", "127.0.0.1:0")
 	stderr, _ := cmd.StderrPipe()
@@ -79,6 +105,22 @@ func TestHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Mcp-Session-Id") == "" || !strings.Contains(string(body), `"2025-06-18"`) {
 		t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	// A stateless request needs no session.
+	req, _ = http.NewRequestWithContext(t.Context(), "POST", "http://"+m[1]+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+			`"io.modelcontextprotocol/clientCapabilities":{}},"name":"echo","arguments":{"message":"hi"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "echo")
+	if resp, err = (&http.Client{Transport: tr}).Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"hi"}]}}` {
+		t.Fatalf("stateless call: %s %s", resp.Status, body)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {

@@ -40,10 +40,17 @@ tools/call with a short message) is timed per session and reported as
 open latency; --open-parallel 1 opens the sessions one after another, so
 that each open measures startup rather than contention.
 
+--version 2026-07-28 (the stateless revision) has no initialize and no
+session: each of the N sessions is then a client that opens with one
+server/discover (timed up to its first call's reply, as an open is) and
+makes stateless calls, each carrying the revision's _meta and headers;
+its results must also say "resultType":"complete".
+
 With --idle N it measures capacity instead: it opens N sessions, the
 first --streams of them with a GET stream held open, holds them for
 --hold (or until interrupted), prints how many opened and failed, then
-deletes them. It exits 1 if any failed.
+deletes them. It exits 1 if any failed. It needs a version with sessions
+(not 2026-07-28).
 
 Progress goes to stderr once a second; the result to stdout, as a table
 or, with --json, as one JSON object.`,
@@ -112,7 +119,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	openParallel := fs.Int("open-parallel", 64, "open `P` sessions at a time (1: one after another)")
 	duration := fs.Duration("duration", 10*time.Second, "measure for `D`")
 	warmup := fs.Duration("warmup", time.Second, "run for `D` before measuring (not counted in throughput or latency)")
-	version := fs.String("version", "2025-11-25", "ask for protocol version `V` in initialize")
+	version := fs.String("version", "2025-11-25", "speak protocol version `V` (asked for in initialize; 2026-07-28: stateless, no initialize)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	idle := fs.Int("idle", 0, "idle mode: open `N` sessions and hold them instead of calling")
 	streams := fs.Int("streams", 0, "idle mode: `M` of the sessions also hold a GET stream open")
@@ -151,6 +158,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, c, "--open-parallel must be positive")
 	case *idle > 0 && (set["size"] || set["open-parallel"]):
 		return usageError(stderr, c, "--size and --open-parallel do not apply to --idle")
+	case *idle > 0 && loadgen.Stateless(*version):
+		return usageError(stderr, c, "--idle holds sessions, and protocol version %s has none", *version)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

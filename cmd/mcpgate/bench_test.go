@@ -118,6 +118,24 @@ func TestBenchFailsOnBadReplies(t *testing.T) {
 	}
 }
 
+// TestBenchStateless runs --version 2026-07-28 against the fixture: no
+// session is opened, every client's open is timed, every reply checked.
+func TestBenchStateless(t *testing.T) {
+	noLeaks(t)
+	srv, h := echoFixture(t, nil)
+	r := runBench(t, "--url", srv.URL, "--version", "2026-07-28", "--sessions", "3", "--duration", "150ms", "--warmup", "0s", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var out benchJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Calls == 0 || out.Opened != 3 || out.Errors != 0 || out.Crossed != 0 || h.Sessions() != 0 {
+		t.Errorf("result %+v, %d sessions on the server", out, h.Sessions())
+	}
+}
+
 func TestBenchIdle(t *testing.T) {
 	noLeaks(t)
 	srv, h := echoFixture(t, nil)
@@ -155,6 +173,7 @@ func TestBenchUsage(t *testing.T) {
 		{"--url", "http://x/mcp", "--size", "8388609"},
 		{"--url", "http://x/mcp", "--open-parallel", "0"},
 		{"--url", "http://x/mcp", "--idle", "2", "--size", "100"},
+		{"--url", "http://x/mcp", "--idle", "2", "--version", "2026-07-28"},
 	} {
 		r := runBench(t, args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, "usage: mcpgate bench") {

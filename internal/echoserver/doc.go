@@ -8,15 +8,24 @@
 // measured against). The HTTP transport behaves like the gateway's front on
 // the paths a benchmark takes: sessions with Mcp-Session-Id, a JSON body for
 // sessions of 2025-06-18 and older, an SSE stream opened by a priming event
-// for 2025-11-25, a GET stream per session, DELETE.
+// for 2025-11-25 (with Handler.SSEReplies), a GET stream per session,
+// DELETE.
+//
+// It is a dual-era server: besides initialize and the session eras it
+// serves the stateless revision 2026-07-28 on both transports. It answers
+// server/discover, and a request whose params._meta names a protocol
+// version is answered on its own, without initialize (its tools/call and
+// tools/list results carry "resultType":"complete"); over HTTP such a POST
+// has no session and gets one JSON body. The replies of the session eras
+// do not change by a byte.
 //
 // It lives in its own package, rather than in cmd/mcpecho, so that the tests
 // of internal/loadgen can run the real fixture in an httptest server.
 //
 // Speed is the point: replies are built by appending bytes, the envelope is
-// found with jsonrpc.Parse, and only tools/call and initialize have their
-// params walked (with a pooled jsontext decoder, no reflection). The echoed
-// message is copied as its raw JSON string token, never unescaped.
+// found with jsonrpc.Parse, and only requests have their params walked
+// (with a pooled jsontext decoder, no reflection). The echoed message is copied as its raw JSON string
+// token, never unescaped.
 //
 // Concurrency: [AppendReply] is pure and safe for concurrent use. In
 // ServeStdio one goroutine (the caller's) reads and answers; when out is a

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,10 @@ const maxBodyBytes = 4 << 20
 // resumption (the retry hint is sent, Last-Event-ID is ignored). Every reply
 // is one JSON body, the simplest correct answer the spec allows and so the
 // benchmarks' limit; SSEReplies mirrors the gateway's streams instead.
+//
+// A POST without Mcp-Session-Id that is a request of the stateless
+// revision (StatelessVersion) is answered on its own, always with one JSON
+// body, and creates no session; see stateless for the checks it gets.
 type Handler struct {
 	// SSEReplies answers the requests of 2025-11-25 sessions with an SSE
 	// stream (a priming event, then the reply) instead of a JSON body: the
@@ -120,6 +125,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.initialize(w, msg)
 		return
 	}
+	if r.Header.Get("Mcp-Session-Id") == "" && stateless(w, r, msg, &m) {
+		return
+	}
 	s := h.lookup(w, r)
 	if s == nil {
 		return
@@ -168,6 +176,60 @@ func (h *Handler) initialize(w http.ResponseWriter, msg []byte) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(reply)
+}
+
+// stateless answers a POST without a session if it is a request of the
+// stateless revision: one whose params._meta names a protocol version, or
+// whose MCP-Protocol-Version header is not a session era's. It reports
+// false, having written nothing, for anything else (which then needs a
+// session).
+//
+// The checks are the few a client of the revision can get wrong on the
+// paths a benchmark takes, in the revision's order: the header present
+// and equal to the _meta version, Mcp-Method equal to the method (400,
+// CodeHeaderMismatch; 400, -32602 for a missing _meta version), then the
+// version (400, CodeUnsupportedVersion). Mcp-Name and clientCapabilities
+// are not checked. The reply is always one JSON body.
+func stateless(w http.ResponseWriter, r *http.Request, msg []byte, m *jsonrpc.Message) bool {
+	header := r.Header.Get("Mcp-Protocol-Version")
+	legacyHeader := header == "" || slices.Contains(Versions, header)
+	if m.Kind != jsonrpc.KindRequest {
+		if legacyHeader {
+			return false
+		}
+		w.WriteHeader(http.StatusAccepted) // the revision defines none over HTTP: accepted and dropped
+		return true
+	}
+	bp := replyBufs.Get().(*[]byte)
+	defer replyBufs.Put(bp)
+	out, version, _ := AppendReply((*bp)[:0], msg)
+	*bp = out[:0]
+	if version == "" && legacyHeader {
+		return false
+	}
+	id := m.Bytes(m.ID)
+	status := http.StatusOK
+	switch {
+	case header == "":
+		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, CodeHeaderMismatch, "missing MCP-Protocol-Version header")
+	case version == "":
+		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, jsonrpc.CodeInvalidParams,
+			`params._meta["`+KeyProtocolVersion+`"] is required`)
+	case version != header:
+		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, CodeHeaderMismatch,
+			"MCP-Protocol-Version header does not match params._meta")
+	case !m.MethodIs(r.Header.Get("Mcp-Method")):
+		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, CodeHeaderMismatch,
+			"Mcp-Method header does not match the method")
+	case version != StatelessVersion:
+		status = http.StatusBadRequest // out is AppendReply's CodeUnsupportedVersion error
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+	*bp = out[:0]
+	return true
 }
 
 // lookup finds the request's session or answers 400 (no header) or 404.

@@ -216,3 +216,94 @@ func TestHTTPMegabyteMessage(t *testing.T) {
 		}
 	}
 }
+
+// statelessCall is echoCall as a request of the stateless revision.
+const statelessCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientCapabilities":{}},"name":"echo","arguments":{"message":"hello"}}}`
+const statelessReply = `{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[{"type":"text","text":"hello"}]}}`
+
+// post sends a POST without a session and with the given headers.
+func (f *httpFixture) post(body string, header ...string) *http.Response {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(f.t.Context(), "POST", f.srv.URL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// TestHTTPStateless: requests of 2026-07-28 are answered without
+// initialize or session, with one JSON body (SSEReplies or not), beside a
+// session of 2025-11-25 whose replies do not change.
+func TestHTTPStateless(t *testing.T) {
+	for _, sseReplies := range []bool{false, true} {
+		f := newHTTPFixture(t)
+		f.h.SSEReplies = sseReplies
+		discover := f.post(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",`+
+			`"io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "server/discover")
+		if body := readAll(t, discover); discover.StatusCode != 200 || !strings.Contains(body, `"supportedVersions":["2026-07-28",`) {
+			t.Fatalf("server/discover: %s %s", discover.Status, body)
+		}
+		for range 2 {
+			resp := f.post(statelessCall, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo")
+			body := readAll(t, resp)
+			if resp.StatusCode != 200 || body != statelessReply || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Mcp-Session-Id") != "" {
+				t.Fatalf("sse %v: stateless call: %s %q session %q %s", sseReplies, resp.Status, resp.Header.Get("Content-Type"), resp.Header.Get("Mcp-Session-Id"), body)
+			}
+		}
+		if f.h.Sessions() != 0 {
+			t.Fatalf("%d sessions after stateless requests, want 0", f.h.Sessions())
+		}
+		id := f.initialize("2025-06-18")
+		if resp := f.do("POST", id, echoCall); readAll(t, resp) != echoReply {
+			t.Fatalf("session call after stateless ones: %s", resp.Status)
+		}
+	}
+}
+
+// TestHTTPStatelessRefused: the checks of a stateless POST, each answered
+// 400 with the JSON-RPC error naming it and the request's id; a legacy POST
+// without a session still needs one.
+func TestHTTPStatelessRefused(t *testing.T) {
+	v999 := strings.Replace(statelessCall, `"2026-07-28"`, `"v999"`, 1)
+	tests := []struct {
+		name, body string
+		header     []string
+		code       string
+	}{
+		{"no MCP-Protocol-Version", statelessCall, []string{"Mcp-Method", "tools/call"}, `"code":-32020`},
+		{"header differs from _meta", statelessCall, []string{"MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/call"}, `"code":-32020`},
+		{"no Mcp-Method", statelessCall, []string{"MCP-Protocol-Version", "2026-07-28"}, `"code":-32020`},
+		{"Mcp-Method differs", statelessCall, []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list"}, `"code":-32020`},
+		{"modern header, no _meta", echoCall, []string{"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call"}, `"code":-32602`},
+		{"unsupported version", v999, []string{"MCP-Protocol-Version", "v999", "Mcp-Method", "tools/call"},
+			`"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"v999"}`},
+		{"legacy POST without a session", echoCall, []string{"MCP-Protocol-Version", "2025-11-25"}, "missing Mcp-Session-Id"},
+	}
+	f := newHTTPFixture(t)
+	for _, tt := range tests {
+		resp := f.post(tt.body, tt.header...)
+		body := readAll(t, resp)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, tt.code) || (tt.code[0] == '"' && !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":7,`)) {
+			t.Errorf("%s: %s %s; want 400 with %s and id 7", tt.name, resp.Status, body, tt.code)
+		}
+	}
+	resp := f.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, "MCP-Protocol-Version", "2026-07-28")
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("stateless notification: %s, want 202", resp.Status)
+	}
+	if f.h.Sessions() != 0 {
+		t.Errorf("%d sessions, want 0", f.h.Sessions())
+	}
+}

@@ -8,20 +8,56 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// Versions are the protocol versions the fixture negotiates, newest first.
+// Versions are the protocol versions the fixture negotiates in initialize
+// (the session eras), newest first.
 var Versions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // LatestVersion is answered to an initialize asking for a version not in
 // Versions.
 const LatestVersion = "2025-11-25"
 
+// StatelessVersion is the protocol revision the fixture also serves without
+// initialize or session: a request whose params._meta names it (under
+// KeyProtocolVersion) is answered on its own, as the revision's stateless
+// requests are. The fixture is a dual-era server: it answers initialize
+// and server/discover alike, and tells the eras apart per request.
+const StatelessVersion = "2026-07-28"
+
+// KeyProtocolVersion is the params._meta key of a stateless request that
+// names its protocol version. The fixture spells the revision's names out
+// itself, rather than sharing the gateway's internal/modern, so that a
+// wrong name on one side shows as a failure instead of agreeing with
+// itself.
+const KeyProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// Error codes of the stateless revision the fixture answers with.
+const (
+	CodeHeaderMismatch     = -32020
+	CodeUnsupportedVersion = -32022
+)
+
 // ToolName is the fixture's one tool.
 const ToolName = "echo"
 
 const (
-	serverInfo = `"serverInfo":{"name":"mcpecho","version":"1.0.0"}`
-	toolsList  = `{"tools":[{"name":"echo","description":"Returns its message argument as text.",` +
-		`"inputSchema":{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}}]}`
+	serverInfoObject = `{"name":"mcpecho","version":"1.0.0"}`
+	serverInfo       = `"serverInfo":` + serverInfoObject
+	tools            = `"tools":[{"name":"echo","description":"Returns its message argument as text.",` +
+		`"inputSchema":{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}}]`
+	toolsList = `{` + tools + `}`
+	// complete is the first member of every result to a stateless request
+	// (2026-07-28 requires resultType in every result).
+	complete = `"resultType":"complete"`
+	// toolsListStateless is tools/list's result for a stateless request: a
+	// list result carries its caching hints there.
+	toolsListStateless = `{` + complete + `,` + tools + `,"ttlMs":0,"cacheScope":"public"}`
+	// discoverResult answers server/discover: every version the fixture
+	// serves (2024-11-05 is left out: it is the HTTP+SSE era, which the
+	// fixture's HTTP transport does not serve), and its identity in _meta,
+	// where 2026-07-28 puts it.
+	discoverResult = `{` + complete + `,"supportedVersions":["` + StatelessVersion + `","2025-11-25","2025-06-18","2025-03-26"],` +
+		`"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public",` +
+		`"_meta":{"io.modelcontextprotocol/serverInfo":` + serverInfoObject + `}}`
 )
 
 // Negotiate returns requested if the fixture supports it, else LatestVersion.
@@ -35,9 +71,18 @@ func Negotiate(requested string) string {
 }
 
 // AppendReply appends the reply to one JSON-RPC message to dst. replied is
-// false for notifications and responses, which get none. For a successful
-// initialize, version is the negotiated protocol version ("" otherwise).
-// Malformed messages get a JSON-RPC error with a null id.
+// false for notifications and responses, which get none. version is, for a
+// successful initialize, the negotiated protocol version; for a stateless
+// request (one whose params._meta carries KeyProtocolVersion), that
+// version; "" otherwise. Malformed messages get a JSON-RPC error with a
+// null id.
+//
+// A stateless request is answered without initialize: tools/call and
+// tools/list results start with "resultType":"complete", a version other
+// than StatelessVersion gets error CodeUnsupportedVersion, and ping (which
+// the revision removed) "method not found". Requests without that _meta key
+// get the replies of the session eras, unchanged. server/discover is
+// answered in either case.
 func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 	m, err := jsonrpc.Parse(msg)
 	if err != nil {
@@ -47,27 +92,37 @@ func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 		return dst, "", false
 	}
 	id := m.Bytes(m.ID)
-	switch m.MethodName() {
+	method := m.MethodName()
+	p, err := walkParams(msg)
+	if err != nil {
+		return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeParseError, err.Error()), "", true
+	}
+	stateless := p.metaVersion != nil && method != "initialize"
+	if stateless {
+		version = StatelessVersion
+		if string(p.metaVersion) != StatelessVersion {
+			version = string(p.metaVersion)
+			return appendUnsupported(dst, id, p.metaVersion), version, true
+		}
+	}
+	switch method {
 	case "tools/call":
-		p, err := walkParams(msg)
 		switch {
-		case err != nil:
-			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeParseError, err.Error()), "", true
 		case string(p.name) != ToolName:
-			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeInvalidParams, "unknown tool "+string(p.name)), "", true
+			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeInvalidParams, "unknown tool "+string(p.name)), version, true
 		case p.message == nil:
-			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeInvalidParams, "arguments.message must be a string"), "", true
+			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeInvalidParams, "arguments.message must be a string"), version, true
 		}
 		dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 		dst = append(dst, id...)
-		dst = append(dst, `,"result":{"content":[{"type":"text","text":`...)
-		dst = append(dst, p.message...)
-		return append(dst, `}]}}`...), "", true
-	case "initialize":
-		p, err := walkParams(msg)
-		if err != nil {
-			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeParseError, err.Error()), "", true
+		if stateless {
+			dst = append(dst, `,"result":{`+complete+`,"content":[{"type":"text","text":`...)
+		} else {
+			dst = append(dst, `,"result":{"content":[{"type":"text","text":`...)
 		}
+		dst = append(dst, p.message...)
+		return append(dst, `}]}}`...), version, true
+	case "initialize":
 		v := Negotiate(string(p.version))
 		dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 		dst = append(dst, id...)
@@ -76,22 +131,40 @@ func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 		dst = append(dst, `","capabilities":{"tools":{}},`...)
 		dst = append(dst, serverInfo...)
 		return append(dst, `}}`...), v, true
+	case "server/discover":
+		return jsonrpc.AppendResponse(dst, id, []byte(discoverResult)), version, true
 	case "ping":
-		return jsonrpc.AppendResponse(dst, id, nil), "", true
+		if !stateless { // 2026-07-28 has no ping
+			return jsonrpc.AppendResponse(dst, id, nil), "", true
+		}
 	case "tools/list":
+		if stateless {
+			return jsonrpc.AppendResponse(dst, id, []byte(toolsListStateless)), version, true
+		}
 		return jsonrpc.AppendResponse(dst, id, []byte(toolsList)), "", true
 	}
-	return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeMethodNotFound, "method not found"), "", true
+	return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeMethodNotFound, "method not found"), version, true
+}
+
+// appendUnsupported appends the error for a stateless request of a version
+// the fixture does not serve; requested is the version's string content as
+// the request wrote it.
+func appendUnsupported(dst, id, requested []byte) []byte {
+	dst = jsonrpc.AppendErrorResponse(dst, id, CodeUnsupportedVersion, "Unsupported protocol version")
+	dst = append(dst[:len(dst)-len(`}}`)], `,"data":{"supported":["`+StatelessVersion+`"],"requested":"`...)
+	dst = append(dst, requested...)
+	return append(dst, `"}}}`...)
 }
 
 // params is what the fixture reads from a request's params. Each field
-// aliases the message: name and version are string contents as written
-// (escapes are not decoded: the values the fixture compares are plain
-// ASCII), message is the raw JSON string token of arguments.message.
+// aliases the message: name, version and metaVersion are string contents
+// as written (escapes are not decoded: the values the fixture compares are
+// plain ASCII), message is the raw JSON string token of arguments.message.
 type params struct {
-	name    []byte
-	version []byte
-	message []byte
+	name        []byte
+	version     []byte // protocolVersion (initialize)
+	metaVersion []byte // _meta[KeyProtocolVersion] (a stateless request); nil if absent
+	message     []byte
 }
 
 // walker is a pooled jsontext decoder reading a message in place.
@@ -103,8 +176,9 @@ type walker struct {
 
 var walkers = sync.Pool{New: func() any { return new(walker) }}
 
-// walkParams finds params.name, params.protocolVersion and
-// params.arguments.message in msg, which jsonrpc.Parse has validated.
+// walkParams finds params.name, params.protocolVersion,
+// params._meta[KeyProtocolVersion] and params.arguments.message in msg,
+// which jsonrpc.Parse has validated.
 func walkParams(msg []byte) (params, error) {
 	w := walkers.Get().(*walker)
 	w.raw = msg
@@ -121,6 +195,17 @@ func walkParams(msg []byte) (params, error) {
 				p.name = w.str()
 			case "protocolVersion":
 				p.version = w.str()
+			case "_meta":
+				if w.dec.PeekKind() != '{' {
+					return w.skip()
+				}
+				return w.object(func(name []byte) error {
+					if string(name) != KeyProtocolVersion {
+						return w.skip()
+					}
+					p.metaVersion = w.str()
+					return nil
+				})
 			case "arguments":
 				if w.dec.PeekKind() != '{' {
 					return w.skip()

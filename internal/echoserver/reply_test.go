@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 )
 
@@ -31,6 +32,27 @@ func TestAppendReply(t *testing.T) {
 		{"ping", `{"jsonrpc":"2.0","id":"p","method":"ping"}`, `{"jsonrpc":"2.0","id":"p","result":{}}`, "", true},
 		{"unknown method", `{"jsonrpc":"2.0","id":4,"method":"resources/list"}`,
 			`{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found"}}`, "", true},
+		{"stateless echo", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"echo","arguments":{"message":"m"}}}`,
+			`{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","content":[{"type":"text","text":"m"}]}}`, "2026-07-28", true},
+		{"stateless echo, _meta last and escaped key", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m"},"_meta":{"x":[1],"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}`,
+			`{"jsonrpc":"2.0","id":3,"result":{"resultType":"complete","content":[{"type":"text","text":"m"}]}}`, "2026-07-28", true},
+		{"_meta without the version is a session era's", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":1},"name":"echo","arguments":{"message":"m"}}}`,
+			`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"m"}]}}`, "", true},
+		{"stateless unknown tool", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"add"}}`,
+			`{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"unknown tool add"}}`, "2026-07-28", true},
+		{"stateless unsupported version", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999"},"name":"echo","arguments":{"message":"m"}}}`,
+			`{"jsonrpc":"2.0","id":3,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"v999"}}}`, "v999", true},
+		{"stateless tools/list", `{"jsonrpc":"2.0","id":"l","method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			`{"jsonrpc":"2.0","id":"l","result":{"resultType":"complete","tools":[{"name":"echo","description":"Returns its message argument as text.",` +
+				`"inputSchema":{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}}],"ttlMs":0,"cacheScope":"public"}}`, "2026-07-28", true},
+		{"server/discover", `{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			`{"jsonrpc":"2.0","id":"d","result":{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26"],` +
+				`"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcpecho","version":"1.0.0"}}}}`, "2026-07-28", true},
+		{"stateless unknown method", `{"jsonrpc":"2.0","id":5,"method":"prompts/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			`{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found"}}`, "2026-07-28", true},
+		{"stateless ping is gone", `{"jsonrpc":"2.0","id":5,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			`{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found"}}`, "2026-07-28", true},
+		{"ping with params", `{"jsonrpc":"2.0","id":5,"method":"ping","params":{}}`, `{"jsonrpc":"2.0","id":5,"result":{}}`, "", true},
 		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "", "", false},
 		{"response", `{"jsonrpc":"2.0","id":9,"result":{}}`, "", "", false},
 	}
@@ -56,10 +78,39 @@ func TestAppendReplyToolsListAndGarbage(t *testing.T) {
 }
 
 func BenchmarkAppendReplyEcho(b *testing.B) {
-	msg := []byte(`{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"message":"abc-s1-c0-12345"}}}`)
-	var buf []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		buf, _, _ = AppendReply(buf[:0], msg)
+	for _, bm := range []struct{ name, msg string }{
+		{"session", `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"message":"abc-s1-c0-12345"}}}`},
+		{"stateless", `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+			`"io.modelcontextprotocol/clientCapabilities":{}},"name":"echo","arguments":{"message":"abc-s1-c0-12345"}}}`},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			msg := []byte(bm.msg)
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				buf, _, _ = AppendReply(buf[:0], msg)
+			}
+		})
 	}
+}
+
+// FuzzAppendReply: whatever the message, the fixture answers without
+// panicking, and what it writes is one valid JSON value.
+func FuzzAppendReply(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"a"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"echo","arguments":{"message":"a"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v\u0031"},"name":"echo"}}`,
+		`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{}}}`,
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":[]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		out, _, replied := AppendReply(nil, msg)
+		if replied && !jsontext.Value(out).IsValid() {
+			t.Fatalf("reply to %q is not valid JSON: %q", msg, out)
+		}
+	})
 }

@@ -319,3 +319,33 @@ func TestNonblockingConn(t *testing.T) {
 		t.Error("os.Pipe's write end is not taken for non-blocking")
 	}
 }
+
+// TestServeStdioStateless: a dual-era stream, through both outputs, as a
+// process behind the gateway sees it: stateless requests answered with no
+// initialize before them, then a session's, each in its era's shape.
+func TestServeStdioStateless(t *testing.T) {
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	in := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + meta + `,"name":"echo","arguments":{"message":"s1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"message":"l1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{` + meta + `,"name":"echo","arguments":{"message":"s2"}}}` + "\n"
+	want := `{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26"],` +
+		`"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcpecho","version":"1.0.0"}}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[{"type":"text","text":"s1"}]}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"mcpecho","version":"1.0.0"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"l1"}]}}` + "\n" +
+		`{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","content":[{"type":"text","text":"s2"}]}}` + "\n"
+	for _, o := range outputs {
+		t.Run(o.name, func(t *testing.T) {
+			out, err := o.serve(t, strings.NewReader(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != want {
+				t.Fatalf("replies\n%s\nwant\n%s", out, want)
+			}
+		})
+	}
+}

@@ -3,12 +3,14 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,10 +26,32 @@ import (
 // error; one for this call whose text is damaged after its unique part is
 // errMangled, an error.
 var (
-	errCrossed  = errors.New("crossed reply: id or echoed text belongs to another call")
-	errMangled  = errors.New("echoed text differs from the message after its unique part")
-	errNoReply  = errors.New("response ended without a JSON-RPC reply")
-	errRPCError = errors.New("JSON-RPC error reply")
+	errCrossed    = errors.New("crossed reply: id or echoed text belongs to another call")
+	errMangled    = errors.New("echoed text differs from the message after its unique part")
+	errNoReply    = errors.New("response ended without a JSON-RPC reply")
+	errRPCError   = errors.New("JSON-RPC error reply")
+	errResultType = errors.New(`result of a stateless request without "resultType":"complete"`)
+)
+
+// statelessVersion is the first protocol revision without initialize or
+// sessions. The load generator spells out the revision's names itself,
+// rather than sharing the gateway's internal/modern, so that it checks the
+// gateway instead of agreeing with it.
+const statelessVersion = "2026-07-28"
+
+// Stateless reports whether protocol version v is of the stateless
+// revision (2026-07-28) or later, compared as dates, as the Go SDK does:
+// its clients send no initialize and have no session. Every request then
+// names the version in params._meta and in the MCP-Protocol-Version
+// header, and its method in Mcp-Method.
+func Stateless(v string) bool { return v >= statelessVersion }
+
+// Header values shared read-only by every request (the transport only
+// reads them).
+var (
+	methodToolsCall = []string{"tools/call"}
+	methodDiscover  = []string{"server/discover"}
+	nameEcho        = []string{"echo"}
 )
 
 // maxReplyBytes bounds the body of one reply.
@@ -39,7 +63,20 @@ type endpoint struct {
 	client  *http.Client
 	url     string
 	header  http.Header // extra headers, sent on every request
-	version string      // protocol version asked for in initialize
+	version string      // protocol version asked for in initialize, or of every stateless request
+	// stateless: version is of the stateless revision; meta is then the
+	// _meta member that opens every request's params (with its comma).
+	stateless bool
+	meta      []byte
+}
+
+// newEndpoint returns the endpoint of a run at url speaking version.
+func newEndpoint(client *http.Client, url string, header http.Header, version string) *endpoint {
+	ep := &endpoint{client: client, url: url, header: header, version: version, stateless: Stateless(version)}
+	if ep.stateless {
+		ep.meta = fmt.Appendf(nil, `"_meta":{"io.modelcontextprotocol/protocolVersion":%q,"io.modelcontextprotocol/clientCapabilities":{}},`, version)
+	}
+	return ep
 }
 
 // newTransport returns a transport that keeps conns idle connections to the
@@ -56,11 +93,13 @@ func newTransport(conns int) *http.Transport {
 	}
 }
 
-// session is one open MCP session.
+// session is one open MCP session. A stateless client (ep.stateless) has
+// none: it is then one client of the run, opened by server/discover, whose
+// requests stand alone.
 type session struct {
 	ep      *endpoint
-	id      string // Mcp-Session-Id
-	version string // negotiated
+	id      string // Mcp-Session-Id; "" for a stateless client
+	version string // negotiated; a stateless client's: ep.version
 	// nextID numbers the session's requests after initialize (id 0): every
 	// caller of the session takes its ids from it, so none is used twice.
 	nextID atomic.Int64
@@ -91,8 +130,12 @@ func (ep *endpoint) newRequest(ctx context.Context, method, sessionID, version s
 	return req, nil
 }
 
-// open initializes a session and sends notifications/initialized.
+// open initializes a session and sends notifications/initialized; for a
+// stateless version it sends server/discover instead (see discover).
 func (ep *endpoint) open(ctx context.Context) (*session, error) {
+	if ep.stateless {
+		return ep.discover(ctx)
+	}
 	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":%q,`+
 		`"capabilities":{},"clientInfo":{"name":"mcpgate-bench","version":"1"}}}`, ep.version)
 	req, err := ep.newRequest(ctx, http.MethodPost, "", "", body)
@@ -129,6 +172,41 @@ func (ep *endpoint) open(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
+// discover opens a stateless client: one server/discover, whose result
+// must list the version asked for.
+func (ep *endpoint) discover(ctx context.Context) (*session, error) {
+	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{`+
+		`"io.modelcontextprotocol/protocolVersion":%q,"io.modelcontextprotocol/clientCapabilities":{},`+
+		`"io.modelcontextprotocol/clientInfo":{"name":"mcpgate-bench","version":"1"}}}}`, ep.version)
+	req, err := ep.newRequest(ctx, http.MethodPost, "", ep.version, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header["Mcp-Method"] = methodDiscover
+	resp, err := ep.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("server/discover: %w", err)
+	}
+	reply, err := readReply(resp, nil)
+	closeBody(resp)
+	if err != nil {
+		return nil, fmt.Errorf("server/discover: %w", err)
+	}
+	var r struct {
+		ID     json.RawMessage `json:"id"`
+		Result *struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(reply, &r); err != nil || string(r.ID) != "0" || r.Result == nil {
+		return nil, fmt.Errorf("server/discover: unexpected reply %.200s", reply)
+	}
+	if !slices.Contains(r.Result.SupportedVersions, ep.version) {
+		return nil, fmt.Errorf("server/discover: supportedVersions %q lacks %s", r.Result.SupportedVersions, ep.version)
+	}
+	return &session{ep: ep, version: ep.version}, nil
+}
+
 // notify posts a notification and expects 202 (any 2xx is accepted).
 func (s *session) notify(ctx context.Context, msg string) error {
 	req, err := s.ep.newRequest(ctx, http.MethodPost, s.id, s.version, []byte(msg))
@@ -147,8 +225,11 @@ func (s *session) notify(ctx context.Context, msg string) error {
 }
 
 // close deletes the session; errors are ignored (the server may have
-// expired it already).
+// expired it already). A stateless client has nothing to delete.
 func (s *session) close(ctx context.Context) {
+	if s.id == "" {
+		return
+	}
 	req, err := s.ep.newRequest(ctx, http.MethodDelete, s.id, s.version, nil)
 	if err != nil {
 		return
@@ -183,17 +264,25 @@ type scratch struct {
 }
 
 // call sends one tools/call echo of msg with request id id and checks the
-// reply; the first unique bytes of msg tell this call from every other.
+// reply; the first unique bytes of msg tell this call from every other. A
+// stateless client's call carries the revision's _meta and headers, and
+// its result must be "complete".
 func (s *session) call(ctx context.Context, id int64, msg []byte, unique int, sc *scratch) error {
 	buf := append(sc.body[:0], `{"jsonrpc":"2.0","id":`...)
 	buf = strconv.AppendInt(buf, id, 10)
-	buf = append(buf, `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"`...)
+	buf = append(buf, `,"method":"tools/call","params":{`...)
+	buf = append(buf, s.ep.meta...)
+	buf = append(buf, `"name":"echo","arguments":{"message":"`...)
 	buf = append(buf, msg...) // plain ASCII: no escaping needed
 	buf = append(buf, `"}}}`...)
 	sc.body = buf
 	req, err := s.ep.newRequest(ctx, http.MethodPost, s.id, s.version, buf)
 	if err != nil {
 		return err
+	}
+	if s.ep.stateless {
+		req.Header["Mcp-Method"] = methodToolsCall
+		req.Header["Mcp-Name"] = nameEcho
 	}
 	resp, err := s.ep.client.Do(req)
 	if err != nil {
@@ -205,14 +294,16 @@ func (s *session) call(ctx context.Context, id int64, msg []byte, unique int, sc
 	if err != nil {
 		return err
 	}
-	return checkEcho(reply, id, msg, unique)
+	return checkEcho(reply, id, msg, unique, s.ep.stateless)
 }
 
 // checkEcho classifies a reply to the call (id, msg): nil if it is its
 // own, errCrossed if it is a well-formed echo result for another call (its
 // id or the first unique bytes of its text differ), errMangled if it is
-// this call's but the rest of the text differs, otherwise an error.
-func checkEcho(reply []byte, id int64, msg []byte, unique int) error {
+// this call's but the rest of the text differs, errResultType if it is
+// this call's but, the call being stateless, without "resultType":"complete";
+// otherwise an error.
+func checkEcho(reply []byte, id int64, msg []byte, unique int, stateless bool) error {
 	m, err := jsonrpc.Parse(reply)
 	if err != nil {
 		return err
@@ -223,7 +314,7 @@ func checkEcho(reply []byte, id int64, msg []byte, unique int) error {
 	if m.IsError {
 		return fmt.Errorf("%w: %.200s", errRPCError, reply)
 	}
-	text, err := lookup(reply, "result", "content", "[0]", "text")
+	text, resultType, err := echoResult(reply)
 	if err != nil || text == nil {
 		return fmt.Errorf("reply has no result.content[0].text: %.200s", reply)
 	}
@@ -231,6 +322,8 @@ func checkEcho(reply []byte, id int64, msg []byte, unique int) error {
 	switch {
 	case !bytes.Equal(m.Bytes(m.ID), strconv.AppendInt(idb[:0], id, 10)) || !bytes.HasPrefix(text, msg[:unique]):
 		return errCrossed
+	case stateless && string(resultType) != "complete":
+		return fmt.Errorf("%w: resultType %q", errResultType, resultType)
 	case !bytes.Equal(text, msg):
 		return fmt.Errorf("%w: %d bytes, want %d", errMangled, len(text), len(msg))
 	}
@@ -296,6 +389,107 @@ func lookup(raw []byte, path ...string) ([]byte, error) {
 	d.dec.Reset(&d.buf)
 	decoders.Put(d)
 	return v, err
+}
+
+// echoResult returns result.content[0].text and result.resultType of the
+// JSON text raw, each nil if absent or not a string, in one pass: a
+// megabyte echo is read once whichever comes first. Strings are returned
+// as by lookup.
+func echoResult(raw []byte) (text, resultType []byte, err error) {
+	d := decoders.Get().(*decoder)
+	d.raw = raw
+	d.buf = *bytes.NewBuffer(raw)
+	d.dec.Reset(&d.buf)
+	err = d.members(func(name []byte) error {
+		if string(name) != "result" {
+			return d.skip()
+		}
+		return d.members(func(name []byte) error {
+			switch string(name) {
+			case "resultType":
+				resultType, err = d.str()
+				return err
+			case "content":
+				text, err = d.firstText()
+				return err
+			}
+			return d.skip()
+		})
+	})
+	d.raw, d.buf = nil, bytes.Buffer{}
+	d.dec.Reset(&d.buf)
+	decoders.Put(d)
+	return text, resultType, err
+}
+
+// members reads an object, calling member for each name with the decoder
+// at its value, which member must consume; anything else is skipped.
+func (d *decoder) members(member func(name []byte) error) error {
+	if d.dec.PeekKind() != '{' {
+		return d.skip()
+	}
+	if _, err := d.dec.ReadToken(); err != nil {
+		return err
+	}
+	for d.dec.PeekKind() != '}' {
+		name, err := d.dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		u := name[1 : len(name)-1]
+		if bytes.IndexByte(u, '\\') >= 0 {
+			u, _ = jsontext.AppendUnquote(nil, name)
+		}
+		if err := member(u); err != nil {
+			return err
+		}
+	}
+	_, err := d.dec.ReadToken()
+	return err
+}
+
+// firstText reads an array and returns the text member of its first
+// element (nil if none).
+func (d *decoder) firstText() (text []byte, err error) {
+	if d.dec.PeekKind() != '[' {
+		return nil, d.skip()
+	}
+	if _, err := d.dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if d.dec.PeekKind() == '{' {
+		err = d.members(func(name []byte) error {
+			if string(name) != "text" {
+				return d.skip()
+			}
+			text, err = d.str()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for d.dec.PeekKind() != ']' {
+		if err := d.skip(); err != nil {
+			return nil, err
+		}
+	}
+	_, err = d.dec.ReadToken()
+	return text, err
+}
+
+// str reads the next value and returns it unquoted if it is a string
+// (as find does), else nil.
+func (d *decoder) str() ([]byte, error) {
+	if d.dec.PeekKind() != '"' {
+		return nil, d.skip()
+	}
+	return d.find(nil)
+}
+
+func (d *decoder) skip() error {
+	_, err := d.dec.ReadValue()
+	return err
 }
 
 type decoder struct {

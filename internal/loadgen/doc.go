@@ -14,8 +14,16 @@
 // echo included, as an error. Latencies go into per-caller log-linear
 // histograms, merged once at the end.
 //
+// With a version of the stateless revision (2026-07-28, see [Stateless])
+// there is no initialize and no session: each of the N "sessions" is a
+// client opened by one server/discover (whose result must list the
+// version), and every call is a stateless tools/call carrying the
+// revision's params._meta and its MCP-Protocol-Version, Mcp-Method and
+// Mcp-Name headers; its result must also be "resultType":"complete".
+//
 // [Idle] opens many sessions, some holding a GET stream, holds them, then
-// deletes them: what a gateway's memory per session is measured with.
+// deletes them: what a gateway's memory per session is measured with. It
+// needs a session era's version.
 //
 // The servers it is tested against are internal/echoserver (the same
 // fixture cmd/mcpecho serves) and in-test handlers that misbehave.

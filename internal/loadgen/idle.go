@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,12 @@ type IdleOptions struct {
 	Streams int
 	// Hold is how long the sessions are held once all are open; 0 holds
 	// them until ctx ends.
-	Hold     time.Duration
-	Version  string      // protocol version asked for; default "2025-11-25"
+	Hold time.Duration
+	// Version is the protocol version asked for; default "2025-11-25". It
+	// must be of a session era: the stateless revision has no sessions to
+	// hold (see [Stateless]).
+	Version string
+
 	Header   http.Header // extra headers on every request
 	Parallel int         // sessions being opened at once; default 32
 	// Progress, if set, is called every ProgressInterval (default 1s) from
@@ -50,12 +55,16 @@ type IdleResult struct {
 
 // Idle opens the sessions (the first Streams of them with a GET stream),
 // holds them for Hold or until ctx ends, then closes the streams and
-// deletes the sessions. It returns an error only for bad options: failures
-// to open are counted in the result.
+// deletes the sessions. It returns an error only for bad options (a
+// stateless version among them): failures to open are counted in the
+// result.
 func Idle(ctx context.Context, o IdleOptions) (IdleResult, error) {
 	ro := Options{URL: o.URL, Version: o.Version}
 	if err := ro.setDefaults(); err != nil {
 		return IdleResult{}, err
+	}
+	if Stateless(ro.Version) {
+		return IdleResult{}, fmt.Errorf("loadgen: idle mode holds sessions, and protocol version %s has none", ro.Version)
 	}
 	if o.Sessions <= 0 {
 		o.Sessions = 1000
@@ -69,7 +78,7 @@ func Idle(ctx context.Context, o IdleOptions) (IdleResult, error) {
 	}
 	tr := newTransport(o.Parallel + o.Streams)
 	defer tr.CloseIdleConnections()
-	ep := &endpoint{client: &http.Client{Transport: tr}, url: o.URL, header: o.Header, version: ro.Version}
+	ep := newEndpoint(&http.Client{Transport: tr}, o.URL, o.Header, ro.Version)
 
 	start := time.Now()
 	var opened, failed, streams, streamsFailed atomic.Int64

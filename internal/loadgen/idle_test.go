@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,5 +64,13 @@ func TestIdleCountsFailures(t *testing.T) {
 	}
 	if h.Sessions() != 0 {
 		t.Errorf("%d sessions left after Idle", h.Sessions())
+	}
+}
+
+// TestIdleRefusesStateless: the stateless revision has no sessions to hold.
+func TestIdleRefusesStateless(t *testing.T) {
+	_, err := Idle(t.Context(), IdleOptions{URL: "http://127.0.0.1:1/mcp", Version: "2026-07-28"})
+	if err == nil || !strings.Contains(err.Error(), "2026-07-28 has none") {
+		t.Fatalf("Idle = %v, want it refused", err)
 	}
 }

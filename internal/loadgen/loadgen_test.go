@@ -62,7 +62,7 @@ func quick(url, version string) Options {
 }
 
 func TestRunAgainstEcho(t *testing.T) {
-	for _, version := range []string{"2025-11-25", "2025-06-18", "2025-03-26"} {
+	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"} {
 		t.Run(version, func(t *testing.T) {
 			srv, h := echoServer(t, nil)
 			var progress []Progress
@@ -96,7 +96,7 @@ func TestRunAgainstEcho(t *testing.T) {
 // the reply computed for the call before it, from whichever session: the
 // classic "next line is the reply to the last request" bug.
 func TestRunDetectsCrossing(t *testing.T) {
-	for _, version := range []string{"2025-11-25", "2025-06-18"} {
+	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
 		t.Run(version, func(t *testing.T) {
 			var mu sync.Mutex
 			var previous []byte
@@ -160,6 +160,14 @@ func TestRunCountsErrors(t *testing.T) {
 		}},
 		{"202 for a request", "2025-06-18", "202", func(w http.ResponseWriter, r *http.Request, msg []byte) {
 			w.WriteHeader(http.StatusAccepted)
+		}},
+		{"stateless result not complete", "2026-07-28", `resultType "input_required"`, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			reply, _, _ := echoserver.AppendReply(nil, msg)
+			writeReply(w, r, bytes.Replace(reply, []byte(`"complete"`), []byte(`"input_required"`), 1))
+		}},
+		{"stateless result without resultType", "2026-07-28", `resultType ""`, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			reply, _, _ := echoserver.AppendReply(nil, msg)
+			writeReply(w, r, bytes.Replace(reply, []byte(`"resultType":"complete",`), nil, 1))
 		}},
 	}
 	for _, tt := range tests {
@@ -250,7 +258,7 @@ func TestRunLargeMessages(t *testing.T) {
 	for _, tt := range []struct {
 		version string
 		sse     bool
-	}{{"2025-06-18", false}, {"2025-11-25", false}, {"2025-11-25", true}} {
+	}{{"2025-06-18", false}, {"2025-11-25", false}, {"2025-11-25", true}, {"2026-07-28", false}} {
 		t.Run(fmt.Sprintf("%s sse=%v", tt.version, tt.sse), func(t *testing.T) {
 			srv, h := echoServer(t, nil)
 			h.SSEReplies = tt.sse
@@ -377,5 +385,62 @@ func TestRunTimesOpens(t *testing.T) {
 	}
 	if reused.Load() != 0 || res.Errors != 0 || res.Crossed != 0 {
 		t.Errorf("%d request ids reused in a session; errors %d crossed %d", reused.Load(), res.Errors, res.Crossed)
+	}
+}
+
+// TestRunStateless: a run of 2026-07-28 opens each client with one
+// server/discover, then makes only stateless calls: no initialize, no
+// session header, no GET or DELETE, and every POST with the revision's
+// headers matching its body (the fixture refuses others with 400).
+func TestRunStateless(t *testing.T) {
+	h := echoserver.NewHandler()
+	var discovers, calls, bad atomic.Int64
+	var firstBad atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		m, err := jsonrpc.Parse(body)
+		switch {
+		case r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || err != nil || m.Kind != jsonrpc.KindRequest:
+		case m.MethodIs("server/discover") && r.Header.Get("Mcp-Method") == "server/discover":
+			discovers.Add(1)
+		case m.MethodIs("tools/call") && r.Header.Get("Mcp-Name") == "echo":
+			calls.Add(1)
+		default:
+			bad.Add(1)
+			firstBad.CompareAndSwap(nil, r.Method+" "+string(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer h.Close()
+	o := quick(srv.URL, "2026-07-28")
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad.Load() != 0 {
+		t.Fatalf("%d requests not of the stateless revision, first %v", bad.Load(), firstBad.Load())
+	}
+	if discovers.Load() != 4 || res.Open.Count() != 4 || res.Errors != 0 || res.Crossed != 0 || uint64(calls.Load()) < res.Calls+4 {
+		t.Fatalf("%d discovers, %d opens timed, %d calls seen for %d measured; errors %d crossed %d (%s)",
+			discovers.Load(), res.Open.Count(), calls.Load(), res.Calls, res.Errors, res.Crossed, res.FirstError)
+	}
+	if h.Sessions() != 0 {
+		t.Errorf("%d sessions on the server", h.Sessions())
+	}
+}
+
+// TestRunStatelessNeedsDiscover: a server whose server/discover does not
+// list the version fails the opens, naming what it listed.
+func TestRunStatelessNeedsDiscover(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"resultType":"complete","supportedVersions":["2025-11-25"],"capabilities":{}}}`)
+	}))
+	defer srv.Close()
+	_, err := Run(t.Context(), quick(srv.URL, "2026-07-28"))
+	if err == nil || !strings.Contains(err.Error(), `supportedVersions ["2025-11-25"] lacks 2026-07-28`) {
+		t.Fatalf("Run = %v", err)
 	}
 }

@@ -59,9 +59,79 @@ func TestCheckEcho(t *testing.T) {
 		{"error reply", []byte(`{"jsonrpc":"2.0","id":9,"error":{"code":-32603,"message":"x"}}`), errRPCError},
 	}
 	for _, tt := range tests {
-		err := checkEcho(tt.reply, 9, msg, unique)
+		err := checkEcho(tt.reply, 9, msg, unique, false)
 		if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
 		}
 	}
+}
+
+// TestCheckEchoStateless: a stateless call's result must say it is
+// complete, wherever resultType stands; a crossed reply stays crossed.
+func TestCheckEchoStateless(t *testing.T) {
+	msg := []byte("n-s0-c0-5")
+	tests := []struct {
+		name  string
+		reply string
+		want  error
+	}{
+		{"complete first", `{"jsonrpc":"2.0","id":9,"result":{"resultType":"complete","content":[{"type":"text","text":"n-s0-c0-5"}]}}`, nil},
+		{"complete last, extra members", `{"id":9,"result":{"content":[{"text":"n-s0-c0-5","type":"text","x":[1,{"text":"no"}]},{"type":"text","text":"second"}],"isError":false,"resultType":"complete"},"jsonrpc":"2.0"}`, nil},
+		{"no resultType", `{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"n-s0-c0-5"}]}}`, errResultType},
+		{"input_required", `{"jsonrpc":"2.0","id":9,"result":{"resultType":"input_required","content":[{"type":"text","text":"n-s0-c0-5"}]}}`, errResultType},
+		{"crossed", `{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"n-s0-c0-4"}]}}`, errCrossed},
+	}
+	for _, tt := range tests {
+		err := checkEcho([]byte(tt.reply), 9, msg, len(msg), true)
+		if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	// A session's call does not look at resultType.
+	if err := checkEcho([]byte(tests[2].reply), 9, msg, len(msg), false); err != nil {
+		t.Errorf("session call: %v", err)
+	}
+}
+
+func TestEchoResult(t *testing.T) {
+	tests := []struct{ raw, text, resultType string }{
+		{`{"result":{"content":[{"text":"a\"b"}],"resultType":"complete"}}`, `a"b`, "complete"},
+		{`{"result":{"content":[],"resultType":7}}`, "", ""},
+		{`{"result":{"content":{"text":"x"}}}`, "", ""},
+		{`{"error":{"code":1},"result":null}`, "", ""},
+		{`{"result":{"content":[{"text":"x"}]}}`, "x", ""},
+	}
+	for _, tt := range tests {
+		text, rt, err := echoResult([]byte(tt.raw))
+		if err != nil || string(text) != tt.text || string(rt) != tt.resultType {
+			t.Errorf("echoResult(%s) = %q, %q, %v", tt.raw, text, rt, err)
+		}
+	}
+	if _, _, err := echoResult([]byte(`{"result":{"content":[{"text":"x"`)); err == nil {
+		t.Error("truncated reply: no error")
+	}
+}
+
+// FuzzEchoResult: the one-pass reading of a reply finds what lookup finds
+// path by path.
+func FuzzEchoResult(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":9,"result":{"resultType":"complete","content":[{"type":"text","text":"a\"b"}]}}`,
+		`{"result":{"content":[{"text":"x"},{"text":"y"}],"resultType":"complete"}}`,
+		`{"result":{"content":[[1],{"text":"x"}],"resultType":null}}`,
+		`{"result":[],"error":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		text, rt, err := echoResult(raw)
+		wantText, err1 := lookup(raw, "result", "content", "[0]", "text")
+		wantRT, err2 := lookup(raw, "result", "resultType")
+		if err != nil || err1 != nil || err2 != nil {
+			return // lookup stops at what it finds; echoResult reads on, and may fail later
+		}
+		if !bytes.Equal(text, wantText) || !bytes.Equal(rt, wantRT) {
+			t.Fatalf("echoResult(%q) = %q, %q; lookup finds %q, %q", raw, text, rt, wantText, wantRT)
+		}
+	})
 }

@@ -19,8 +19,12 @@ type Options struct {
 	Concurrency int           // callers per session, each with one call in flight; default 1
 	Duration    time.Duration // measured; default 10s
 	Warmup      time.Duration // driven as measured but not recorded; default 0
-	Version     string        // protocol version asked for; default "2025-11-25"
-	Header      http.Header   // extra headers on every request
+	// Version is the protocol version asked for in initialize; default
+	// "2025-11-25". A version of the stateless revision (see [Stateless])
+	// opens no sessions: each "session" is then a client that sends
+	// server/discover and makes stateless calls.
+	Version string
+	Header  http.Header // extra headers on every request
 	// Size is the length in bytes of each call's message argument, its
 	// unique part first, then ASCII filler; at most MaxSize. Default 0: the
 	// unique part alone (about 20 bytes). The first call of a session (see
@@ -71,7 +75,8 @@ type Result struct {
 	Latency    Histogram
 	// Open holds, per session opened, the time from sending initialize to
 	// the reply of its first tools/call (after notifications/initialized):
-	// what opening a session costs a client.
+	// what opening a session costs a client. For a stateless version, from
+	// sending server/discover to the reply of the first tools/call.
 	Open Histogram
 }
 
@@ -148,7 +153,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	tr := newTransport(o.Sessions * o.Concurrency)
 	defer tr.CloseIdleConnections()
-	ep := &endpoint{client: &http.Client{Transport: tr}, url: o.URL, header: o.Header, version: o.Version}
+	ep := newEndpoint(&http.Client{Transport: tr}, o.URL, o.Header, o.Version)
 
 	start := time.Now()
 	var phase atomic.Int32
@@ -278,7 +283,8 @@ func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Dura
 
 // openSessions opens n sessions, parallel at a time, and makes each one's
 // first tools/call (a short message made from nonce). A session counts as
-// open once initialize and notifications/initialized succeed; the outcome
+// open once initialize and notifications/initialized succeed (a stateless
+// client's, once server/discover does); the outcome
 // of its first call is counted in firsts' errors and crossed, and if that
 // call succeeded, firsts.hist records how long the open took, up to its
 // reply. On error it returns the sessions it did open (for the caller to
