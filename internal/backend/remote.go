@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,10 +189,26 @@ var errConnClosed = errors.New("mcpgate: session closed")
 type remoteCall struct {
 	id     []byte
 	out    mux.Stream
+	header http.Header        // the client's Mcp-Param-* headers
 	cancel context.CancelFunc // closes its POST
 
 	mu   sync.Mutex // held while delivering to out, so nothing follows the final answer
 	done bool       // guarded by mu: answered, or abandoned
+}
+
+// paramHeaders returns the Mcp-Param-* headers of h (the server checks
+// them against the tool's arguments), or nil.
+func paramHeaders(h http.Header) http.Header {
+	var out http.Header
+	for k, vs := range h {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "Mcp-Param-") {
+			if out == nil {
+				out = http.Header{}
+			}
+			out[k] = vs
+		}
+	}
+	return out
 }
 
 func (c *remoteCall) send(msg []byte) {
@@ -230,7 +248,7 @@ func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.S
 		return
 	}
 	s := c.s
-	cl := &remoteCall{id: bytes.Clone(msg.Bytes(msg.ID)), out: out}
+	cl := &remoteCall{id: bytes.Clone(msg.Bytes(msg.ID)), out: out, header: paramHeaders(httpapi.RequestHeader(ctx))}
 	callCtx, cancel := context.WithCancel(s.ctx)
 	cl.cancel = cancel
 	raw := bytes.Clone(msg.Raw)
@@ -271,7 +289,7 @@ func (c *remoteConn) run(reqCtx, ctx context.Context, cl *remoteCall, msg []byte
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	s.client.Do(ctx, msg, nil, cl.send, cl.reply)
+	s.client.Do(ctx, msg, cl.header, cl.send, cl.reply)
 	// Without an answer from Do, the request was cancelled: by its client
 	// (Reply(nil) says so), by Abandon or Close (which settled it), or by
 	// the Server closing.

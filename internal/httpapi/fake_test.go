@@ -130,6 +130,11 @@ func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Strea
 			out.Send(jsonrpc.Notification("notifications/progress", []byte(`{"progressToken":1,"progress":1}`)))
 		}
 		out.Reply(jsonrpc.Response(id, []byte(`{"flooded":true}`)))
+	case "slowMissing": // the same refusal, after a while
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound, "Method not found"))
+		}()
 	case "missing": // a method the server does not have
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound, "Method not found"))
 	case "echoParams": // the params, written last by the test, back as the result

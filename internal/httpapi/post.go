@@ -358,7 +358,11 @@ func isJSON(contentType string) bool {
 // recorded by ans.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool, ans *answers) bool {
 	var wait <-chan time.Time
-	if s.Version() >= primingVersion {
+	// A session of 2025-11-25 or later switches a slow reply to a stream it
+	// can resume. A stateless request cannot resume, and the status of its
+	// answer (404, 400 for the server's refusals) can only be chosen
+	// before a stream starts: it waits for its first message.
+	if v := s.Version(); v >= primingVersion && !isStateless(v) {
 		t := timerPool.Get().(*time.Timer)
 		t.Reset(h.cfg.ReplyWait)
 		defer func() {

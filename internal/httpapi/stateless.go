@@ -174,8 +174,24 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Ses
 	st.Attach()
 	defer st.Detach()
 	out := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, pass: true}
-	conn.Handle(r.Context(), msg, out)
+	conn.Handle(withRequestHeader(r.Context(), r.Header), msg, out)
 	h.await(w, r, s, st, out, msg)
+}
+
+type requestHeaderKey struct{}
+
+// withRequestHeader gives the connection of a forwarded stateless request
+// the POST's headers: a remote server of the revision checks the
+// Mcp-Param-* headers its tools ask for.
+func withRequestHeader(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, requestHeaderKey{}, h)
+}
+
+// RequestHeader returns the headers of the stateless request whose
+// connection's Handle got ctx, or nil.
+func RequestHeader(ctx context.Context) http.Header {
+	h, _ := ctx.Value(requestHeaderKey{}).(http.Header)
+	return h
 }
 
 // await answers the stateless request msg from st. A client that left has

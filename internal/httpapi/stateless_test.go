@@ -259,10 +259,16 @@ func TestStatelessCancelAndShutdown(t *testing.T) {
 // The server's own refusal gets the status the revision gives it: 404 for
 // a method it does not have, as for the methods the revision removed.
 func TestStatelessServerErrorStatus(t *testing.T) {
-	_, _, url := statelessServer(t, Config{})
+	_, _, url := statelessServer(t, Config{ReplyWait: time.Millisecond})
 	resp, body := modernPost(t, url, modernBody("4", "missing", ""))
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `-32601`) || !strings.Contains(body, `"id":4`) {
 		t.Errorf("%d %s, want 404 with the server's -32601", resp.StatusCode, body)
+	}
+	// However long it takes: a stateless reply never turns into a stream
+	// for lack of a first message (nothing could resume it), so its status
+	// is still the refusal's.
+	if resp, body := modernPost(t, url, modernBody("6", "slowMissing", "")); resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("a refusal after ReplyWait: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 	if resp, body = modernPost(t, url, modernBody("5", "tools/call", `"name":"x"`), "Mcp-Name", "x"); resp.StatusCode != http.StatusOK {
 		t.Errorf("a result: %d %s", resp.StatusCode, body)
