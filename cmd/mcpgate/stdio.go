@@ -34,6 +34,15 @@ server's on stdout; logs go to stderr. --transport auto (the default)
 tries Streamable HTTP and falls back to the legacy HTTP+SSE transport of
 2024-11-05. TLS certificates are verified.
 
+Clients of the stateless revision 2026-07-28 (no initialize; the
+protocol version in every request's _meta) are served too: at their first
+request it asks the server once (server/discover) whether it speaks that
+revision. If it does, each such request goes out as its own POST, several
+at once, and notifications/cancelled cancels one (subscriptions/listen
+included); if not (or with --transport sse), each gets the error -32022
+listing the session-era versions, so that a client speaking both falls
+back to initialize.
+
 Every request gets exactly one reply line: the server's, or a JSON-RPC
 error naming the cause (for example "remote http://127.0.0.1:1/mcp
 unreachable: connection refused"). It stops when stdin ends, once the

@@ -144,3 +144,60 @@ func TestStdioUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// statelessLines are a 2026-07-28 client's first requests: no initialize,
+// the protocol version in each request's _meta.
+const statelessLines = `{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}` + "\n" +
+	`{"jsonrpc":"2.0","id":"t","method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}` + "\n"
+
+// TestStdioStatelessClient: `mcpgate stdio` serves a 2026-07-28 client:
+// in front of a 2026-07-28 server, its requests are forwarded (with the
+// --header); in front of a session-era one, or with --transport sse, each
+// gets -32022 so that the client can fall back to initialize.
+func TestStdioStatelessClient(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	modernTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		body, _ := io.ReadAll(r.Body)
+		msg, err := jsonrpc.Parse(body)
+		if r.Method != http.MethodPost || err != nil || r.Header.Get("Mcp-Method") != msg.MethodName() {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if msg.MethodIs("server/discover") {
+			w.Write(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{"supportedVersions":["2026-07-28"],"capabilities":{}}`)))
+			return
+		}
+		w.Write(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{"resultType":"complete","tools":[]}`)))
+	}))
+	defer modernTS.Close()
+	res := runStdio(t, statelessLines, "--url", modernTS.URL+"/mcp", "--header", "Authorization: Bearer tok")
+	if res.code != exitOK || strings.Count(res.stdout, `"supportedVersions":["2026-07-28"]`) != 1 || strings.Count(res.stdout, `"tools":[]`) != 1 {
+		t.Errorf("modern remote: exit %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	mu.Lock()
+	if len(auth) != 3 || auth[0] != "Bearer tok" || auth[1] != "Bearer tok" || auth[2] != "Bearer tok" {
+		t.Errorf("the modern remote got Authorization %q (want the probe and both requests)", auth)
+	}
+	mu.Unlock()
+
+	sessionTS := httptest.NewServer(&stdioUpstream{})
+	defer sessionTS.Close()
+	for _, transport := range []string{"auto", "sse"} {
+		res := runStdio(t, statelessLines, "--url", sessionTS.URL+"/mcp", "--transport", transport)
+		lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+		if res.code != exitOK || len(lines) != 2 {
+			t.Errorf("session remote, %s: exit %d, stdout:\n%s", transport, res.code, res.stdout)
+			continue
+		}
+		for _, l := range lines {
+			if !strings.Contains(l, `"code":-32022`) || !strings.Contains(l, `"requested":"2026-07-28"`) || !strings.Contains(l, `"2025-11-25"`) {
+				t.Errorf("session remote, %s: %s", transport, l)
+			}
+		}
+	}
+}

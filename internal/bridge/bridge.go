@@ -11,7 +11,9 @@
 // remote.Client (closed, which DELETEs its session, when stdin ends or ctx
 // is done), one goroutine reading Stdin, the only reader, and one writing
 // Stdout, the only writer, fed by a bounded queue and flushing whenever the
-// queue runs empty. Two exceptions, so that Run always returns in bounded
+// queue runs empty, and one goroutine per request of the stateless revision
+// in flight (at most MaxStatelessInFlight; see stateless.go), cancelled and
+// waited for before Run returns. Two exceptions, so that Run always returns in bounded
 // time: a Read of Stdin that is blocked when ctx ends cannot be interrupted
 // unless Stdin has SetReadDeadline (an *os.File on a pipe in non-blocking
 // mode, a net.Conn) or the caller closes it; and a Write to a Stdout that is
@@ -22,8 +24,10 @@
 //
 // # Locking
 //
-// bridge.mu guards the requests awaiting replies and the initialize kept for
-// replay; it is never held during I/O or while calling the remote.Client.
+// bridge.mu guards the requests awaiting replies (on both paths), the
+// initialize kept for replay and the verdict about the remote's revision;
+// it is never held during I/O or while calling the remote.Client or the
+// remote.Stateless.
 // The output queue is never closed: Run closes finish to stop the writer
 // and abandon to make blocked writes drop their lines.
 //
@@ -34,6 +38,10 @@
 // pretty-printed reply would otherwise span several. When a legacy SSE stream is
 // replaced (a new upstream session), the bridge replays the client's
 // initialize on it and swallows the reply, so the client keeps working.
+//
+// Clients of the stateless revision (2026-07-28: no initialize, the
+// protocol version in every request's _meta) take another path, which
+// bypasses the remote.Client: see stateless.go.
 package bridge
 
 import (
@@ -44,6 +52,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -114,7 +123,12 @@ func Run(ctx context.Context, opts Options) error {
 		pending:  map[string]struct{}{},
 		drained:  make(chan struct{}),
 		maxLine:  opts.Remote.MaxMessageBytes,
+		calls:    map[string]*call{},
 	}
+	// Stateless requests outlive ctx only until Run cuts them, answering
+	// each: ending them with ctx would leave them unanswered.
+	b.slCtx, b.slStop = context.WithCancel(context.WithoutCancel(ctx))
+	defer b.slStop()
 	if b.maxLine <= 0 {
 		b.maxLine = remote.DefaultMaxMessageBytes
 	}
@@ -131,6 +145,14 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	b.client = c
+	if opts.Remote.Transport != remote.TransportSSE {
+		if b.sl, err = remote.NewStateless(opts.Remote); err != nil {
+			c.Close()
+			close(b.finish)
+			<-writerDone
+			return err
+		}
+	}
 
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- b.readLoop(ctx, opts.Stdin) }()
@@ -160,6 +182,7 @@ func Run(ctx context.Context, opts Options) error {
 	defer deadline.Stop()
 	c.Close()
 	b.failPending(why)
+	b.stopStateless()
 	close(b.finish)
 	select {
 	case <-writerDone:
@@ -190,9 +213,10 @@ func (b *bridge) drain(ctx context.Context, timeout time.Duration) bool {
 	}
 }
 
-// failPending answers every request still awaiting a reply with an error
-// saying why.
+// failPending answers every request still awaiting a reply, on either
+// path, with an error saying why.
 func (b *bridge) failPending(why string) {
+	b.failCalls(why)
 	b.mu.Lock()
 	ids := make([][]byte, 0, len(b.pending))
 	for id := range b.pending {
@@ -206,9 +230,10 @@ func (b *bridge) failPending(why string) {
 	}
 }
 
-// settleLocked signals drain once stdin has ended and nothing is pending.
+// settleLocked signals drain once stdin has ended and nothing is pending
+// but subscriptions/listen requests (which end only when cancelled).
 func (b *bridge) settleLocked() {
-	if b.eof && len(b.pending) == 0 && !b.isDrained {
+	if b.eof && len(b.pending) == 0 && b.drainCalls == 0 && !b.isDrained {
 		b.isDrained = true
 		close(b.drained)
 	}
@@ -246,6 +271,21 @@ type bridge struct {
 	drained   chan struct{} // closed once eof and no request is pending
 	isDrained bool
 	lost      error // why the latest connection was lost (Handler.Exited)
+
+	// The stateless path (stateless.go). sl (nil with the legacy SSE
+	// transport), slCtx and slStop are static after Run set them; slWG
+	// counts the goroutines of the calls, which Run waits for.
+	sl        *remote.Stateless
+	slCtx     context.Context
+	slStop    context.CancelFunc
+	slWG      sync.WaitGroup
+	slRefused atomic.Int64 // requests refused at MaxStatelessInFlight
+
+	// guarded by mu:
+	calls      map[string]*call // raw ids of stateless requests in flight
+	drainCalls int              // how many of calls are not subscriptions/listen
+	era        era              // the verdict about the remote
+	probe      *probe           // the server/discover in progress, if any
 }
 
 // readLoop reads Stdin until EOF, forwarding each message.
@@ -286,6 +326,9 @@ func (b *bridge) forward(ctx context.Context, line []byte) {
 	msg, err := jsonrpc.Parse(line)
 	if err != nil {
 		b.write(jsonrpc.ErrorResponse(idOf(line), jsonrpc.Code(err), err.Error()))
+		return
+	}
+	if b.statelessRequest(&msg, line) {
 		return
 	}
 	var id []byte

@@ -24,7 +24,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/gateway":    {"internal/backend", "internal/config", "internal/httpapi"},
 		"cmd/mcpgate":         {"internal/config", "internal/gateway", "internal/loadgen", "internal/bridge", "internal/remote"},
 		"internal/remote":     {"internal/jsonrpc", "internal/modern", "internal/sse"},
-		"internal/bridge":     {"internal/jsonrpc", "internal/remote"},
+		"internal/bridge":     {"internal/jsonrpc", "internal/modern", "internal/remote"},
 		"internal/echoserver": {"internal/jsonrpc", "internal/sse"},
 		"internal/loadgen":    {"internal/jsonrpc", "internal/sse"},
 		"cmd/mcpecho":         {"internal/echoserver"},
