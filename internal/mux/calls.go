@@ -51,10 +51,11 @@ type call struct {
 	// noServe: the server's answer does not count as Served (an
 	// exclusive session's initialize).
 	noServe bool
-	// listen: a subscriptions/listen of a Modern Mux, open until the
-	// client or the server ends it: no deadline, no MaxInFlight slot, and
-	// it does not make its client the sole writer a log message or other
-	// untagged notification is attributed to.
+	// listen: a client's subscriptions/listen of a Modern Mux, open until
+	// the client or the gateway's own listen ends it (modern_listen.go):
+	// never written upstream, no deadline, no MaxInFlight slot, and it does
+	// not make its client the sole writer a log message or other untagged
+	// notification is attributed to.
 	listen bool
 	job    job // the write, kept while queued
 	// stopWrite, when set, ends a write waiting for room in the upstream's
@@ -121,17 +122,7 @@ func (m *Mux) registerUntimedLocked(c *call) {
 
 // forgetLocked undoes the bookkeeping of a call leaving the pending table.
 func (m *Mux) forgetLocked(c *call) {
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else if m.oldest == c {
-		m.oldest = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else if m.newest == c {
-		m.newest = c.prev
-	}
-	c.prev, c.next = nil, nil
+	m.unlinkLocked(c)
 	if c.stopWrite != nil {
 		c.stopWrite()
 		c.stopWrite = nil
@@ -143,6 +134,22 @@ func (m *Mux) forgetLocked(c *call) {
 			c.client.written--
 		}
 	}
+}
+
+// unlinkLocked takes c out of the deadline list, if it is there: a pending
+// call that no longer times out (an acknowledged listen of the gateway).
+func (m *Mux) unlinkLocked(c *call) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if m.oldest == c {
+		m.oldest = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else if m.newest == c {
+		m.newest = c.prev
+	}
+	c.prev, c.next = nil, nil
 }
 
 // expireLoop times out calls past their deadline. All calls of a Mux share

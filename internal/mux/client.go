@@ -391,7 +391,7 @@ func (c *Client) Abandon(out Stream) {
 	m.mu.Lock()
 	var mine []*call
 	c.eachLocked(func(cl *call) {
-		if cl.out == out {
+		if cl.replyStream() == out {
 			mine = append(mine, cl)
 		}
 	})

@@ -23,8 +23,9 @@
 // version 2026-07-28 on a server that speaks it itself: it never
 // initializes, but probes each process generation with server/discover
 // (Discovered reports the outcome: ready, or not such a server), forwards
-// requests untranslated, routes subscriptions/listen streams by their
-// subscription id, and refuses server requests.
+// requests untranslated, serves its clients' subscriptions/listen from one
+// listen of its own per process (fanned out by filter, each client's id
+// restored), and refuses server requests.
 //
 // Invariants kept here: every client request gets exactly one reply on the
 // Stream it came with (its result, a timeout, an upstream exit, a

@@ -60,12 +60,18 @@ func ProbeRetries(err error) bool {
 	return errors.As(err, &pe) && pe.retry
 }
 
-// discoverParams are the params of the gateway's own server/discover: the
-// per-request _meta the revision requires, with no client capability.
-func (m *Mux) discoverParams() []byte {
-	return fmt.Appendf(nil, `{"_meta":{"io.modelcontextprotocol/protocolVersion":%q,`+
+// modernMeta is the _meta of the gateway's own requests (server/discover,
+// its subscriptions/listen): the per-request keys the revision requires,
+// with no client capability.
+func (m *Mux) modernMeta() []byte {
+	return fmt.Appendf(nil, `{"io.modelcontextprotocol/protocolVersion":%q,`+
 		`"io.modelcontextprotocol/clientCapabilities":{},`+
-		`"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":%q}}}`, ModernVersion, m.opts.Version)
+		`"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":%q}}`, ModernVersion, m.opts.Version)
+}
+
+// discoverParams are the params of the gateway's own server/discover.
+func (m *Mux) discoverParams() []byte {
+	return append(append([]byte(`{"_meta":`), m.modernMeta()...), '}')
 }
 
 // runModernGen probes generation gen until it is Ready, it answers as a
@@ -227,7 +233,9 @@ func (m *Mux) Discovered(ctx context.Context) ([]byte, error) {
 // Passthrough reports whether c is a client of a Modern Mux: its server
 // speaks 2026-07-28 itself, so a stateless client's requests go up as they
 // came and the server's messages come back as they went, but for the ids
-// the Mux rewrites (request ids, progress tokens, subscription ids). The
+// the Mux rewrites (request ids, progress tokens, subscription ids) and
+// subscriptions/listen, which the Mux serves from a listen of its own
+// (modern_listen.go). The
 // caller must not translate them, and forwards server/discover too (a
 // request like any other; ServerInit also returns its result).
 func (c *Client) Passthrough() bool { return c.m.opts.Modern }

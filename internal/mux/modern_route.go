@@ -3,7 +3,6 @@ package mux
 import (
 	"bytes"
 	"context"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -15,14 +14,12 @@ import (
 // its version and capabilities itself. What differs:
 //
 //   - Requests and notifications the revision removed are not forwarded.
-//   - subscriptions/listen stays open until the client or the server ends
-//     it: no deadline, no MaxInFlight slot. The server tags every
-//     notification of it with params._meta["io.modelcontextprotocol/
-//     subscriptionId"], the listen's id as the server saw it (the gateway's
-//     upstream id); the Mux routes such a notification to the listen's
-//     stream with the client's own id put back, byte for byte, as it does
-//     for progress tokens, and so in the listen's final result. The
-//     server's notifications/cancelled naming a listen ends it.
+//   - subscriptions/listen is not forwarded: the clients' listens are
+//     served from one listen of the gateway's own (modern_listen.go), whose
+//     notifications, tagged with params._meta["io.modelcontextprotocol/
+//     subscriptionId"], go to each client listen that wants them with the
+//     client's own id in the tag, byte for byte. No deadline, no
+//     MaxInFlight slot. The server's notifications/cancelled ends a listen.
 //   - Server requests do not exist in the revision (a server asks for
 //     input with an input_required result): they are refused.
 //   - Untagged notifications route as in shared mode: progress by token,
@@ -63,56 +60,10 @@ func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out St
 		}
 	}
 	if msg.MethodIs("subscriptions/listen") {
-		c.listen(ctx, msg, out)
+		c.listen(ctx, msg, out) // modern_listen.go
 		return
 	}
 	c.forward(ctx, msg, out, nil)
-}
-
-// listen forwards a subscriptions/listen: registered like any request but
-// without a deadline (its write is bounded by Options.Timeout all the
-// same) and outside MaxInFlight, so that long-lived subscriptions never
-// starve other requests. It ends with the server's final result, the
-// server's cancellation, the client's (notifications/cancelled, Abandon,
-// Close), or the process's exit.
-func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out Stream) {
-	m := c.m
-	id := msg.Bytes(msg.ID)
-	cl := &call{client: c, out: out, listen: true}
-	cl.setID(id)
-	if msg.ProgressToken.Present() {
-		cl.setToken(msg.Bytes(msg.ProgressToken))
-	}
-	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
-	for {
-		if err := c.waitReady(ctx); err != nil {
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
-			return
-		}
-		m.mu.Lock()
-		if m.closed || m.readyLocked() { // as in forwardCall
-			break
-		}
-		m.mu.Unlock()
-	}
-	if c.closed || m.closed {
-		err := c.closedErrLocked()
-		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
-		return
-	}
-	if c.lookupLocked(cl.id) != nil {
-		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
-		return
-	}
-	m.registerUntimedLocked(cl)
-	cl.deadline = time.Since(m.epoch) + m.opts.Timeout // bounds the write only: not in the deadline list
-	j.upID, j.deadline = cl.upID, cl.deadline
-	c.addLocked(cl)
-	cl.sent = true
-	m.mu.Unlock()
-	m.writeJob(ctx, j)
 }
 
 // refuseModern answers a server request on a Modern Mux with an error: the
@@ -150,53 +101,6 @@ func (m *Mux) modernNotification(msg *jsonrpc.Message) {
 		m.broadcast(bytes.Clone(msg.Raw))
 	default:
 		m.toAttributed(msg)
-	}
-}
-
-// toListen delivers a notification tagged with subscription id span to the
-// stream of that listen, with the client's id in place of the tag.
-func (m *Mux) toListen(msg *jsonrpc.Message, span jsonrpc.Span) {
-	id, ok := parseUint(msg.Raw[span.Start:span.End])
-	var out Stream
-	var fwd []byte
-	m.mu.Lock()
-	// Read the call's id under the lock: it is still pending, so guarded.
-	if c := m.pending[id]; ok && c != nil && c.listen && c.out != nil {
-		out = c.out
-		fwd = jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: span, Value: c.id})
-	}
-	m.mu.Unlock()
-	if out == nil {
-		m.stats.droppedNotes.Add(1)
-		m.log.Debug("subscription notification for no open listen dropped", "method", msg.MethodName())
-		return
-	}
-	out.Send(fwd)
-}
-
-// listenCancelled is the server's notifications/cancelled, which in this
-// revision only ends a listen: its stream gets it with the client's id,
-// then the listen ends without a reply (as one the client cancelled: a
-// final result that may follow is dropped).
-func (m *Mux) listenCancelled(msg *jsonrpc.Message) {
-	id, ok := parseUint(msg.Bytes(msg.CancelRequestID))
-	m.mu.Lock()
-	c := m.pending[id]
-	if !ok || c == nil || !c.listen {
-		m.mu.Unlock()
-		m.stats.droppedNotes.Add(1)
-		return
-	}
-	delete(m.pending, id)
-	m.forgetLocked(c) // a listen holds no MaxInFlight slot: nothing to dequeue
-	m.mu.Unlock()
-	if c.out != nil {
-		edits := []jsonrpc.Edit{{Span: msg.CancelRequestID, Value: c.id}}
-		if span, _ := subscriptionSpan(msg.Raw, "params"); span.Present() {
-			edits = append(edits, jsonrpc.Edit{Span: span, Value: c.id})
-		}
-		c.out.Send(jsonrpc.Splice(nil, msg.Raw, edits...))
-		c.out.Reply(nil)
 	}
 }
 

@@ -92,8 +92,8 @@ type Options struct {
 	// 2026-07-28 (stateless) itself, used by clients of that revision
 	// only: it never initializes its upstream but probes each process
 	// generation with server/discover, forwards requests untranslated,
-	// routes subscriptions/listen streams by their subscription id and
-	// refuses server requests (see modern.go). Implies shared mode
+	// serves the clients' subscriptions/listen from one listen of its own
+	// and refuses server requests (see modern.go). Implies shared mode
 	// (Exclusive is ignored). Default false.
 	Modern bool
 	// ProbeTimeout bounds a Modern Mux's server/discover probe of each
@@ -210,8 +210,9 @@ type Mux struct {
 	sending    int       // client calls written upstream and not finished
 	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
-	level      int   // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
-	oldest     *call // deadline list, oldest first
+	hub        listenHub // Modern: the clients' listens and the gateway's own (modern_listen.go)
+	level      int       // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
+	oldest     *call     // deadline list, oldest first
 	newest     *call
 
 	epoch  time.Time   // deadlines count from here (monotonic)
@@ -252,6 +253,7 @@ func New(opts Options) *Mux {
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
 		nextID: 1, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
+		hub:   listenHub{clients: map[*listener]struct{}{}},
 		epoch: time.Now(), expiry: time.NewTimer(time.Hour),
 	}
 	m.state = State{Phase: Starting, Since: m.epoch}
@@ -305,11 +307,19 @@ func (m *Mux) Stats() Stats {
 	}
 }
 
-// Pending returns the number of requests in flight upstream (for tests and status).
+// Pending returns the number of requests in flight (for tests and status):
+// each client listen of a Modern Mux counts, the gateway's own listen
+// serving them does not.
 func (m *Mux) Pending() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.pending)
+	n := len(m.pending)
+	for _, u := range []*upListen{m.hub.cur, m.hub.retiring} {
+		if u != nil && m.ownLocked(u.call.upID) == u {
+			n--
+		}
+	}
+	return n
 }
 
 // Close fails every pending request, stops timers and waits for the Mux's
@@ -356,6 +366,7 @@ func (m *Mux) takeAllLocked() []*call {
 		calls = append(calls, c)
 	}
 	m.serverReqs = map[uint64]*serverReq{}
+	m.hub.resetLocked()
 	return calls
 }
 

@@ -1,0 +1,67 @@
+package mux
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestFilter(t *testing.T) {
+	parse := func(s string) filter {
+		var f filter
+		if err := json.Unmarshal([]byte(s), &f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tt := range []struct {
+		f, g      string
+		covers    bool
+		intersect string
+	}{
+		{`{}`, `{}`, true, `{}`},
+		{`{"toolsListChanged":true}`, `{}`, true, `{}`},
+		{`{}`, `{"toolsListChanged":true}`, false, `{}`},
+		{`{"toolsListChanged":true,"promptsListChanged":true}`, `{"promptsListChanged":true}`, true, `{"promptsListChanged":true}`},
+		{`{"resourcesListChanged":true}`, `{"resourcesListChanged":true,"toolsListChanged":false}`, true, `{"resourcesListChanged":true}`},
+		{`{"resourceSubscriptions":["a","b"]}`, `{"resourceSubscriptions":["b"]}`, true, `{"resourceSubscriptions":["b"]}`},
+		{`{"resourceSubscriptions":["a"]}`, `{"resourceSubscriptions":["a","c"]}`, false, `{"resourceSubscriptions":["a"]}`},
+	} {
+		f, g := parse(tt.f), parse(tt.g)
+		if got := f.covers(g); got != tt.covers {
+			t.Errorf("%s covers %s = %v", tt.f, tt.g, got)
+		}
+		if got, _ := json.Marshal(f.intersect(g)); string(got) != tt.intersect {
+			t.Errorf("%s ∩ %s = %s, want %s", tt.f, tt.g, got, tt.intersect)
+		}
+	}
+	f := parse(`{"toolsListChanged":true,"resourceSubscriptions":["file:///d/","test://x"]}`)
+	for _, tt := range []struct {
+		method, uri string
+		want        bool
+	}{
+		{"notifications/tools/list_changed", "", true},
+		{"notifications/prompts/list_changed", "", false},
+		{"notifications/resources/list_changed", "", false},
+		{"notifications/resources/updated", "file:///d/", true},
+		{"notifications/resources/updated", "file:///d/e/f", true},
+		{"notifications/resources/updated", "file:///dx", false},
+		{"notifications/resources/updated", "test://x/y", true},
+		{"notifications/resources/updated", "test://xy", false},
+		{"notifications/message", "", false},
+	} {
+		if got := f.wants(tt.method, tt.uri); got != tt.want {
+			t.Errorf("wants(%s, %q) = %v", tt.method, tt.uri, got)
+		}
+	}
+	for raw, ok := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{}}}`:                              true,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}`:                                                false,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":null}}`:                            false,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":1}}}`:          false,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["a"]}}}`: true,
+	} {
+		if _, got := requestedFilter([]byte(raw)); got != ok {
+			t.Errorf("requestedFilter(%s) ok = %v", raw, got)
+		}
+	}
+}
