@@ -54,7 +54,10 @@ func (m *Mux) Join(general Stream) *Client {
 // any session; the caller turns it into what that revision asks for (an
 // input_required result), never a request on the client's stream.
 func (c *Client) Stateless(version string, caps []byte) {
-	declared := parseCapabilities(append(append([]byte(`{"capabilities":`), caps...), '}'))
+	var declared capability
+	if !c.m.opts.Modern { // a Modern Mux routes no server request to anyone
+		declared = parseCapabilities(append(append([]byte(`{"capabilities":`), caps...), '}'))
+	}
 	c.m.mu.Lock()
 	c.version = version
 	c.caps = declared
