@@ -114,11 +114,18 @@ func (s *Stateless) Discover(ctx context.Context) ([]byte, error) {
 	}
 	var reply []byte
 	status, err := s.exchange(ctx, discoverRequest, nil, nil, func(msg []byte) { reply = msg })
+	var se *statusError
 	switch {
-	case err != nil && !verdictStatus(status):
-		return nil, fmt.Errorf("server/discover failed: %w", err)
+	case err != nil && errors.As(err, &se) && verdictStatus(se.code):
+		// A refusal without a JSON-RPC body: an answer about the server.
+		return nil, fmt.Errorf("%w: server/discover got HTTP %d %s", ErrNotModern, se.code, http.StatusText(se.code))
+	case errors.Is(err, errNoAnswer) && verdictStatus(status):
+		// A whole JSON body, but no answer to server/discover in it.
+		return nil, fmt.Errorf("%w: server/discover got HTTP %d without an answer", ErrNotModern, status)
 	case err != nil:
-		return nil, fmt.Errorf("%w: server/discover got HTTP %d %s", ErrNotModern, status, http.StatusText(status))
+		// A reply cut off, stalled, too big or not JSON-RPC (a proxy's
+		// page) says nothing about the server, whatever its status.
+		return nil, fmt.Errorf("server/discover failed: %w", err)
 	case status != http.StatusOK && !verdictStatus(status):
 		// A JSON-RPC error sent with a status about credentials or load.
 		return nil, fmt.Errorf("server/discover failed: HTTP %d %s: %s", status, http.StatusText(status), clipText(string(reply)))
@@ -228,6 +235,9 @@ func (e *statusError) Error() string {
 // errTooLarge is wrapped by the error of an answer over MaxMessageBytes.
 var errTooLarge = errors.New("reply exceeds the size limit")
 
+// errNoAnswer is the error of a whole JSON body without the reply.
+var errNoAnswer = errors.New("upstream replied without an answer to the request")
+
 // errNoReply is the error of a response that ended without the reply.
 var errNoReply = errors.New("upstream closed the stream before replying")
 
@@ -293,7 +303,7 @@ func (s *Stateless) exchange(ctx context.Context, msg []byte, header http.Header
 			final(reply)
 			return code, nil
 		}
-		return code, errors.New("upstream replied without an answer to the request")
+		return code, errNoAnswer
 	case isEventStream(mt):
 		if err := s.readStream(resp.Body, send, final); err != nil {
 			return code, err
