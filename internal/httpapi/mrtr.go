@@ -105,10 +105,10 @@ func (m *modernStream) Send(msg []byte) {
 		}
 		return
 	}
-	if !m.logs && isLogMessage(msg) {
+	parsed, err := jsonrpc.Parse(msg)
+	if !m.logs && err == nil && parsed.Kind == jsonrpc.KindNotification && parsed.MethodIs("notifications/message") {
 		return
 	}
-	parsed, err := jsonrpc.Parse(msg)
 	if err == nil && parsed.Kind == jsonrpc.KindRequest {
 		m.ask(&parsed)
 		return

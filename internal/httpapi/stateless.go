@@ -52,10 +52,6 @@ const statelessVersion = modern.Version
 // client's.
 func isStateless(v string) bool { return v >= statelessVersion }
 
-// legacyVersions are the session eras served beside the stateless one, for
-// server/discover's supportedVersions: newest first.
-var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
 // unservedCapabilities are server capabilities a stateless client cannot
 // use through the gateway yet: tasks and experimental ones as in shared
 // mode, and logging (per-request levels are not forwarded to a shared
@@ -211,7 +207,7 @@ func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn Stateles
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, err.Error(), nil)
 		return
 	}
-	result, err := modern.Discover(init, legacyVersions, unservedCapabilities)
+	result, err := modern.Discover(init, mux.SupportedVersions, unservedCapabilities)
 	if err != nil {
 		writeErrorID(w, http.StatusBadGateway, id, jsonrpc.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
 		return
@@ -259,12 +255,6 @@ func errorStatus(reply []byte) int {
 	return http.StatusOK
 }
 
-// isLogMessage reports whether msg is a notifications/message.
-func isLogMessage(msg []byte) bool {
-	m, err := jsonrpc.Parse(msg)
-	return err == nil && m.Kind == jsonrpc.KindNotification && m.MethodIs("notifications/message")
-}
-
 // writeProblem answers a refused stateless request.
 func writeProblem(w http.ResponseWriter, id []byte, p *modern.Problem) {
 	writeErrorID(w, p.Status, id, p.Code, p.Message, p.Data)
@@ -276,12 +266,7 @@ func writeErrorID(w http.ResponseWriter, status int, id []byte, code int, msg st
 	if len(id) == 0 {
 		id = []byte("null")
 	}
-	body := jsonrpc.ErrorResponse(id, code, msg)
-	if data != nil {
-		// {"jsonrpc":"2.0","id":ID,"error":{"code":C,"message":M}} gets
-		// ,"data":D before its two closing braces.
-		body = append(append(append(body[:len(body)-2:len(body)-2], `,"data":`...), data...), "}}"...)
-	}
+	body := (&modern.Problem{Code: code, Message: msg, Data: data}).AppendResponse(nil, id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
@@ -290,7 +275,7 @@ func writeErrorID(w http.ResponseWriter, status int, id []byte, code int, msg st
 // unsupportedData is the data of an unsupported-version error.
 func unsupportedData(requested string) []byte {
 	b := []byte(`{"supported":[`)
-	for i, v := range legacyVersions {
+	for i, v := range mux.SupportedVersions {
 		if i > 0 {
 			b = append(b, ',')
 		}

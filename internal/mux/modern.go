@@ -161,20 +161,7 @@ func (m *Mux) probeFailed(gen uint64, pe *probeError) bool {
 	m.wakeLocked()
 	m.mu.Unlock()
 	m.log.Info("server/discover probe unanswered; probing again", "gen", gen, "err", pe, "retry_in", d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-m.ctx.Done():
-		return false
-	case <-t.C:
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	again := !m.closed && m.gen == gen && m.running
-	if again {
-		m.setStateLocked(Starting, nil, time.Time{})
-	}
-	return again
+	return m.retryAfter(gen, d)
 }
 
 // Discovered waits for the outcome of a Modern Mux's probe and returns the

@@ -174,6 +174,12 @@ func (m *Mux) initFailed(gen uint64, err error) bool {
 		restarter.Restart(gen, err.Error()) // err says "initialize failed: ..."
 		return false
 	}
+	return m.retryAfter(gen, d)
+}
+
+// retryAfter waits d (or until Close), then reports whether generation gen
+// still runs, making it Starting again for one more try.
+func (m *Mux) retryAfter(gen uint64, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
