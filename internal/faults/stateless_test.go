@@ -1,0 +1,106 @@
+package faults
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// statelessRequest is a tools/call of the stateless revision (2026-07-28)
+// to server: no session, the revision's _meta and headers.
+func statelessRequest(ctx context.Context, g *testGateway, server, id, tool string, args any) *http.Request {
+	body := strings.Replace(callBody(id, tool, args, ""), `"arguments":`,
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"arguments":`, 1)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/servers/"+server+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	return req
+}
+
+// statelessChaos is a chaos server serving stateless requests by
+// translation (pinned to the session eras: no probe to wait for).
+func statelessChaos(name string, o mcptest.ChaosOptions) *config.Server {
+	s := chaosServer(name, o)
+	s.Protocol = config.ProtocolLegacy
+	return s
+}
+
+// TestFault4_StatelessInFlightAtShutdown: a 2026-07-28 request in flight
+// when the gateway stops gets a JSON-RPC error with its own id, never
+// silence or an empty body; nothing outlives the gateway.
+func TestFault4_StatelessInFlightAtShutdown(t *testing.T) {
+	base := takeBaseline()
+	journal := filepath.Join(t.TempDir(), "journal")
+	m := marker(t, "shut")
+	g := startGateway(t, newConfig(statelessChaos("shut", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	res := make(chan string, 1)
+	go func() {
+		resp, err := g.hc.Do(statelessRequest(context.Background(), g, "shut", `"s1"`, "slow", map[string]int{"ms": 600000}))
+		if err != nil {
+			res <- "error: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		res <- string(b)
+	}()
+	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+	g.stop()
+	select {
+	case body := <-res:
+		if !strings.Contains(body, `"id":"s1"`) || !strings.Contains(body, `"error"`) || strings.Count(body, `"id":"s1"`) != 1 {
+			t.Errorf("stateless request in flight at shutdown: %q, want one JSON-RPC error with its id", body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("stateless request in flight at shutdown not answered 5s after shutdown")
+	}
+	base.check(t, m)
+}
+
+// TestFault5_VanishedStatelessClient: a 2026-07-28 client that vanishes
+// mid-call (its connection closes) has its request cancelled upstream at
+// once, while another stateless client of the same process is served.
+func TestFault5_VanishedStatelessClient(t *testing.T) {
+	base := takeBaseline()
+	journal := filepath.Join(t.TempDir(), "journal")
+	m := marker(t, "gone")
+	g := startGateway(t, newConfig(statelessChaos("gone", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	ctx, vanish := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := g.hc.Do(statelessRequest(ctx, g, "gone", "1", "slow", map[string]int{"ms": 600000})); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+	vanish()
+	<-done
+	// The slow tool ends only when cancelled (600 s otherwise).
+	waitFor(t, "the vanished client's call to end upstream", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "replied slow")) > 0 })
+
+	ctx2, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := g.hc.Do(statelessRequest(ctx2, g, "gone", "1", "echo", map[string]string{"message": "still here"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "still here") {
+		t.Errorf("another stateless client after one vanished: %d %s", resp.StatusCode, b)
+	}
+	g.stop()
+	base.check(t, m)
+}
