@@ -43,6 +43,10 @@ type remoteServer struct {
 	name    string
 	client  *remote.Stateless
 	timeout time.Duration // bounds each request but a listen; 0: none
+	// reverse: "protocol": "2026-07-28", so sessions of the older eras
+	// are served by the reverse bridge (stateless requests each), not by
+	// upstream sessions.
+	reverse bool
 	log     *slog.Logger
 	ctx     context.Context    // every probe and request; ended by Close
 	cancel  context.CancelFunc // ends ctx
@@ -78,9 +82,21 @@ func newRemote(cfg *config.Server, iso *isolated, log *slog.Logger) (*remoteServ
 		iso.Close()
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
-	s := &remoteServer{isolated: iso, name: cfg.Name, client: client, timeout: cfg.Timeout, log: log}
+	s := &remoteServer{isolated: iso, name: cfg.Name, client: client, timeout: cfg.Timeout, log: log,
+		reverse: cfg.Protocol == config.ProtocolModern}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
+}
+
+// Open opens a session of the older eras: an upstream session of its own,
+// or, pinned to 2026-07-28, a session of the reverse bridge.
+func (s *remoteServer) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+	if !s.reverse {
+		return s.isolated.Open(ctx, general)
+	}
+	return newReverseConn(func(ctx context.Context, general mux.Stream) (httpapi.StatelessConn, error) {
+		return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
+	}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 }
 
 // OpenStateless opens the connection of one stateless request. The first

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
@@ -36,10 +37,11 @@ import (
 // crash, and probed again), counted in Pending, and stopped by Close.
 type shared struct {
 	// Static after construction.
-	p        *proc  // the sessions' process
+	p        *proc  // the sessions' process; nil when pinned to 2026-07-28
 	name     string // server name
 	protocol string // config.Protocol*; "" counts as auto
 	spawn    func() (*proc, error)
+	timeout  time.Duration // a request's (config "timeout"): a reverse session's, input rounds included
 	log      *slog.Logger
 
 	// stops are the background stops of second processes found legacy;
@@ -56,28 +58,40 @@ type shared struct {
 }
 
 func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared, error) {
-	p, err := start(cfg, opts, sharedPipeBytes, log)
-	if err != nil {
-		return nil, err
+	// A server pinned to 2026-07-28 has no sessions' process: its
+	// sessions of the older eras are served by the reverse bridge.
+	var p *proc
+	if cfg.Protocol != config.ProtocolModern {
+		var err error
+		if p, err = start(cfg, opts, sharedPipeBytes, log); err != nil {
+			return nil, err
+		}
 	}
 	modernOpts := opts
 	modernOpts.Modern = true
 	modernLog := log.With("era", mux.ModernVersion)
 	modernOpts.Logger = modernLog
 	s := &shared{
-		p: p, name: cfg.Name, protocol: cfg.Protocol, log: log,
+		p: p, name: cfg.Name, protocol: cfg.Protocol, timeout: cfg.Timeout, log: log,
 		spawn: func() (*proc, error) { return start(cfg, modernOpts, sharedPipeBytes, modernLog) },
 	}
 	if s.protocol == config.ProtocolModern {
 		if _, err := s.modernProc(); err != nil {
-			p.stop()
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
+// Open opens a session of the older eras: a client of the sessions'
+// process, or of the reverse bridge when the server is pinned to
+// 2026-07-28 (each of the session's requests a stateless one).
 func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, error) {
+	if s.p == nil {
+		return newReverseConn(func(ctx context.Context, general mux.Stream) (httpapi.StatelessConn, error) {
+			return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
+		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
+	}
 	return s.p.m.Join(general), nil
 }
 
@@ -215,13 +229,18 @@ func (s *shared) Close() {
 	if mp != nil {
 		wg.Go(mp.stop)
 	}
-	s.p.stop()
+	if s.p != nil {
+		s.p.stop()
+	}
 	wg.Wait()
 	s.stops.Wait()
 }
 
 func (s *shared) Pending() int {
-	n := s.p.m.Pending()
+	var n int
+	if s.p != nil {
+		n = s.p.m.Pending()
+	}
 	s.mu.Lock()
 	mp := s.modern
 	s.mu.Unlock()

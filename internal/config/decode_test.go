@@ -383,10 +383,14 @@ func TestParseProblems(t *testing.T) {
 		{"protocol", `{"mcpServers": {"a": {"command": "x", "protocol": "2026-07-28"}, "b": {"command": "x", "protocol": "legacy"}}}`, nil},
 		{"bad protocol", `{"mcpServers": {"a": {"command": "x", "protocol": "2025-11-25"}}}`,
 			[]string{`mcpServers.a.protocol: "2025-11-25" is not one of "auto", "2026-07-28", "legacy"`}},
-		{"protocol needs a shared stdio server", `{"mcpServers": {"s": {"command": "x", "isolation": "session", "protocol": "legacy"},
-		  "r": {"url": "https://mcp.example/mcp", "protocol": "2026-07-28"}, "a": {"url": "https://mcp.example/mcp", "protocol": "auto"}}}`, []string{
-			`mcpServers.r.protocol: "2026-07-28" is only valid for "stdio" servers with "isolation": "shared" (others serve no stateless requests through a process of their own); use "auto"`,
-			`mcpServers.s.protocol: "legacy" is only valid for "stdio" servers with "isolation": "shared" (others serve no stateless requests through a process of their own); use "auto"`,
+		{"protocol per server type", `{"mcpServers": {"s": {"command": "x", "isolation": "session", "protocol": "legacy"},
+		  "r": {"url": "https://mcp.example/mcp", "protocol": "2026-07-28"}, "a": {"url": "https://mcp.example/mcp", "protocol": "auto"},
+		  "l": {"url": "https://mcp.example/mcp", "protocol": "legacy"},
+		  "e": {"type": "sse", "url": "https://mcp.example/sse", "protocol": "legacy"},
+		  "m": {"type": "sse", "url": "https://mcp.example/sse", "protocol": "2026-07-28"}}}`, []string{
+			`mcpServers.e.protocol: "legacy" is only valid for "stdio" servers (the gateway runs no process for a remote one to translate for); use "auto"`,
+			`mcpServers.l.protocol: "legacy" is only valid for "stdio" servers (the gateway runs no process for a remote one to translate for); use "auto"`,
+			`mcpServers.m.protocol: "2026-07-28" is not valid for an "sse" server (the legacy transport has no 2026-07-28); use "auto"`,
 		}},
 		{"prewarm with shared", `{"mcpServers": {"a": {"command": "x", "prewarm": 2}}}`,
 			[]string{`mcpServers.a.prewarm: only valid with "isolation": "session" (a shared server has one process)`}},

@@ -183,9 +183,13 @@ func (s *Server) check(ps *Problems, path string) {
 	}
 	switch s.Protocol {
 	case ProtocolAuto:
-	case ProtocolModern, ProtocolLegacy:
-		if s.Type != TypeStdio || s.Isolation != IsolationShared {
-			ps.add(join(path, "protocol"), `%q is only valid for "stdio" servers with "isolation": "shared" (others serve no stateless requests through a process of their own); use "auto"`, s.Protocol)
+	case ProtocolModern:
+		if s.Type == TypeSSE {
+			ps.add(join(path, "protocol"), `%q is not valid for an "sse" server (the legacy transport has no 2026-07-28); use "auto"`, s.Protocol)
+		}
+	case ProtocolLegacy:
+		if s.Type != TypeStdio {
+			ps.add(join(path, "protocol"), `%q is only valid for "stdio" servers (the gateway runs no process for a remote one to translate for); use "auto"`, s.Protocol)
 		}
 	default:
 		ps.add(join(path, "protocol"), `%q is not one of "auto", "2026-07-28", "legacy"`, s.Protocol)

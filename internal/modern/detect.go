@@ -54,11 +54,7 @@ func IsInputRequest(msg *jsonrpc.Message) bool {
 	if msg.Kind != jsonrpc.KindRequest {
 		return false
 	}
-	switch msg.MethodName() {
-	case "sampling/createMessage", "elicitation/create", "roots/list":
-		return true
-	}
-	return false
+	return IsInputMethod(msg.MethodName())
 }
 
 // removed reports whether method is gone from 2026-07-28 (changelog;
