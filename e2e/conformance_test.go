@@ -130,9 +130,11 @@ func TestConformance(t *testing.T) {
 // each; every scored scenario must pass.
 func TestConformanceRemote(t *testing.T) {
 	requirePeers(t, node22, everythingServer, conformanceJS["stable"], conformanceJS["alpha"])
+	stateless := startEverythingHTTP(t, true)
 	base := startGateway(t, gatewayConfig{MCPServers: map[string]serverConfig{
-		"remote":        {Type: "http", URL: startEverythingHTTP(t, false)},
-		"remote-modern": {Type: "http", URL: startEverythingHTTP(t, true)},
+		"remote":         {Type: "http", URL: startEverythingHTTP(t, false)},
+		"remote-modern":  {Type: "http", URL: stateless},
+		"remote-reverse": {Type: "http", URL: stateless, Protocol: "2026-07-28"},
 	}})
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
@@ -143,6 +145,12 @@ func TestConformanceRemote(t *testing.T) {
 			runConformance(t, s, url, "")
 		})
 	}
+	// The same stateless server pinned to 2026-07-28: session-era clients go through the reverse
+	// bridge, each request a stateless POST to the remote.
+	t.Run("reverse/required-2025-11-25", func(t *testing.T) {
+		required := suites[slices.IndexFunc(suites, func(s conformanceSuite) bool { return s.requirements == "2025-11-25" })]
+		runConformance(t, required, base+"/servers/remote-reverse/mcp", reverseRequiredBaseline)
+	})
 }
 
 // TestConformanceBaseline runs the suites against the Go SDK's conformance server served
