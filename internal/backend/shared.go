@@ -21,8 +21,10 @@ import (
 // answers them natively (a Go SDK server that did would ask its client with
 // server requests where a stateless client needs input_required results,
 // and input_required results are what the gateway must pass through
-// untouched). Otherwise they are translated through the first process
-// (httpapi does that).
+// untouched). Otherwise they are translated (httpapi does that) for
+// translation processes: initialized like the first, but with the client
+// capabilities the request declared, and none taking new requests while
+// one of its requests waits for a client's input (translate.go).
 //
 // Config "protocol": "legacy" never starts the second process; "auto"
 // starts it on the first stateless request and, unless a probe of it
@@ -33,8 +35,9 @@ import (
 // "2026-07-28" starts it with the Server and never falls back: stateless
 // requests get an error naming why while it is not ready.
 //
-// The second process is supervised like the first (restarted after a
-// crash, and probed again), counted in Pending, and stopped by Close.
+// The second process and the translation processes are supervised like the
+// first (restarted after a crash, the second probed again), counted in
+// Pending, and stopped by Close.
 type shared struct {
 	// Static after construction.
 	p        *proc  // the sessions' process; nil when pinned to 2026-07-28
@@ -42,6 +45,7 @@ type shared struct {
 	protocol string // config.Protocol*; "" counts as auto
 	spawn    func() (*proc, error)
 	timeout  time.Duration // a request's (config "timeout"): a reverse session's, input rounds included
+	trans    *translation  // the translated stateless requests' processes
 	log      *slog.Logger
 
 	// stops are the background stops of second processes found legacy;
@@ -55,6 +59,9 @@ type shared struct {
 	modern *proc // the stateless requests' process; nil before it starts and after a fallback
 	legacy error // auto: why stateless requests are translated; once set, for good
 	probed bool  // a probe of modern succeeded once
+	// reverse: p refused initialize and the server speaks 2026-07-28
+	// alone (auto); p is stopped and sessions take the reverse bridge.
+	reverse bool
 }
 
 func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared, error) {
@@ -74,6 +81,7 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 	s := &shared{
 		p: p, name: cfg.Name, protocol: cfg.Protocol, timeout: cfg.Timeout, log: log,
 		spawn: func() (*proc, error) { return start(cfg, modernOpts, sharedPipeBytes, modernLog) },
+		trans: newTranslation(cfg, opts, log),
 	}
 	if s.protocol == config.ProtocolModern {
 		if _, err := s.modernProc(); err != nil {
@@ -86,8 +94,15 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 // Open opens a session of the older eras: a client of the sessions'
 // process, or of the reverse bridge when the server is pinned to
 // 2026-07-28 (each of the session's requests a stateless one).
-func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, error) {
-	if s.p == nil {
+//
+// With "protocol": "auto", a server whose sessions' process refuses
+// initialize (an error answer, not a crash) while its second process
+// answers server/discover as a 2026-07-28 server speaks that revision
+// alone: its sessions take the reverse bridge too. (A session opened
+// while the first initialize is still unanswered joins the process, and
+// gets the refusal.)
+func (s *shared) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+	if s.p == nil || s.isReverse() || s.modernOnly(ctx) {
 		return newReverseConn(func(ctx context.Context, general mux.Stream) (httpapi.StatelessConn, error) {
 			return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
 		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
@@ -95,11 +110,63 @@ func (s *shared) Open(_ context.Context, general mux.Stream) (httpapi.Conn, erro
 	return s.p.m.Join(general), nil
 }
 
+// modernOnly reports, for "auto", that the sessions' process refused
+// initialize and the server speaks 2026-07-28 (probing it if not yet).
+func (s *shared) modernOnly(ctx context.Context) bool {
+	if s.protocol == config.ProtocolLegacy {
+		return false
+	}
+	if s.p.m.InitRefused() == nil {
+		return false
+	}
+	// As a stateless request would: the probe, and the fallback when it
+	// finds no 2026-07-28 server, are OpenStateless's.
+	c, err := s.OpenStateless(ctx, discard{}, mux.ModernVersion, nil)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if !c.Passthrough() {
+		return false
+	}
+	// For good: the sessions' process is stopped rather than restarted
+	// and refused again forever.
+	s.mu.Lock()
+	if s.closed || s.reverse {
+		s.mu.Unlock()
+		return true
+	}
+	s.reverse = true
+	s.stops.Add(1)
+	s.mu.Unlock()
+	s.log.Info("the server refuses initialize and speaks "+mux.ModernVersion+": its sessions of the older eras take the reverse bridge", "server", s.name)
+	go func() {
+		defer s.stops.Done()
+		s.p.stop()
+	}()
+	return true
+}
+
+// isReverse reports that modernOnly found the server speaks 2026-07-28
+// alone.
+func (s *shared) isReverse() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reverse
+}
+
+// discard is a stream nothing is sent to.
+type discard struct{}
+
+func (discard) Send([]byte)  {}
+func (discard) Reply([]byte) {}
+
 // OpenStateless opens the connection of one request of the stateless
 // revision: a client of the second process when the server speaks the
-// revision (its Passthrough reports true), else a client of the sessions'
-// process that never initializes. It waits for the second process's probe
-// (bounded by ctx, the probe's timeout and the multiplexer's start wait).
+// revision (its Passthrough reports true), else a connection that takes a
+// translation process on first use (translate.go). It waits for the second
+// process's probe (bounded by ctx, the probe's timeout and the
+// multiplexer's start wait).
 func (s *shared) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
 	p, err := s.modernProc()
 	if err != nil {
@@ -111,9 +178,7 @@ func (s *shared) OpenStateless(ctx context.Context, general mux.Stream, version 
 			return c, err
 		}
 	}
-	c := s.p.m.Join(general)
-	c.Stateless(version, caps)
-	return c, nil
+	return s.trans.open(general, version, caps)
 }
 
 // modernProc returns the second process, starting it on first use; nil
@@ -216,20 +281,21 @@ func (s *shared) fallBack(p *proc, why error) {
 	}()
 }
 
-// Close stops both processes, in parallel, and waits for them and for
+// Close stops every process, in parallel, and waits for them and for
 // stops begun by a fallback. The second process's probe (or a request
 // waiting for it) ends at once.
 func (s *shared) Close() {
 	s.mu.Lock()
 	s.closed = true
-	mp := s.modern
+	mp, reverse := s.modern, s.reverse
 	s.modern = nil
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	if mp != nil {
 		wg.Go(mp.stop)
 	}
-	if s.p != nil {
+	wg.Go(s.trans.close)
+	if s.p != nil && !reverse {
 		s.p.stop()
 	}
 	wg.Wait()
@@ -247,7 +313,7 @@ func (s *shared) Pending() int {
 	if mp != nil {
 		n += mp.m.Pending()
 	}
-	return n
+	return n + s.trans.pending()
 }
 
 // Interface guards.

@@ -189,8 +189,8 @@ func TestStatelessModernServerDetected(t *testing.T) {
 
 // TestStatelessLegacyServerFallsBack: a server that answers server/discover
 // with an error is of the session eras: the second process is stopped,
-// stateless requests go to the sessions' process (translation), and no
-// second process is started again.
+// stateless requests are translated (for an initialized translation
+// process beside the sessions'), and no second process is started again.
 func TestStatelessLegacyServerFallsBack(t *testing.T) {
 	s, marker := newMarked(t, "legacy", mcptest.FakeOptions{}, config.ProtocolAuto)
 	c := openStateless(t, s, `{}`)
@@ -200,12 +200,15 @@ func TestStatelessLegacyServerFallsBack(t *testing.T) {
 	if got := toolText(callTool(t, c, "initialized", `{}`)); got != "true" {
 		t.Errorf("served by a process that was not initialized: %q", got)
 	}
-	waitFor(t, "the second process to stop", func() bool { return len(mcptest.Procs(marker)) == 1 })
+	// The sessions' process and the translation process remain.
+	waitFor(t, "the second process to stop", func() bool { return len(mcptest.Procs(marker)) == 2 })
 	if c := openStateless(t, s, `{}`); passthrough(c) {
 		t.Error("passed through after the fallback")
+	} else if got := toolText(callTool(t, c, "initialized", `{}`)); got != "true" {
+		t.Errorf("after the fallback, served by a process that was not initialized: %q", got)
 	}
-	if n := len(mcptest.Procs(marker)); n != 1 {
-		t.Errorf("%d processes after the fallback, want 1: the verdict is kept", n)
+	if n := len(mcptest.Procs(marker)); n != 2 {
+		t.Errorf("%d processes after the fallback, want 2: the verdict is kept", n)
 	}
 }
 
@@ -308,13 +311,21 @@ func TestStatelessCloseWhileProbing(t *testing.T) {
 	}
 }
 
-// TestStatelessProtocolSettings: "2026-07-28" starts the second process
-// with the server and refuses stateless requests with the probe's verdict
-// when it is not such a server; "legacy" never starts it.
+// TestStatelessProtocolSettings: "2026-07-28" starts the stateless
+// requests' process with the server, and no sessions' process (sessions
+// take the reverse bridge), and refuses stateless requests with the
+// probe's verdict when it is not such a server; "legacy" never starts it.
 func TestStatelessProtocolSettings(t *testing.T) {
 	t.Run("2026-07-28", func(t *testing.T) {
 		s, marker := newMarked(t, "forced", mcptest.FakeOptions{}, config.ProtocolModern)
-		waitFor(t, "both processes at start", func() bool { return len(mcptest.Procs(marker)) == 2 })
+		waitFor(t, "the process at start", func() bool { return len(mcptest.Procs(marker)) == 1 })
+		if c, err := s.Open(context.Background(), newRecorder()); err != nil {
+			t.Fatal(err)
+		} else if _, ok := c.(*reverseConn); !ok {
+			t.Errorf("a session pinned to 2026-07-28 is a %T, want the reverse bridge", c)
+		} else {
+			c.Close()
+		}
 		_, err := s.(httpapi.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
 		if !errors.Is(err, mux.ErrNotModern) || !strings.Contains(err.Error(), "-32601") || !strings.Contains(err.Error(), `"protocol"`) {
 			t.Errorf("OpenStateless: %v; want the probe's verdict and the setting", err)

@@ -65,6 +65,10 @@ type FakeOptions struct {
 	// an unknown method (-32601), as on a server of the session eras.
 	Modern bool
 
+	// ModernOnly makes a Modern fake a server of 2026-07-28 alone: it
+	// refuses initialize (-32601, as a method the revision removed).
+	ModernOnly bool
+
 	// IgnoreDiscover makes the fake never answer server/discover, as some
 	// servers of the session eras ignore every request before initialize.
 	IgnoreDiscover bool

@@ -56,22 +56,42 @@ type server struct {
 
 	mu sync.Mutex
 	// guarded by mu:
-	level       string                   // last logging/setLevel level
-	cancelled   []json.RawMessage        // request ids named by notifications/cancelled, in order
-	inflight    map[string]chan struct{} // request id -> closed when cancelled
-	outgoing    map[string]chan message  // our request id -> its reply
-	nextOut     int                      // last id used for a server-to-client request
-	subscribed  map[string]bool          // resource URIs subscribed to
-	initialized bool                     // initialize was received
+	level       string                  // last logging/setLevel level
+	cancelled   []json.RawMessage       // request ids named by notifications/cancelled, in order
+	inflight    map[string]*inflightReq // request id -> the request, while it runs
+	cancelCalls []callRecord            // the requests notifications/cancelled cancelled while in flight, in order
+	outgoing    map[string]chan message // our request id -> its reply
+	nextOut     int                     // last id used for a server-to-client request
+	subscribed  map[string]bool         // resource URIs subscribed to
+	initialized bool                    // initialize was received
+	clientCaps  json.RawMessage         // the capabilities of the initialize received
+
+	// lmu orders what is written about listens (acknowledgements, tagged
+	// notifications, final results); taken before wmu, never with mu.
+	lmu     sync.Mutex
+	listens map[string]*fakeListen // guarded by lmu: open subscriptions/listen requests (Modern), by id
 
 	wg sync.WaitGroup // request handlers
+}
+
+// inflightReq is a request being handled.
+type inflightReq struct {
+	done chan struct{} // closed when cancelled
+	rec  callRecord
+}
+
+// callRecord is a request as the tool "calls" reports it.
+type callRecord struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 func newServer(opts FakeOptions, out io.Writer) *server {
 	return &server{
 		opts:       opts,
 		out:        out,
-		inflight:   make(map[string]chan struct{}),
+		inflight:   make(map[string]*inflightReq),
+		listens:    make(map[string]*fakeListen),
 		outgoing:   make(map[string]chan message),
 		subscribed: make(map[string]bool),
 	}
@@ -117,14 +137,16 @@ func (s *server) dispatch(line []byte) {
 		done := make(chan struct{})
 		key := idKey(m.ID)
 		s.mu.Lock()
-		s.inflight[key] = done
+		s.inflight[key] = &inflightReq{done: done, rec: callRecord{Method: m.Method, Params: m.Params}}
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer func() {
 				s.mu.Lock()
-				delete(s.inflight, key)
+				if r := s.inflight[key]; r != nil && r.done == done {
+					delete(s.inflight, key)
+				}
 				s.mu.Unlock()
 			}()
 			s.handleRequest(m, done)
@@ -155,9 +177,10 @@ func (s *server) handleNotification(m message) {
 		}
 		s.mu.Lock()
 		s.cancelled = append(s.cancelled, p.RequestID)
-		if ch, ok := s.inflight[idKey(p.RequestID)]; ok {
-			close(ch)
+		if r, ok := s.inflight[idKey(p.RequestID)]; ok {
+			close(r.done)
 			delete(s.inflight, idKey(p.RequestID))
+			s.cancelCalls = append(s.cancelCalls, r.rec)
 		}
 		s.mu.Unlock()
 	default:
@@ -236,6 +259,10 @@ var errCancelled = fmt.Errorf("cancelled")
 func (s *server) handleRequest(m message, done <-chan struct{}) {
 	switch m.Method {
 	case "initialize":
+		if s.opts.ModernOnly {
+			s.replyError(m.ID, codeMethodNotFound, "method not found: initialize (this server speaks 2026-07-28 only)")
+			return
+		}
 		s.mu.Lock()
 		s.initialized = true
 		s.mu.Unlock()
@@ -254,6 +281,12 @@ func (s *server) handleRequest(m message, done <-chan struct{}) {
 		s.reply(m.ID, map[string]any{"tools": toolList})
 	case "tools/call":
 		s.callTool(m, done)
+	case "subscriptions/listen":
+		if !s.opts.Modern {
+			s.replyError(m.ID, codeMethodNotFound, "method not found: "+m.Method)
+			return
+		}
+		s.listen(m, done)
 	case "logging/setLevel":
 		var p struct {
 			Level string `json:"level"`
@@ -299,9 +332,13 @@ func (s *server) handleRequest(m message, done <-chan struct{}) {
 
 func (s *server) initialize(m message) {
 	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
+	s.mu.Lock()
+	s.clientCaps = p.Capabilities
+	s.mu.Unlock()
 	version := protocolVersions[0]
 	if slices.Contains(protocolVersions, p.ProtocolVersion) {
 		version = p.ProtocolVersion

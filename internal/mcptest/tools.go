@@ -13,23 +13,28 @@ import (
 var toolList = []map[string]any{
 	tool("echo", "Returns message. With params._meta.progressToken, first sends progress 1..3 of 3.",
 		map[string]any{"message": prop("string")}, "message"),
-	tool("slow", "Waits ms milliseconds, or until cancelled (then sends no reply); returns \"done\".",
-		map[string]any{"ms": prop("integer")}, "ms"),
+	tool("slow", "Waits ms milliseconds, or until cancelled (then sends no reply); returns \"done\". "+
+		"With started and params._meta.progressToken, first sends progress 0 of 1.",
+		map[string]any{"ms": prop("integer"), "started": prop("boolean")}, "ms"),
 	tool("crash", "Exits the server process with status 3, without replying.", nil),
 	tool("sample", "Asks the client for sampling/createMessage with prompt; returns its text.",
 		map[string]any{"prompt": prop("string")}, "prompt"),
 	tool("roots", "Asks the client for roots/list; returns the result JSON as text.", nil),
 	tool("log", "Sends notifications/message at level (if not below logging/setLevel); returns \"logged\" or \"filtered\".",
 		map[string]any{"level": prop("string"), "message": prop("string")}, "level", "message"),
-	tool("touch", "Sends notifications/resources/updated for uri (subscribed or not); returns \"touched\".",
+	tool("touch", "Sends notifications/resources/updated for uri (subscribed or not; while listens are open: to those that select it); returns \"touched\".",
 		map[string]any{"uri": prop("string")}, "uri"),
-	tool("list_changed", "Sends notifications/tools/list_changed; returns \"ok\".", nil),
+	tool("list_changed", "Sends notifications/<kind>/list_changed (kind tools, the default, prompts or resources; while listens are open: to those that select it); returns \"ok\".",
+		map[string]any{"kind": prop("string")}),
 	tool("big", "Returns a text of bytes 'x' characters.",
 		map[string]any{"bytes": prop("integer")}, "bytes"),
 	tool("cancelled", "Returns the JSON array of request ids named by notifications/cancelled so far.", nil),
 	tool("level", "Returns the last logging/setLevel level, or \"\".", nil),
 	tool("initialized", "Returns \"true\" if this process received initialize, else \"false\".", nil),
 	tool("pid", "Returns the process id of this process.", nil),
+	tool("capabilities", "Returns the client capabilities of the initialize this process received (JSON), or \"\".", nil),
+	tool("calls", "Returns the JSON {\"inflight\":[...],\"cancelled\":[...]}: the method and params of the requests in flight (this one excluded) and of those notifications/cancelled cancelled while in flight.", nil),
+	tool("end_listens", "Ends every open subscriptions/listen with its final result; returns how many.", nil),
 }
 
 func tool(name, desc string, props map[string]any, required ...string) map[string]any {
@@ -81,6 +86,8 @@ type toolArgs struct {
 	Level   string  `json:"level"`
 	URI     string  `json:"uri"`
 	Bytes   int     `json:"bytes"`
+	Kind    string  `json:"kind"`
+	Started bool    `json:"started"`
 }
 
 // callTool runs tools/call. done is closed if the request is cancelled.
@@ -108,6 +115,9 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		}
 		s.reply(m.ID, textResult(a.Message, false))
 	case "slow":
+		if tok := p.Meta.ProgressToken; a.Started && len(tok) > 0 && string(tok) != "null" {
+			s.notify("notifications/progress", map[string]any{"progressToken": tok, "progress": 0, "total": 1})
+		}
 		t := time.NewTimer(time.Duration(a.MS * float64(time.Millisecond)))
 		defer t.Stop()
 		select {
@@ -140,10 +150,24 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		s.notify("notifications/message", map[string]any{"level": a.Level, "logger": "fake", "data": a.Message})
 		s.reply(m.ID, textResult("logged", false))
 	case "touch":
-		s.notify("notifications/resources/updated", map[string]any{"uri": a.URI})
+		if !s.toListens("notifications/resources/updated", a.URI, map[string]any{"uri": a.URI}) {
+			s.notify("notifications/resources/updated", map[string]any{"uri": a.URI})
+		}
 		s.reply(m.ID, textResult("touched", false))
 	case "list_changed":
-		s.notify("notifications/tools/list_changed", struct{}{})
+		kind := a.Kind
+		switch kind {
+		case "":
+			kind = "tools"
+		case "tools", "prompts", "resources":
+		default:
+			s.replyError(m.ID, codeInvalidParams, "kind must be tools, prompts or resources")
+			return
+		}
+		method := "notifications/" + kind + "/list_changed"
+		if !s.toListens(method, "", nil) {
+			s.notify(method, struct{}{})
+		}
 		s.reply(m.ID, textResult("ok", false))
 	case "big":
 		s.reply(m.ID, textResult(strings.Repeat("x", max(a.Bytes, 0)), false))
@@ -162,8 +186,30 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		init := s.initialized
 		s.mu.Unlock()
 		s.reply(m.ID, textResult(strconv.FormatBool(init), false))
+	case "capabilities":
+		s.mu.Lock()
+		caps := string(s.clientCaps)
+		s.mu.Unlock()
+		s.reply(m.ID, textResult(caps, false))
 	case "pid":
 		s.reply(m.ID, textResult(strconv.Itoa(os.Getpid()), false))
+	case "calls":
+		self := idKey(m.ID)
+		out := struct {
+			Inflight  []callRecord `json:"inflight"`
+			Cancelled []callRecord `json:"cancelled"`
+		}{Inflight: []callRecord{}} // [] rather than null when none
+		s.mu.Lock()
+		for k, r := range s.inflight {
+			if k != self {
+				out.Inflight = append(out.Inflight, r.rec)
+			}
+		}
+		out.Cancelled = append([]callRecord{}, s.cancelCalls...)
+		s.mu.Unlock()
+		s.reply(m.ID, textResult(string(mustJSON(out)), false))
+	case "end_listens":
+		s.reply(m.ID, textResult(strconv.Itoa(s.endListens()), false))
 	default:
 		s.replyError(m.ID, codeInvalidParams, "unknown tool: "+p.Name)
 	}

@@ -57,8 +57,12 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 			return nil
 		}
 	} else {
+		caps := m.opts.ClientCapabilities
+		if caps == nil {
+			caps = []byte(gatewayCapabilities)
+		}
 		params = fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"mcpgate","version":%q}}`,
-			LatestVersion, gatewayCapabilities, m.opts.Version)
+			LatestVersion, caps, m.opts.Version)
 	}
 	reply, err := m.roundTrip(gen, "initialize", params, m.opts.InitTimeout)
 	if err == nil && !m.opts.Exclusive {
@@ -113,6 +117,24 @@ type rpcError struct {
 
 func (e *rpcError) Error() string {
 	return fmt.Sprintf("the server answered with error %d: %s", e.Code, e.Message)
+}
+
+// refusedErr reports whether err (a State's Reason) is the server's error
+// answer to the gateway's own request, its initialize among them, rather
+// than a crash, a timeout or a shutdown: a server of 2026-07-28 alone
+// refuses initialize so.
+func refusedErr(err error) bool {
+	var re *rpcError
+	return errors.As(err, &re)
+}
+
+// InitRefused returns the server's error answer to the gateway's
+// initialize since the server was last ready, or nil: a server that
+// refuses initialize may speak 2026-07-28 alone.
+func (m *Mux) InitRefused() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused
 }
 
 // errorOf decodes an error response (slow path only).
@@ -238,7 +260,7 @@ func (m *Mux) markReady(gen uint64) bool {
 	if m.closed || m.gen != gen || !m.running {
 		return false // the process is gone: waiters wait for the next one
 	}
-	m.readyGen, m.initFails = gen, 0
+	m.readyGen, m.initFails, m.refused = gen, 0, nil
 	m.setStateLocked(Ready, nil, time.Time{})
 	close(m.ready)
 	m.ready = make(chan struct{})

@@ -88,6 +88,16 @@ type Options struct {
 	Version string // gateway version, sent as clientInfo.version
 	Logger  *slog.Logger
 
+	// ClientCapabilities is the capabilities object (raw JSON) the
+	// gateway's own initialize of a shared upstream declares. Default:
+	// every client capability the gateway can route to some session
+	// (sampling, elicitation in form and URL mode, roots). A process
+	// serving only clients that declared less is initialized with what
+	// they declared, so that a server checking the client's capabilities
+	// sees the truth. Ignored in exclusive mode (the client's own
+	// initialize is forwarded).
+	ClientCapabilities []byte
+
 	// Modern makes a Mux for a server that speaks protocol version
 	// 2026-07-28 (stateless) itself, used by clients of that revision
 	// only: it never initializes its upstream but probes each process
@@ -203,6 +213,7 @@ type Mux struct {
 	ready      chan struct{} // closed when readyGen == gen; else closed and replaced to wake waiters
 	state      State
 	initFails  int       // failed initializes in a row (remote retry backoff)
+	refused    error     // the server's error answer to initialize since it was last ready (InitRefused)
 	initResult []byte    // shared mode: upstream initialize result
 	upVersion  string    // shared mode: protocol version the upstream agreed
 	discover   []byte    // Modern: the server/discover result of the latest probe that succeeded

@@ -162,6 +162,9 @@ func (m *Mux) initFailed(gen uint64, err error) bool {
 	d := initRetryMin << min(m.initFails, 5)
 	d = min(d, initRetryMax)
 	m.initFails++
+	if refusedErr(err) {
+		m.refused = err
+	}
 	restarter := m.restarter
 	var retryAt time.Time
 	if restarter == nil {
