@@ -233,12 +233,14 @@ func (c *chaos) request(m message, line []byte) {
 		done := make(chan struct{})
 		key := idKey(m.ID)
 		c.s.mu.Lock()
-		c.s.inflight[key] = done
+		c.s.inflight[key] = &inflightReq{done: done, rec: callRecord{Method: m.Method, Params: m.Params}}
 		c.s.mu.Unlock()
 		c.s.wg.Go(func() {
 			c.s.handleRequest(m, done)
 			c.s.mu.Lock()
-			delete(c.s.inflight, key)
+			if r := c.s.inflight[key]; r != nil && r.done == done {
+				delete(c.s.inflight, key)
+			}
 			c.s.mu.Unlock()
 			c.journal("replied " + p.Name)
 		})

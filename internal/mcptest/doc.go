@@ -18,7 +18,9 @@
 // every write to stdout goes through one mutex so that lines never interleave.
 // The fake's shared state (log level, cancelled ids, in-flight requests,
 // pending server-to-client requests) is guarded by one mutex, never held while
-// writing.
+// writing. Its open subscriptions/listen requests (FakeOptions.Modern) have a
+// mutex of their own, held while writing about them, so that a listen's
+// acknowledgement, its notifications and its final result stay in order.
 //
 // Nothing here may be imported by non-test code.
 package mcptest

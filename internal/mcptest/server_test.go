@@ -287,3 +287,89 @@ func TestProcsFindsGrandchild(t *testing.T) {
 		t.Fatalf("still alive after SIGKILL to the group: %v", left)
 	}
 }
+
+// TestModernListen: with Modern, subscriptions/listen is acknowledged
+// (tagged with its id), gets the list_changed and touch notifications its
+// filter selects, tagged, and ends with a tagged final result when
+// cancelled or ended by end_listens; with no listen open the
+// notifications go untagged, as before.
+func TestModernListen(t *testing.T) {
+	c := startFake(t, FakeOptions{Modern: true})
+	tag := func(m message) string {
+		var p struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		}
+		b := m.Params
+		if m.Method == "" {
+			b = m.Result
+		}
+		json.Unmarshal(b, &p)
+		return string(p.Meta[subscriptionKey])
+	}
+	c.request("L", "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "resourceSubscriptions": []string{"mem://dir/"}}})
+	if m := c.next(); m.Method != "notifications/subscriptions/acknowledged" || tag(m) != `"L"` || !strings.Contains(string(m.Params), `"resourceSubscriptions":["mem://dir/"]`) {
+		t.Fatalf("acknowledgement: %s %s", m.Method, m.Params)
+	}
+	c.request(1, "tools/call", callTool("list_changed", map[string]any{"kind": "tools"}))
+	if m := c.next(); m.Method != "notifications/tools/list_changed" || tag(m) != `"L"` {
+		t.Fatalf("tools/list_changed: %s %s", m.Method, m.Params)
+	}
+	if m := c.next(); string(m.ID) != "1" {
+		t.Fatalf("reply to 1: %+v", m)
+	}
+	c.request(2, "tools/call", callTool("list_changed", map[string]any{"kind": "prompts"})) // not selected
+	if m := c.next(); string(m.ID) != "2" {
+		t.Fatalf("want only the reply to 2, got %+v", m)
+	}
+	c.request(3, "tools/call", callTool("touch", map[string]any{"uri": "mem://dir/a"}))
+	if m := c.next(); m.Method != "notifications/resources/updated" || tag(m) != `"L"` || !strings.Contains(string(m.Params), `"uri":"mem://dir/a"`) {
+		t.Fatalf("resources/updated: %s %s", m.Method, m.Params)
+	}
+	if m := c.next(); string(m.ID) != "3" {
+		t.Fatalf("reply to 3: %+v", m)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "L"}})
+	if m := c.next(); string(m.ID) != `"L"` || tag(m) != `"L"` || !strings.Contains(string(m.Result), `"resultType":"complete"`) {
+		t.Fatalf("final result of the cancelled listen: %+v", m)
+	}
+	c.request(4, "tools/call", callTool("list_changed", nil)) // no listen: untagged
+	if m := c.next(); m.Method != "notifications/tools/list_changed" || tag(m) != "" {
+		t.Fatalf("untagged tools/list_changed: %s %s", m.Method, m.Params)
+	}
+	c.next()
+
+	c.request(5, "subscriptions/listen", map[string]any{"notifications": map[string]any{"promptsListChanged": true}})
+	if m := c.next(); m.Method != "notifications/subscriptions/acknowledged" || tag(m) != "5" {
+		t.Fatalf("acknowledgement: %s %s", m.Method, m.Params)
+	}
+	c.request(6, "tools/call", callTool("end_listens", nil))
+	if m := c.next(); string(m.ID) != "5" || tag(m) != "5" {
+		t.Fatalf("final result of the ended listen: %+v", m)
+	}
+	if text, _ := toolText(t, c.next()); text != "1" {
+		t.Fatalf("end_listens: %q", text)
+	}
+}
+
+// TestCallsAndStarted: slow with started sends progress 0 first; the tool
+// calls lists it in flight, then, once notifications/cancelled cancelled
+// it, as cancelled.
+func TestCallsAndStarted(t *testing.T) {
+	c := startFake(t, FakeOptions{})
+	c.request(1, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"ms": 60_000, "started": true, "message": "m1"}, "_meta": map[string]any{"progressToken": "p"}})
+	if m := c.next(); m.Method != "notifications/progress" || !strings.Contains(string(m.Params), `"progress":0`) {
+		t.Fatalf("want progress 0, got %s %s", m.Method, m.Params)
+	}
+	calls := func(id int) string {
+		c.request(id, "tools/call", callTool("calls", nil))
+		text, _ := toolText(t, c.next())
+		return text
+	}
+	if got := calls(2); !strings.Contains(got, `"inflight":[{"method":"tools/call","params":{`) || !strings.Contains(got, `"message":"m1"`) || !strings.Contains(got, `"cancelled":[]`) {
+		t.Fatalf("calls in flight: %s", got)
+	}
+	c.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 1}})
+	if got := calls(3); !strings.Contains(got, `"inflight":[]`) || !strings.Contains(got, `"cancelled":[{"method":"tools/call"`) || !strings.Contains(got, `"message":"m1"`) {
+		t.Fatalf("calls after the cancellation: %s", got)
+	}
+}
