@@ -4,9 +4,13 @@
 // Shared mode: one supervised stdio process and one multiplexer for every
 // session; requests of the stateless revision (2026-07-28) go to a second
 // process of the same command when the server speaks that revision itself
-// (the "protocol" key; see shared.go). Session mode: one process and one exclusive multiplexer per
+// (the "protocol" key; see shared.go), else, translated, to processes
+// initialized with the client capabilities they declare (translate.go).
+// Session mode: one process and one exclusive multiplexer per
 // session, started on the session's initialize (from a pool of prewarmed
-// processes when prewarm is set) and stopped when the session ends. Remote
+// processes when prewarm is set) and stopped when the session ends; requests
+// of the stateless revision, which have no session, go to processes of
+// their own served as in shared mode (see isolated_stateless.go). Remote
 // servers ("http", "sse"): one upstream session and one exclusive
 // multiplexer per client session, like session mode; stateless requests go
 // straight to an "http" remote that speaks 2026-07-28 (see remote.go).
@@ -74,8 +78,10 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 		}
 		return newRemote(cfg, iso, log) // and stateless requests when it speaks 2026-07-28
 	case cfg.Isolation == config.IsolationSession:
+		statelessOpts := opts // stateless requests' processes are shared ones
 		opts.Exclusive = true
-		return newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, 0, log) }, log), nil
+		iso := newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, 0, log) }, log)
+		return newIsolatedStdio(cfg, iso, statelessOpts, log) // and stateless requests
 	}
 	return newShared(cfg, opts, log)
 }

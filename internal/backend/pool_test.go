@@ -66,7 +66,7 @@ func TestPrewarmServesSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := srv.(*isolated)
+	s := srv.(*isolatedStdio).isolated
 	waitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
 	before := pooledPIDs(s)
 
@@ -102,7 +102,7 @@ func TestPrewarmRefillsWhenSlotFrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	s := srv.(*isolated)
+	s := srv.(*isolatedStdio).isolated
 	waitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
 	var conns []httpapi.Conn
 	for range 2 {

@@ -340,9 +340,11 @@ type Server struct {
 	// restarted, and its pending requests fail. Default "30s".
 	StdinTimeout time.Duration
 
-	// MaxProcesses is the most processes of this server at once, prewarmed
-	// ones included (key "maxProcesses"); only with isolation "session". A
-	// session beyond it is refused with 503 and Retry-After. Default 64.
+	// MaxProcesses is the most processes of this server's sessions at once,
+	// prewarmed ones included (key "maxProcesses"); only with isolation
+	// "session". A session beyond it is refused with 503 and Retry-After.
+	// The processes serving stateless requests (see Protocol) are bounded
+	// apart, as a shared server's, and not counted. Default 64.
 	MaxProcesses int
 
 	// StderrBytesPerSec bounds how many bytes of a stdio server's stderr
@@ -350,17 +352,20 @@ type Server struct {
 	// counted and summarised in one line. Default 65536.
 	StderrBytesPerSec int
 
-	// Protocol says which protocol era a shared stdio server speaks to
-	// clients of the stateless revision (key "protocol"): "auto" probes a
-	// second process of the same command with server/discover on the first
-	// such request, and serves them natively when it speaks 2026-07-28,
-	// else by translation through the sessions' process; "2026-07-28"
-	// starts that second process at once and requires it to speak
-	// 2026-07-28; "legacy" never starts it (always translation). Sessions
-	// of the older eras always use the one initialized process. Only
-	// "auto" is valid for remote servers and isolation "session", which
-	// serve no stateless requests through a second process. Default
-	// "auto".
+	// Protocol says which protocol era the server speaks (key
+	// "protocol"). "auto" finds out: a second process of a stdio server's
+	// command is probed with server/discover on the first request of the
+	// stateless revision, and serves those natively when it speaks
+	// 2026-07-28, else they are translated through the initialized
+	// process; a server that refuses the gateway's initialize and answers
+	// server/discover speaks 2026-07-28 alone, and its sessions of the
+	// older eras take the reverse bridge. "2026-07-28" says the server
+	// speaks it: no process is initialized, and sessions of the older eras
+	// take the reverse bridge (valid for "http" remotes too). "legacy"
+	// never starts the second process (always translation; stdio only).
+	// With isolation "session", the stateless requests (and, pinned to
+	// 2026-07-28, the sessions) get a shared server's processes of their
+	// own. Default "auto".
 	Protocol string
 }
 

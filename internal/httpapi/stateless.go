@@ -93,7 +93,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	sb, ok := be.(StatelessBackend)
 	if !ok {
 		writeErrorID(w, http.StatusBadRequest, id, modern.CodeUnsupportedVersion,
-			"mcpgate: server "+name+" runs a process per session; requests of protocol version "+statelessVersion+" are served by shared servers only; initialize a session",
+			"mcpgate: server "+name+" serves sessions only, no requests of protocol version "+statelessVersion+"; initialize a session",
 			unsupportedData(req.Version))
 		return
 	}
@@ -135,7 +135,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		h.forward(w, r, s, conn, msg, req)
 		return
 	}
-	if inputMethods[req.Method] && isRetry(msg) {
+	if inputMethods[req.Method] && isRetry(msg) && h.sealedRetry(msg) {
 		// The retry of a request that got input_required goes on where
 		// that request was parked (this request's own session ends).
 		h.resume(w, r, msg)
