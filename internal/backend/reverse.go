@@ -90,6 +90,10 @@ type reverseCall struct {
 	out    mux.Stream
 	cancel context.CancelFunc
 
+	// initialize: the session's initialize, which its client may not
+	// cancel (notifications/cancelled ignores it).
+	initialize bool
+
 	mu   sync.Mutex // held while delivering to out, so nothing follows the final answer
 	done bool       // guarded by mu
 }
@@ -138,7 +142,7 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out mux
 	method := msg.MethodName()
 	switch {
 	case method == "initialize":
-		out.Reply(c.initialize(ctx, msg, id))
+		c.initializeCall(ctx, msg, id, out)
 		return
 	case method == "ping":
 		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
@@ -174,6 +178,38 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out mux
 	meta := c.meta
 	c.mu.Unlock()
 	go c.run(callCtx, cl, bytes.Clone(msg.Raw), meta)
+}
+
+// initializeCall answers the session's initialize. It waits on the server
+// (open, ServerInit: a process still starting) like any request, so it is
+// a call of the session: Close answers it before returning, and the wait
+// ends with the session or the request's timeout, not only with the
+// client's context (which a shutting-down gateway does not end: it would
+// have held the POST, unanswered by Close, as long as the server hung).
+func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, id []byte, out mux.Stream) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.ctx, cancel)()
+	if c.timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, c.timeout)
+		defer stop()
+	}
+	cl := &reverseCall{id: id, out: out, cancel: cancel, initialize: true}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cl.fail(jsonrpc.CodeServerError, errReverseClosed.Error())
+		return
+	}
+	c.calls[cl] = struct{}{}
+	c.mu.Unlock()
+	defer c.forget(cl)
+	reply := c.initialize(ctx, msg, id)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reply = jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: initialize timed out after %v", c.timeout))
+	}
+	cl.reply(reply) // nothing if Close answered it
 }
 
 // initialize answers the session's initialize from the server's
@@ -217,6 +253,10 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 		meta[modern.KeyClientInfo] = info
 	}
 	c.mu.Lock()
+	if c.closed { // Close answered it: the session gets no version
+		c.mu.Unlock()
+		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, errReverseClosed.Error())
+	}
 	if level, ok := c.meta[modern.KeyLogLevel]; ok {
 		meta[modern.KeyLogLevel] = level
 	}
@@ -285,7 +325,7 @@ func (c *reverseConn) cancelled(id []byte) {
 	c.mu.Lock()
 	var found *reverseCall
 	for cl := range c.calls {
-		if bytes.Equal(cl.id, id) {
+		if !cl.initialize && bytes.Equal(cl.id, id) {
 			found = cl
 			break
 		}

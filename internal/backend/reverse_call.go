@@ -40,7 +40,11 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 		ir, ok, err := modern.ParseInputRequired(reply)
 		switch {
 		case !ok:
-			cl.reply(withID(reply, cl.id))
+			if final, ok := withID(reply, cl.id); ok {
+				cl.reply(final)
+			} else {
+				cl.fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
+			}
 			return
 		case err != nil:
 			cl.fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
@@ -49,7 +53,7 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 			cl.fail(jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
 			return
 		}
-		responses, err := c.askClient(ctx, cl, ir.Requests)
+		responses, err := c.askClient(ctx, cl, ir.Requests, meta[modern.KeyClientCapabilities])
 		if err != nil {
 			c.settle(ctx, cl, err)
 			return
@@ -84,6 +88,11 @@ func (c *reverseConn) roundTrip(ctx context.Context, cl *reverseCall, req []byte
 		return nil, err
 	}
 	defer sc.Close()
+	if ctx.Err() != nil {
+		// Cancelled, timed out or closed while opening: the server must
+		// not get a request nobody waits for.
+		return nil, ctx.Err()
+	}
 	msg, err := jsonrpc.Parse(req)
 	if err != nil {
 		return nil, err
@@ -122,7 +131,7 @@ func (s *replyStream) Reply(msg []byte) {
 // their answers as inputResponses. All are asked at once (a client may
 // answer in any order). A request the client answers with an error is
 // left out: the server asks again or fails, as the revision says.
-func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []modern.InputRequest) (json.RawMessage, error) {
+func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []modern.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
 	type pending struct {
 		key string
 		id  string
@@ -143,21 +152,59 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []mod
 		}
 		c.mu.Unlock()
 	}()
+	declared := declaredInputs(caps)
+	answered := make([]bool, len(asked))
 	for i, r := range reqs {
+		if !declared[r.Method] {
+			// The session did not declare it: the client is not asked (as
+			// in shared mode), the input is left out, and the server asks
+			// again or fails. A server of the revision must not ask so.
+			answered[i] = true
+			continue
+		}
 		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, r.Params))
 	}
 	responses := map[string]json.RawMessage{}
-	for _, p := range asked {
+	for i, p := range asked {
+		if answered[i] {
+			continue
+		}
 		select {
 		case result := <-p.ch:
+			answered[i] = true
 			if result != nil {
 				responses[p.key] = result
 			}
 		case <-ctx.Done():
+			// Withdraw what is still open (an elicitation dialog, say):
+			// nothing will take its answer.
+			for j, q := range asked {
+				if !answered[j] {
+					cl.send(jsonrpc.Notification("notifications/cancelled",
+						[]byte(`{"requestId":`+q.id+`,"reason":"mcpgate: the request it was for ended"}`)))
+				}
+			}
 			return nil, ctx.Err()
 		}
 	}
 	return marshalRaw(responses)
+}
+
+// declaredInputs returns the input methods a session may be asked for,
+// from the clientCapabilities of its initialize (raw JSON).
+func declaredInputs(caps json.RawMessage) map[string]bool {
+	var c struct {
+		Sampling    json.RawMessage `json:"sampling"`
+		Elicitation json.RawMessage `json:"elicitation"`
+		Roots       json.RawMessage `json:"roots"`
+	}
+	_ = json.Unmarshal(caps, &c)
+	present := func(v json.RawMessage) bool { return len(v) > 0 && !bytes.Equal(v, []byte("null")) }
+	return map[string]bool{
+		"sampling/createMessage": present(c.Sampling),
+		"elicitation/create":     present(c.Elicitation),
+		"roots/list":             present(c.Roots),
+	}
 }
 
 // answered delivers the client's answer to one of the gateway's requests;
@@ -181,13 +228,18 @@ func (c *reverseConn) answered(msg *jsonrpc.Message) {
 	}
 }
 
-// withID returns reply with id in place of the one it has.
-func withID(reply, id []byte) []byte {
+// withID returns reply with id in place of the one it has; false when
+// reply is not one response (it was passed on as it was: a client would
+// have got a message without its id, its request never answered).
+func withID(reply, id []byte) ([]byte, bool) {
 	parsed, err := jsonrpc.Parse(reply)
-	if err != nil || bytes.Equal(parsed.Bytes(parsed.ID), id) {
-		return reply
+	if err != nil || parsed.Kind != jsonrpc.KindResponse {
+		return nil, false
 	}
-	return jsonrpc.Splice(nil, reply, jsonrpc.Edit{Span: parsed.ID, Value: id})
+	if bytes.Equal(parsed.Bytes(parsed.ID), id) {
+		return reply, true
+	}
+	return jsonrpc.Splice(nil, reply, jsonrpc.Edit{Span: parsed.ID, Value: id}), true
 }
 
 func marshalRaw(m map[string]json.RawMessage) (json.RawMessage, error) {

@@ -140,6 +140,9 @@ func (c *reverseConn) listenOnce(ctx context.Context, params []byte, meta map[st
 		return
 	}
 	defer sc.Close()
+	if ctx.Err() != nil { // renewed or closed while opening: no listen nobody holds
+		return
+	}
 	req, err := jsonrpc.Parse(jsonrpc.Request(c.nextID("listen"), "subscriptions/listen", params))
 	if err != nil {
 		return
@@ -162,10 +165,14 @@ func (c *reverseConn) listenOnce(ctx context.Context, params []byte, meta map[st
 }
 
 // notified forwards a notification of the session's listen to the
-// session's stream; the listen's acknowledgement is the gateway's alone.
+// session's stream; the listen's acknowledgement is the gateway's alone,
+// and so is its notifications/cancelled (a server ending the listen says
+// so with one, naming the gateway's listen id: the client never sent that
+// request, and the listen is renewed).
 func (c *reverseConn) notified(raw []byte) {
 	msg, err := jsonrpc.Parse(raw)
-	if err != nil || msg.Kind != jsonrpc.KindNotification || msg.MethodIs("notifications/subscriptions/acknowledged") {
+	if err != nil || msg.Kind != jsonrpc.KindNotification || msg.MethodIs("notifications/subscriptions/acknowledged") ||
+		msg.MethodIs("notifications/cancelled") {
 		return
 	}
 	c.general.Send(raw)

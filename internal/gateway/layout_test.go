@@ -20,7 +20,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/mux":        {"internal/jsonrpc"},
 		"internal/modern":     {"internal/jsonrpc"},
 		"internal/httpapi":    {"internal/jsonrpc", "internal/modern", "internal/mux", "internal/session", "internal/sse"},
-		"internal/backend":    {"internal/config", "internal/httpapi", "internal/jsonrpc", "internal/mux", "internal/upstream", "internal/remote"},
+		"internal/backend":    {"internal/config", "internal/httpapi", "internal/jsonrpc", "internal/modern", "internal/mux", "internal/upstream", "internal/remote"},
 		"internal/gateway":    {"internal/backend", "internal/config", "internal/httpapi"},
 		"cmd/mcpgate":         {"internal/config", "internal/gateway", "internal/loadgen", "internal/bridge", "internal/remote"},
 		"internal/remote":     {"internal/jsonrpc", "internal/modern", "internal/sse"},

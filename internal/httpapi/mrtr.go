@@ -83,6 +83,10 @@ type modernStream struct {
 	handle   string          // the parked request's key ("" when not parked)
 	deadline time.Time       // set when first parked: the end of its InputWait
 	rounds   int             // input_required answers so far
+	// gathering: a server request came and the input_required answer
+	// waits askGather for others (flushAsks); ended: released, so that a
+	// late flush parks nothing.
+	gathering, ended bool
 }
 
 func newModernStream(h *Handler, s *session.Session, conn StatelessConn, st *session.Stream, msg *jsonrpc.Message, req modern.Request) *modernStream {
@@ -177,8 +181,28 @@ func (m *modernStream) ask(msg *jsonrpc.Message) {
 		return
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.asks = append(m.asks, ask{key: "input-" + string(id), id: id, msg: bytes.Clone(msg.Raw)})
-	if m.answered {
+	if m.answered || m.gathering {
+		return
+	}
+	// A server may ask several things at once (the Go SDK sends them
+	// back to back): the answer waits a moment for the rest, so that the
+	// client gets them in one input_required rather than one per round.
+	m.gathering = true
+	time.AfterFunc(askGather, m.flushAsks)
+}
+
+// askGather is how long an input_required answer waits, after the first
+// server request, for others sent with it.
+const askGather = 20 * time.Millisecond
+
+// flushAsks answers the current attempt input_required with the server
+// requests gathered, unless it was answered meanwhile or is over.
+func (m *modernStream) flushAsks() {
+	m.mu.Lock()
+	m.gathering = false
+	if m.answered || m.ended || len(m.asks) == 0 {
 		m.mu.Unlock()
 		return
 	}
@@ -304,7 +328,7 @@ func (h *Handler) expire(key string) {
 // release ends the session of a stateless request that is over.
 func (h *Handler) release(m *modernStream, reason string) {
 	m.mu.Lock()
-	m.handle = ""
+	m.handle, m.ended = "", true
 	m.mu.Unlock()
 	if h.store.Remove(m.s.ID) != nil {
 		h.end(m.s, reason)
@@ -451,6 +475,26 @@ func isRetry(msg *jsonrpc.Message) bool {
 	}
 	_, state := p.Params["requestState"]
 	return state
+}
+
+// sealedRetry reports whether a retry's requestState has the shape of
+// one the gateway sealed (what park returns: base64url of the nonce, the
+// handle, the deadline, the digest and the tag). Any other state is the
+// server's own (a server on an SDK of both eras may answer a session-era
+// request with its own input round, which FromLegacy marks
+// input_required): the retry then goes to the server as a new request,
+// state and inputResponses as they came, for the server to check. A
+// gateway state altered to another length is thereby the server's to
+// refuse; altered in place, it is refused here.
+func (h *Handler) sealedRetry(msg *jsonrpc.Message) bool {
+	state, _, err := retryParams(msg)
+	if err != nil {
+		return true // resume refuses it, naming why
+	}
+	p := &h.parking
+	p.init()
+	raw, err := base64.RawURLEncoding.DecodeString(state)
+	return err == nil && len(raw) == p.aead.NonceSize()+handleLen+8+sha256.Size+p.aead.Overhead()
 }
 
 // retryParams returns a retry's requestState and inputResponses.

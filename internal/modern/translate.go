@@ -88,7 +88,10 @@ func cacheable(method string) bool {
 // a legacy server's whole JSON-RPC response to its request of method.
 //
 // A result object gains "resultType":"complete" (2026-07-28 requires it on
-// every result; a legacy result is final by construction) and, for the
+// every result; a legacy result is final by construction, but for one of
+// tools/call, prompts/get or resources/read carrying inputRequests or
+// requestState, which gains "resultType":"input_required": a server on an
+// SDK of both eras may answer so) and, for the
 // cacheable methods (tools/list, prompts/list, resources/list,
 // resources/templates/list, resources/read), "ttlMs":0 and
 // "cacheScope":"private" (always safe: immediately stale, never shared
@@ -120,12 +123,13 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	if !isObject(reply, result) {
 		return append(dst, reply...)
 	}
-	var hasType, hasTTL, hasScope, empty bool
+	var hasType, hasTTL, hasScope, hasInput, empty bool
 	empty = true
 	w := objectAt(reply, result)
 	for m, ok := w.next(); ok; m, ok = w.next() {
 		empty = false
 		hasType = hasType || keyIs(reply, m, "resultType")
+		hasInput = hasInput || keyIs(reply, m, "inputRequests") || keyIs(reply, m, "requestState")
 		hasTTL = hasTTL || keyIs(reply, m, "ttlMs")
 		hasScope = hasScope || keyIs(reply, m, "cacheScope")
 	}
@@ -140,7 +144,13 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 		}
 		ins = append(ins, member...)
 	}
-	if !hasType {
+	switch {
+	case hasType:
+	case hasInput && inputMethod(method):
+		// A server built on an SDK of both eras may answer a session-era
+		// client with its own multi round-trip result, untyped: it is one.
+		add(`"resultType":"input_required"`)
+	default:
 		add(`"resultType":"complete"`)
 	}
 	if cacheable(method) {
@@ -159,6 +169,11 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	}
 	at := jsonrpc.Span{Start: result.Start + 1, End: result.Start + 1}
 	return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: at, Value: ins})
+}
+
+// inputMethod reports whether method may be answered input_required.
+func inputMethod(method string) bool {
+	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
 }
 
 // numberIs reports whether the JSON number n has the value want (so that
