@@ -95,15 +95,6 @@ func TestConformance(t *testing.T) {
 			url := base + "/servers/everything/mcp"
 			for _, s := range suites {
 				t.Run(s.name, func(t *testing.T) {
-					if s.requirements == modernRevision && setup.isolation == "session" {
-						// A session-isolated server gets a process of its own per client
-						// session, and a 2026-07-28 request has no session: the gateway
-						// answers it with 400 / -32022 naming the session-era versions,
-						// telling the client to initialize. Every scenario of the modern
-						// suite would fail on that one designed answer, which proves nothing
-						// the gateway tests do not already check.
-						t.Skip("2026-07-28 is stateless; session isolation needs an initialize (answers 400/-32022)")
-					}
 					if s.requirements != modernRevision && setup.protocol == "legacy" {
 						t.Skip("the session-era suites run as in shared mode (protocol changes only stateless requests)")
 					}
