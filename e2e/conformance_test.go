@@ -78,6 +78,10 @@ var conformanceSetups = []struct {
 		legacyOnly: "the reverse bridge is judged by the 2025-11-25 requirement set (the stable and alpha runs repeat its scenarios)"},
 }
 
+// remoteTranslatedBaseline lists the scored 2026-07-28 scenarios that fail when the gateway
+// translates them for a remote of the session eras; each entry says why.
+const remoteTranslatedBaseline = "testdata/conformance-2026-07-28-remote-translated.yaml"
+
 // reverseRequiredBaseline lists the scored 2025-11-25 scenarios that fail through the reverse
 // bridge because of what the server does on 2026-07-28; each entry says why.
 const reverseRequiredBaseline = "testdata/conformance-2025-11-25-reverse.yaml"
@@ -136,6 +140,12 @@ func TestConformanceRemote(t *testing.T) {
 			runConformance(t, s, url, "")
 		})
 	}
+	// The stateful server (it refuses a POST without a session): the 2026-07-28 suite is
+	// translated through one upstream session the gateway initializes.
+	t.Run("translated/modern", func(t *testing.T) {
+		modern := suites[slices.IndexFunc(suites, func(s conformanceSuite) bool { return s.requirements == modernRevision })]
+		runConformance(t, modern, base+"/servers/remote/mcp", remoteTranslatedBaseline)
+	})
 	// The same stateless server pinned to 2026-07-28: session-era clients go through the reverse
 	// bridge, each request a stateless POST to the remote.
 	t.Run("reverse/required-2025-11-25", func(t *testing.T) {

@@ -70,13 +70,16 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 	}
 	switch {
 	case cfg.Type == config.TypeHTTP || cfg.Type == config.TypeSSE:
-		// Every client session gets its own upstream session.
+		// Every client session gets its own upstream session; stateless
+		// requests translated for a remote of the session eras get sessions of
+		// their own (translate.go).
+		sharedOpts := opts
 		opts.Exclusive = true
 		iso := newIsolated(cfg, 0, func() (*proc, error) { return startRemote(cfg, opts, log) }, log)
 		if cfg.Type == config.TypeSSE {
 			return iso, nil
 		}
-		return newRemote(cfg, iso, log) // and stateless requests when it speaks 2026-07-28
+		return newRemote(cfg, iso, sharedOpts, log) // and stateless requests
 	case cfg.Isolation == config.IsolationSession:
 		statelessOpts := opts // stateless requests' processes are shared ones
 		opts.Exclusive = true

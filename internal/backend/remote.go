@@ -27,9 +27,12 @@ import (
 // (remote.Stateless), when the remote speaks that revision: the first such
 // request asks it with server/discover, and the verdict stands for the
 // Server's life. A remote that does not speak it gets those requests
-// refused as a server with a process per session does (400, -32022, naming
-// the session versions): a stateless request cannot be given a session of
-// its own upstream. A probe that fails without a verdict (the remote is
+// translated (by httpapi, as for a stdio server of the session eras)
+// through upstream sessions the gateway initializes, one per set of client
+// capabilities and another while one waits for a client's input, shared
+// as shared mode does (translate.go); pinned to 2026-07-28
+// ("protocol"), it gets them refused instead (400, -32022, naming the
+// session versions), and so do its reverse-bridge sessions. A probe that fails without a verdict (the remote is
 // unreachable, answers 5xx or 401, times out) fails the requests waiting
 // for it; the next request after a backoff (1s, doubling up to 30s) probes
 // again. One probe runs at a time; the requests arriving meanwhile wait for
@@ -47,9 +50,14 @@ type remoteServer struct {
 	// are served by the reverse bridge (stateless requests each), not by
 	// upstream sessions.
 	reverse bool
-	log     *slog.Logger
-	ctx     context.Context    // every probe and request; ended by Close
-	cancel  context.CancelFunc // ends ctx
+	// trans holds the upstream sessions the stateless requests are
+	// translated through when the remote does not speak the revision:
+	// initialized by the gateway with the capabilities each request
+	// declares, shared as in shared mode (translate.go, as for stdio).
+	trans  *translation
+	log    *slog.Logger
+	ctx    context.Context    // every probe and request; ended by Close
+	cancel context.CancelFunc // ends ctx
 	// work counts the probe and the requests' goroutines; Add only under
 	// mu while not closed, so that it comes before the Wait in Close.
 	work     sync.WaitGroup
@@ -74,7 +82,7 @@ const (
 
 // newRemote wraps iso, the isolated server of remote server cfg, with the
 // stateless path. It takes iso over: it closes it on error.
-func newRemote(cfg *config.Server, iso *isolated, log *slog.Logger) (*remoteServer, error) {
+func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *slog.Logger) (*remoteServer, error) {
 	client, err := remote.NewStateless(remote.Config{
 		Name: cfg.Name, URL: cfg.URL, Transport: remote.TransportHTTP, Headers: cfg.Headers, Logger: log,
 	})
@@ -83,7 +91,8 @@ func newRemote(cfg *config.Server, iso *isolated, log *slog.Logger) (*remoteServ
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
 	s := &remoteServer{isolated: iso, name: cfg.Name, client: client, timeout: cfg.Timeout, log: log,
-		reverse: cfg.Protocol == config.ProtocolModern}
+		reverse: cfg.Protocol == config.ProtocolModern,
+		trans:   newTranslation(cfg, sharedOpts, log)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -102,7 +111,7 @@ func (s *remoteServer) Open(ctx context.Context, general mux.Stream) (httpapi.Co
 // OpenStateless opens the connection of one stateless request. The first
 // call probes the remote (bounded by ctx here, by the probe's own timeout
 // for the probe itself, which the requests arriving meanwhile share).
-func (s *remoteServer) OpenStateless(ctx context.Context, _ mux.Stream, version string, _ []byte) (httpapi.StatelessConn, error) {
+func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
 	for {
 		s.mu.Lock()
 		switch {
@@ -113,9 +122,17 @@ func (s *remoteServer) OpenStateless(ctx context.Context, _ mux.Stream, version 
 			d := s.discover
 			s.mu.Unlock()
 			return &remoteConn{s: s, discover: d, calls: map[*remoteCall]struct{}{}}, nil
-		case s.refusal != nil:
+		case s.refusal != nil && s.reverse:
+			// Pinned to 2026-07-28 (the reverse bridge's sessions come
+			// here too), yet the remote speaks the older eras: say so.
 			s.mu.Unlock()
 			return &refusedConn{name: s.name, version: version}, nil
+		case s.refusal != nil:
+			// Translated, as for a stdio server of the session eras,
+			// through upstream sessions the gateway initializes (on first
+			// use; a remote client dials lazily).
+			s.mu.Unlock()
+			return s.trans.open(general, version, caps)
 		case s.probing == nil && time.Now().Before(s.retryAt):
 			err := s.probeErr
 			s.mu.Unlock()
@@ -151,7 +168,7 @@ func (s *remoteServer) probe(done chan struct{}) {
 		s.log.Info("remote server speaks "+mux.ModernVersion+"; its stateless requests go to it directly", "server", s.name)
 	case errors.Is(err, remote.ErrNotModern):
 		s.refusal = err
-		s.log.Info("remote server does not speak "+mux.ModernVersion+"; its stateless requests are refused", "server", s.name, "reason", err)
+		s.log.Info("remote server does not speak "+mux.ModernVersion+"; its stateless requests are translated", "server", s.name, "reason", err)
 	default:
 		s.probeErr = err
 		d := maxProbeBackoff
@@ -166,7 +183,7 @@ func (s *remoteServer) probe(done chan struct{}) {
 
 // Pending counts the upstream sessions' requests and the stateless ones.
 func (s *remoteServer) Pending() int {
-	return s.isolated.Pending() + int(s.inflight.Load())
+	return s.isolated.Pending() + int(s.inflight.Load()) + s.trans.pending()
 }
 
 // Close ends the probe and every stateless request (those not answered yet
@@ -179,6 +196,7 @@ func (s *remoteServer) Close() {
 	s.cancel()
 	s.work.Wait()
 	s.client.Close()
+	s.trans.close()
 	s.isolated.Close()
 }
 

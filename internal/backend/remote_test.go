@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/echoserver"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -72,10 +74,13 @@ func newStatelessRemote(t *testing.T, discover func(w http.ResponseWriter, id st
 }
 
 // newRemoteServer is a Server for the remote at url.
-func newRemoteServer(t *testing.T, url string) *remoteServer {
+func newRemoteServer(t *testing.T, url string, protocol ...string) *remoteServer {
 	t.Helper()
 	cfg := testServer("remote")
 	cfg.Type, cfg.URL = config.TypeHTTP, url
+	if len(protocol) > 0 {
+		cfg.Protocol = protocol[0]
+	}
 	s, err := New(cfg, "test", testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -260,14 +265,14 @@ func TestRemoteStatelessCloseServer(t *testing.T) {
 	}
 }
 
-// TestRemoteStatelessNotModern: a remote of the session eras gets its
-// stateless requests refused the way a server with a process per session
-// does, after one probe.
+// TestRemoteStatelessNotModern: a remote of the session eras pinned to
+// 2026-07-28 (a misconfiguration) gets its stateless requests refused the
+// way a session-era server tells a client to initialize, after one probe.
 func TestRemoteStatelessNotModern(t *testing.T) {
 	remote := newStatelessRemote(t, func(w http.ResponseWriter, id string) {
 		http.Error(w, "Bad Request: missing session ID", http.StatusBadRequest)
 	})
-	s := newRemoteServer(t, remote.ts.URL+"/mcp")
+	s := newRemoteServer(t, remote.ts.URL+"/mcp", config.ProtocolModern)
 	for i := range 3 {
 		c, err := s.OpenStateless(context.Background(), newRecording(), "2026-07-28", []byte("{}"))
 		if err != nil {
@@ -288,6 +293,50 @@ func TestRemoteStatelessNotModern(t *testing.T) {
 	if n := remote.probes.Load(); n != 1 {
 		t.Errorf("%d probes, want 1", n)
 	}
+}
+
+// TestRemoteStatelessTranslated: a remote of the session eras (it refuses
+// a POST without a session, as most do) gets its stateless requests
+// translated through one upstream session the gateway initializes, shared
+// by them all; closing the Server ends it.
+func TestRemoteStatelessTranslated(t *testing.T) {
+	echo := echoserver.NewHandler()
+	t.Cleanup(echo.Close)
+	var sessions atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			body, _ := io.ReadAll(r.Body)
+			if !strings.Contains(string(body), `"initialize"`) {
+				http.Error(w, "Bad Request: missing session ID", http.StatusBadRequest)
+				return
+			}
+			sessions.Add(1)
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		echo.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	s := newRemoteServer(t, ts.URL+"/mcp")
+	for i := range 3 {
+		c, err := s.OpenStateless(context.Background(), newRecording(), "2026-07-28", []byte("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Passthrough() {
+			t.Fatal("a session-era remote's requests passed through")
+		}
+		out := newRecording()
+		handleMsg(t, c, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m%d"}}}`, i, i), out)
+		if got := out.reply(t); !strings.Contains(got, fmt.Sprintf(`"id":%d,`, i)) || !strings.Contains(got, fmt.Sprintf(`"text":"m%d"`, i)) {
+			t.Errorf("reply %d: %s", i, got)
+		}
+		c.Close()
+	}
+	if n := sessions.Load(); n != 1 {
+		t.Errorf("%d upstream sessions for three translated requests, want 1", n)
+	}
+	s.Close()
+	waitFor(t, "the translation session ended", func() bool { return echo.Sessions() == 0 })
 }
 
 // TestRemoteStatelessProbeFails: a probe that fails without a verdict

@@ -195,6 +195,10 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 		if extra {
 			pipe = 0
 		}
+		if cfg.Type == config.TypeHTTP {
+			// A remote of the session eras: an upstream session each.
+			return startRemote(cfg, o, o.Logger)
+		}
 		return start(cfg, o, pipe, o.Logger)
 	}
 	return t

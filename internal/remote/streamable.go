@@ -70,6 +70,11 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 	case o.probe && (code == http.StatusBadRequest || code == http.StatusNotFound || code == http.StatusMethodNotAllowed):
 		drain(resp)
 		return fallBack
+	case code >= 400 && code < 500 && !o.probe && o.id != nil && c.errorAnswer(o, resp):
+		// The server answered the request with its error (a 2026-07-28-
+		// aware server gives -32601 with 404): that is the answer, not an
+		// expired session.
+		return handled
 	case code == http.StatusNotFound && sess.id != "" && retry:
 		drain(resp)
 		if c.reinit(sess) {
@@ -111,6 +116,25 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 
 // readJSON delivers a JSON reply body (one message or a batch). A body over
 // MaxMessageBytes is not read further: the caller closes it.
+// errorAnswer delivers a 4xx response's body when it is a JSON-RPC error
+// response to o's request (its id, not null), and reports whether it was.
+// Anything else is left to the caller (the body may be consumed).
+func (c *Client) errorAnswer(o *outgoing, resp *http.Response) bool {
+	if mediaType(resp) != "application/json" {
+		return false
+	}
+	data, _, over, err := readLimited(resp.Body, 64<<10)
+	if over || err != nil {
+		return false
+	}
+	msg, err := jsonrpc.Parse(bytes.TrimSpace(data))
+	if err != nil || msg.Kind != jsonrpc.KindResponse || !msg.IsError || !bytes.Equal(msg.Bytes(msg.ID), o.id) {
+		return false
+	}
+	c.deliver(o.gen, data)
+	return true
+}
+
 func (c *Client) readJSON(o *outgoing, resp *http.Response) {
 	data, size, over, err := readLimited(resp.Body, c.cfg.MaxMessageBytes)
 	switch {

@@ -261,6 +261,39 @@ func TestHTTPErrorStatusAnswersRequest(t *testing.T) {
 	}
 }
 
+// TestHTTPErrorWithJSONRPCErrorIsTheAnswer: a 4xx whose body is a JSON-RPC
+// error for the request (a server answering -32601 with 404) is the
+// server's answer, delivered as it is: not an expired session (no new
+// initialize), not a bare status.
+func TestHTTPErrorWithJSONRPCErrorIsTheAnswer(t *testing.T) {
+	f := newFake(t)
+	f.request = func(w http.ResponseWriter, r *http.Request, method string, id []byte) bool {
+		if method != "nope/nope" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, id)
+		return true
+	}
+	c, r := start(t, Config{URL: f.run(), Transport: TransportHTTP})
+	initialize(t, c, r)
+	send(t, c, `{"jsonrpc":"2.0","id":5,"method":"nope/nope"}`)
+	if got := r.waitLine(`"id":5`); !strings.Contains(got, `"code":-32601`) || !strings.Contains(got, "Method not found") {
+		t.Errorf("reply %s", got)
+	}
+	c.Close()
+	inits := 0
+	for _, s := range f.seen() {
+		if s.rpc == "initialize" {
+			inits++
+		}
+	}
+	if inits != 1 {
+		t.Errorf("%d initializes, want 1 (the 404 was an answer, not an expired session)", inits)
+	}
+}
+
 // TestNotificationWaitsForAccept: a request sent after a notification
 // reaches the server only once the notification was accepted.
 func TestNotificationWaitsForAccept(t *testing.T) {
