@@ -377,3 +377,31 @@ var (
 	_ httpapi.Conn          = (*reverseConn)(nil)
 	_ httpapi.ConnCloseWith = (*reverseConn)(nil)
 )
+
+// StatelessSession returns, for a server that serves requests of the
+// stateless revision, a function opening a Conn of the session eras for
+// one such request declaring caps, on the processes that serve them: the
+// translated connection itself (a client of a shared multiplexer, whose
+// initialize is answered locally) for a server of the session eras, or a
+// session of the reverse bridge over its stateless connections for one of
+// 2026-07-28. An aggregating endpoint serves its stateless requests with
+// these. nil for a server without a stateless path.
+func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general mux.Stream, caps []byte) (httpapi.Conn, error) {
+	sb, ok := s.(httpapi.StatelessBackend)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, general mux.Stream, caps []byte) (httpapi.Conn, error) {
+		c, err := sb.OpenStateless(ctx, general, mux.ModernVersion, caps)
+		if err != nil {
+			return nil, err
+		}
+		if !c.Passthrough() {
+			return c, nil
+		}
+		c.Close()
+		return newReverseConn(func(ctx context.Context, general mux.Stream) (httpapi.StatelessConn, error) {
+			return sb.OpenStateless(ctx, general, mux.ModernVersion, caps)
+		}, general, 0, log.With("bridge", "reverse")), nil
+	}
+}

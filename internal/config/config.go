@@ -15,6 +15,11 @@ type Config struct {
 	// Servers is the "mcpServers" object, keyed by server name. Each
 	// Server's Name equals its key.
 	Servers map[string]*Server
+	// Endpoints is the "gateway.endpoints" object, keyed by endpoint name:
+	// endpoints merging several servers. After Parse it holds the default
+	// endpoint "all" (every server) unless the file set it to false or
+	// defined it; a Config built in code has only the endpoints it sets.
+	Endpoints map[string]*Endpoint
 }
 
 // Names returns the server names in sorted order.
@@ -27,10 +32,10 @@ func (c *Config) Names() []string {
 	return names
 }
 
-// Default returns a Config with no servers and every gateway setting at its
-// default (see [Defaults]). `mcpgate serve -- COMMAND` starts from it.
+// Default returns a Config with no servers, no endpoints and every gateway
+// setting at its default (see [Defaults]). `mcpgate serve -- COMMAND` starts from it.
 func Default() *Config {
-	return &Config{Gateway: Defaults(), Servers: map[string]*Server{}}
+	return &Config{Gateway: Defaults(), Servers: map[string]*Server{}, Endpoints: map[string]*Endpoint{}}
 }
 
 // Gateway is the top-level "gateway" block: settings of the gateway itself.
@@ -352,6 +357,21 @@ type Server struct {
 	// counted and summarised in one line. Default 65536.
 	StderrBytesPerSec int
 
+	// Prefix goes before the server's tool and prompt names, followed by
+	// the endpoint's separator, in every endpoint the server is a member
+	// of (key "prefix"): letters, digits, '_', '-' or '.'. "" puts nothing
+	// before them (then they must not collide with another member's).
+	// Default: the server's name.
+	Prefix string
+
+	// Tools, Prompts and Resources select what the server exposes through
+	// endpoints (keys "tools", "prompts", "resources"): allow and deny
+	// globs over its own tool and prompt names and its resource URIs. A
+	// filtered item is not listed and cannot be called. They do not apply
+	// at /servers/NAME/mcp, which serves the server as it is. Default:
+	// everything.
+	Tools, Prompts, Resources Globs
+
 	// Protocol says which protocol era the server speaks (key
 	// "protocol"). "auto" finds out: a second process of a stdio server's
 	// command is probed with server/discover on the first request of the
@@ -384,6 +404,7 @@ const (
 func (g *Gateway) NewServer(name string) *Server {
 	return &Server{
 		Name:              name,
+		Prefix:            name,
 		Type:              TypeStdio,
 		Isolation:         IsolationShared,
 		Timeout:           g.RequestTimeout,

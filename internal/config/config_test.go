@@ -68,7 +68,7 @@ func TestDefaultConfig(t *testing.T) {
 func TestNewServerInherits(t *testing.T) {
 	g := Defaults()
 	g.RequestTimeout, g.MaxLineBytes = time.Second, 100
-	want := &Server{Name: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100,
+	want := &Server{Name: "n", Prefix: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100,
 		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, StderrBytesPerSec: 65536,
 		Protocol: ProtocolAuto}
 	if got := g.NewServer("n"); !reflect.DeepEqual(got, want) {

@@ -64,11 +64,12 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	}
 	// The gateway block first: servers inherit some of its values.
 	if gateway != nil && !isNull(gateway) {
-		d.gateway("gateway", gateway, &cfg.Gateway)
+		d.gateway("gateway", gateway, cfg)
 	}
 	if servers != nil && !isNull(servers) {
 		d.servers("mcpServers", servers, cfg)
 	}
+	d.addDefaultEndpoint(cfg)
 
 	ps := d.problems
 	// A path that failed to decode already has its problem; validating the
@@ -117,10 +118,14 @@ func syntaxProblem(data []byte, err error) Problem {
 type decoder struct {
 	lookupEnv func(string) (string, bool)
 	problems  Problems
+	// noDefaultEndpoint: "gateway.endpoints.all" is false.
+	noDefaultEndpoint bool
 }
 
-// gateway decodes the "gateway" block at path into g.
-func (d *decoder) gateway(path string, raw json.RawMessage, g *Gateway) {
+// gateway decodes the "gateway" block at path into cfg.Gateway (and its
+// "endpoints" into cfg.Endpoints).
+func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
+	g := &cfg.Gateway
 	d.fields(path, raw, "an object", func(key, p string, v json.RawMessage) bool {
 		switch key {
 		case "listen":
@@ -175,6 +180,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, g *Gateway) {
 			})
 		case "trustProxyHeaders":
 			d.boolean(p, v, &g.TrustProxyHeaders)
+		case "endpoints":
+			d.endpoints(p, v, cfg)
 		default:
 			return false
 		}

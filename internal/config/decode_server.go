@@ -50,6 +50,14 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.integer(p, v, &s.StderrBytesPerSec)
 	case "protocol":
 		d.str(p, v, &s.Protocol, false)
+	case "prefix":
+		d.str(p, v, &s.Prefix, false)
+	case "tools":
+		d.globs(p, v, &s.Tools)
+	case "prompts":
+		d.globs(p, v, &s.Prompts)
+	case "resources":
+		d.globs(p, v, &s.Resources)
 	default:
 		return false
 	}

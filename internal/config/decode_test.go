@@ -154,7 +154,11 @@ func TestParseSetsEverything(t *testing.T) {
 	      "stdinTimeout": "5s",
 	      "maxProcesses": 9,
 	      "stderrBytesPerSec": 100,
-	      "protocol": "auto"
+	      "protocol": "auto",
+	      "prefix": "",
+	      "tools": {"allow": ["read_*", "list_*"], "deny": ["*_secret"]},
+	      "prompts": {"deny": ["*"]},
+	      "resources": {"allow": ["file:///home/*"]}
 	    }
 	  }}`
 	env := fakeEnv(map[string]string{"BIN": "/opt/bin", "TOKEN": "t0k", "HOME": "/home/u"})
@@ -189,7 +193,7 @@ func TestParseSetsEverything(t *testing.T) {
 		t.Errorf("Gateway =\n %+v\nwant\n %+v", cfg.Gateway, wantGateway)
 	}
 	// Server defaults come from the gateway block, wherever it is written.
-	wantInherits := &Server{Name: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
+	wantInherits := &Server{Name: "inherits", Prefix: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
 		Timeout: 2 * time.Minute, MaxLineBytes: 2048, InitTimeout: DefaultInitTimeout,
 		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, StderrBytesPerSec: DefaultStderrBytesPerSec,
 		Protocol: ProtocolAuto}
@@ -217,6 +221,10 @@ func TestParseSetsEverything(t *testing.T) {
 		MaxProcesses:      9,
 		StderrBytesPerSec: 100,
 		Protocol:          ProtocolAuto,
+		Prefix:            "",
+		Tools:             Globs{Allow: []string{"read_*", "list_*"}, Deny: []string{"*_secret"}},
+		Prompts:           Globs{Deny: []string{"*"}},
+		Resources:         Globs{Allow: []string{"file:///home/*"}},
 	}
 	if got := cfg.Servers["all"]; !reflect.DeepEqual(got, wantAll) {
 		t.Errorf("all =\n %+v\nwant\n %+v", got, wantAll)
@@ -426,6 +434,75 @@ func TestParseProblems(t *testing.T) {
 			`mcpServers.x.cwd: environment variable "C" is not set`,
 			`mcpServers.x.roots[0].uri: environment variable "D" is not set`,
 		}},
+		// Endpoints (gateway.endpoints) and the servers' keys for them.
+		{"endpoints", `{"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "prefix": ""}},
+		  "gateway": {"endpoints": {"all": false, "ab": {"servers": ["a", "b"], "tools": {"allow": ["*"], "deny": ["rm[a-z]"]}},
+		  "a.1": {"servers": ["a"], "separator": "-", "maxNameLength": 128, "snakeCase": true}, "x": null}}}`, nil},
+		{"endpoints not an object", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": ["a"]}}`,
+			[]string{`gateway.endpoints: must be an object of endpoints`}},
+		{"endpoint not an object", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": ["a"], "f": false, "all": true}}}`, []string{
+			`gateway.endpoints.all: must be an object, or false to turn the default endpoint off`,
+			`gateway.endpoints.e: must be an object like {"servers": ["a", "b"]}`,
+			`gateway.endpoints.f: must be an object like {"servers": ["a", "b"]}`,
+		}},
+		{"endpoint unknown key", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {"servers": ["a"], "server": "a", "tools": {"allow": [], "block": []}}}}}`, []string{
+			`gateway.endpoints.e.server: unknown key`,
+			`gateway.endpoints.e.tools.block: unknown key`,
+		}},
+		{"endpoint key types", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {"servers": "a", "separator": 1, "maxNameLength": "64", "snakeCase": 1, "prompts": ["*"], "resources": {"deny": "*"}}}}}`, []string{
+			`gateway.endpoints.e.maxNameLength: must be an integer`,
+			`gateway.endpoints.e.prompts: must be an object like {"allow": ["pattern"], "deny": ["pattern"]}`,
+			`gateway.endpoints.e.resources.deny: must be an array of strings`,
+			`gateway.endpoints.e.separator: must be a string`,
+			`gateway.endpoints.e.servers: must be an array of strings`,
+			`gateway.endpoints.e.snakeCase: must be true or false`,
+		}},
+		{"endpoint without servers", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {}, "f": {"servers": []}}}}`, []string{
+			`gateway.endpoints.e.servers: must list at least one server`,
+			`gateway.endpoints.f.servers: must list at least one server`,
+		}},
+		{"endpoint all with no servers", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"all": {"servers": []}}}}`,
+			[]string{`gateway.endpoints.all.servers: must list at least one server`}},
+		{"endpoint unknown server", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {"servers": ["a", "memroy"]}}}}`,
+			[]string{`gateway.endpoints.e.servers[1]: unknown server "memroy" (not in mcpServers)`}},
+		{"endpoint server twice", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {"servers": ["a", "a"]}}}}`,
+			[]string{`gateway.endpoints.e.servers[1]: server "a" is already listed at gateway.endpoints.e.servers[0]`}},
+		{"endpoint name", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"my tools": {"servers": ["a"]}}}}`,
+			[]string{`gateway.endpoints.my tools: invalid endpoint name "my tools" (use only letters, digits, '.', '_' and '-': it appears in URLs)`}},
+		{"endpoint same prefix", `{"mcpServers": {"a": {"command": "x", "prefix": "p"}, "b": {"command": "x", "prefix": "p"}, "c": {"command": "x"}},
+		  "gateway": {"endpoints": {"all": false, "e": {"servers": ["c", "a", "b"]}, "f": {"servers": ["a", "c"]}}}}`,
+			[]string{`gateway.endpoints.e.servers[2]: servers "a" and "b" have the same prefix "p": their tool and prompt names would collide; give one of them another "prefix"`}},
+		{"endpoint same prefix as a name", `{"mcpServers": {"a": {"command": "x", "prefix": "b"}, "b": {"command": "x"}}, "gateway": {"endpoints": {"all": false, "e": {"servers": ["a", "b"]}}}}`,
+			[]string{`gateway.endpoints.e.servers[1]: servers "a" and "b" have the same prefix "b": their tool and prompt names would collide; give one of them another "prefix"`}},
+		{"empty prefixes may share", `{"mcpServers": {"a": {"command": "x", "prefix": ""}, "b": {"command": "x", "prefix": ""}}}`, nil},
+		{"default endpoint same prefix", `{"mcpServers": {"a": {"command": "x", "prefix": "b"}, "b": {"command": "x"}}}`,
+			[]string{`gateway.endpoints.all: servers "a" and "b" have the same prefix "b": their tool and prompt names would collide; give one of them another "prefix" (the default endpoint "all" merges every server: set "gateway": {"endpoints": {"all": false}}, or list its servers, to serve them apart)`}},
+		{"default endpoint off", `{"mcpServers": {"a": {"command": "x", "prefix": "b"}, "b": {"command": "x"}}, "gateway": {"endpoints": {"all": false}}}`, nil},
+		{"endpoint separator", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {"servers": ["a"], "separator": ""}, "f": {"servers": ["a"], "separator": "::"}, "g": {"servers": ["a"], "separator": "/"}}}}`, []string{
+			`gateway.endpoints.e.separator: must not be empty (the default is "__")`,
+			`gateway.endpoints.f.separator: "::" has characters not allowed in tool names (use letters, digits, '_', '-' or '.')`,
+			`gateway.endpoints.g.separator: "/" has characters not allowed in tool names (use letters, digits, '_', '-' or '.')`,
+		}},
+		{"endpoint maxNameLength", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"endpoints": {"e": {"servers": ["a"], "maxNameLength": 15}, "f": {"servers": ["a"], "maxNameLength": 129}, "g": {"servers": ["a"], "maxNameLength": 16}}}}`, []string{
+			`gateway.endpoints.e.maxNameLength: must be from 16 to 128, not 15`,
+			`gateway.endpoints.f.maxNameLength: must be from 16 to 128, not 129`,
+		}},
+		{"bad globs", `{"mcpServers": {"a": {"command": "x", "tools": {"allow": ["read_[", "ok_*"], "deny": [""]}, "resources": {"deny": ["file:///\\"]}}},
+		  "gateway": {"endpoints": {"all": {"prompts": {"allow": ["[]a]", "[^a]"]}}}}}`, []string{
+			`gateway.endpoints.all.prompts.allow[0]: "[]a]" is not a valid pattern (path.Match syntax: *, ?, [a-z], [^a-z], \* for a literal *)`,
+			`mcpServers.a.resources.deny[0]: "file:///\\" is not a valid pattern (path.Match syntax: *, ?, [a-z], [^a-z], \* for a literal *)`,
+			`mcpServers.a.tools.allow[0]: "read_[" is not a valid pattern (path.Match syntax: *, ?, [a-z], [^a-z], \* for a literal *)`,
+			`mcpServers.a.tools.deny[0]: empty pattern (it matches nothing)`,
+		}},
+		{"prefix", `{"mcpServers": {"a": {"command": "x", "prefix": "my tools"}, "b": {"command": "x", "prefix": 3}}}`, []string{
+			`mcpServers.a.prefix: "my tools" has characters not allowed in tool names (use letters, digits, '_', '-' or '.'; "" for none)`,
+			`mcpServers.b.prefix: must be a string`,
+		}},
+		{"server filter keys", `{"mcpServers": {"a": {"command": "x", "tools": {"allow": "*"}, "prompts": {"only": []}, "resources": "*"}}}`, []string{
+			`mcpServers.a.prompts.only: unknown key`,
+			`mcpServers.a.resources: must be an object like {"allow": ["pattern"], "deny": ["pattern"]}`,
+			`mcpServers.a.tools.allow: must be an array of strings`,
+		}},
 		{"keys and other strings are not expanded", `{"mcpServers": {"x": {"command": "x", "env": {"${K}": "v"}, "isolation": "${I:-shared}"}}}`,
 			[]string{`mcpServers.x.isolation: "${I:-shared}" is not one of "shared", "session"`}},
 	}
@@ -526,10 +603,11 @@ func FuzzParse(f *testing.F) {
 		claudeDesktop, claudeCode, ``, `{}`, `null`, `{"mcpServers": {"a": {"command": "${X:-y}"}}}`,
 		`{"mcpServers": {"r": {"type": "http", "url": "${U}"}}, "gateway": {"drainTimeout": "1s"}}`,
 		`{"mcpServers": {"a": {"command": "x", "roots": [{"uri": "file:///"}], "env": {"A": "${B}"}}}}`,
+		`{"mcpServers": {"a": {"command": "x", "prefix": "", "tools": {"deny": ["x*"]}}}, "gateway": {"endpoints": {"all": false, "e": {"servers": ["a"], "separator": "_"}}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
-	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json"} {
+	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json", "../../examples/endpoints.json"} {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)
 		}

@@ -13,6 +13,11 @@
 // [Problems] so that a user fixes a file in one pass. Parse never returns a
 // partially valid Config.
 //
+// "gateway.endpoints" defines endpoints merging several servers; unless it
+// sets "all" to false (or defines it), Parse adds the default endpoint
+// "all" with every server. A Config built in code has only the endpoints
+// it sets.
+//
 // String values that name things to run or reach (command, args, env values,
 // cwd, url, header values, root URIs, gateway.listen) expand ${VAR} and
 // ${VAR:-default} from the environment; keys are never expanded.

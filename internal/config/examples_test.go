@@ -49,6 +49,8 @@ func TestFullExampleShowsDefaults(t *testing.T) {
 	want := g.NewServer("memory")
 	want.Command, want.Args = "npx", []string{"-y", "@modelcontextprotocol/server-memory"}
 	want.Env, want.Roots, want.InheritEnv = map[string]string{}, []Root{}, []string{}
+	none := Globs{Allow: []string{}, Deny: []string{}}
+	want.Tools, want.Prompts, want.Resources = none, none, none
 	if got := cfg.Servers["memory"]; !reflect.DeepEqual(got, want) {
 		t.Errorf("full.json memory = %+v, want %+v", got, want)
 	}
@@ -65,6 +67,21 @@ func TestFullExampleShowsDefaults(t *testing.T) {
 		default:
 			if !strings.Contains(text, `"`+key+`":`) {
 				t.Errorf("full.json lacks server key %q", key)
+			}
+		}
+	}
+	// The endpoint "all" as the default would be, every key written.
+	wantAll := NewEndpoint(DefaultEndpoint, []string{"filesystem", "memory"})
+	wantAll.Tools, wantAll.Prompts, wantAll.Resources = none, none, none
+	if got := cfg.Endpoints[DefaultEndpoint]; !reflect.DeepEqual(got, wantAll) || len(cfg.Endpoints) != 1 {
+		t.Errorf("full.json endpoints = %v, all = %+v, want %+v", cfg.EndpointNames(), got, wantAll)
+	}
+	for _, key := range fieldKeys(reflect.TypeFor[Endpoint]()) {
+		switch key {
+		case "name", "implicit":
+		default:
+			if !strings.Contains(text, `"`+key+`":`) {
+				t.Errorf("full.json lacks endpoint key %q", key)
 			}
 		}
 	}

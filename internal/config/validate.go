@@ -44,7 +44,9 @@ func (c *Config) problems() Problems {
 			ps.add(path, "server Name %q differs from its key", s.Name)
 		}
 		s.check(&ps, path)
+		s.checkFilters(&ps, path)
 	}
+	c.checkEndpoints(&ps)
 	return ps
 }
 

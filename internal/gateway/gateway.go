@@ -1,12 +1,15 @@
 // Package gateway wires a config into a running gateway: one backend per
-// configured server, the HTTP front, the listener, and the shutdown order.
+// configured server, one aggregate.Endpoint per configured endpoint (on
+// the servers' backends), the HTTP front, the listener, and the shutdown
+// order.
 //
 // Shutdown always ends within drainTimeout + a bounded stop time: Drain
 // (no new work), http.Server.Shutdown bounded by drainTimeout (requests in
 // flight finish), Handler.Close (the rest are answered with errors, its
 // handlers waited for briefly), http.Server.Close (connections cut), then
-// every server stopped in parallel, each of its processes in parallel (at
-// most 2*backend.StopGrace each).
+// every endpoint closed (their sessions of the servers end), then every
+// server stopped in parallel, each of its processes in parallel (at most
+// 2*backend.StopGrace each).
 package gateway
 
 import (
@@ -20,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
@@ -65,13 +69,17 @@ type Gateway struct {
 	log     *slog.Logger
 	Handler *httpapi.Handler
 	servers map[string]backend.Server
+	// endpoints are built on the servers: closed before them.
+	endpoints map[string]*aggregate.Endpoint
 }
 
-// Start starts every configured server (all or none) and builds the HTTP
-// handler. A server whose command cannot be started is served anyway (its
-// clients get an error naming the cause while it is retried) and logged
-// as a warning, unless it is critical: then Start starts nothing and
-// returns an error naming every such server and its cause.
+// Start starts every configured server (all or none), builds every
+// endpoint on them and the HTTP handler. A server whose command cannot be
+// started is served anyway (its clients get an error naming the cause
+// while it is retried) and logged as a warning, unless it is critical:
+// then Start starts nothing and returns an error naming every such server
+// and its cause. An endpoint the aggregate refuses stops the servers and
+// is returned as the error.
 func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	problems := CheckCommands(cfg)
 	if err := checkCritical(problems); err != nil {
@@ -80,7 +88,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}}
 	backends := map[string]httpapi.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := backend.New(cfg.Servers[name], Version, log)
@@ -91,7 +99,14 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 		g.servers[name] = s
 		backends[name] = s
 	}
-	g.Handler = httpapi.New(handlerConfig(cfg, backends, log))
+	endpoints, err := g.startEndpoints()
+	if err != nil {
+		g.stopServers()
+		return nil, err
+	}
+	hc := handlerConfig(cfg, backends, log)
+	hc.Endpoints = endpoints
+	g.Handler = httpapi.New(hc)
 	return g, nil
 }
 
@@ -134,7 +149,8 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "version", Version)
+	g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "endpoints", len(g.endpoints), "version", Version)
+	g.logEndpoints()
 	if !isLoopbackListen(gw.Listen) {
 		g.log.Warn("listening on a non-loopback address without authentication: anyone who can reach it can use every server",
 			"addr", ln.Addr().String())
@@ -149,7 +165,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	g.Handler.Drain()
 	drainCtx, cancel := context.WithTimeout(context.Background(), g.cfg.Gateway.DrainTimeout)
 	if err := srv.Shutdown(drainCtx); err != nil {
-		g.log.Warn("drain timeout: closing the requests still in flight", "err", err)
+		servers, endpoints := g.pending()
+		g.log.Warn("drain timeout: closing the requests still in flight", "err", err,
+			"pending_servers", servers, "pending_endpoints", endpoints)
 	}
 	cancel()
 	g.Handler.Close()
@@ -169,6 +187,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
+	g.closeEndpoints()
 	g.stopServers()
 	g.log.Info("stopped")
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -1,6 +1,10 @@
 // Package httpapi is the HTTP front of the gateway: the Streamable HTTP
 // transport (protocol versions 2025-11-25, 2025-06-18 and 2025-03-26, and
-// initialize from 2024-11-05 clients) at /servers/{name}/mcp.
+// initialize from 2024-11-05 clients) at /servers/{name}/mcp, and for
+// endpoints merging several servers at /endpoints/{name}/mcp (the default
+// endpoint "all" also at /mcp); the legacy HTTP+SSE transport at .../sse
+// and .../messages. Sessions are keyed by what their URL serves, so a
+// server and an endpoint of the same name never share one (target.go).
 //
 // A Handler owns the session store. For each POST it checks Origin, Accept,
 // Content-Type, body size, session and protocol version, parses the JSON-RPC

@@ -55,7 +55,8 @@ type Backend interface {
 
 // Config configures a Handler. Zero values take the documented defaults.
 type Config struct {
-	Backends      map[string]Backend       // by server name
+	Backends      map[string]Backend       // by server name: /servers/{name}/...
+	Endpoints     map[string]Backend       // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
 	OriginAllowed func(origin string) bool // nil: only requests without Origin
 	MaxBodyBytes  int64                    // default 4 MiB
 	KeepAlive     time.Duration            // SSE keep-alive comments; default 15s
@@ -99,16 +100,14 @@ type Config struct {
 	InputWait time.Duration
 	// HostDomain enables subdomain routing: with "mcp.example.com", host
 	// "memory.mcp.example.com" serves server "memory" at /mcp, /sse and
-	// /messages. Default "" (off).
+	// /messages, or endpoint "memory" when no server has that name.
+	// Default "" (off).
 	HostDomain string
 	// TrustProxyHeaders honours X-Forwarded-Host (routing, endpoint URLs)
 	// and X-Forwarded-Proto (endpoint URLs). Default false.
 	TrustProxyHeaders bool
 	Logger            *slog.Logger
 }
-
-// hostRoutedKey is a path value set on requests routed by subdomain.
-const hostRoutedKey = "mcpgate.hostRouted"
 
 // Handler serves the Streamable HTTP transport. See the package comment.
 type Handler struct {
@@ -182,8 +181,17 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
 	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
 	h.mux.HandleFunc("/servers/{name}/messages", h.serveMessages)
+	h.mux.HandleFunc("/endpoints/{endpoint}/mcp", h.serveMCP)
+	h.mux.HandleFunc("/endpoints/{endpoint}/sse", h.serveSSE)
+	h.mux.HandleFunc("/endpoints/{endpoint}/messages", h.serveMessages)
+	if _, ok := cfg.Endpoints[DefaultEndpoint]; ok {
+		h.mux.HandleFunc("/mcp", h.serveDefault(h.serveMCP))
+		h.mux.HandleFunc("/sse", h.serveDefault(h.serveSSE))
+		h.mux.HandleFunc("/messages", h.serveDefault(h.serveMessages))
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: no endpoint at "+r.URL.Path+" (servers are at /servers/{name}/mcp)")
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
+			" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
 	})
 	return h
 }
@@ -212,8 +220,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				serve = h.serveMessages
 			}
 			if serve != nil {
-				r.SetPathValue("name", name)
-				r.SetPathValue(hostRoutedKey, "1")
+				h.routeHost(r, name)
 				serve(w, r)
 				return
 			}
@@ -222,7 +229,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// hostServer returns the server a request's host names under HostDomain.
+// hostServer returns the name a request's host gives under HostDomain: a
+// server's, or an endpoint's (see routeHost).
 func (h *Handler) hostServer(r *http.Request) (string, bool) {
 	host := r.Host
 	if h.cfg.TrustProxyHeaders {
@@ -253,8 +261,9 @@ func connOf(s *session.Session) Conn {
 	return c
 }
 
-// front runs the checks every endpoint shares and finds the server; it
-// answers the request itself when they fail.
+// front runs the checks every URL shares and finds its target (a server
+// or an endpoint); it answers the request itself when they fail. It
+// returns the target's session key (see target.go).
 func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, bool) {
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.
@@ -262,15 +271,14 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend
 		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
 		return "", nil, false
 	}
-	name := r.PathValue("name")
-	be, ok := h.cfg.Backends[name]
-	if !ok {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: unknown server "+strconv.Quote(name))
+	name, be, unknown := h.target(r)
+	if be == nil {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
 		return "", nil, false
 	}
 	// A POST without a session may be of the stateless revision, whose
 	// versions post checks itself.
-	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && r.PathValue("name") != "" && !strings.HasSuffix(r.URL.Path, "/messages")
+	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !strings.HasSuffix(r.URL.Path, "/messages")
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !statelessPost && !mux.IsSupported(v) {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
 		return "", nil, false
@@ -360,7 +368,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	if h.store.Remove(s.ID) != nil {
 		h.end(s, "the client deleted the session")
-		h.log.Debug("session deleted", "session", logID(s.ID), "server", name)
+		h.log.Debug("session deleted", "session", logID(s.ID), logTarget(name))
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

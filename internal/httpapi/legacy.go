@@ -30,7 +30,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 		if s, _ = h.open(w, r, name, be, true); s == nil {
 			return
 		}
-		h.log.Debug("legacy SSE session opened", "session", logID(s.ID), "server", name)
+		h.log.Debug("legacy SSE session opened", "session", logID(s.ID), logTarget(name))
 	} else {
 		s.Begin() // open began a new session itself
 	}
@@ -54,7 +54,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	s.End(time.Now())
 	time.AfterFunc(h.cfg.LegacyGrace, func() {
 		if !st.Attached() && h.store.Remove(s.ID) != nil {
-			h.log.Debug("legacy SSE session ended", "session", logID(s.ID), "server", name)
+			h.log.Debug("legacy SSE session ended", "session", logID(s.ID), logTarget(name))
 			h.end(s, "the client's SSE stream closed")
 		}
 	})
@@ -75,15 +75,11 @@ func (h *Handler) reattach(r *http.Request, name string) (*session.Session, uint
 	return s, seq
 }
 
-// endpointURL is where a legacy session POSTs: a path on this host, or, when
-// proxy headers are trusted and present, an absolute URL as the client sees
-// the gateway.
+// endpointURL is where a legacy session of target name POSTs: a path on
+// this host (its target's own /messages), or, when proxy headers are
+// trusted and present, an absolute URL as the client sees the gateway.
 func (h *Handler) endpointURL(r *http.Request, name, id string) string {
-	path := "/servers/" + name + "/messages"
-	if r.PathValue(hostRoutedKey) != "" {
-		path = "/messages"
-	}
-	path += "?sessionId=" + id
+	path := messagesPath(r, name) + "?sessionId=" + id
 	if !h.cfg.TrustProxyHeaders {
 		return path
 	}

@@ -50,7 +50,7 @@ func (h *Handler) Run(ctx context.Context) {
 func (h *Handler) Sweep(now time.Time) {
 	h.store.Prune(now)
 	for _, s := range h.store.Expire(now) {
-		h.log.Info("session expired", "session", logID(s.ID), "server", s.Server)
+		h.log.Info("session expired", "session", logID(s.ID), logTarget(s.Server))
 		h.endAsync(s, "the session expired")
 	}
 }

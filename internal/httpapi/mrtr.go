@@ -306,10 +306,17 @@ func (h *Handler) park(m *modernStream, deadline time.Time) string {
 
 // take removes key from the table; whoever takes an entry owns its
 // request from then on.
-func (p *parking) take(key string) *parked {
+func (p *parking) take(key string) *parked { return p.takeFor(key, "") }
+
+// takeFor is take, of a request parked by a session of target server
+// only ("": any): a retry is served on its request's own URL.
+func (p *parking) takeFor(key, server string) *parked {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.reqs[key]
+	if e != nil && server != "" && e.out.s.Server != server {
+		return nil
+	}
 	if e != nil {
 		delete(p.reqs, key)
 		e.timer.Stop()
@@ -361,9 +368,10 @@ func (h *Handler) unparkAll() {
 // errBadState is the answer to a requestState that does not open.
 var errBadState = errors.New("mcpgate: requestState is not valid: altered, expired, already used, or from another request")
 
-// unpark opens state, checks it against the retry's digest and takes its
-// request out of the table: a state opens once.
-func (h *Handler) unpark(state string, digest [32]byte) (*modernStream, error) {
+// unpark opens state, checks it against the retry's digest and the target
+// it came to (server: a session key) and takes its request out of the
+// table: a state opens once, on its request's URL.
+func (h *Handler) unpark(state string, digest [32]byte, server string) (*modernStream, error) {
 	p := &h.parking
 	p.init()
 	raw, err := base64.RawURLEncoding.DecodeString(state)
@@ -379,22 +387,23 @@ func (h *Handler) unpark(state string, digest [32]byte) (*modernStream, error) {
 	if time.Now().After(expires) || !bytes.Equal(plain[handleLen+8:], digest[:]) {
 		return nil, errBadState
 	}
-	e := p.take(hex.EncodeToString(plain[:handleLen]))
+	e := p.takeFor(hex.EncodeToString(plain[:handleLen]), server)
 	if e == nil {
 		return nil, errBadState
 	}
 	return e.out, nil
 }
 
-// resume serves the retry msg of a request answered input_required.
-func (h *Handler) resume(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+// resume serves the retry msg, come to target server (a session key), of
+// a request answered input_required.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, msg *jsonrpc.Message) {
 	id := msg.Bytes(msg.ID)
 	state, responses, err := retryParams(msg)
 	if err != nil {
 		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
 		return
 	}
-	m, err := h.unpark(state, requestDigest(msg))
+	m, err := h.unpark(state, requestDigest(msg), server)
 	if err != nil {
 		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
 		return

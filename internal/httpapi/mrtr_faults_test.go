@@ -226,7 +226,12 @@ func (r atkResult) last() map[string]json.RawMessage {
 }
 
 func atkPost(ctx context.Context, url, body string, hdr ...string) atkResult {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+mcpPath, strings.NewReader(body))
+	return atkPostTo(ctx, url, mcpPath, body, hdr...)
+}
+
+// atkPostTo is atkPost to another path than server x's.
+func atkPostTo(ctx context.Context, url, path, body string, hdr ...string) atkResult {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, strings.NewReader(body))
 	if err != nil {
 		return atkResult{Err: err}
 	}

@@ -259,12 +259,12 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 		}
 		if !st.Complete() {
 			evs = append(evs, session.Event{Final: true, Data: jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeServerError,
-				"mcpgate: server "+name+" did not answer initialize: "+closeReason(s))})
+				"mcpgate: "+describe(name)+" did not answer initialize: "+closeReason(s))})
 		}
 	} else {
 		s.SetVersion(v)
 		w.Header().Set("Mcp-Session-Id", s.ID)
-		h.log.Debug("session initialized", "session", logID(s.ID), "server", name, "version", v)
+		h.log.Debug("session initialized", "session", logID(s.ID), logTarget(name), "version", v)
 	}
 	s.Forget(st)
 	for _, ev := range evs {
@@ -309,13 +309,13 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		// A client retrying against a server at its limit must not cost a
 		// log line per attempt.
 		if ok, held := h.openFailures.allow(time.Now()); ok {
-			h.log.Error("opening session failed", "server", name, "err", err, "suppressed", held)
+			h.log.Error("opening session failed", logTarget(name), "err", err, "suppressed", held)
 		}
 		var ra interface{ RetryAfter() time.Duration }
 		if errors.As(err, &ra) {
 			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))
 		}
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "))
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "))
 		return nil, nil
 	}
 	s.SetValue(conn)

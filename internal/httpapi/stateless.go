@@ -93,7 +93,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	sb, ok := be.(StatelessBackend)
 	if !ok {
 		writeErrorID(w, http.StatusBadRequest, id, modern.CodeUnsupportedVersion,
-			"mcpgate: server "+name+" serves sessions only, no requests of protocol version "+statelessVersion+"; initialize a session",
+			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+statelessVersion+"; initialize a session",
 			unsupportedData(req.Version))
 		return
 	}
@@ -123,7 +123,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}()
 	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: server "+name+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "), nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "), nil)
 		return
 	}
 	s.SetValue(conn)
@@ -138,7 +138,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	if inputMethods[req.Method] && isRetry(msg) && h.sealedRetry(msg) {
 		// The retry of a request that got input_required goes on where
 		// that request was parked (this request's own session ends).
-		h.resume(w, r, msg)
+		h.resume(w, r, name, msg)
 		return
 	}
 	if req.Method == "server/discover" {

@@ -79,6 +79,9 @@ type FakeOptions struct {
 	// Marker is placed in the fake's argv (and its grandchild's) so that
 	// [Procs] can find the processes. Use a value unique to the test.
 	Marker string
+
+	// Catalog shapes the fake's lists (see catalog.go).
+	Catalog CatalogOptions
 }
 
 // fakeSpec is what travels in envFake.
@@ -152,6 +155,9 @@ func runFake(spec fakeSpec) int {
 	}
 	if spec.Mode == "chaos" {
 		return runChaos(spec.Chaos)
+	}
+	if heldDown(o) {
+		return 1
 	}
 	if o.Stderr != "" {
 		fmt.Fprintln(os.Stderr, o.Stderr)

@@ -278,7 +278,7 @@ func (s *server) handleRequest(m message, done <-chan struct{}) {
 	case "ping":
 		s.reply(m.ID, struct{}{})
 	case "tools/list":
-		s.reply(m.ID, map[string]any{"tools": toolList})
+		s.listTools(m, done)
 	case "tools/call":
 		s.callTool(m, done)
 	case "subscriptions/listen":
@@ -300,9 +300,9 @@ func (s *server) handleRequest(m message, done <-chan struct{}) {
 		s.mu.Unlock()
 		s.reply(m.ID, struct{}{})
 	case "resources/list":
-		s.reply(m.ID, map[string]any{"resources": resourceList})
+		s.reply(m.ID, map[string]any{"resources": s.resources()})
 	case "resources/templates/list":
-		s.reply(m.ID, map[string]any{"resourceTemplates": []any{}})
+		s.reply(m.ID, map[string]any{"resourceTemplates": s.templates()})
 	case "resources/read":
 		s.readResource(m)
 	case "resources/subscribe", "resources/unsubscribe":
@@ -322,9 +322,15 @@ func (s *server) handleRequest(m message, done <-chan struct{}) {
 		s.mu.Unlock()
 		s.reply(m.ID, struct{}{})
 	case "prompts/list":
-		s.reply(m.ID, map[string]any{"prompts": []any{}})
+		s.listPrompts(m)
 	case "prompts/get":
-		s.replyError(m.ID, codeInvalidParams, "unknown prompt")
+		s.getPrompt(m)
+	case "completion/complete":
+		if c := s.opts.Catalog; len(c.Prompts) == 0 && len(c.ResourceTemplates) == 0 {
+			s.replyError(m.ID, codeMethodNotFound, "method not found: "+m.Method)
+			return
+		}
+		s.complete(m)
 	default:
 		s.replyError(m.ID, codeMethodNotFound, "method not found: "+m.Method)
 	}
@@ -346,15 +352,19 @@ func (s *server) initialize(m message) {
 	if s.opts.ListChangedBeforeInit {
 		s.notify("notifications/tools/list_changed", struct{}{})
 	}
+	caps := map[string]any{
+		"tools":     map[string]any{"listChanged": true},
+		"resources": map[string]any{"subscribe": true, "listChanged": true},
+		"logging":   map[string]any{},
+		"prompts":   map[string]any{},
+	}
+	if c := s.opts.Catalog; len(c.Prompts) > 0 || len(c.ResourceTemplates) > 0 {
+		caps["completions"] = map[string]any{}
+	}
 	s.reply(m.ID, map[string]any{
 		"protocolVersion": version,
-		"capabilities": map[string]any{
-			"tools":     map[string]any{"listChanged": true},
-			"resources": map[string]any{"subscribe": true, "listChanged": true},
-			"logging":   map[string]any{},
-			"prompts":   map[string]any{},
-		},
-		"serverInfo": map[string]any{"name": FakeServerName, "version": FakeServerVersion},
+		"capabilities":    caps,
+		"serverInfo":      map[string]any{"name": FakeServerName, "version": FakeServerVersion},
 	})
 }
 
@@ -390,8 +400,8 @@ func (s *server) readResource(m message) {
 		s.replyError(m.ID, codeInvalidParams, "uri required")
 		return
 	}
-	for _, r := range resourceList {
-		if r["uri"] == p.URI {
+	for _, r := range s.resources() {
+		if r["uri"] == p.URI || s.templated(p.URI) {
 			s.reply(m.ID, map[string]any{"contents": []any{map[string]any{
 				"uri": p.URI, "mimeType": "text/plain", "text": "content of " + p.URI,
 			}}})

@@ -211,7 +211,9 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 	case "end_listens":
 		s.reply(m.ID, textResult(strconv.Itoa(s.endListens()), false))
 	default:
-		s.replyError(m.ID, codeInvalidParams, "unknown tool: "+p.Name)
+		if !s.callExtraTool(m.ID, p.Name, a) {
+			s.replyError(m.ID, codeInvalidParams, "unknown tool: "+p.Name)
+		}
 	}
 }
 

@@ -1,0 +1,335 @@
+// Package aggregate serves one MCP endpoint merging several servers (an
+// "endpoint" of the config): one client session of the endpoint is one
+// session of each member server, and the endpoint's tools, prompts and
+// resources are the members', renamed so that they cannot collide
+// (SERVER__NAME by default), filtered, and routed back to their owner.
+//
+// The package sits between the HTTP front and the configured servers: an
+// Endpoint is an httpapi.Backend built on the members' own Backends, so
+// every isolation mode, remote and era of a member works behind it
+// unchanged. It imports httpapi, jsonrpc, modern and mux (for Stream)
+// only; gateway builds it from the config.
+//
+// The session eras (conn.go and the files it uses): one client session is
+// one session of each member. The naming, filters, cursors, views of the
+// members' lists and their rendering (names.go, cursor.go, view.go) are
+// functions of the options and of pages of items, not of a session, for
+// the stateless revision (2026-07-28) to serve the same endpoint.
+//
+// What a client sees, in short: tools and prompts named PREFIX+SEP+NAME
+// (shortened past MaxNameLen with a stable hash), resources under their
+// own URIs; merged lists, paged member by member in config order; members
+// that are down hidden (list_changed when they leave and come back) and
+// their tools answered at once with an error naming them and their state.
+// Two members exposing the same name are a collision: the name is left out
+// of the list, logged once naming both, and a call to it gets an error
+// naming both; never routed to either at random.
+package aggregate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// Member is one server of an endpoint.
+type Member struct {
+	// Name is the server's name in the config.
+	Name string
+	// Backend opens the member's sessions (and, if it is also an
+	// httpapi.StatelessBackend, its requests of the stateless revision).
+	Backend httpapi.Backend
+	// Prefix is put before the member's tool and prompt names, followed by
+	// the endpoint's separator; "" puts nothing (the names must not
+	// collide with another member's). Resources keep their URIs.
+	Prefix string
+	// Critical members must be ready for the endpoint to be ready; a
+	// member that is not critical is hidden while it is down.
+	Critical bool
+	// Timeout bounds each request to the member (lists included): a
+	// member that does not answer in time is left out of a merged list,
+	// and a call to it fails naming it. 0: the member's own timeout.
+	Timeout time.Duration
+	// Filter selects the member's tools, prompts and resources the
+	// endpoint exposes (by their names before the prefix, and by URI).
+	Filter Filter
+	// State reports whether the member is ready and, if not, its state in
+	// words ("starting", "backing off: exit status 1 ...; retrying in
+	// 3s"); nil: always ready. Polled to hide and show the member.
+	State func() (ready bool, state string)
+	// OpenStateless, if set, opens the member's session for one request
+	// of the stateless revision declaring caps (raw JSON): a Conn of the
+	// session eras on the processes that serve the member's stateless
+	// requests (backend.StatelessSession). nil: Backend.Open.
+	OpenStateless func(ctx context.Context, general mux.Stream, caps []byte) (httpapi.Conn, error)
+}
+
+// Filter is allow/deny globs (path.Match syntax) per kind. An empty allow
+// list allows everything; deny wins over allow.
+type Filter struct {
+	Tools, Prompts, Resources Globs
+}
+
+// Globs is one kind's allow and deny patterns.
+type Globs struct {
+	Allow, Deny []string
+}
+
+// Options configure an Endpoint.
+type Options struct {
+	// Name is the endpoint's name (its URL is /endpoints/NAME/mcp).
+	Name string
+	// Separator goes between a member's prefix and a name. Default "__".
+	Separator string
+	// MaxNameLen is the longest exposed tool or prompt name; longer ones
+	// are shortened deterministically (a stable hash suffix) and still
+	// route back. Default 64, the limit many model APIs impose.
+	MaxNameLen int
+	// SnakeCase normalizes exposed names to snake_case, keeping an exact
+	// reverse mapping (a collision is an error naming both).
+	SnakeCase bool
+	// Filter applies on top of each member's own.
+	Filter Filter
+	// Version is the gateway's version, for the endpoint's serverInfo.
+	Version string
+	// PollInterval is how often the members' State is read, to hide and
+	// show them. Default 500ms.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultSeparator    = "__"
+	DefaultMaxNameLen   = 64
+	minMaxNameLen       = 16 // room for the hash suffix and some of the name
+	defaultPollInterval = 500 * time.Millisecond
+)
+
+// Endpoint serves one endpoint's client sessions. See the package comment.
+type Endpoint struct {
+	// Static after New.
+	opts    Options
+	members []Member
+	naming  naming
+	log     *slog.Logger
+	nonce   string // in the ids of the endpoint's own requests
+
+	nextID   atomic.Uint64
+	inflight atomic.Int64 // client requests and the endpoint's own, in flight
+	warned   sync.Map     // collisions logged
+	leftOut  []rateLimit  // per member: "left out of a merged list" lines
+	hidden   []rateLimit  // per member: "hidden from a session" lines
+
+	stop chan struct{} // closed by Close: polling ends
+	once sync.Once
+	wg   sync.WaitGroup
+
+	mu sync.Mutex
+	// guarded by mu:
+	closed   bool
+	sessions map[*conn]struct{}
+	states   []memberState
+}
+
+// memberState is a member's state as last polled, and the capabilities it
+// last initialized with.
+type memberState struct {
+	ready bool
+	text  string
+	seq   uint64 // bumped when ready changes
+	// wasReady: it was ready once (a first start hides nothing).
+	wasReady bool
+	caps     caps
+	known    bool // caps is known
+}
+
+// New returns the endpoint merging members, in that order (the order of
+// its lists and cursors), and starts polling their states. Its errors are
+// in the configuration: a member without a name or backend, two with the
+// same name or the same non-empty prefix, a bad glob, a MaxNameLen too
+// small to shorten names into. The gateway sets each member's Prefix (by
+// default the server's name; "" is no prefix) and closes the members'
+// backends itself, after Close.
+func New(opts Options, members []Member) (*Endpoint, error) {
+	if opts.Separator == "" {
+		opts.Separator = DefaultSeparator
+	}
+	if opts.MaxNameLen == 0 {
+		opts.MaxNameLen = DefaultMaxNameLen
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = defaultPollInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	where := fmt.Sprintf("endpoint %q", opts.Name)
+	switch {
+	case len(members) == 0:
+		return nil, fmt.Errorf("%s: no servers", where)
+	case opts.MaxNameLen < minMaxNameLen:
+		return nil, fmt.Errorf("%s: MaxNameLen %d is under %d, too short for a shortened name", where, opts.MaxNameLen, minMaxNameLen)
+	}
+	for _, f := range []struct {
+		name string
+		g    Globs
+	}{{"tools", opts.Filter.Tools}, {"prompts", opts.Filter.Prompts}, {"resources", opts.Filter.Resources}} {
+		if err := f.g.check(where + ": " + f.name); err != nil {
+			return nil, err
+		}
+	}
+	byName, byPrefix := map[string]bool{}, map[string]string{}
+	for _, m := range members {
+		switch {
+		case m.Name == "":
+			return nil, fmt.Errorf("%s: a server without a name", where)
+		case m.Backend == nil:
+			return nil, fmt.Errorf("%s: server %q has no backend", where, m.Name)
+		case byName[m.Name]:
+			return nil, fmt.Errorf("%s: server %q is listed twice", where, m.Name)
+		}
+		byName[m.Name] = true
+		if other, dup := byPrefix[m.Prefix]; dup && m.Prefix != "" {
+			return nil, fmt.Errorf("%s: servers %q and %q have the same prefix %q: their names would collide", where, other, m.Name, m.Prefix)
+		}
+		byPrefix[m.Prefix] = m.Name
+		for _, f := range []struct {
+			name string
+			g    Globs
+		}{{"tools", m.Filter.Tools}, {"prompts", m.Filter.Prompts}, {"resources", m.Filter.Resources}} {
+			if err := f.g.check(fmt.Sprintf("%s: server %q: %s", where, m.Name, f.name)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	e := &Endpoint{
+		opts: opts, members: append([]Member(nil), members...),
+		naming:   naming{sep: opts.Separator, max: opts.MaxNameLen, snake: opts.SnakeCase},
+		log:      opts.Logger.With("endpoint", opts.Name),
+		nonce:    hex.EncodeToString(nonce[:]),
+		leftOut:  make([]rateLimit, len(members)),
+		hidden:   make([]rateLimit, len(members)),
+		stop:     make(chan struct{}),
+		sessions: map[*conn]struct{}{},
+		states:   make([]memberState, len(members)),
+	}
+	for i := range e.members {
+		e.states[i].ready, e.states[i].text = e.poll(i)
+		e.states[i].wasReady = e.states[i].ready
+	}
+	e.wg.Add(1)
+	go e.pollLoop()
+	return e, nil
+}
+
+// Open opens a client session of the endpoint: a session of each member.
+// A critical member whose session cannot be opened fails it (its error,
+// RetryAfter included, named); another is down for this session.
+func (e *Endpoint) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+	c, err := e.openSession(ctx, general, false, nil)
+	if err != nil {
+		return nil, err // not a nil *conn in an interface
+	}
+	return c, nil
+}
+
+// openSession is Open; stateless: for a stateless request declaring caps
+// (see stateless.go).
+func (e *Endpoint) openSession(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	c, err := e.open(ctx, general, stateless, caps)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		c.Close()
+		return nil, errClosed
+	}
+	e.sessions[c] = struct{}{}
+	states := append([]memberState(nil), e.states...)
+	e.mu.Unlock()
+	// States polled while the members' sessions opened (a session takes
+	// a state only if newer than what it has: the poller may be telling
+	// it at the same time).
+	for i, st := range states {
+		c.memberState(i, st.ready, st.seq)
+	}
+	return c, nil
+}
+
+var errClosed = errors.New("the gateway is shutting down")
+
+// forget drops a closed session.
+func (e *Endpoint) forget(c *conn) {
+	e.mu.Lock()
+	delete(e.sessions, c)
+	e.mu.Unlock()
+}
+
+// Pending returns the requests the endpoint has in flight: its clients'
+// (a member's requests are counted by the member too) and its own (lists,
+// initializes) to members.
+func (e *Endpoint) Pending() int { return int(e.inflight.Load()) }
+
+// Ready reports whether every critical member is ready and, if not, the
+// first one's state, for the gateway's readiness.
+func (e *Endpoint) Ready() (bool, string) {
+	for i, m := range e.members {
+		if !m.Critical {
+			continue
+		}
+		if ready, state := e.poll(i); !ready {
+			return false, fmt.Sprintf("server %q (critical in endpoint %q) is %s", m.Name, e.opts.Name, state)
+		}
+	}
+	return true, ""
+}
+
+// Close stops polling the members' states, and ends the sessions still
+// open (the HTTP front ends its sessions before, so there are none unless
+// one was opening meanwhile): their requests in flight are answered, and
+// their members' sessions closed. The members themselves are closed by
+// their owner (the gateway), after.
+func (e *Endpoint) Close() {
+	e.once.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		left := make([]*conn, 0, len(e.sessions))
+		for c := range e.sessions {
+			left = append(left, c)
+		}
+		e.mu.Unlock()
+		close(e.stop)
+		e.wg.Wait()
+		for _, c := range left {
+			c.CloseWith(errClosed.Error())
+		}
+	})
+}
+
+// internalID returns the id of a request of the endpoint's own: a string
+// no client can predict, so never the id of a client's request in flight
+// on the same member session.
+func (e *Endpoint) internalID() []byte {
+	return quote("mcpgate-" + e.nonce + "-" + strconv.FormatUint(e.nextID.Add(1), 10))
+}

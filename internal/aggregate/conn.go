@@ -1,0 +1,374 @@
+package aggregate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// conn is one client session of an endpoint (the session eras): one
+// session of each member, opened with the client's session and ended with
+// it.
+//
+// The client's requests are answered exactly once: each is registered as
+// a pending entry, which is also the Stream a member answers on, so that
+// the first answer (the member's, a timeout, a cancellation, the session's
+// end) wins and every later one is dropped. The endpoint's own work for a
+// session (merging lists, routing a call before the names are known,
+// initializing members) runs on goroutines bounded by the members'
+// timeouts and ended by Close; none of them is waited for by anything on
+// the client's path.
+type conn struct {
+	e       *Endpoint
+	general mux.Stream
+	ctx     context.Context // ended by Close
+	stop    context.CancelFunc
+	members []*member
+
+	mu sync.Mutex
+	// guarded by mu:
+	closed      bool
+	closeText   string // what requests are told once closed
+	version     string // negotiated by initialize; "" before
+	initParams  []byte // the client's initialize params, for members that come up later
+	initialized bool   // the client sent notifications/initialized
+	level       []byte // the client's last logging/setLevel params, likewise
+	pending     map[string]*pending
+	changed     kindSet     // list_changed notifications due
+	flush       *time.Timer // sends them; nil when none is due
+	epoch       uint64      // bumped whenever a member's list or visibility changes
+	views       [numKinds]*view
+	viewEpoch   [numKinds]uint64
+}
+
+// member is a session's connection to one member.
+type member struct {
+	i    int
+	m    *Member
+	conn httpapi.Conn // nil while Open failed
+	// guarded by conn.mu:
+	ready   bool   // the member's state as the endpoint last saw it
+	seq     uint64 // the endpoint's count of its state changes, at ready
+	up      bool   // initialized in this session
+	initing bool   // an initialize of it is under way
+	failed  string // why its Open or initialize failed, "" if it did not
+	caps    caps
+	level   []byte // the logging/setLevel params last sent to it
+	lists   [numKinds]listState
+}
+
+// pending is a client request in flight. It is the Stream its member
+// answers on.
+type pending struct {
+	c      *conn
+	key    string // string(id)
+	id     []byte
+	out    mux.Stream
+	member int // the member it was forwarded to; -1 before. Written once, before forwarding.
+	// guarded by c.mu:
+	done   bool
+	timer  *time.Timer        // the member's Timeout
+	cancel context.CancelFunc // ends the endpoint's work for it
+}
+
+// Send relays what the member sends about the request (progress, log
+// messages, its server requests) to the client's stream for it.
+func (p *pending) Send(msg []byte) { p.c.relay(p.member, msg, p.out) }
+
+// Reply is the member's answer (or nil: cancelled by the client).
+func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
+
+// open opens a session of each member: in parallel (a session-isolated
+// member starts a process), each with a general stream of its own that
+// relays to the client's. A critical member that cannot be opened fails
+// the session; another is down for this session until it comes up.
+//
+// stateless opens the sessions of a stateless request: through a member's
+// OpenStateless when it has one (caps are the request's), so that the
+// member's processes for stateless requests serve it.
+func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
+	c := &conn{e: e, general: general, pending: map[string]*pending{}}
+	c.ctx, c.stop = context.WithCancel(context.Background())
+	c.members = make([]*member, len(e.members))
+	conns := make([]httpapi.Conn, len(e.members))
+	errs := make([]error, len(e.members))
+	var wg sync.WaitGroup
+	for i := range e.members {
+		mc := &member{i: i, m: &e.members[i]}
+		st := e.state(i)
+		mc.ready, mc.seq = st.ready, st.seq
+		c.members[i] = mc
+		wg.Go(func() {
+			if m := &e.members[i]; stateless && m.OpenStateless != nil {
+				conns[i], errs[i] = m.OpenStateless(ctx, memberGeneral{c, i}, caps)
+			} else {
+				conns[i], errs[i] = m.Backend.Open(ctx, memberGeneral{c, i})
+			}
+		})
+	}
+	wg.Wait()
+	// Under mu: the members opened first may already be sending.
+	c.mu.Lock()
+	var critical error
+	for i, mc := range c.members {
+		mc.conn = conns[i]
+		if err := errs[i]; err != nil {
+			mc.failed = "opening its session failed: " + err.Error()
+			if mc.m.Critical && critical == nil {
+				critical = fmt.Errorf("server %q (critical in endpoint %q): %w", mc.m.Name, e.opts.Name, err)
+			}
+		}
+	}
+	c.mu.Unlock()
+	if critical != nil {
+		c.closeMembers("")
+		c.stop()
+		return nil, critical
+	}
+	for i, err := range errs {
+		if err != nil {
+			e.log.Info("member not available to a session", "server", e.members[i].Name, "err", err)
+		}
+	}
+	return c, nil
+}
+
+// Version returns the protocol version the session's initialize
+// negotiated.
+func (c *conn) Version() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// Handle routes one message of the client.
+func (c *conn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+	switch msg.Kind {
+	case jsonrpc.KindRequest:
+		c.request(ctx, msg, out)
+	case jsonrpc.KindNotification:
+		c.notification(ctx, msg)
+	case jsonrpc.KindResponse:
+		c.response(ctx, msg)
+	}
+}
+
+func (c *conn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+	if msg.MethodIs("ping") {
+		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
+		return
+	}
+	p := c.register(msg.Bytes(msg.ID), out)
+	if p == nil {
+		return
+	}
+	method := msg.MethodName()
+	for k := range numKinds {
+		if method == kindInfo[k].method {
+			cursor, _, hasCursor := findString(msg.Raw, "params", "cursor")
+			c.spawn(p, func(ctx context.Context) { c.list(ctx, p, k, cursor, hasCursor) })
+			return
+		}
+	}
+	switch method {
+	case "initialize":
+		params := bytes.Clone(paramsOf(msg.Raw))
+		c.spawn(p, func(ctx context.Context) { c.initialize(ctx, p, params) })
+	case "logging/setLevel":
+		params := bytes.Clone(paramsOf(msg.Raw))
+		c.spawn(p, func(ctx context.Context) { c.setLevel(ctx, p, params) })
+	case "tools/call":
+		c.routeName(ctx, p, msg, kindTools, "params", "name")
+	case "prompts/get":
+		c.routeName(ctx, p, msg, kindPrompts, "params", "name")
+	case "completion/complete":
+		c.routeCompletion(ctx, p, msg)
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		c.routeURI(ctx, p, msg, "params", "uri")
+	default:
+		c.routeOther(ctx, p, msg)
+	}
+}
+
+// register records a request in flight, or answers it at once when the
+// session is closed or the id is already in flight (its answers could not
+// be told apart).
+func (c *conn) register(id []byte, out mux.Stream) *pending {
+	c.e.inflight.Add(1)
+	c.mu.Lock()
+	var refusal []byte
+	switch {
+	case c.closed:
+		refusal = jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, c.closeText)
+	case c.pending[string(id)] != nil:
+		refusal = jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
+	}
+	if refusal != nil {
+		c.mu.Unlock()
+		c.e.inflight.Add(-1)
+		out.Reply(refusal)
+		return nil
+	}
+	p := &pending{c: c, key: string(id), id: bytes.Clone(id), out: out, member: -1}
+	c.pending[p.key] = p
+	c.mu.Unlock()
+	return p
+}
+
+// spawn runs the endpoint's work for p on a goroutine, with a context
+// ended when p is answered (or the session closes).
+func (c *conn) spawn(p *pending, work func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	if p.done {
+		c.mu.Unlock()
+		cancel()
+		return
+	}
+	p.cancel = cancel
+	c.mu.Unlock()
+	go work(ctx)
+}
+
+// finish answers p with msg (nil: cancelled) unless it was answered
+// already, and reports whether it did. deliver false ends it silently
+// (its client left).
+func (c *conn) finish(p *pending, msg []byte, deliver bool) bool {
+	c.mu.Lock()
+	if p.done {
+		c.mu.Unlock()
+		return false
+	}
+	p.done = true
+	if c.pending[p.key] == p {
+		delete(c.pending, p.key)
+	}
+	t, cancel := p.timer, p.cancel
+	c.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	if cancel != nil {
+		cancel()
+	}
+	c.e.inflight.Add(-1)
+	if deliver {
+		p.out.Reply(msg)
+	}
+	return true
+}
+
+// answer answers p with a result.
+func (c *conn) answer(p *pending, result []byte) { c.finish(p, jsonrpc.Response(p.id, result), true) }
+
+// fail answers p with an error.
+func (c *conn) fail(p *pending, err error) {
+	var re *rpcError
+	if !errors.As(err, &re) {
+		re = &rpcError{jsonrpc.CodeInternalError, err.Error()}
+	}
+	c.finish(p, jsonrpc.ErrorResponse(p.id, re.Code, re.Message), true)
+}
+
+// Abandon ends the requests whose replies were to go to out without a
+// reply (their client left and cannot resume), cancelling them upstream.
+func (c *conn) Abandon(out mux.Stream) {
+	type abandoned struct {
+		p      *pending
+		member int
+	}
+	c.mu.Lock()
+	var mine []abandoned
+	for _, p := range c.pending {
+		if p.out == out {
+			mine = append(mine, abandoned{p, p.member})
+		}
+	}
+	c.mu.Unlock()
+	for _, a := range mine {
+		if a.member >= 0 {
+			c.members[a.member].conn.Abandon(a.p) // cancelled upstream, without a reply
+		}
+		c.finish(a.p, nil, false)
+	}
+}
+
+// Close ends the session: every member's session, then every request of
+// the client still in flight is answered with an error. Nothing waits on
+// a member (their Close does not).
+func (c *conn) Close() { c.CloseWith("") }
+
+// CloseWith is Close telling the requests in flight why the session ended.
+func (c *conn) CloseWith(reason string) {
+	text := "mcpgate: session closed"
+	if reason != "" {
+		text = "mcpgate: " + strings.TrimPrefix(reason, "mcpgate: ")
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.closeText = true, text
+	if c.flush != nil {
+		c.flush.Stop()
+		c.flush = nil
+	}
+	// Under mu: whoever sees the session closed sees its work ended too,
+	// and answers nothing but what Close says.
+	c.stop()
+	c.mu.Unlock()
+	c.e.forget(c)
+	c.closeMembers(reason)
+	c.mu.Lock()
+	left := make([]*pending, 0, len(c.pending))
+	for _, p := range c.pending {
+		left = append(left, p)
+	}
+	c.mu.Unlock()
+	for _, p := range left {
+		c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeServerError, text), true)
+	}
+}
+
+// closeMembers ends every member's session, telling it why.
+func (c *conn) closeMembers(reason string) {
+	for _, mc := range c.members {
+		if mc == nil || mc.conn == nil {
+			continue
+		}
+		if cw, ok := mc.conn.(httpapi.ConnCloseWith); ok && reason != "" {
+			cw.CloseWith(reason)
+		}
+		mc.conn.Close()
+	}
+}
+
+// visibleLocked reports whether member i is up in this session and its
+// server ready: its items are listed and its names routed. Called with
+// c.mu held.
+func (c *conn) visibleLocked(i int) bool {
+	mc := c.members[i]
+	return mc.ready && mc.up && mc.conn != nil
+}
+
+// unavailable is the error for a request to member i while it is not
+// visible: its state, or why its session failed.
+func (c *conn) unavailable(i int, failed string) error {
+	name := c.e.members[i].Name
+	if st := c.e.state(i); !st.ready {
+		return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, st.text)
+	}
+	if failed == "" {
+		failed = "it is not initialized in this session"
+	}
+	return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, failed)
+}

@@ -1,0 +1,242 @@
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// initialize answers the client's initialize. Each member is initialized
+// with the client's params, in parallel, each within its Timeout (one not
+// ready within startWait at most, unless critical); the answer waits for
+// all of them and merges theirs. A member that fails is down for the
+// session (hidden; initialized when it is next seen becoming ready, and
+// the client told then with list_changed), unless it is critical: then
+// the initialize fails, naming it.
+func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
+	// The states as they are now, not as last polled: a gateway that just
+	// started has its members starting, and ready a moment later.
+	for i := range c.members {
+		c.e.refresh(i)
+	}
+	c.mu.Lock()
+	if c.initParams != nil {
+		c.mu.Unlock()
+		c.fail(p, errorf(jsonrpc.CodeInvalidRequest, "the session is already initialized"))
+		return
+	}
+	if params == nil {
+		params = []byte(`{}`)
+	}
+	c.initParams = params
+	var todo []*member
+	waited := make([]bool, len(c.members)) // not ready: given startWait at most
+	for _, mc := range c.members {
+		if mc.conn != nil {
+			mc.initing = true
+			todo = append(todo, mc)
+			waited[mc.i] = !mc.ready && !mc.m.Critical
+		}
+	}
+	c.mu.Unlock()
+
+	// Every member is sent the initialize: one backing off answers at once
+	// (and is hidden), one starting is waited for, but not for long unless
+	// it is critical: a server downloading itself must not hold up the
+	// others. It is initialized when it becomes ready.
+	results := make([][]byte, len(c.members))
+	errs := make([]error, len(c.members))
+	var wg sync.WaitGroup
+	for _, mc := range todo {
+		wg.Go(func() {
+			mctx, cancel := c.memberCtxFrom(ctx, mc.i)
+			defer cancel()
+			if waited[mc.i] {
+				var cancelWait context.CancelFunc
+				mctx, cancelWait = context.WithTimeoutCause(mctx, startWait, deadline{startWait})
+				defer cancelWait()
+			}
+			results[mc.i], errs[mc.i] = c.call(mctx, mc.i, "initialize", params)
+		})
+	}
+	wg.Wait()
+	// A member that answered is ready now, whatever was polled before.
+	for i := range c.members {
+		c.e.refresh(i)
+	}
+
+	var critical error
+	c.mu.Lock()
+	for _, mc := range todo {
+		mc.initing = false
+		if err := errs[mc.i]; err != nil {
+			mc.failed = "its initialize failed: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
+			if mc.m.Critical && critical == nil {
+				critical = errorf(jsonrpc.CodeServerError, "server %q, critical in endpoint %q, failed to initialize: %s",
+					mc.m.Name, c.e.opts.Name, strings.TrimPrefix(err.Error(), "mcpgate: "))
+			}
+			continue
+		}
+		mc.up, mc.caps = true, parseCaps(results[mc.i])
+		c.e.rememberCaps(mc.i, mc.caps)
+	}
+	var result []byte
+	if critical == nil {
+		result = c.mergeInit(params, results)
+		c.version = jsonVersion(result)
+		c.epoch++
+		// Members that became ready while they were waited for (their
+		// becoming ready was told while they were initializing).
+		for _, mc := range c.members {
+			if mc.ready && !mc.up && !mc.initing && mc.conn != nil && waited[mc.i] {
+				c.startInitLocked(mc)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, mc := range todo {
+		if err := errs[mc.i]; err != nil && !mc.m.Critical {
+			c.e.logHidden(mc.i, err)
+		}
+	}
+	if critical != nil {
+		c.fail(p, critical)
+		return
+	}
+	c.answer(p, result)
+}
+
+// mergeInit returns the endpoint's initialize result from the members'
+// (nil for those not up): the oldest protocol version any member agreed
+// (every member speaks it), the union of the capabilities the endpoint
+// merges (list changes always announced: the endpoint announces members
+// leaving and joining), serverInfo naming the endpoint, and the members'
+// instructions under their names. Members not up count with the
+// capabilities they had last, or with every list when never seen: the
+// client must not skip the lists they will join.
+func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
+	var req struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(params, &req)
+	version := ""
+	var all caps
+	var instructions []string
+	for i, r := range results {
+		if r == nil {
+			all |= c.e.knownCaps(i)
+			continue
+		}
+		var res struct {
+			ProtocolVersion string `json:"protocolVersion"`
+			Instructions    string `json:"instructions"`
+		}
+		_ = json.Unmarshal(r, &res)
+		if mux.IsSupported(res.ProtocolVersion) && (version == "" || res.ProtocolVersion < version) {
+			version = res.ProtocolVersion
+		}
+		all |= parseCaps(r)
+		if res.Instructions != "" {
+			instructions = append(instructions, "## "+c.e.members[i].Name+"\n\n"+res.Instructions)
+		}
+	}
+	if version == "" {
+		version = mux.Negotiate(req.ProtocolVersion, "")
+	}
+	type object = map[string]any
+	capabilities := object{}
+	listed := object{"listChanged": true}
+	if all&capTools != 0 {
+		capabilities["tools"] = listed
+	}
+	if all&capPrompts != 0 {
+		capabilities["prompts"] = listed
+	}
+	if all&capResources != 0 {
+		capabilities["resources"] = object{"listChanged": true, "subscribe": all&capSubscribe != 0}
+	}
+	if all&capLogging != 0 {
+		capabilities["logging"] = object{}
+	}
+	if all&capCompletions != 0 {
+		capabilities["completions"] = object{}
+	}
+	out := object{
+		"protocolVersion": version,
+		"capabilities":    capabilities,
+		"serverInfo":      object{"name": c.e.opts.Name, "version": c.e.opts.Version},
+	}
+	if len(instructions) > 0 {
+		out["instructions"] = strings.Join(instructions, "\n\n")
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// jsonVersion returns the protocolVersion of an initialize result.
+func jsonVersion(result []byte) string {
+	var r struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(result, &r)
+	return r.ProtocolVersion
+}
+
+// startWait is how long a client's initialize waits for a member that is
+// not ready (starting, most likely) and not critical.
+const startWait = 5 * time.Second
+
+// startInitLocked initializes member mc for the session, which the client
+// initialized before mc was ready. Called with c.mu held.
+func (c *conn) startInitLocked(mc *member) {
+	mc.initing = true
+	go c.initMember(mc, c.initParams)
+}
+
+// initMember initializes a member that came up after the client's
+// initialize: the client's initialize, its notifications/initialized and
+// logging level, as if it had been there; then the client hears of its
+// lists.
+func (c *conn) initMember(mc *member, params []byte) {
+	ctx, cancel := c.memberCtx(mc.i)
+	defer cancel()
+	result, err := c.call(ctx, mc.i, "initialize", params)
+	c.mu.Lock()
+	mc.initing = false
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if err != nil {
+		mc.failed = "its initialize failed: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
+		c.mu.Unlock()
+		c.e.logHidden(mc.i, err)
+		return
+	}
+	mc.up, mc.failed, mc.caps = true, "", parseCaps(result)
+	for k := range numKinds {
+		mc.lists[k].reset()
+	}
+	c.epoch++
+	if c.visibleLocked(mc.i) {
+		c.notifyLocked(mc.caps.kinds())
+	}
+	initialized := c.initialized
+	c.mu.Unlock()
+	c.e.rememberCaps(mc.i, mc.caps)
+	if initialized {
+		if msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil)); err == nil {
+			mc.conn.Handle(ctx, &msg, nil)
+		}
+	}
+	c.mu.Lock()
+	if c.visibleLocked(mc.i) {
+		c.applyLevelLocked(mc) // after initialized, as a client would
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,182 @@
+package aggregate
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// nopBackend is a member backend for tests that never open a session.
+type nopBackend struct{}
+
+func (nopBackend) Open(context.Context, mux.Stream) (httpapi.Conn, error) {
+	return nil, context.Canceled
+}
+
+func TestSnakeCaseNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"getUserID":     "get_user_id",
+		"HTTPServer":    "http_server",
+		"get-user.info": "get_user_info",
+		"already_snake": "already_snake",
+		"foo_Bar":       "foo_bar",
+		"v2Beta":        "v2_beta",
+		"":              "",
+	} {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestExpose(t *testing.T) {
+	n := naming{sep: "__", max: 64}
+	if got := n.expose("github", "create_issue"); got != "github__create_issue" {
+		t.Errorf("expose: %q", got)
+	}
+	if got := n.expose("", "x"); got != "x" {
+		t.Errorf("empty prefix: %q", got)
+	}
+	long := n.expose("srv", strings.Repeat("é", 40)) // 80 bytes of name
+	if len(long) > 64 || !utf8.ValidString(long) || long != n.expose("srv", strings.Repeat("é", 40)) {
+		t.Errorf("shortened %q (%d bytes): want at most 64, valid UTF-8, stable", long, len(long))
+	}
+}
+
+func TestTemplateRegexp(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, uri string
+		want      bool
+	}{
+		{"note://{id}", "note://7", true},
+		{"note://{id}", "note://", false},
+		{"note://{id}", "note://7/8", false},
+		{"file:///{+path}", "file:///a/b/c", true},
+		{"db://{table}/rows/{row}.json", "db://users/rows/42.json", true},
+		{"db://{table}/rows/{row}.json", "db://users/rows/42.xml", false},
+		{"a.b://{x}", "aXb://1", false}, // literal text is literal
+		{"broken://{x", "broken://{x", false},
+	} {
+		re := templateRegexp(tc.tmpl)
+		if got := re != nil && re.MatchString(tc.uri); got != tc.want {
+			t.Errorf("%q matches %q: %v, want %v", tc.tmpl, tc.uri, got, tc.want)
+		}
+	}
+}
+
+func TestCursorRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		member int
+		mc     string
+	}{{0, ""}, {1, "abc"}, {300, "page=2&x=é"}} {
+		c := encodeCursor(tc.member, tc.mc)
+		m, mc, err := decodeCursor(c, 301)
+		if err != nil || m != tc.member || mc != tc.mc {
+			t.Errorf("cursor %q of (%d, %q) decoded as (%d, %q, %v)", c, tc.member, tc.mc, m, mc, err)
+		}
+		if _, _, err := decodeCursor(c, tc.member); err == nil {
+			t.Errorf("cursor of member %d accepted with %d members", tc.member, tc.member)
+		}
+	}
+}
+
+// FuzzDecodeCursor: no client cursor crashes the decoder, and what it
+// accepts names a member and encodes back to a cursor of the same page.
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add(encodeCursor(0, ""), 3)
+	f.Add(encodeCursor(2, "next"), 3)
+	f.Add("AQ", 1)
+	f.Add("////", 2)
+	f.Add("AYCAgICAgICAgAE", 2)
+	f.Fuzz(func(t *testing.T, c string, members int) {
+		if members <= 0 || members > 1000 {
+			return
+		}
+		m, mc, err := decodeCursor(c, members)
+		if err != nil {
+			return
+		}
+		if m < 0 || m >= members || !utf8.ValidString(mc) {
+			t.Fatalf("decoded (%d, %q) with %d members", m, mc, members)
+		}
+		m2, mc2, err := decodeCursor(encodeCursor(m, mc), members)
+		if err != nil || m2 != m || mc2 != mc {
+			t.Fatalf("(%d, %q) re-encoded decodes as (%d, %q, %v)", m, mc, m2, mc2, err)
+		}
+	})
+}
+
+// FuzzNames: every exposed name is within the limit, stable, and routes
+// back to the member's own name through the view (unless it collides,
+// which is then reported, never merged).
+func FuzzNames(f *testing.F) {
+	f.Add("github", "create_issue", "list_issues", false, 64)
+	f.Add("", "getUserInfo", "get_user_info", true, 16)
+	f.Add("srv", strings.Repeat("x", 100), strings.Repeat("x", 99)+"y", false, 64)
+	f.Add("MyServer", "a-b", "a_b", true, 20)
+	f.Fuzz(func(t *testing.T, prefix, name1, name2 string, snake bool, max int) {
+		if max < minMaxNameLen || max > 256 || !utf8.ValidString(prefix) || !utf8.ValidString(name1) || !utf8.ValidString(name2) || name1 == "" || name2 == "" || name1 == name2 {
+			return
+		}
+		e := &Endpoint{opts: Options{Name: "e"}, members: []Member{{Name: "m", Prefix: prefix}},
+			naming: naming{sep: "__", max: max, snake: snake}, log: discardLog}
+		x1, x2 := e.naming.expose(prefix, name1), e.naming.expose(prefix, name2)
+		for _, x := range []string{x1, x2} {
+			if len(x) > max || !utf8.ValidString(x) {
+				t.Fatalf("exposed %q: %d bytes (max %d) or not UTF-8", x, len(x), max)
+			}
+		}
+		if x1 != e.naming.expose(prefix, name1) {
+			t.Fatal("expose is not stable")
+		}
+		v := e.buildView(kindTools, [][]page{{{items: []item{{key: name1}, {key: name2}}}}})
+		if x1 == x2 {
+			if len(v.byName) != 0 || len(v.collisions[x1]) != 2 {
+				t.Fatalf("%q and %q both expose %q: want a collision, got %+v", name1, name2, x1, v)
+			}
+			return
+		}
+		if v.byName[x1] != (entry{0, name1}) || v.byName[x2] != (entry{0, name2}) {
+			t.Fatalf("view %+v does not route %q and %q back", v.byName, x1, x2)
+		}
+	})
+}
+
+// FuzzServerID: a member's server request id survives the round trip to
+// the client and back; anything else a client sends as an id is refused
+// or names a member that exists.
+func FuzzServerID(f *testing.F) {
+	f.Add(0, []byte(`17`), []byte(`"m0:17"`))
+	f.Add(3, []byte(`"s-1"`), []byte(`"m3:\"x\""`))
+	f.Fuzz(func(t *testing.T, member int, id, client []byte) {
+		if m, raw, ok := decodeServerID(client, 4); ok && (m < 0 || m >= 4 || len(raw) == 0) {
+			t.Fatalf("decoded %q as member %d id %q", client, m, raw)
+		}
+		if member < 0 || member >= 4 || !validID(id) {
+			return
+		}
+		m, raw, ok := decodeServerID(encodeServerID(member, id), 4)
+		if !ok || m != member || string(raw) != string(id) {
+			t.Fatalf("(%d, %s) came back as (%d, %s, %v)", member, id, m, raw, ok)
+		}
+	})
+}
+
+// validID reports whether b is an id a member's session may use: a JSON
+// string or number, as it is.
+func validID(b []byte) bool {
+	_, raw, ok := decodeServerID(append(append([]byte(`"m0:`), jsonEscape(b)...), '"'), 1)
+	return ok && string(raw) == string(b)
+}
+
+func jsonEscape(b []byte) []byte {
+	q := quote(string(b))
+	return q[1 : len(q)-1]
+}
+
+var discardLog = slog.New(slog.DiscardHandler)

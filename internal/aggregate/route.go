@@ -1,0 +1,420 @@
+package aggregate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file routes a client's request to the member that owns what it
+// names (a tool, a prompt, a resource URI, a completion's ref), and holds
+// the endpoint's own requests to members.
+
+// routeName routes a request naming a tool or prompt at path (tools/call
+// and prompts/get: params.name; completion/complete: params.ref.name),
+// with the member's own name put back. When the session does not know
+// every member's names yet, they are loaded first, off the client's path.
+func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, k kind, path ...string) {
+	name, span, ok := findString(msg.Raw, path...)
+	if !ok {
+		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
+		return
+	}
+	c.mu.Lock()
+	known := c.completeLocked(k)
+	var en entry
+	var err error
+	if known {
+		en, err = c.resolveNameLocked(k, name)
+	}
+	c.mu.Unlock()
+	if known {
+		c.forwardName(ctx, p, msg, name, span, en, err)
+		return
+	}
+	raw := bytes.Clone(msg.Raw)
+	c.spawn(p, func(ctx context.Context) {
+		c.ensure(ctx, k)
+		if ctx.Err() != nil {
+			return // answered: cancelled, abandoned or closed
+		}
+		c.mu.Lock()
+		en, err := c.resolveNameLocked(k, name)
+		c.mu.Unlock()
+		m, _ := jsonrpc.Parse(raw) // parsed before
+		c.forwardName(ctx, p, &m, name, span, en, err)
+	})
+}
+
+// forwardName forwards a request naming name at span to its owner en,
+// under the owner's own name.
+func (c *conn) forwardName(ctx context.Context, p *pending, msg *jsonrpc.Message, name string, span jsonrpc.Span, en entry, err error) {
+	if err != nil {
+		c.fail(p, err)
+		return
+	}
+	if en.key != name {
+		m, err := jsonrpc.Parse(replaceString(msg.Raw, span, en.key))
+		if err != nil {
+			c.fail(p, err) // unreachable: a string replaced by a string
+			return
+		}
+		msg = &m
+	}
+	c.forward(ctx, p, en.member, msg)
+}
+
+// resolveNameLocked finds the owner of an exposed tool or prompt name.
+// A filtered name is unknown, like one nobody has. Called with c.mu held.
+func (c *conn) resolveNameLocked(k kind, name string) (entry, error) {
+	v := c.viewLocked(k)
+	if en, ok := v.byName[name]; ok {
+		return en, nil
+	}
+	noun := kindInfo[k].noun
+	if ens, ok := v.collisions[name]; ok {
+		return entry{}, errorf(jsonrpc.CodeInvalidParams,
+			"%s %q is ambiguous in endpoint %q: servers %s all expose it, so it is left out (give them different prefixes, or filter one out)",
+			noun, name, c.e.opts.Name, c.e.describe(ens))
+	}
+	for i, mc := range c.members {
+		visible := c.visibleLocked(i)
+		if visible && (!mc.caps.has(k) || mc.lists[k].loaded) || !c.belongsLocked(i, k, name) {
+			continue
+		}
+		if err := mc.lists[k].err; visible && err != nil {
+			return entry{}, errorf(jsonrpc.CodeServerError, "server %q did not list its %ss: %s", mc.m.Name, noun, strings.TrimPrefix(err.Error(), "mcpgate: "))
+		}
+		if visible {
+			// Its list changed while the session loaded it.
+			return entry{}, errorf(jsonrpc.CodeServerError, "server %q is listing its %ss again; retry", mc.m.Name, noun)
+		}
+		return entry{}, c.unavailable(i, mc.failed)
+	}
+	return entry{}, errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", noun, name)
+}
+
+// belongsLocked reports whether an exposed name is member i's, as far as
+// the session can tell without its list: it carries the member's prefix,
+// or the member listed it before it went down. Called with c.mu held.
+func (c *conn) belongsLocked(i int, k kind, name string) bool {
+	m := &c.e.members[i]
+	if pre := c.e.naming.exposedPrefix(m.Prefix); pre != "" && strings.HasPrefix(name, pre) {
+		return true
+	}
+	for _, pg := range c.members[i].lists[k].pages {
+		for _, it := range pg.items {
+			if c.e.allowed(i, k, it.key) && c.e.naming.expose(m.Prefix, it.key) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// routeURI routes a request naming a resource URI at path (resources/read,
+// subscribe, unsubscribe: params.uri; completion/complete: params.ref.uri)
+// to the member that lists it, or a template matching it.
+func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, path ...string) {
+	uri, _, ok := findString(msg.Raw, path...)
+	if !ok {
+		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
+		return
+	}
+	c.mu.Lock()
+	known := c.completeLocked(kindResources) && c.completeLocked(kindTemplates)
+	i, err := -1, error(nil)
+	if known {
+		i, err = c.resolveURILocked(uri)
+	}
+	c.mu.Unlock()
+	if known {
+		if err != nil {
+			c.fail(p, err)
+			return
+		}
+		c.forward(ctx, p, i, msg)
+		return
+	}
+	raw := bytes.Clone(msg.Raw)
+	c.spawn(p, func(ctx context.Context) {
+		c.ensure(ctx, kindResources, kindTemplates)
+		if ctx.Err() != nil {
+			return
+		}
+		c.mu.Lock()
+		i, err := c.resolveURILocked(uri)
+		c.mu.Unlock()
+		if err != nil {
+			c.fail(p, err)
+			return
+		}
+		m, _ := jsonrpc.Parse(raw)
+		c.forward(ctx, p, i, &m)
+	})
+}
+
+// resolveURILocked finds the member serving a resource URI: the one that
+// lists it, else the one with a template matching it, else the only
+// member with resources at all (a server may serve URIs it does not
+// list). The URI must pass the member's filters and the endpoint's.
+// Called with c.mu held.
+func (c *conn) resolveURILocked(uri string) (int, error) {
+	owners, byTemplate := ownersOf(uri, c.viewLocked(kindResources), c.viewLocked(kindTemplates))
+	allowed := owners[:0]
+	for _, i := range owners {
+		if c.e.allowed(i, kindResources, uri) {
+			allowed = append(allowed, i)
+		}
+	}
+	switch {
+	case len(allowed) == 1:
+		return allowed[0], nil
+	case len(allowed) > 1:
+		how := "lists"
+		if byTemplate {
+			how = "has a template matching"
+		}
+		names := make([]string, len(allowed))
+		for j, i := range allowed {
+			names[j] = fmt.Sprintf("%q", c.e.members[i].Name)
+		}
+		return -1, errorf(jsonrpc.CodeInvalidParams, "resource %q is ambiguous in endpoint %q: each of servers %s %s it",
+			uri, c.e.opts.Name, strings.Join(names, ", "), how)
+	}
+	only, n := -1, 0
+	var down []string
+	for i, mc := range c.members {
+		switch {
+		case c.visibleLocked(i) && mc.caps.has(kindResources):
+			only, n = i, n+1
+		case !c.visibleLocked(i):
+			if c.listedBeforeLocked(i, uri) {
+				return -1, c.unavailable(i, mc.failed)
+			}
+			down = append(down, fmt.Sprintf("%q", mc.m.Name))
+		}
+	}
+	if n == 1 && len(owners) == 0 && c.e.allowed(only, kindResources, uri) {
+		return only, nil
+	}
+	text := fmt.Sprintf("resource %q not found: no server of endpoint %q lists it or a template matching it", uri, c.e.opts.Name)
+	if len(down) > 0 {
+		text += " (not available, so not searched: " + strings.Join(down, ", ") + ")"
+	}
+	return -1, errorf(codeResourceNotFound, "%s", text)
+}
+
+// listedBeforeLocked reports whether member i, not visible now, listed
+// uri (or a template matching it) when it was. Called with c.mu held.
+func (c *conn) listedBeforeLocked(i int, uri string) bool {
+	if !c.e.allowed(i, kindResources, uri) {
+		return false
+	}
+	mc := c.members[i]
+	for _, pg := range mc.lists[kindResources].pages {
+		for _, it := range pg.items {
+			if it.key == uri {
+				return true
+			}
+		}
+	}
+	for _, pg := range mc.lists[kindTemplates].pages {
+		for _, it := range pg.items {
+			if re := templateRegexp(it.key); it.key == uri || re != nil && re.MatchString(uri) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// routeCompletion routes completion/complete by its ref: a prompt's by the
+// prompt's name, a resource template's by its URI.
+func (c *conn) routeCompletion(ctx context.Context, p *pending, msg *jsonrpc.Message) {
+	switch typ, _, _ := findString(msg.Raw, "params", "ref", "type"); typ {
+	case "ref/prompt":
+		c.routeName(ctx, p, msg, kindPrompts, "params", "ref", "name")
+	case "ref/resource":
+		c.routeURI(ctx, p, msg, "params", "ref", "uri")
+	default:
+		c.fail(p, errorf(jsonrpc.CodeInvalidParams, `params.ref.type must be "ref/prompt" or "ref/resource"`))
+	}
+}
+
+// routeOther routes a method the endpoint does not merge: to the one
+// member there is, if there is one up; otherwise there is no telling
+// whose it is.
+func (c *conn) routeOther(ctx context.Context, p *pending, msg *jsonrpc.Message) {
+	up := c.upMembers()
+	switch {
+	case len(up) == 1:
+		c.forward(ctx, p, up[0].i, msg)
+		return
+	case len(c.members) == 1:
+		c.forward(ctx, p, 0, msg) // down: forward says so
+		return
+	}
+	c.fail(p, errorf(jsonrpc.CodeMethodNotFound, "method %q is not served by endpoint %q, which merges %d servers", msg.MethodName(), c.e.opts.Name, len(c.members)))
+}
+
+// forward hands a client request to member i, answered there on p, within
+// the member's Timeout.
+func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Message) {
+	mc := c.members[i]
+	c.mu.Lock()
+	if p.done {
+		c.mu.Unlock()
+		return
+	}
+	if !c.visibleLocked(i) {
+		failed := mc.failed
+		c.mu.Unlock()
+		c.fail(p, c.unavailable(i, failed))
+		return
+	}
+	p.member = i
+	if d := mc.m.Timeout; d > 0 {
+		p.timer = time.AfterFunc(d, func() {
+			text := fmt.Sprintf("mcpgate: request timed out: server %q did not answer within %v", mc.m.Name, d)
+			if c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeRequestTimeout, text), true) {
+				c.cancelUpstream(i, p.id, "request timed out")
+			}
+		})
+	}
+	c.mu.Unlock()
+	mc.conn.Handle(ctx, msg, p)
+}
+
+// setLevel sends the client's logging/setLevel to every member up that
+// logs, and answers when all have answered. Members that come up later
+// get it then.
+func (c *conn) setLevel(ctx context.Context, p *pending, params []byte) {
+	c.mu.Lock()
+	c.level = params
+	var to []*member
+	for i, mc := range c.members {
+		if c.visibleLocked(i) && mc.caps&capLogging != 0 {
+			mc.level = params
+			to = append(to, mc)
+		}
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	ok := 0
+	for _, mc := range to {
+		wg.Go(func() {
+			mctx, cancel := c.memberCtxFrom(ctx, mc.i)
+			defer cancel()
+			_, err := c.call(mctx, mc.i, "logging/setLevel", params)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				ok++
+			}
+		})
+	}
+	wg.Wait()
+	if ok == 0 && len(errs) > 0 {
+		c.fail(p, errs[0]) // an invalid level, most likely: every member said so
+		return
+	}
+	c.answer(p, []byte(`{}`))
+}
+
+// applyLevelLocked sends the client's logging level to member mc if it
+// has not had it: it came up, or back, after the client's
+// logging/setLevel. Called with c.mu held.
+func (c *conn) applyLevelLocked(mc *member) {
+	if c.closed || c.level == nil || mc.caps&capLogging == 0 || bytes.Equal(mc.level, c.level) {
+		return
+	}
+	mc.level = c.level
+	level := c.level
+	go func() {
+		ctx, cancel := c.memberCtx(mc.i)
+		defer cancel()
+		if _, err := c.call(ctx, mc.i, "logging/setLevel", level); err != nil {
+			c.e.log.Debug("logging level not set on a member that came up", "server", mc.m.Name, "err", err)
+		}
+	}()
+}
+
+// internalCall is the Stream of a request of the endpoint's own to member i.
+type internalCall struct {
+	c     *conn
+	i     int
+	reply chan []byte
+}
+
+func (ic *internalCall) Send(msg []byte) { ic.c.relay(ic.i, msg, ic.c.general) }
+
+func (ic *internalCall) Reply(msg []byte) {
+	select {
+	case ic.reply <- msg:
+	default:
+	}
+}
+
+// call sends a request of the endpoint's own (an id of its own, which no
+// client can guess) to member i and returns its result, or an error: the
+// member's error answer, or a timeout when ctx ends first.
+func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([]byte, error) {
+	mc := c.members[i]
+	if mc.conn == nil {
+		return nil, errorf(jsonrpc.CodeServerError, "server %q has no session", mc.m.Name)
+	}
+	id := c.e.internalID()
+	msg, err := jsonrpc.Parse(jsonrpc.Request(id, method, params))
+	if err != nil {
+		return nil, err // unreachable: params are built or checked JSON
+	}
+	ic := &internalCall{c: c, i: i, reply: make(chan []byte, 1)}
+	c.e.inflight.Add(1)
+	defer c.e.inflight.Add(-1)
+	mc.conn.Handle(ctx, &msg, ic)
+	select {
+	case r := <-ic.reply:
+		if ctx.Err() == nil {
+			if r == nil {
+				return nil, errorf(jsonrpc.CodeServerError, "%s of server %q was cancelled", method, mc.m.Name)
+			}
+			return resultOf(r)
+		}
+	case <-ctx.Done():
+		c.cancelUpstream(i, id, "mcpgate: no longer waited for")
+	}
+	var dl deadline
+	if errors.As(context.Cause(ctx), &dl) && c.ctx.Err() == nil {
+		return nil, errorf(jsonrpc.CodeRequestTimeout, "server %q did not answer %s within %v", mc.m.Name, method, dl.d)
+	}
+	return nil, errorf(jsonrpc.CodeServerError, "%s of server %q ended: %v", method, mc.m.Name, context.Cause(ctx))
+}
+
+// deadline is the cause of a context ended by a time limit of d.
+type deadline struct{ d time.Duration }
+
+func (d deadline) Error() string { return "no answer within " + d.d.String() }
+
+// memberCtx bounds the endpoint's work with member i: the member's
+// Timeout, and the session.
+func (c *conn) memberCtx(i int) (context.Context, context.CancelFunc) {
+	return c.memberCtxFrom(c.ctx, i)
+}
+
+func (c *conn) memberCtxFrom(ctx context.Context, i int) (context.Context, context.CancelFunc) {
+	if d := c.e.members[i].Timeout; d > 0 {
+		return context.WithTimeoutCause(ctx, d, deadline{d})
+	}
+	return context.WithCancel(ctx)
+}

@@ -1,0 +1,118 @@
+package aggregate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// A request of the stateless revision (2026-07-28) to an endpoint is served
+// by a session of the endpoint of its own, initialized by the gateway with
+// the capabilities the request declares, for as long as the request runs:
+// the HTTP front translates it for that session as it does for a server of
+// the session eras (the _meta keys stripped, resultType and the caching
+// fields added, server/discover built from the merged initialize result,
+// subscriptions/listen served from the session's list_changed, a member's
+// request to the client turned into input_required). So everything the
+// endpoint does for sessions (names, merged lists and cursors, filters,
+// routing, hidden members) holds for stateless clients unchanged, and a
+// member of either era (a 2026-07-28 member's session being the reverse
+// bridge) serves them.
+//
+// What it costs: a member session per request. For a shared member that is
+// a client of its multiplexer, initialized locally; a member with a process
+// per session ("isolation": "session") or an upstream session per client
+// session (remote) starts one for each stateless request.
+
+// statelessClient is the clientInfo of the sessions the gateway opens for
+// stateless requests.
+const statelessClient = `{"name":"mcpgate (2026-07-28 client)","version":"0"}`
+
+// OpenStateless opens the connection of one stateless request: an endpoint
+// session initialized with caps (raw JSON; {} when empty), bounded by ctx.
+// It fails when a critical member cannot be initialized, as initialize does.
+func (e *Endpoint) OpenStateless(ctx context.Context, general mux.Stream, _ string, caps []byte) (httpapi.StatelessConn, error) {
+	if len(bytes.TrimSpace(caps)) == 0 || caps[0] != '{' {
+		caps = []byte(`{}`)
+	}
+	c, err := e.openSession(ctx, general, true, caps)
+	if err != nil {
+		return nil, err
+	}
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, mux.LatestVersion, caps, statelessClient)
+	msg, err := jsonrpc.Parse(jsonrpc.Request(e.internalID(), "initialize", params))
+	if err != nil { // caps came from a parsed request: cannot happen
+		c.Close()
+		return nil, err
+	}
+	out := &replyOnce{ch: make(chan []byte, 1)}
+	c.Handle(ctx, &msg, out)
+	var reply []byte
+	select {
+	case reply = <-out.ch:
+	case <-ctx.Done():
+		c.Close()
+		return nil, ctx.Err()
+	}
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(reply, &r); err != nil || (r.Error == nil && len(r.Result) == 0) {
+		c.Close()
+		return nil, errors.New("mcpgate: endpoint " + e.opts.Name + ": no initialize result")
+	}
+	if r.Error != nil {
+		c.Close()
+		return nil, errors.New(r.Error.Message)
+	}
+	note, _ := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil))
+	c.Handle(ctx, &note, nil)
+	return &statelessConn{Conn: c, init: r.Result}, nil
+}
+
+// statelessConn is an endpoint session serving one stateless request.
+type statelessConn struct {
+	httpapi.Conn
+	init []byte // the merged initialize result
+}
+
+// ServerInit returns the endpoint's merged initialize result: the front
+// builds server/discover from it.
+func (s *statelessConn) ServerInit(context.Context) ([]byte, error) { return s.init, nil }
+
+// CloseWith tells the session's requests why it ends, as for a session.
+func (s *statelessConn) CloseWith(reason string) {
+	if cw, ok := s.Conn.(httpapi.ConnCloseWith); ok {
+		cw.CloseWith(reason)
+	}
+}
+
+// Passthrough is false: the front translates the request for the session.
+func (s *statelessConn) Passthrough() bool { return false }
+
+// replyOnce takes the final answer of the gateway's own initialize.
+type replyOnce struct{ ch chan []byte }
+
+func (r *replyOnce) Send([]byte) {}
+func (r *replyOnce) Reply(msg []byte) {
+	select {
+	case r.ch <- bytes.Clone(msg):
+	default:
+	}
+}
+
+// Interface guards.
+var (
+	_ httpapi.StatelessBackend = (*Endpoint)(nil)
+	_ httpapi.StatelessConn    = (*statelessConn)(nil)
+	_ httpapi.ConnCloseWith    = (*statelessConn)(nil)
+)

@@ -1,0 +1,336 @@
+package aggregate
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// This file is what the endpoint makes of its members' lists, independent
+// of how they were fetched (a session's member connections, or requests of
+// the stateless revision): pages of items, the table of exposed names that
+// routes calls back (and finds collisions), the resource index, and the
+// rendering of a merged page.
+
+// kind is one of the four lists an endpoint merges.
+type kind uint8
+
+const (
+	kindTools kind = iota
+	kindPrompts
+	kindResources
+	kindTemplates
+	numKinds
+)
+
+// kindInfo describes each kind: the list method, the result's array, the
+// key each item is known by, and the list_changed notification.
+var kindInfo = [numKinds]struct {
+	method, field, key, changed, noun string
+}{
+	kindTools:     {"tools/list", "tools", "name", "notifications/tools/list_changed", "tool"},
+	kindPrompts:   {"prompts/list", "prompts", "name", "notifications/prompts/list_changed", "prompt"},
+	kindResources: {"resources/list", "resources", "uri", "notifications/resources/list_changed", "resource"},
+	kindTemplates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "notifications/resources/list_changed", "resource template"},
+}
+
+// kindSet is a set of kinds (bit k for kind k).
+type kindSet uint8
+
+func (s kindSet) has(k kind) bool { return s&(1<<k) != 0 }
+
+// named reports whether items of k are renamed (tools, prompts) rather
+// than kept (resources and templates keep their URIs).
+func (k kind) named() bool { return k == kindTools || k == kindPrompts }
+
+// item is one entry of a member's list: its JSON as the member gave it,
+// and its name, URI or URI template.
+type item struct {
+	raw json.RawMessage
+	key string
+}
+
+// page is one page of a member's list: the member cursor that fetched it
+// ("" for the first) and the cursor of the next ("" for none).
+type page struct {
+	cursor, next string
+	items        []item
+}
+
+// parsePage reads a member's list result of kind k. Items without their
+// key are dropped: nothing could route to them.
+func parsePage(k kind, cursor string, result []byte) (page, error) {
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(result, &r); err != nil {
+		return page{}, fmt.Errorf("unreadable %s result: %v", kindInfo[k].method, err)
+	}
+	var raws []json.RawMessage
+	if v, ok := r[kindInfo[k].field]; ok {
+		if err := json.Unmarshal(v, &raws); err != nil {
+			return page{}, fmt.Errorf("unreadable %s result: %q: %v", kindInfo[k].method, kindInfo[k].field, err)
+		}
+	}
+	p := page{cursor: cursor, items: make([]item, 0, len(raws))}
+	if v, ok := r["nextCursor"]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &p.next); err != nil {
+			return page{}, fmt.Errorf("unreadable %s result: nextCursor: %v", kindInfo[k].method, err)
+		}
+	}
+	for _, raw := range raws {
+		key, _, ok := findString(raw, kindInfo[k].key)
+		if ok && key != "" {
+			p.items = append(p.items, item{raw: raw, key: key})
+		}
+	}
+	return p, nil
+}
+
+// entry is a member's item by its own key.
+type entry struct {
+	member int
+	key    string
+}
+
+// view is what the endpoint exposes of one kind, from the lists of the
+// members that are up: for tools and prompts, the exposed names and
+// whose they are; for resources and templates, what each member lists.
+// Filtered items are not in it at all.
+type view struct {
+	kind kind
+	// byName maps an exposed name to its owner (tools, prompts).
+	byName map[string]entry
+	// exposed is byName reversed: what a member's item is listed as.
+	exposed map[entry]string
+	// collisions are the exposed names several items map to, with them:
+	// listed by none, callable by none.
+	collisions map[string][]entry
+	// keys is every (member, URI or template) listed and allowed
+	// (resources, templates).
+	keys map[entry]bool
+	// templates are the templates' compiled forms (nil: malformed).
+	templates map[entry]*regexp.Regexp
+}
+
+// buildView makes the view of kind k from lists[i], member i's pages (nil:
+// the member is down, has no such list, or its list could not be had).
+func (e *Endpoint) buildView(k kind, lists [][]page) *view {
+	v := &view{kind: k, byName: map[string]entry{}, exposed: map[entry]string{}, keys: map[entry]bool{}}
+	for i, pages := range lists {
+		for _, p := range pages {
+			for _, it := range p.items {
+				en := entry{i, it.key}
+				if !e.allowed(i, k, it.key) || v.keys[en] {
+					continue // filtered, or listed twice by the member
+				}
+				v.keys[en] = true
+				if k == kindTemplates {
+					if v.templates == nil {
+						v.templates = map[entry]*regexp.Regexp{}
+					}
+					v.templates[en] = templateRegexp(it.key)
+				}
+				if !k.named() {
+					continue
+				}
+				name := e.naming.expose(e.members[i].Prefix, it.key)
+				if others, ok := v.collisions[name]; ok {
+					v.collisions[name] = append(others, en)
+					continue
+				}
+				if first, ok := v.byName[name]; ok {
+					delete(v.byName, name)
+					delete(v.exposed, first)
+					if v.collisions == nil {
+						v.collisions = map[string][]entry{}
+					}
+					v.collisions[name] = []entry{first, en}
+					continue
+				}
+				v.byName[name] = en
+				v.exposed[en] = name
+			}
+		}
+	}
+	for name, ens := range v.collisions {
+		e.warnCollision(k, name, ens)
+	}
+	return v
+}
+
+// warnCollision logs a collision once per endpoint (each session that
+// builds the same view would repeat it).
+func (e *Endpoint) warnCollision(k kind, name string, ens []entry) {
+	key := fmt.Sprint(k, name, ens)
+	if _, dup := e.warned.LoadOrStore(key, true); dup {
+		return
+	}
+	e.log.Warn(kindInfo[k].noun+" name collision: left out of the endpoint's list; calls to it get an error",
+		"name", name, "servers", e.describe(ens))
+}
+
+// describe words the owners of colliding items: `"a" (tool "x"), "b" (tool "x")`.
+func (e *Endpoint) describe(ens []entry) string {
+	parts := make([]string, len(ens))
+	for j, en := range ens {
+		parts[j] = fmt.Sprintf("%q (%q)", e.members[en.member].Name, en.key)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// render returns the items of member i's page p the view lets through,
+// tools and prompts under their exposed names.
+func (v *view) render(i int, p *page, dst []json.RawMessage) []json.RawMessage {
+	for _, it := range p.items {
+		if name, ok := v.lets(i, it.key); ok {
+			dst = append(dst, renamed(v.kind, it, name))
+		}
+	}
+	return dst
+}
+
+// count returns how many items of member i's page p the view lets through.
+func (v *view) count(i int, p *page) int {
+	n := 0
+	for _, it := range p.items {
+		if _, ok := v.lets(i, it.key); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// lets reports whether member i's item key is in the view, and its
+// exposed name (tools, prompts).
+func (v *view) lets(i int, key string) (string, bool) {
+	en := entry{i, key}
+	if !v.keys[en] {
+		return "", false
+	}
+	if !v.kind.named() {
+		return key, true
+	}
+	name, ok := v.exposed[en] // not when it collides
+	return name, ok
+}
+
+// renderFresh renders a page of member i fetched apart from the lists v
+// was built from (its cursor was of a list since changed): an item v does
+// not know is let through by the filters, under its exposed name unless
+// v has that name for another item.
+func (v *view) renderFresh(e *Endpoint, i int, p *page) []json.RawMessage {
+	var dst []json.RawMessage
+	for _, it := range p.items {
+		if !e.allowed(i, v.kind, it.key) {
+			continue
+		}
+		name, ok := v.lets(i, it.key)
+		if !ok && v.kind.named() {
+			name = e.naming.expose(e.members[i].Prefix, it.key)
+			_, taken := v.byName[name]
+			_, collides := v.collisions[name]
+			if taken || collides {
+				continue
+			}
+		}
+		dst = append(dst, renamed(v.kind, it, name))
+	}
+	return dst
+}
+
+// renamed returns an item listed under name: tools and prompts get their
+// "name" replaced, every other byte as the member wrote it.
+func renamed(k kind, it item, name string) json.RawMessage {
+	if !k.named() || name == it.key {
+		return it.raw
+	}
+	_, span, ok := findString(it.raw, kindInfo[k].key)
+	if !ok {
+		return it.raw // unreachable: parsePage found it
+	}
+	return replaceString(it.raw, span, name)
+}
+
+// listResult returns a list result of kind k.
+func listResult(k kind, items []json.RawMessage, next string) []byte {
+	b := append(quote(kindInfo[k].field), ':', '[')
+	b = append([]byte{'{'}, b...)
+	for j, it := range items {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, ']')
+	if next != "" {
+		b = append(b, `,"nextCursor":`...)
+		b = append(b, quote(next)...)
+	}
+	return append(b, '}')
+}
+
+// templateRegexp compiles an RFC 6570 template, read as level 1, into
+// the expansions it can make: literal text around {var} expressions, each
+// variable one or more characters other than '/' (level 1 encodes '/' in
+// values), or any text for the operators of the higher levels ("{+var}",
+// "{/var}" and the like). Enough to route a URI to the member whose
+// template made it; a regexp (RE2) because URIs come from clients, and
+// backtracking over many variables would be theirs to exploit.
+func templateRegexp(tmpl string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString("^")
+	for {
+		open := strings.IndexByte(tmpl, '{')
+		if open < 0 {
+			b.WriteString(regexp.QuoteMeta(tmpl))
+			break
+		}
+		closing := strings.IndexByte(tmpl[open:], '}')
+		if closing < 0 {
+			return nil // malformed: matches itself only
+		}
+		b.WriteString(regexp.QuoteMeta(tmpl[:open]))
+		if expr := tmpl[open+1 : open+closing]; expr != "" && strings.ContainsRune("+#./;?&", rune(expr[0])) {
+			b.WriteString(".*")
+		} else {
+			b.WriteString("[^/]+")
+		}
+		tmpl = tmpl[open+closing+1:]
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil
+	}
+	return re
+}
+
+// ownersOf returns the members that list uri, or a template it matches
+// (when none lists it), among those v (resources) and tv (templates) let
+// through; sorted by member.
+func ownersOf(uri string, v, tv *view) (owners []int, byTemplate bool) {
+	for en := range v.keys {
+		if en.key == uri {
+			owners = append(owners, en.member)
+		}
+	}
+	if len(owners) == 0 {
+		for en := range tv.keys {
+			if en.key == uri || tv.templates[en] != nil && tv.templates[en].MatchString(uri) {
+				owners = append(owners, en.member)
+			}
+		}
+		byTemplate = true
+	}
+	slices.Sort(owners)
+	return slices.Compact(owners), byTemplate
+}
+
+// errorf is a JSON-RPC error of the endpoint's own.
+func errorf(code int, format string, args ...any) *rpcError {
+	return &rpcError{code, "mcpgate: " + fmt.Sprintf(format, args...)}
+}
+
+// codeResourceNotFound is MCP's error code for a resource that does not exist.
+const codeResourceNotFound = -32002
