@@ -162,7 +162,9 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []mod
 			answered[i] = true
 			continue
 		}
-		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, r.Params))
+		// The server's key rides along, for a client of 2026-07-28 the
+		// request may reach again (through an endpoint).
+		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, modern.WithInputKey(r.Params, r.Key)))
 	}
 	responses := map[string]json.RawMessage{}
 	for i, p := range asked {

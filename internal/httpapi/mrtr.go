@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -182,7 +183,11 @@ func (m *modernStream) ask(msg *jsonrpc.Message) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.asks = append(m.asks, ask{key: "input-" + string(id), id: id, msg: bytes.Clone(msg.Raw)})
+	key := "input-" + string(id)
+	if k := modern.InputKey(msg); k != "" && !slices.ContainsFunc(m.asks, func(a ask) bool { return a.key == k }) {
+		key = k // a 2026-07-28 server's own key, carried by the reverse bridge
+	}
+	m.asks = append(m.asks, ask{key: key, id: id, msg: bytes.Clone(msg.Raw)})
 	if m.answered || m.gathering {
 		return
 	}

@@ -207,3 +207,62 @@ func IsInputMethod(method string) bool {
 	}
 	return false
 }
+
+// KeyInputKey is the _meta key of a server request the gateway makes of a
+// client on behalf of a 2026-07-28 server's input request (the reverse
+// bridge): the key the server gave it in inputRequests. When such a
+// request reaches a client of 2026-07-28 again (through an aggregating
+// endpoint, say), its input_required uses that key rather than one of the
+// gateway's, so the server's names survive the round.
+const KeyInputKey = "io.mcpgate/inputKey"
+
+// WithInputKey returns params (a JSON object, or nil) with
+// _meta[KeyInputKey] set to key; params that are not an object are
+// returned as they are.
+func WithInputKey(params json.RawMessage, key string) json.RawMessage {
+	p := map[string]json.RawMessage{}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil || p == nil {
+			return params
+		}
+	}
+	m := map[string]json.RawMessage{}
+	if raw, ok := p["_meta"]; ok {
+		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+			return params
+		}
+	}
+	k, _ := json.Marshal(key)
+	m[KeyInputKey] = k
+	encMeta, err := marshal(m)
+	if err != nil {
+		return params
+	}
+	p["_meta"] = encMeta
+	out, err := marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// InputKey returns _meta[KeyInputKey] of a server request (see
+// KeyInputKey), or "".
+func InputKey(msg *jsonrpc.Message) string {
+	if !bytes.Contains(msg.Raw, []byte("io.mcpgate/inputKey")) {
+		return ""
+	}
+	var r struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg.Raw, &r) != nil {
+		return ""
+	}
+	var key string
+	if json.Unmarshal(r.Params.Meta[KeyInputKey], &key) != nil {
+		return ""
+	}
+	return key
+}

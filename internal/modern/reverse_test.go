@@ -227,3 +227,25 @@ func FuzzInitializeResult(f *testing.F) {
 		}
 	})
 }
+
+func TestInputKey(t *testing.T) {
+	for _, tc := range []struct{ params, want string }{
+		{``, `{"_meta":{"io.mcpgate/inputKey":"user_name"}}`},
+		{`{"message":"m"}`, `{"_meta":{"io.mcpgate/inputKey":"user_name"},"message":"m"}`},
+		{`{"_meta":{"progressToken":1},"message":"<&>"}`, `{"_meta":{"io.mcpgate/inputKey":"user_name","progressToken":1},"message":"<&>"}`},
+		{`[1]`, `[1]`},
+		{`{"_meta":5}`, `{"_meta":5}`},
+	} {
+		got := WithInputKey(json.RawMessage(tc.params), "user_name")
+		if string(got) != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.params, got, tc.want)
+		}
+		msg, err := jsonrpc.Parse(jsonrpc.Request([]byte(`"a"`), "elicitation/create", got))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := InputKey(&msg); (k == "user_name") != (tc.want != tc.params) {
+			t.Errorf("%s: InputKey %q", tc.params, k)
+		}
+	}
+}
