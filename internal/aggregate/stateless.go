@@ -21,14 +21,15 @@ import (
 // subscriptions/listen served from the session's list_changed, a member's
 // request to the client turned into input_required). So everything the
 // endpoint does for sessions (names, merged lists and cursors, filters,
-// routing, hidden members) holds for stateless clients unchanged, and a
-// member of either era (a 2026-07-28 member's session being the reverse
-// bridge) serves them.
+// routing, hidden members) holds for stateless clients unchanged.
 //
-// What it costs: a member session per request. For a shared member that is
-// a client of its multiplexer, initialized locally; a member with a process
-// per session ("isolation": "session") or an upstream session per client
-// session (remote) starts one for each stateless request.
+// Each member's session comes from Member.OpenStateless when it has one:
+// a connection on the processes that serve the member's own stateless
+// requests (its translation processes; for a member of 2026-07-28, a
+// reverse-bridge session over its stateless connections), so a stateless
+// request costs no session-era process or upstream session. A member
+// without one (a remote of the legacy transport) opens a session as a
+// client's would.
 
 // statelessClient is the clientInfo of the sessions the gateway opens for
 // stateless requests.
