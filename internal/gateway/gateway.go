@@ -106,6 +106,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	}
 	hc := handlerConfig(cfg, backends, log)
 	hc.Endpoints = endpoints
+	hc.Probes = g.probes()
 	g.Handler = httpapi.New(hc)
 	return g, nil
 }

@@ -59,11 +59,14 @@ type Config struct {
 	Endpoints     map[string]Backend       // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
 	OriginAllowed func(origin string) bool // nil: only requests without Origin
 	MaxBodyBytes  int64                    // default 4 MiB
-	KeepAlive     time.Duration            // SSE keep-alive comments; default 15s
-	Retry         time.Duration            // SSE retry hint to clients; default 1s
-	MaxSessions   int                      // default 10,000
-	IdleTimeout   time.Duration            // default 30m
-	SweepInterval time.Duration            // default 30s
+	// Probes, if set, serves /healthz and /readyz (behind the Host check,
+	// like everything).
+	Probes        http.Handler
+	KeepAlive     time.Duration // SSE keep-alive comments; default 15s
+	Retry         time.Duration // SSE retry hint to clients; default 1s
+	MaxSessions   int           // default 10,000
+	IdleTimeout   time.Duration // default 30m
+	SweepInterval time.Duration // default 30s
 	// ReplayEvents is the events kept per stream for Last-Event-ID; 0: 512;
 	// negative: none once a reader took them.
 	ReplayEvents int
@@ -177,6 +180,10 @@ func New(cfg Config) *Handler {
 		}),
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),
+	}
+	if cfg.Probes != nil {
+		h.mux.Handle("/healthz", cfg.Probes)
+		h.mux.Handle("/readyz", cfg.Probes)
 	}
 	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
 	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
