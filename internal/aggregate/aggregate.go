@@ -190,6 +190,8 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 		}
 	}
 	byName, byPrefix := map[string]bool{}, map[string]string{}
+	names := naming{sep: opts.Separator, max: opts.MaxNameLen, snake: opts.SnakeCase}
+	prefixOf := map[string]string{}
 	for _, m := range members {
 		switch {
 		case m.Name == "":
@@ -200,10 +202,17 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 			return nil, fmt.Errorf("%s: server %q is listed twice", where, m.Name)
 		}
 		byName[m.Name] = true
-		if other, dup := byPrefix[m.Prefix]; dup && m.Prefix != "" {
+		// Prefixes compared as exposed: with SnakeCase, "MyServer" and
+		// "my-server" are one prefix, and every name of the two would
+		// collide (found by the fault tests).
+		exposed := names.exposedPrefix(m.Prefix)
+		if other, dup := byPrefix[exposed]; dup && m.Prefix != "" {
+			if prefixOf[other] != m.Prefix {
+				return nil, fmt.Errorf("%s: servers %q and %q have prefixes %q and %q, the same in snake_case: their names would collide", where, other, m.Name, prefixOf[other], m.Prefix)
+			}
 			return nil, fmt.Errorf("%s: servers %q and %q have the same prefix %q: their names would collide", where, other, m.Name, m.Prefix)
 		}
-		byPrefix[m.Prefix] = m.Name
+		byPrefix[exposed], prefixOf[m.Name] = m.Name, m.Prefix
 		for _, f := range []struct {
 			name string
 			g    Globs
@@ -217,7 +226,7 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 	_, _ = rand.Read(nonce[:])
 	e := &Endpoint{
 		opts: opts, members: append([]Member(nil), members...),
-		naming:   naming{sep: opts.Separator, max: opts.MaxNameLen, snake: opts.SnakeCase},
+		naming:   names,
 		log:      opts.Logger.With("endpoint", opts.Name),
 		nonce:    hex.EncodeToString(nonce[:]),
 		leftOut:  make([]rateLimit, len(members)),

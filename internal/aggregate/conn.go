@@ -54,6 +54,10 @@ type member struct {
 	i    int
 	m    *Member
 	conn httpapi.Conn // nil while Open failed
+	// apart: its session is on the member's processes for stateless
+	// requests (OpenStateless), whose state Member.State (the state of
+	// the process of its sessions) does not tell.
+	apart bool
 	// guarded by conn.mu:
 	ready   bool   // the member's state as the endpoint last saw it
 	seq     uint64 // the endpoint's count of its state changes, at ready
@@ -102,7 +106,7 @@ func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool,
 	errs := make([]error, len(e.members))
 	var wg sync.WaitGroup
 	for i := range e.members {
-		mc := &member{i: i, m: &e.members[i]}
+		mc := &member{i: i, m: &e.members[i], apart: stateless && e.members[i].OpenStateless != nil}
 		st := e.state(i)
 		mc.ready, mc.seq = st.ready, st.seq
 		c.members[i] = mc

@@ -83,6 +83,14 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 			continue
 		}
 		mc.up, mc.caps = true, parseCaps(results[mc.i])
+		if mc.apart {
+			// Its own processes answered: it serves this session whatever
+			// the process of its sessions is doing (starting, backing off
+			// after a crash), which is what Member.State tells (found by
+			// the fault tests: a stateless request hid a member it could
+			// use). Later changes of that state still hide and show it.
+			mc.ready = true
+		}
 		c.e.rememberCaps(mc.i, mc.caps)
 	}
 	var result []byte

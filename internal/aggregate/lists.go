@@ -134,10 +134,14 @@ func (c *conn) ensure(ctx context.Context, kinds ...kind) {
 }
 
 // completeLocked reports whether every visible member's list of kind k is
-// loaded. Called with c.mu held.
+// known: loaded, or failed to load (the member is left out until a list
+// loads it again; a name of its own says why it cannot be routed), so that
+// a member whose list hangs delays the calls to the others once, by its
+// timeout, and not every call again while it hangs (found by the fault
+// tests). Called with c.mu held.
 func (c *conn) completeLocked(k kind) bool {
 	for i, mc := range c.members {
-		if c.visibleLocked(i) && mc.caps.has(k) && !mc.lists[k].loaded {
+		if c.visibleLocked(i) && mc.caps.has(k) && !mc.lists[k].loaded && mc.lists[k].err == nil {
 			return false
 		}
 	}

@@ -282,14 +282,30 @@ func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Mess
 	p.member = i
 	if d := mc.m.Timeout; d > 0 {
 		p.timer = time.AfterFunc(d, func() {
+			// The member's call ends first, by its stream (p), not by
+			// its id: once the client hears of the timeout it may reuse
+			// the id at once, and a cancellation by id sent after would
+			// end that new call, or the member would refuse it as a
+			// duplicate (found by the fault tests). A member that has
+			// answered already has nothing to abandon.
+			mc.conn.Abandon(p)
 			text := fmt.Sprintf("mcpgate: request timed out: server %q did not answer within %v", mc.m.Name, d)
-			if c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeRequestTimeout, text), true) {
-				c.cancelUpstream(i, p.id, "request timed out")
-			}
+			c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeRequestTimeout, text), true)
 		})
 	}
 	c.mu.Unlock()
 	mc.conn.Handle(ctx, msg, p)
+	// Answered while the member was taking it (the client left or
+	// cancelled, the timeout passed, before the member had registered
+	// the call, so their cancellation found nothing there): end it at
+	// the member now, or it would run there with nobody to answer (found
+	// by the fault tests). A no-op when the member answered it.
+	c.mu.Lock()
+	done := p.done
+	c.mu.Unlock()
+	if done {
+		mc.conn.Abandon(p)
+	}
 }
 
 // setLevel sends the client's logging/setLevel to every member up that

@@ -24,8 +24,8 @@ var toolList = []map[string]any{
 		map[string]any{"level": prop("string"), "message": prop("string")}, "level", "message"),
 	tool("touch", "Sends notifications/resources/updated for uri (subscribed or not; while listens are open: to those that select it); returns \"touched\".",
 		map[string]any{"uri": prop("string")}, "uri"),
-	tool("list_changed", "Sends notifications/<kind>/list_changed (kind tools, the default, prompts or resources; while listens are open: to those that select it); returns \"ok\".",
-		map[string]any{"kind": prop("string")}),
+	tool("list_changed", "Sends notifications/<kind>/list_changed (kind tools, the default, prompts or resources; while listens are open: to those that select it), count times (default 1, at most 100000); returns \"ok\".",
+		map[string]any{"kind": prop("string"), "count": prop("integer")}),
 	tool("big", "Returns a text of bytes 'x' characters.",
 		map[string]any{"bytes": prop("integer")}, "bytes"),
 	tool("cancelled", "Returns the JSON array of request ids named by notifications/cancelled so far.", nil),
@@ -87,6 +87,7 @@ type toolArgs struct {
 	URI     string  `json:"uri"`
 	Bytes   int     `json:"bytes"`
 	Kind    string  `json:"kind"`
+	Count   int     `json:"count"`
 	Started bool    `json:"started"`
 }
 
@@ -165,8 +166,10 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 			return
 		}
 		method := "notifications/" + kind + "/list_changed"
-		if !s.toListens(method, "", nil) {
-			s.notify(method, struct{}{})
+		for range min(max(a.Count, 1), 100000) {
+			if !s.toListens(method, "", nil) {
+				s.notify(method, struct{}{})
+			}
 		}
 		s.reply(m.ID, textResult("ok", false))
 	case "big":

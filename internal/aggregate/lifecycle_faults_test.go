@@ -1,0 +1,816 @@
+package aggregate
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// Attacks on the endpoint's lifecycle: members hung, killed, flooding;
+// sessions and the endpoint closed while everything is under way; clients
+// leaving, cancelling and reusing ids at the worst moment; the stateless
+// path; many short sessions.
+
+// TestFaultHungListMember: a member that never answers tools/list (its
+// timeout 1s) beside one that does: every session's list is answered
+// within the timeout with the other's tools, a call to the other's tool
+// waits for the hung list once at most, and not again while the hung
+// member's list stays failed.
+func TestFaultHungListMember(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ListDelay: time.Hour}})
+	b.Timeout = time.Second
+	e := newEndpoint(t, Options{}, a, b)
+	const sessions = 8
+	var wg sync.WaitGroup
+	for s := range sessions {
+		wg.Go(func() {
+			general := newStream()
+			conn, err := e.Open(t.Context(), general)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			cl := &client{t: t, conn: conn, general: general}
+			do := func(raw string) ([]byte, time.Duration) {
+				out := newStream()
+				start := time.Now()
+				cl.sendTo(raw, out)
+				select {
+				case r := <-out.replied:
+					return r, time.Since(start)
+				case <-time.After(wait):
+					t.Errorf("session %d: %s: no reply", s, raw)
+					return nil, wait
+				}
+			}
+			if r, _ := do(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`); !strings.Contains(string(r), `"result"`) {
+				t.Errorf("session %d: initialize %s", s, r)
+				return
+			}
+			var r []byte
+			var d time.Duration
+			if s%2 == 0 {
+				r, d = do(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+				if strings.Contains(string(r), `"b__`) || !strings.Contains(string(r), `"a__echo"`) {
+					t.Errorf("session %d: list %.300s, want a's tools only", s, r)
+				}
+			} else {
+				r, d = do(toolCall("1", "a__echo", `{"message":"first"}`))
+				if got := text(t, r); got != "first" {
+					t.Errorf("session %d: first call %q", s, got)
+				}
+			}
+			if d > b.Timeout+3*time.Second {
+				t.Errorf("session %d: first request answered after %v, b's timeout is %v", s, d, b.Timeout)
+			}
+			// b's list failed: a's tools are routed without waiting for
+			// it again.
+			r, d = do(toolCall("2", "a__echo", `{"message":"second"}`))
+			if got := text(t, r); got != "second" || d >= b.Timeout {
+				t.Errorf("session %d: second call %q after %v: want it answered before b's timeout (%v) again", s, got, d, b.Timeout)
+			}
+			// b's tools say why they cannot be called.
+			r, _ = do(toolCall("3", "b__echo", `{}`))
+			if got := text(t, r); !strings.Contains(got, `server "b" did not list its tools`) {
+				t.Errorf("session %d: b__echo: %q", s, got)
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+}
+
+// TestFaultMemberKilledMidCall: a member's process killed while every
+// session has a call in flight on it: those calls are answered with an
+// error at once, the other member's calls in flight complete, and the
+// killed member serves again once restarted.
+func TestFaultMemberKilledMidCall(t *testing.T) {
+	ma := marker(t, "a")
+	a := fakeMember(t, "a", mcptest.FakeOptions{Marker: ma})
+	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	e := newEndpoint(t, Options{PollInterval: 5 * time.Millisecond}, a, b)
+	const sessions = 6
+	clients := make([]*client, sessions)
+	var onA, onB []*stream
+	for s := range clients {
+		cl := connect(t, e, `{}`)
+		clients[s] = cl
+		cl.tools()
+		sa := cl.send(`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"a__slow","arguments":{"ms":3600000,"started":true},"_meta":{"progressToken":1}}}`)
+		sb := cl.send(`{"jsonrpc":"2.0","id":"y","method":"tools/call","params":{"name":"b__slow","arguments":{"ms":1500,"started":true},"_meta":{"progressToken":1}}}`)
+		sa.next(t) // written to a's process
+		sb.next(t)
+		onA, onB = append(onA, sa), append(onB, sb)
+	}
+	pids := mcptest.Procs(ma)
+	if len(pids) != 1 {
+		t.Fatalf("a's processes %v", pids)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for s, sa := range onA {
+		r := string(sa.reply(t))
+		if !strings.HasPrefix(r, `{"jsonrpc":"2.0","id":"x","error"`) {
+			t.Errorf("session %d: a's call: %s, want an error with its id", s, r)
+		}
+		if d := time.Since(killed); d > 5*time.Second {
+			t.Errorf("session %d: a's call answered %v after the kill", s, d)
+		}
+	}
+	for s, cl := range clients {
+		if got := text(t, cl.callTool(7, "b__echo", `{"message":"b"}`)); got != "b" {
+			t.Errorf("session %d: b__echo while a restarts: %q", s, got)
+		}
+	}
+	for s, sb := range onB {
+		if got := text(t, sb.reply(t)); got != "done" {
+			t.Errorf("session %d: b's call in flight: %q", s, got)
+		}
+	}
+	for s, cl := range clients {
+		waitFor(t, "a back", func() bool {
+			return text(t, cl.callTool(8, "a__echo", `{"message":"back"}`)) == "back"
+		})
+		if n := onA[s].replyCount() + onB[s].replyCount(); n != 2 {
+			t.Errorf("session %d: %d replies to its two calls", s, n)
+		}
+	}
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+}
+
+// TestFaultListChangedStorm: two members each announce 20,000 list
+// changes while sessions list: each session hears a handful of
+// notifications (coalesced), every list is answered, and the goroutines
+// return to what they were.
+func TestFaultListChangedStorm(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	e := newEndpoint(t, Options{}, a, b)
+	const sessions = 4
+	clients := make([]*client, sessions)
+	for s := range clients {
+		clients[s] = connect(t, e, `{}`)
+		clients[s].tools()
+	}
+	base := settleGoroutines(t, runtime.NumGoroutine(), "before")
+	start := time.Now()
+	var storm sync.WaitGroup
+	for _, call := range []string{
+		toolCall(`"storm-a"`, "a__list_changed", `{"kind":"tools","count":20000}`),
+		toolCall(`"storm-b"`, "b__list_changed", `{"kind":"prompts","count":20000}`),
+	} {
+		storm.Go(func() {
+			out := newStream()
+			clients[0].sendTo(call, out)
+			select {
+			case r := <-out.replied:
+				if got := text(t, r); got != "ok" {
+					t.Errorf("storm: %q", got)
+				}
+			case <-time.After(wait):
+				t.Error("storm: no reply")
+			}
+		})
+	}
+	done := make(chan struct{})
+	var lists sync.WaitGroup
+	var listed atomic.Int64
+	for s, cl := range clients {
+		lists.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				out := newStream()
+				cl.sendTo(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, n), out)
+				select {
+				case r := <-out.replied:
+					if !strings.Contains(string(r), `"result"`) {
+						t.Errorf("session %d: list during the storm: %.200s", s, r)
+					}
+					listed.Add(1)
+				case <-time.After(wait):
+					t.Errorf("session %d: list during the storm: no reply", s)
+					return
+				}
+			}
+		})
+	}
+	storm.Wait()
+	close(done)
+	lists.Wait()
+	// The last notifications are flushed within listChangedDelay of the
+	// storm's last; the stream is read until then.
+	for _, cl := range clients {
+		cl.general.waitNotification(t, "notifications/prompts/list_changed")
+	}
+	elapsed := time.Since(start)
+	bound := 2*int(elapsed/listChangedDelay) + 8
+	for s, cl := range clients {
+		n := cl.general.countSent("list_changed")
+		t.Logf("session %d: %d list_changed notifications for 40,000 changes in %v (%d lists)", s, n, elapsed, listed.Load())
+		if n > bound {
+			t.Errorf("session %d: %d list_changed notifications in %v, want at most %d (coalesced)", s, n, elapsed, bound)
+		}
+	}
+	for s, cl := range clients {
+		if n := len(cl.tools()); n != 2*builtinTools {
+			t.Errorf("session %d: %d tools after the storm", s, n)
+		}
+	}
+	settleGoroutines(t, base+4, "after the storm")
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+}
+
+// requests sent in the races below: each must be answered exactly once.
+var raceRequests = []string{
+	`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+	toolCall("2", "a__echo", `{"message":"m"}`),
+	toolCall("3", "b__slow", `{"ms":30}`),
+	toolCall("4", "hung__echo", `{}`),
+	`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"mem://a"}}`,
+	`{"jsonrpc":"2.0","id":6,"method":"prompts/list"}`,
+	`{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"debug"}}`,
+	toolCall("8", "a__slow", `{"ms":3600000}`),
+}
+
+// fire sends every race request to conn on streams of its own, each from
+// a goroutine of its own, and returns the streams at once.
+func fire(t *testing.T, conn httpapi.Conn, wg *sync.WaitGroup) []*stream {
+	outs := make([]*stream, len(raceRequests))
+	for j, raw := range raceRequests {
+		outs[j] = newStream()
+		wg.Go(func() {
+			m, err := jsonrpc.Parse([]byte(raw))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Handle(context.Background(), &m, outs[j])
+		})
+	}
+	return outs
+}
+
+// answeredOnce checks that each stream got exactly one reply, with its
+// request's id, and returns how many were results.
+func answeredOnce(t *testing.T, what string, outs []*stream) (results int) {
+	t.Helper()
+	for j, out := range outs {
+		r := out.replyWithin(t, wait, fmt.Sprintf("%s: request %d", what, j%len(raceRequests)))
+		if id := idOf(t, []byte(raceRequests[j%len(raceRequests)])); !strings.HasPrefix(string(r), `{"jsonrpc":"2.0","id":`+id+`,`) {
+			t.Errorf("%s: request %d: %s, want its id %s", what, j, r, id)
+		}
+		if strings.Contains(string(r), `"result"`) {
+			results++
+		}
+	}
+	return results
+}
+
+// until polls cond for the bound of every wait, from any goroutine.
+func until(cond func() bool) bool {
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// racingMembers returns shared members a and b and a member "hung" whose
+// tools/list never comes, within its timeout.
+func racingMembers(t *testing.T, hungTimeout time.Duration) []Member {
+	hung := fakeMember(t, "hung", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ListDelay: time.Hour}})
+	hung.Timeout = hungTimeout
+	return []Member{fakeMember(t, "a", mcptest.FakeOptions{}), fakeMember(t, "b", mcptest.FakeOptions{}), hung}
+}
+
+// TestFaultCloseRacesEverything: a session closed while its initialize,
+// lists (waiting for a hung member), calls (one at a member for an hour),
+// reads and setLevel are under way, at moments from "at once" to "once
+// calls reached the members"; an endpoint closed while sessions open,
+// initialize and call. Every request is answered exactly once, with its
+// id; Close returns at once; nothing stays pending.
+func TestFaultCloseRacesEverything(t *testing.T) {
+	members := racingMembers(t, 200*time.Millisecond)
+	e := newEndpoint(t, Options{}, members...)
+	total := 0
+	for iter := range 40 {
+		general := newStream()
+		conn, err := e.Open(t.Context(), general)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		outs := fire(t, conn, &wg)
+		wg.Go(func() {
+			switch iter % 4 {
+			case 0:
+				for range rand.IntN(2000) {
+					runtime.Gosched()
+				}
+			case 1: // initialized
+				until(func() bool { return outs[0].replyCount() > 0 })
+			case 2: // a call answered: the others are at their members
+				until(func() bool { return outs[2].replyCount() > 0 })
+			case 3: // the hour-long call written to a
+				until(func() bool { return outs[5].replyCount() > 0 && outs[2].replyCount() > 0 })
+			}
+			start := time.Now()
+			conn.(httpapi.ConnCloseWith).CloseWith("the client deleted the session")
+			conn.Close()
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("iteration %d: Close took %v", iter, d)
+			}
+		})
+		wg.Wait()
+		total += answeredOnce(t, fmt.Sprintf("iteration %d", iter), outs)
+		// After Close: refused at once.
+		var after sync.WaitGroup
+		late := fire(t, conn, &after)
+		after.Wait()
+		answeredOnce(t, fmt.Sprintf("iteration %d, after Close", iter), late)
+		for _, o := range late {
+			o.mu.Lock()
+			r := string(o.replies[0])
+			o.mu.Unlock()
+			if !strings.Contains(r, "the client deleted the session") {
+				t.Errorf("iteration %d: after Close: %s", iter, r)
+			}
+		}
+	}
+	t.Logf("sessions: %d of %d requests answered with a result before Close", total, 40*len(raceRequests))
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+
+	// The endpoint itself, closed while sessions open and work.
+	total = 0
+	for iter := range 15 {
+		ep, err := New(Options{Name: "racing", Logger: e.opts.Logger}, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var all []*stream
+		for range 6 {
+			wg.Go(func() {
+				conn, err := ep.Open(t.Context(), newStream())
+				if err != nil {
+					if !strings.Contains(err.Error(), "shutting down") {
+						t.Errorf("Open racing Close: %v", err)
+					}
+					return
+				}
+				o := fire(t, conn, &wg)
+				mu.Lock()
+				all = append(all, o...)
+				mu.Unlock()
+			})
+		}
+		wg.Go(func() {
+			switch iter % 3 {
+			case 0:
+				for range rand.IntN(5000) {
+					runtime.Gosched()
+				}
+			default: // some calls answered, others at their members
+				until(func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					for j := 2; j < len(all); j += len(raceRequests) {
+						if all[j].replyCount() > 0 {
+							return true
+						}
+					}
+					return false
+				})
+			}
+			start := time.Now()
+			ep.Close()
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("endpoint iteration %d: Close took %v", iter, d)
+			}
+		})
+		wg.Wait()
+		ep.Close()
+		total += answeredOnce(t, fmt.Sprintf("endpoint iteration %d", iter), all)
+		if _, err := ep.Open(t.Context(), newStream()); err == nil {
+			t.Errorf("endpoint iteration %d: Open after Close succeeded", iter)
+		}
+		waitFor(t, "nothing pending", func() bool { return ep.Pending() == 0 })
+		ep.mu.Lock()
+		left := len(ep.sessions)
+		ep.mu.Unlock()
+		if left != 0 {
+			t.Errorf("endpoint iteration %d: %d sessions left after Close", iter, left)
+		}
+		for j, o := range all {
+			if n := o.replyCount(); n != 1 {
+				t.Errorf("endpoint iteration %d: request %d answered %d times", iter, j, n)
+			}
+		}
+	}
+	t.Logf("endpoints: %d requests answered with a result before Close", total)
+}
+
+// TestFaultAbandonMidList: a list waiting for a hung member, and a call
+// waiting for names, abandoned: no reply ever, nothing of the client's
+// left pending; a later request and Close still answered.
+func TestFaultAbandonMidList(t *testing.T) {
+	members := racingMembers(t, time.Minute)
+	e := newEndpoint(t, Options{}, members...)
+	cl := connect(t, e, `{}`)
+	c := cl.conn.(*conn)
+	list := cl.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	call := cl.send(toolCall("2", "a__echo", `{"message":"m"}`))
+	shared := newStream()
+	cl.sendTo(`{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`, shared)
+	cl.sendTo(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, shared)
+	waitFor(t, "the lists waiting", func() bool { return e.Pending() >= 4 })
+	cl.conn.Abandon(list)
+	cl.conn.Abandon(call)
+	cl.conn.Abandon(shared)
+	c.mu.Lock()
+	left := len(c.pending)
+	c.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d requests of the client pending after Abandon", left)
+	}
+	// The loads go on for the session (bounded by the hung member's
+	// timeout); the client's requests are gone.
+	later := cl.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	cl.conn.Close()
+	if r := string(later.reply(t)); !strings.Contains(r, "session closed") {
+		t.Errorf("list after the abandoned ones, at Close: %s", r)
+	}
+	for _, s := range []*stream{list, call, shared} {
+		if n := s.replyCount(); n != 0 {
+			t.Errorf("an abandoned stream got %d replies", n)
+		}
+	}
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+}
+
+// TestFaultEndedBeforeTheMemberSawIt: a call the endpoint has decided to
+// forward but the member has not yet taken (held between them), ended
+// meanwhile by the client leaving, by its cancellation or by the member's
+// timeout: once the member takes it, it is cancelled there too, never
+// left running with nobody to answer.
+func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
+	for _, how := range []string{"abandon", "cancel", "timeout"} {
+		t.Run(how, func(t *testing.T) {
+			g := newGate("slow")
+			a := fakeMember(t, "a", mcptest.FakeOptions{})
+			a.Backend = &gateBackend{Backend: a.Backend, hold: g.hold}
+			if how == "timeout" {
+				a.Timeout = 200 * time.Millisecond
+			}
+			e := newEndpoint(t, Options{}, a)
+			cl := connect(t, e, `{}`)
+			cl.tools()
+			out := newStream()
+			sent := make(chan struct{})
+			go func() {
+				defer close(sent)
+				cl.sendTo(toolCall(`"held"`, "a__slow", `{"ms":3600000}`), out)
+			}()
+			g.waitEntered(t)
+			switch how {
+			case "abandon":
+				cl.conn.Abandon(out)
+			case "cancel":
+				cl.handle(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"held"}}`, nil)
+			case "timeout":
+				if r := string(out.reply(t)); !strings.Contains(r, "-32001") {
+					t.Errorf("timeout: %s", r)
+				}
+			}
+			close(g.released)
+			<-sent
+			waitFor(t, "the held call cancelled at the member", func() bool {
+				return !slices.Contains(inflightAt(t, cl, "a"), "tools/call slow")
+			})
+			// Abandoned: nothing; cancelled: the nil that says "no reply";
+			// timed out: the error.
+			out.mu.Lock()
+			replies := slices.Clone(out.replies)
+			out.mu.Unlock()
+			switch {
+			case how == "abandon" && len(replies) != 0,
+				how == "cancel" && (len(replies) != 1 || replies[0] != nil),
+				how == "timeout" && len(replies) != 1:
+				t.Errorf("replies %q", replies)
+			}
+			waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+		})
+	}
+}
+
+// TestFaultTimeoutThenSameID: a client that reuses the id of a call the
+// moment its timeout is answered (allowed: the id is no longer in flight)
+// gets its new call answered, not cancelled by the old one's cancellation.
+func TestFaultTimeoutThenSameID(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a.Timeout = 300 * time.Millisecond
+	e := newEndpoint(t, Options{}, a)
+	cl := connect(t, e, `{}`)
+	cl.tools()
+	second := newStream()
+	first := &hookStream{stream: newStream()}
+	first.onReply = func([]byte) {
+		cl.sendTo(toolCall(`"same"`, "a__slow", `{"ms":100}`), second)
+	}
+	cl.sendTo(toolCall(`"same"`, "a__slow", `{"ms":3600000}`), first)
+	if r := string(first.reply(t)); !strings.Contains(r, "-32001") {
+		t.Fatalf("first call: %s, want its timeout", r)
+	}
+	r := second.reply(t)
+	if r == nil || text(t, r) != "done" {
+		t.Errorf("second call under the same id: %q, want it answered (done)", r)
+	}
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+}
+
+// TestFaultStatelessRacingClose: requests of the stateless revision (a
+// session per request, initialized by the endpoint) opened while the
+// endpoint closes: each OpenStateless returns in time, each request made
+// on a connection is answered exactly once, and nothing is left.
+func TestFaultStatelessRacingClose(t *testing.T) {
+	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{}))
+	b := withStateless(t, fakeMember(t, "b", mcptest.FakeOptions{}))
+	e0 := newEndpoint(t, Options{}, a, b)
+	// Warm: the members' stateless processes are up.
+	{
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		sc, err := e0.OpenStateless(ctx, newStream(), "2026-07-28", []byte(`{}`))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := &client{t: t, conn: sc}
+		if got := text(t, cl.callTool(1, "b__echo", `{"message":"warm"}`)); got != "warm" {
+			t.Fatalf("stateless call: %q", got)
+		}
+		sc.Close()
+	}
+	for iter := range 10 {
+		ep, err := New(Options{Name: "stateless", Logger: e0.opts.Logger}, []Member{a, b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var answered, refused atomic.Int64
+		for n := range 8 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(t.Context(), wait)
+				defer cancel()
+				start := time.Now()
+				sc, err := ep.OpenStateless(ctx, newStream(), "2026-07-28", []byte(`{"sampling":{}}`))
+				if d := time.Since(start); d > 10*time.Second {
+					t.Errorf("OpenStateless took %v", d)
+				}
+				if err != nil {
+					refused.Add(1)
+					return
+				}
+				defer sc.Close()
+				out := newStream()
+				m, _ := jsonrpc.Parse([]byte(toolCall(strconv.Itoa(n), []string{"a__echo", "b__echo"}[n%2], `{"message":"m"}`)))
+				sc.Handle(ctx, &m, out)
+				select {
+				case r := <-out.replied:
+					if !strings.HasPrefix(string(r), `{"jsonrpc":"2.0","id":`+strconv.Itoa(n)+`,`) {
+						t.Errorf("stateless call: %s", r)
+					}
+					answered.Add(1)
+				case <-time.After(wait):
+					t.Errorf("iteration %d: stateless call %d: no reply", iter, n)
+				}
+			})
+		}
+		wg.Go(func() {
+			switch iter % 3 {
+			case 0:
+				for range rand.IntN(20000) {
+					runtime.Gosched()
+				}
+			case 1: // some requests answered, others under way
+				until(func() bool { return answered.Load() >= 2 })
+			case 2: // some connections open
+				until(func() bool { return ep.Pending() > 0 || answered.Load() > 0 })
+			}
+			ep.Close()
+		})
+		wg.Wait()
+		t.Logf("iteration %d: %d answered, %d refused", iter, answered.Load(), refused.Load())
+		if _, err := ep.OpenStateless(t.Context(), newStream(), "2026-07-28", nil); err == nil {
+			t.Errorf("OpenStateless after Close succeeded")
+		}
+		waitFor(t, "nothing pending", func() bool { return ep.Pending() == 0 })
+	}
+}
+
+// TestFaultStatelessCriticalMemberDown: a stateless request to an endpoint
+// whose critical member cannot start fails at once naming it; with the
+// member not critical, the request is served by the others and a call to
+// the member down says so.
+func TestFaultStatelessCriticalMemberDown(t *testing.T) {
+	g := config.Defaults()
+	cfg := g.NewServer("broken")
+	cfg.Command = "mcpgate-test-no-such-command"
+	log, _ := newLog(t)
+	srv, err := backend.New(cfg, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{}))
+	for _, critical := range []bool{true, false} {
+		broken := withStateless(t, Member{Name: "broken", Prefix: "broken", Backend: srv, Critical: critical})
+		if r, ok := srv.(interface{ Ready() (bool, string) }); ok {
+			broken.State = r.Ready
+		}
+		e := newEndpoint(t, Options{}, a, broken)
+		for range 3 {
+			ctx, cancel := context.WithTimeout(t.Context(), wait)
+			start := time.Now()
+			sc, err := e.OpenStateless(ctx, newStream(), "2026-07-28", nil)
+			cancel()
+			d := time.Since(start)
+			if d > 5*time.Second {
+				t.Errorf("critical=%v: OpenStateless took %v", critical, d)
+			}
+			if critical {
+				if err == nil {
+					sc.Close()
+					t.Fatal("OpenStateless with a critical member down succeeded")
+				}
+				if !strings.Contains(err.Error(), `"broken"`) {
+					t.Errorf("OpenStateless with a critical member down: %v, want it named", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("OpenStateless with a member down (not critical): %v", err)
+			}
+			cl := &client{t: t, conn: sc}
+			if got := text(t, cl.callTool(1, "a__echo", `{"message":"ok"}`)); got != "ok" {
+				t.Errorf("a__echo: %q", got)
+			}
+			if got := text(t, cl.callTool(2, "broken__x", `{}`)); !strings.Contains(got, `server "broken" is not available`) {
+				t.Errorf("broken__x: %q", got)
+			}
+			sc.Close()
+		}
+		waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	}
+}
+
+// TestFaultThousandShortSessions: 1,000 sessions opened, initialized, used
+// (a call to each member, names loaded) and closed, and 200 stateless
+// requests: goroutines and heap back near where they were after the
+// first 100, no session or request left.
+func TestFaultThousandShortSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{}))
+	b := withStateless(t, fakeMember(t, "b", mcptest.FakeOptions{}))
+	e := newEndpoint(t, Options{}, a, b)
+	one := func(n int) {
+		general := newStream()
+		conn, err := e.Open(t.Context(), general)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := &client{t: t, conn: conn, general: general}
+		cl.result(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+		for _, m := range []string{"a", "b"} {
+			if got := text(t, cl.callTool(n, m+"__echo", `{"message":"x"}`)); got != "x" {
+				t.Fatalf("session %d: %s__echo: %q", n, m, got)
+			}
+		}
+		conn.Close()
+	}
+	stateless := func(n int) {
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		defer cancel()
+		sc, err := e.OpenStateless(ctx, newStream(), "2026-07-28", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := &client{t: t, conn: sc}
+		if got := text(t, cl.callTool(n, "a__echo", `{"message":"s"}`)); got != "s" {
+			t.Fatalf("stateless %d: %q", n, got)
+		}
+		sc.Close()
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	for n := range 100 {
+		one(n)
+	}
+	for n := range 20 {
+		stateless(n)
+	}
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	g0 := settleGoroutines(t, runtime.NumGoroutine(), "warm")
+	h0 := heap()
+	for n := range 1000 {
+		one(n)
+		if n%5 == 0 {
+			stateless(n)
+		}
+	}
+	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	g1 := settleGoroutines(t, g0+5, "after 1,000 sessions")
+	h1 := heap()
+	t.Logf("goroutines %d -> %d, heap %d KiB -> %d KiB", g0, g1, h0>>10, h1>>10)
+	if h1 > h0+8<<20 {
+		t.Errorf("heap grew from %d KiB to %d KiB over 1,000 sessions", h0>>10, h1>>10)
+	}
+	e.mu.Lock()
+	left := len(e.sessions)
+	e.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d sessions left", left)
+	}
+}
+
+// TestFaultStatelessMemberSessionProcessDown: a member whose sessions'
+// process is down (killed, held down) while the process serving its
+// stateless requests lives: a stateless request still sees and calls it
+// (its own connection answered), while a session of the older eras has it
+// hidden.
+func TestFaultStatelessMemberSessionProcessDown(t *testing.T) {
+	ma, down := marker(t, "a"), filepath.Join(t.TempDir(), "down")
+	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{Marker: ma, Catalog: mcptest.CatalogOptions{DownFile: down}}))
+	b := withStateless(t, fakeMember(t, "b", mcptest.FakeOptions{}))
+	if a.State == nil {
+		t.Skip("the backend does not report its readiness")
+	}
+	e := newEndpoint(t, Options{PollInterval: 5 * time.Millisecond}, a, b)
+	cl := connect(t, e, `{}`)
+	sessionPID := text(t, cl.callTool(1, "a__pid", `{}`))
+	stateless := func(what string) *client {
+		ctx, cancel := context.WithTimeout(t.Context(), wait)
+		defer cancel()
+		sc, err := e.OpenStateless(ctx, newStream(), "2026-07-28", nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Cleanup(sc.Close)
+		return &client{t: t, conn: sc}
+	}
+	if pid := text(t, stateless("first").callTool(2, "a__pid", `{}`)); pid == sessionPID {
+		t.Skipf("a's stateless requests are served by its sessions' process (%s)", pid)
+	}
+	release := hold(t, down)
+	defer release()
+	pid, _ := strconv.Atoi(sessionPID)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's sessions' process seen down", func() bool { return !e.state(0).ready })
+	if got := text(t, cl.callTool(3, "a__echo", `{"message":"x"}`)); !strings.Contains(got, `server "a" is not available`) {
+		t.Errorf("session: a__echo while its process is down: %q", got)
+	}
+	sc := stateless("with a's sessions' process down")
+	if got := text(t, sc.callTool(4, "a__echo", `{"message":"served"}`)); got != "served" {
+		t.Errorf("stateless: a__echo: %q, want it served by a's stateless process", got)
+	}
+	if names := sc.tools(); !slices.Contains(names, "a__echo") {
+		t.Errorf("stateless: tools %v, want a's", names)
+	}
+}
