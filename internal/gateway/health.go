@@ -27,7 +27,7 @@ type EndpointReady struct {
 
 // ReadyReport is the body of /readyz.
 type ReadyReport struct {
-	Ready     bool                      `json:"ready"`
+	Ready     bool                     `json:"ready"`
 	Servers   map[string]ServerReady   `json:"servers"`
 	Endpoints map[string]EndpointReady `json:"endpoints,omitempty"`
 }
