@@ -259,6 +259,7 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 	}
 	c.mu.Lock()
 	items, next, stale := c.pageLocked(k, start, mcursor)
+	cache := c.cachingLocked(k)
 	c.mu.Unlock()
 	if stale >= 0 {
 		// A cursor of a page the session no longer has (the member's list
@@ -273,6 +274,7 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 		c.mu.Lock()
 		v := c.viewLocked(k)
 		items = v.renderFresh(c.e, stale, &pg)
+		cache = cache.merge(&pg, false)
 		next = ""
 		if pg.next != "" {
 			next = encodeCursor(stale, pg.next)
@@ -281,7 +283,24 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 		}
 		c.mu.Unlock()
 	}
-	c.answer(p, listResult(k, items, next))
+	c.answer(p, listResult(k, items, next, cache))
+}
+
+// cachingLocked folds the caching hints of every page of kind k the
+// session has of its visible members: what the merged list may be cached
+// for depends on all of them (a change in one renames or hides items of
+// another). Called with c.mu held.
+func (c *conn) cachingLocked(k kind) caching {
+	var cache caching
+	first := true
+	for i := range c.members {
+		pages := c.listedLocked(i, k)
+		for j := range pages {
+			cache = cache.merge(&pages[j], first)
+			first = false
+		}
+	}
+	return cache
 }
 
 // pageLocked returns the first page with items at or after member start's

@@ -180,3 +180,40 @@ func jsonEscape(b []byte) []byte {
 }
 
 var discardLog = slog.New(slog.DiscardHandler)
+
+// TestMergedCaching: a merged list carries the smallest ttlMs of the
+// members' pages and is public only if every page is; a page without hints
+// (a member of the session eras) leaves them to the front's safe default.
+func TestMergedCaching(t *testing.T) {
+	mk := func(result string) *page {
+		t.Helper()
+		p, err := parsePage(kindTools, "", []byte(result))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	a := mk(`{"tools":[],"ttlMs":60000,"cacheScope":"public"}`)
+	b := mk(`{"tools":[],"ttlMs":5000,"cacheScope":"public"}`)
+	priv := mk(`{"tools":[],"ttlMs":90000,"cacheScope":"private"}`)
+	legacy := mk(`{"tools":[]}`)
+	for _, tc := range []struct {
+		name  string
+		pages []*page
+		want  string
+	}{
+		{"smallest, public", []*page{a, b}, `{"ttlMs":5000,"cacheScope":"public","tools":[]}`},
+		{"private if any", []*page{a, priv}, `{"ttlMs":60000,"cacheScope":"private","tools":[]}`},
+		{"a page without hints", []*page{a, legacy}, `{"tools":[]}`},
+		{"first without hints", []*page{legacy, a}, `{"tools":[]}`},
+		{"none", nil, `{"tools":[]}`},
+	} {
+		var c caching
+		for i, p := range tc.pages {
+			c = c.merge(p, i == 0)
+		}
+		if got := string(listResult(kindTools, nil, "", c)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

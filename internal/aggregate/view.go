@@ -57,6 +57,11 @@ type item struct {
 type page struct {
 	cursor, next string
 	items        []item
+	// The member's caching hints for it (2026-07-28): ttlMs, -1 when it
+	// gave none (a server of the session eras), and whether cacheScope
+	// was "public" (absent counts as private).
+	ttl    int64
+	public bool
 }
 
 // parsePage reads a member's list result of kind k. Items without their
@@ -72,7 +77,17 @@ func parsePage(k kind, cursor string, result []byte) (page, error) {
 			return page{}, fmt.Errorf("unreadable %s result: %q: %v", kindInfo[k].method, kindInfo[k].field, err)
 		}
 	}
-	p := page{cursor: cursor, items: make([]item, 0, len(raws))}
+	p := page{cursor: cursor, items: make([]item, 0, len(raws)), ttl: -1}
+	if v, ok := r["ttlMs"]; ok {
+		var ttl int64
+		if json.Unmarshal(v, &ttl) == nil && ttl >= 0 {
+			p.ttl = ttl
+		}
+	}
+	if v, ok := r["cacheScope"]; ok {
+		var scope string
+		p.public = json.Unmarshal(v, &scope) == nil && scope == "public"
+	}
 	if v, ok := r["nextCursor"]; ok && string(v) != "null" {
 		if err := json.Unmarshal(v, &p.next); err != nil {
 			return page{}, fmt.Errorf("unreadable %s result: nextCursor: %v", kindInfo[k].method, err)
@@ -252,10 +267,40 @@ func renamed(k kind, it item, name string) json.RawMessage {
 	return replaceString(it.raw, span, name)
 }
 
+// caching is the caching hints of a merged list: the smallest ttlMs of
+// the members' pages, private if any is; known only when every page gave
+// one (else the front gives the revision's safe 0 and private).
+type caching struct {
+	known  bool
+	ttl    int64
+	public bool
+}
+
+// merge folds page p into c (the zero caching is "no page yet").
+func (c caching) merge(p *page, first bool) caching {
+	switch {
+	case p.ttl < 0:
+		return caching{}
+	case first:
+		return caching{known: true, ttl: p.ttl, public: p.public}
+	case !c.known:
+		return c
+	}
+	return caching{known: true, ttl: min(c.ttl, p.ttl), public: c.public && p.public}
+}
+
 // listResult returns a list result of kind k.
-func listResult(k kind, items []json.RawMessage, next string) []byte {
+func listResult(k kind, items []json.RawMessage, next string, cache caching) []byte {
 	b := append(quote(kindInfo[k].field), ':', '[')
 	b = append([]byte{'{'}, b...)
+	if cache.known {
+		scope := "private"
+		if cache.public {
+			scope = "public"
+		}
+		b = fmt.Appendf([]byte{'{'}, `"ttlMs":%d,"cacheScope":%q,`, cache.ttl, scope)
+		b = append(append(b, quote(kindInfo[k].field)...), ':', '[')
+	}
 	for j, it := range items {
 		if j > 0 {
 			b = append(b, ',')
