@@ -155,6 +155,10 @@ type Gateway struct {
 	// the legacy SSE endpoint URL. Enable it only behind a proxy that sets
 	// them. Default false.
 	TrustProxyHeaders bool
+
+	// Auth is the "auth" block (key "auth"): the credentials clients must
+	// present (OAuth access tokens, API keys). Default nil: none.
+	Auth *Auth
 }
 
 // HostRouting is the "gateway.hostRouting" block.
@@ -387,6 +391,12 @@ type Server struct {
 	// 2026-07-28, the sessions) get a shared server's processes of their
 	// own. Default "auto".
 	Protocol string
+
+	// Auth overrides gateway.auth for this server (key "auth"): false
+	// leaves it open, true protects it, {"scopes": [...]} protects it with
+	// other scopes. Default nil: gateway.auth.required and
+	// gateway.auth.oauth.scopes.
+	Auth *TargetAuth
 }
 
 // Per-server defaults of the keys that have no gateway-wide setting.

@@ -74,12 +74,16 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	ps := d.problems
 	// A path that failed to decode already has its problem; validating the
 	// default left in its place would only repeat it.
-	// Likewise "no servers configured" when the entries were there but bad.
+	// Likewise "no servers configured" when the entries were there but bad,
+	// and "configures no credentials" when the auth block's were.
 	reported := make(map[string]bool, len(ps))
 	for _, p := range ps {
 		reported[p.Path] = true
 		if strings.HasPrefix(p.Path, "mcpServers.") {
 			reported["mcpServers"] = true
+		}
+		if strings.HasPrefix(p.Path, "gateway.auth.") {
+			reported["gateway.auth"] = true
 		}
 	}
 	for _, p := range cfg.problems() {
@@ -182,6 +186,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.boolean(p, v, &g.TrustProxyHeaders)
 		case "endpoints":
 			d.endpoints(p, v, cfg)
+		case "auth":
+			d.auth(p, v, &g.Auth)
 		default:
 			return false
 		}

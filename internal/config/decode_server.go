@@ -58,6 +58,8 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.globs(p, v, &s.Prompts)
 	case "resources":
 		d.globs(p, v, &s.Resources)
+	case "auth":
+		d.targetAuth(p, v, &s.Auth)
 	default:
 		return false
 	}

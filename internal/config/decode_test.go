@@ -604,10 +604,11 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"r": {"type": "http", "url": "${U}"}}, "gateway": {"drainTimeout": "1s"}}`,
 		`{"mcpServers": {"a": {"command": "x", "roots": [{"uri": "file:///"}], "env": {"A": "${B}"}}}}`,
 		`{"mcpServers": {"a": {"command": "x", "prefix": "", "tools": {"deny": ["x*"]}}}, "gateway": {"endpoints": {"all": false, "e": {"servers": ["a"], "separator": "_"}}}}`,
+		`{"mcpServers": {"a": {"command": "x", "auth": {"scopes": ["s"]}}, "b": {"command": "y", "auth": false}}, "gateway": {"auth": {"oauth": {"issuers": [{"issuer": "https://as", "algorithms": ["ES256"], "introspection": {"url": "https://as/i", "clientId": "c", "clientSecret": "${X}"}}], "scopes": ["mcp"]}, "apiKeys": [{"name": "k", "keyEnv": "X", "servers": ["a"]}], "publicUrl": "https://gw", "required": false}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
-	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json", "../../examples/endpoints.json"} {
+	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json", "../../examples/endpoints.json", "../../examples/auth.json"} {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)
 		}

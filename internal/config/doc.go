@@ -19,8 +19,10 @@
 // it sets.
 //
 // String values that name things to run or reach (command, args, env values,
-// cwd, url, header values, root URIs, gateway.listen) expand ${VAR} and
-// ${VAR:-default} from the environment; keys are never expanded.
+// cwd, url, header values, root URIs, gateway.listen, and in gateway.auth
+// the URLs, audiences, introspection client credentials and key files)
+// expand ${VAR} and ${VAR:-default} from the environment; keys are never
+// expanded.
 //
 // Callers: cmd/mcpgate loads and validates a file before anything starts;
 // internal/gateway reads the resulting *Config. A Config is not safe for

@@ -74,6 +74,10 @@ type Endpoint struct {
 	// exactly on calls. Default false.
 	SnakeCase bool
 
+	// Auth overrides gateway.auth for this endpoint (key "auth"), as a
+	// server's "auth" does. Default nil.
+	Auth *TargetAuth
+
 	// implicit: the default endpoint "all", not written in the file.
 	implicit bool
 }
@@ -127,6 +131,8 @@ func (d *decoder) endpoints(path string, raw json.RawMessage, cfg *Config) {
 				d.integer(p, v, &e.MaxNameLength)
 			case "snakeCase":
 				d.boolean(p, v, &e.SnakeCase)
+			case "auth":
+				d.targetAuth(p, v, &e.Auth)
 			default:
 				return false
 			}

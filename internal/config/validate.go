@@ -47,6 +47,7 @@ func (c *Config) problems() Problems {
 		s.checkFilters(&ps, path)
 	}
 	c.checkEndpoints(&ps)
+	c.checkAuth(&ps)
 	return ps
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
@@ -35,11 +36,23 @@ func (g *testGateway) pending(server string) int { return g.gw.servers[server].P
 // startGateway runs a gateway for cfg until the test ends (or stop is called).
 func startGateway(t *testing.T, cfg *config.Config) *testGateway {
 	t.Helper()
+	return startGatewayAuth(t, cfg, nil)
+}
+
+// startGatewayAuth is startGateway with Authenticator a (nil: the
+// config's).
+func startGatewayAuth(t *testing.T, cfg *config.Config, a auth.Authenticator) *testGateway {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := Start(cfg, testLogger(t))
+	var gw *Gateway
+	if a == nil {
+		gw, err = Start(cfg, testLogger(t))
+	} else {
+		gw, err = start(cfg, testLogger(t), a)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
@@ -71,6 +72,8 @@ type Gateway struct {
 	servers map[string]backend.Server
 	// endpoints are built on the servers: closed before them.
 	endpoints map[string]*aggregate.Endpoint
+	// auth authenticates the handler's requests (nil: none; auth.go).
+	auth auth.Authenticator
 }
 
 // Start starts every configured server (all or none), builds every
@@ -79,8 +82,22 @@ type Gateway struct {
 // while it is retried) and logged as a warning, unless it is critical:
 // then Start starts nothing and returns an error naming every such server
 // and its cause. An endpoint the aggregate refuses stops the servers and
-// is returned as the error.
+// is returned as the error. So is a gateway.auth block that cannot be
+// served (auth.go).
 func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	a, err := newAuthenticator(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	g, err := start(cfg, log, a)
+	if err != nil {
+		closeAuth(a)
+	}
+	return g, err
+}
+
+// start is Start with Authenticator a (nil: none).
+func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway, error) {
 	problems := CheckCommands(cfg)
 	if err := checkCritical(problems); err != nil {
 		return nil, err
@@ -88,7 +105,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a}
 	backends := map[string]httpapi.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := backend.New(cfg.Servers[name], Version, log)
@@ -107,6 +124,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	hc := handlerConfig(cfg, backends, log)
 	hc.Endpoints = endpoints
 	hc.Probes = g.probes()
+	hc.Auth = a
 	g.Handler = httpapi.New(hc)
 	return g, nil
 }
@@ -126,6 +144,7 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
 		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait, InputWait: gw.InputWait,
 		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
+		PublicURL: publicURL(gw),
 	}
 }
 
@@ -152,10 +171,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "endpoints", len(g.endpoints), "version", Version)
 	g.logEndpoints()
-	if !isLoopbackListen(gw.Listen) {
-		g.log.Warn("listening on a non-loopback address without authentication: anyone who can reach it can use every server",
-			"addr", ln.Addr().String())
-	}
+	g.logAuth(ln.Addr().String())
 
 	var serveErr error
 	select {
@@ -188,6 +204,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
+	closeAuth(g.auth) // no request is served any more
 	g.closeEndpoints()
 	g.stopServers()
 	g.log.Info("stopped")

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/session"
@@ -109,7 +110,16 @@ type Config struct {
 	// TrustProxyHeaders honours X-Forwarded-Host (routing, endpoint URLs)
 	// and X-Forwarded-Proto (endpoint URLs). Default false.
 	TrustProxyHeaders bool
-	Logger            *slog.Logger
+	// Auth, if set, authenticates every request to a target and serves
+	// the targets' RFC 9728 metadata documents (auth.go). nil: none.
+	Auth auth.Authenticator
+	// PublicURL is the gateway's URL as clients reach it
+	// ("https://mcp.example.com", or with the path a proxy serves it
+	// under): the origin of the targets' canonical resource URLs, which
+	// are else the request's scheme and host (the proxy's, with
+	// TrustProxyHeaders). Only used with Auth. Default "".
+	PublicURL string
+	Logger    *slog.Logger
 }
 
 // Handler serves the Streamable HTTP transport. See the package comment.
@@ -129,6 +139,10 @@ type Handler struct {
 
 	openFailures logLimit // "opening session failed" lines
 	parking      parking  // stateless requests waiting for input (mrtr.go)
+
+	// From Config.PublicURL (auth.go): the origin and path prefix of the
+	// targets' resource URLs; "" for the request's.
+	publicOrigin, publicPath string
 }
 
 // New returns a Handler for cfg.
@@ -181,6 +195,18 @@ func New(cfg Config) *Handler {
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),
 	}
+	if cfg.Auth != nil && cfg.PublicURL != "" {
+		var err error
+		if h.publicOrigin, h.publicPath, err = parsePublicURL(cfg.PublicURL); err != nil {
+			// Resource URLs then follow the requests: tokens minted for the
+			// URL meant are refused (their audience differs), never the
+			// other way round.
+			h.log.Error("public URL ignored", "url", cfg.PublicURL, "err", err)
+		}
+	}
+	if cfg.Auth != nil {
+		h.routeMetadata()
+	}
 	if cfg.Probes != nil {
 		h.mux.Handle("/healthz", cfg.Probes)
 		h.mux.Handle("/readyz", cfg.Probes)
@@ -225,6 +251,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				serve = h.serveSSE
 			case "/messages":
 				serve = h.serveMessages
+			default:
+				if h.cfg.Auth != nil && isMetadataPath(r.URL.Path) {
+					serve = h.serveMetadata
+				}
 			}
 			if serve != nil {
 				h.routeHost(r, name)
@@ -270,31 +300,39 @@ func connOf(s *session.Session) Conn {
 
 // front runs the checks every URL shares and finds its target (a server
 // or an endpoint); it answers the request itself when they fail. It
-// returns the target's session key (see target.go).
-func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, bool) {
+// returns the target's session key (see target.go), and the request with
+// its principal in its context when Config.Auth is set (auth.go).
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, *http.Request, bool) {
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.
 	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
 		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
-		return "", nil, false
+		return "", nil, nil, false
 	}
 	name, be, unknown := h.target(r)
 	if be == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
-		return "", nil, false
+		return "", nil, nil, false
+	}
+	// Then who is asking, before anything of the target is revealed.
+	if h.cfg.Auth != nil {
+		var ok bool
+		if r, ok = h.authenticate(w, r, name); !ok {
+			return "", nil, nil, false
+		}
 	}
 	// A POST without a session may be of the stateless revision, whose
 	// versions post checks itself.
 	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !strings.HasSuffix(r.URL.Path, "/messages")
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !statelessPost && !mux.IsSupported(v) {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
-		return "", nil, false
+		return "", nil, nil, false
 	}
-	return name, be, true
+	return name, be, r, true
 }
 
 func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
-	name, be, ok := h.front(w, r)
+	name, be, r, ok := h.front(w, r)
 	if !ok {
 		return
 	}
@@ -307,13 +345,13 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request) {
-	if name, _, ok := h.front(w, r); ok {
+	if name, _, r, ok := h.front(w, r); ok {
 		h.legacyPost(w, r, name)
 	}
 }
 
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
-	name, be, ok := h.front(w, r)
+	name, be, r, ok := h.front(w, r)
 	if !ok {
 		return
 	}
@@ -361,7 +399,9 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *s
 		return nil
 	}
 	s := h.store.Get(id)
-	if s == nil || s.Server != name || s.Legacy() {
+	// Another principal's session is unknown to this one: it must not
+	// learn that it exists.
+	if s == nil || s.Server != name || s.Legacy() || s.Owner != h.owner(r) {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
 	}

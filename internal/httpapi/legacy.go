@@ -69,8 +69,8 @@ func (h *Handler) reattach(r *http.Request, name string) (*session.Session, uint
 	}
 	seq, err := strconv.ParseUint(seqText, 10, 64)
 	s := h.store.Get(id)
-	if err != nil || s == nil || s.Server != name || !s.Legacy() {
-		return nil, 0
+	if err != nil || s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
+		return nil, 0 // another principal's session is unknown here: a new one opens
 	}
 	return s, seq
 }
@@ -112,7 +112,7 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	s := h.store.Get(r.URL.Query().Get("sessionId"))
-	if s == nil || s.Server != name || !s.Legacy() {
+	if s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
 		return
 	}

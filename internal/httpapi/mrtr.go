@@ -311,15 +311,16 @@ func (h *Handler) park(m *modernStream, deadline time.Time) string {
 
 // take removes key from the table; whoever takes an entry owns its
 // request from then on.
-func (p *parking) take(key string) *parked { return p.takeFor(key, "") }
+func (p *parking) take(key string) *parked { return p.takeFor(key, "", "") }
 
 // takeFor is take, of a request parked by a session of target server
-// only ("": any): a retry is served on its request's own URL.
-func (p *parking) takeFor(key, server string) *parked {
+// and owner only (server "": any): a retry is served on its request's own
+// URL, to its own principal; another's leaves it parked.
+func (p *parking) takeFor(key, server, owner string) *parked {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.reqs[key]
-	if e != nil && server != "" && e.out.s.Server != server {
+	if e != nil && server != "" && (e.out.s.Server != server || e.out.s.Owner != owner) {
 		return nil
 	}
 	if e != nil {
@@ -373,10 +374,11 @@ func (h *Handler) unparkAll() {
 // errBadState is the answer to a requestState that does not open.
 var errBadState = errors.New("mcpgate: requestState is not valid: altered, expired, already used, or from another request")
 
-// unpark opens state, checks it against the retry's digest and the target
-// it came to (server: a session key) and takes its request out of the
-// table: a state opens once, on its request's URL.
-func (h *Handler) unpark(state string, digest [32]byte, server string) (*modernStream, error) {
+// unpark opens state, checks it against the retry's digest, the target
+// it came to (server: a session key) and its principal (owner), and takes
+// its request out of the table: a state opens once, on its request's URL,
+// for its request's principal.
+func (h *Handler) unpark(state string, digest [32]byte, server, owner string) (*modernStream, error) {
 	p := &h.parking
 	p.init()
 	raw, err := base64.RawURLEncoding.DecodeString(state)
@@ -392,7 +394,7 @@ func (h *Handler) unpark(state string, digest [32]byte, server string) (*modernS
 	if time.Now().After(expires) || !bytes.Equal(plain[handleLen+8:], digest[:]) {
 		return nil, errBadState
 	}
-	e := p.takeFor(hex.EncodeToString(plain[:handleLen]), server)
+	e := p.takeFor(hex.EncodeToString(plain[:handleLen]), server, owner)
 	if e == nil {
 		return nil, errBadState
 	}
@@ -408,7 +410,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
 		return
 	}
-	m, err := h.unpark(state, requestDigest(msg), server)
+	m, err := h.unpark(state, requestDigest(msg), server, h.owner(r))
 	if err != nil {
 		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
 		return

@@ -292,7 +292,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
-	s, err := h.store.Create(name, time.Now())
+	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())

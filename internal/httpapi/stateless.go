@@ -104,7 +104,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}
 	// The request is recorded as a session of its own for as long as it
 	// runs, so that shutdown and the session limit see it like any other.
-	s, err := h.store.Create(name, time.Now())
+	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, errTooMany.Error(), nil)
@@ -138,7 +138,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	if inputMethods[req.Method] && isRetry(msg) && h.sealedRetry(msg) {
 		// The retry of a request that got input_required goes on where
 		// that request was parked (this request's own session ends).
-		h.resume(w, r, name, msg)
+		h.resume(w, r, name, msg) // by the same principal only (unpark)
 		return
 	}
 	if req.Method == "server/discover" {

@@ -64,6 +64,10 @@ type Session struct {
 	// Static after construction.
 	ID     string // at least 128 random bits, URL-safe base64: visible ASCII
 	Server string // the server name the session was opened on
+	// Owner is who opened the session (the HTTP front's key of an
+	// authenticated principal; "" when anyone may use it): the front
+	// serves the session to its owner only.
+	Owner  string
 	limits *Limits
 
 	legacy  atomic.Bool
@@ -392,13 +396,18 @@ func NewStore(l Limits) *Store {
 
 // Create makes a session on server, or returns ErrTooMany.
 func (st *Store) Create(server string, now time.Time) (*Session, error) {
+	return st.CreateOwned(server, "", now)
+}
+
+// CreateOwned is Create, of a session owned by owner (Session.Owner).
+func (st *Store) CreateOwned(server, owner string, now time.Time) (*Session, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
 	}
 	l := &st.limits
 	s := &Session{
-		ID: id, Server: server, limits: l,
+		ID: id, Server: server, Owner: owner, limits: l,
 		streams: map[uint64]*Stream{}, general: newStream(0, l.ReplayEvents, l.ReplayBytes, 0), lastActive: now,
 	}
 	s.general.owner = s

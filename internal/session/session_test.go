@@ -193,3 +193,19 @@ func TestAttachWait(t *testing.T) {
 		t.Fatal("attached to a closed stream")
 	}
 }
+
+// A session keeps the owner it was created for; Create's has none.
+func TestCreateOwned(t *testing.T) {
+	st := NewStore(Limits{MaxSessions: 1})
+	s, err := st.CreateOwned("x", "token\x00alice", time.Now())
+	if err != nil || s.Owner != "token\x00alice" || st.Get(s.ID) != s {
+		t.Fatalf("CreateOwned: %v, owner %q", err, s.Owner)
+	}
+	if _, err := st.CreateOwned("x", "key\x00bob", time.Now()); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("CreateOwned beyond MaxSessions: %v", err)
+	}
+	st.Remove(s.ID)
+	if s, _ := st.Create("x", time.Now()); s.Owner != "" {
+		t.Fatalf("Create gives owner %q", s.Owner)
+	}
+}
