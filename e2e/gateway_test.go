@@ -44,6 +44,13 @@ const (
 // child process holding its output.
 func startGateway(t *testing.T, cfg any) (baseURL string) {
 	t.Helper()
+	return startGatewayOn(t, cfg, "127.0.0.1:0")
+}
+
+// startGatewayOn is startGateway listening on listen, for a test that must name the gateway's
+// URL before it starts (an authorization server bound to the gateway's resource URL).
+func startGatewayOn(t *testing.T, cfg any, listen string) (baseURL string) {
+	t.Helper()
 	bin := gatewayBinary(t)
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -56,7 +63,7 @@ func startGateway(t *testing.T, cfg any) (baseURL string) {
 	t.Logf("gateway config %s:\n%s", path, data)
 
 	listening := make(chan string, 1)
-	cmd := exec.Command(bin, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--config", path, "--listen", listen)
 	p := startProcess(t, "mcpgate", cmd, func(line string) {
 		if !strings.Contains(line, "msg=listening") {
 			return

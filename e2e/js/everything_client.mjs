@@ -4,6 +4,8 @@
 //
 // Usage: node everything_client.mjs --url http://127.0.0.1:PORT/servers/everything/mcp [--clients 10]
 //        [--transport streamable|sse]   (sse: the legacy 2024-11-05 SSEClientTransport)
+//        [--header "Name: value"]...    (sent on every request, as clients with static headers do:
+//                                        an API key)
 //
 // It prints one JSON summary on stdout and exits 0 only if every check passed. It must stand next
 // to the node_modules it imports (scripts/peers.sh and the Go test copy it into .cache/peers).
@@ -24,6 +26,7 @@ const { values: opts } = parseArgs({
     clients: { type: "string", default: "10" },
     duration: { type: "string", default: "1.5" },
     transport: { type: "string", default: "streamable" },
+    header: { type: "string", multiple: true, default: [] },
   },
 });
 if (!opts.url) {
@@ -34,6 +37,18 @@ const clientCount = Number.parseInt(opts.clients, 10);
 const duration = Number.parseFloat(opts.duration);
 
 const LRO = "trigger-long-running-operation";
+
+// headers are the --header options, sent on every request of every client.
+const headers = {};
+for (const h of opts.header) {
+  const i = h.indexOf(":");
+  if (i <= 0) {
+    console.error(`bad --header ${JSON.stringify(h)}: want "Name: value"`);
+    process.exit(2);
+  }
+  headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
+}
+const transportOpts = Object.keys(headers).length > 0 ? { requestInit: { headers } } : undefined;
 
 // textOf returns the concatenated text content of a tool result.
 function textOf(result) {
@@ -59,8 +74,8 @@ async function runClient(i) {
   };
   const transport =
     opts.transport === "sse"
-      ? new SSEClientTransport(new URL(opts.url))
-      : new StreamableHTTPClientTransport(new URL(opts.url));
+      ? new SSEClientTransport(new URL(opts.url), transportOpts)
+      : new StreamableHTTPClientTransport(new URL(opts.url), transportOpts);
 
   try {
     await client.connect(transport);
