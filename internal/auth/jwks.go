@@ -70,6 +70,14 @@ func (s *keySet) lookup(ctx context.Context, kid, alg string) ([]jwt.Verificatio
 		miss := !stale && len(fit) == 0
 		if (stale || miss) && !refreshed {
 			if ch := s.inflight; ch != nil {
+				// Fix: a set that is merely due for its periodic refetch,
+				// and has keys for this token, is used at once rather than
+				// waiting for another request's fetch: an issuer that hangs
+				// must cost the refetching request FetchTimeout, not every
+				// request (the set stays in use if that fetch fails anyway).
+				if s.fetched && !miss && len(fit) > 0 {
+					return fit, nil
+				}
 				s.mu.Unlock()
 				select {
 				case <-ch:
