@@ -159,6 +159,13 @@ type Gateway struct {
 	// Auth is the "auth" block (key "auth"): the credentials clients must
 	// present (OAuth access tokens, API keys). Default nil: none.
 	Auth *Auth
+
+	// Limits are per-principal limits (key "limits", limits.go). Default
+	// nil: none.
+	Limits *Limits
+
+	// Audit is the audit log (key "audit", limits.go). Default nil: none.
+	Audit *Audit
 }
 
 // HostRouting is the "gateway.hostRouting" block.

@@ -75,7 +75,8 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	// A path that failed to decode already has its problem; validating the
 	// default left in its place would only repeat it.
 	// Likewise "no servers configured" when the entries were there but bad,
-	// and "configures no credentials" when the auth block's were.
+	// and "configures no credentials" when the auth block's were (and
+	// "sets no limit" when the limits' were).
 	reported := make(map[string]bool, len(ps))
 	for _, p := range ps {
 		reported[p.Path] = true
@@ -84,6 +85,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 		}
 		if strings.HasPrefix(p.Path, "gateway.auth.") {
 			reported["gateway.auth"] = true
+		}
+		if strings.HasPrefix(p.Path, "gateway.limits.") {
+			reported["gateway.limits"] = true
 		}
 	}
 	for _, p := range cfg.problems() {
@@ -188,6 +192,10 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.endpoints(p, v, cfg)
 		case "auth":
 			d.auth(p, v, &g.Auth)
+		case "limits":
+			d.limits(p, v, &g.Limits)
+		case "audit":
+			d.audit(p, v, &g.Audit)
 		default:
 			return false
 		}

@@ -74,6 +74,9 @@ type Gateway struct {
 	endpoints map[string]*aggregate.Endpoint
 	// auth authenticates the handler's requests (nil: none; auth.go).
 	auth auth.Authenticator
+	// closeAudit writes the audit lines queued and closes the audit log
+	// (audit.go); a no-op without one.
+	closeAudit func()
 }
 
 // Start starts every configured server (all or none), builds every
@@ -122,6 +125,11 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 		return nil, err
 	}
 	hc := handlerConfig(cfg, backends, log)
+	if hc.Audit, g.closeAudit, err = openAudit(cfg.Gateway.Audit); err != nil {
+		g.closeEndpoints()
+		g.stopServers()
+		return nil, err
+	}
 	hc.Endpoints = endpoints
 	hc.Probes = g.probes()
 	hc.Auth = a
@@ -144,7 +152,7 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
 		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait, InputWait: gw.InputWait,
 		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
-		PublicURL: publicURL(gw),
+		PublicURL: publicURL(gw), Limits: limits(gw.Limits),
 	}
 }
 
@@ -205,6 +213,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	stopSweep()
 	wg.Wait()
 	closeAuth(g.auth) // no request is served any more
+	g.closeAudit()
 	g.closeEndpoints()
 	g.stopServers()
 	g.log.Info("stopped")

@@ -119,7 +119,13 @@ type Config struct {
 	// are else the request's scheme and host (the proxy's, with
 	// TrustProxyHeaders). Only used with Auth. Default "".
 	PublicURL string
-	Logger    *slog.Logger
+	// Limits, if set, are per-principal limits (limits.go). nil: none.
+	Limits *Limits
+	// Audit, if set, gets one line per client request POSTed to a
+	// target's /mcp URL (audit.go); its owner closes it after the
+	// Handler. nil: no audit log.
+	Audit  *Auditor
+	Logger *slog.Logger
 }
 
 // Handler serves the Streamable HTTP transport. See the package comment.
@@ -139,6 +145,8 @@ type Handler struct {
 
 	openFailures logLimit // "opening session failed" lines
 	parking      parking  // stateless requests waiting for input (mrtr.go)
+
+	limits *limiter // Config.Limits' state; nil: none
 
 	// From Config.PublicURL (auth.go): the origin and path prefix of the
 	// targets' resource URLs; "" for the request's.
@@ -194,6 +202,7 @@ func New(cfg Config) *Handler {
 		}),
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),
+		limits:   newLimiter(cfg.Limits),
 	}
 	if cfg.Auth != nil && cfg.PublicURL != "" {
 		var err error

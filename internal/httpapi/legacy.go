@@ -116,10 +116,15 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
 		return
 	}
-	msgs, _, ok := h.readMessages(w, r)
+	msgs, batch, ok := h.readMessages(w, r)
 	if !ok {
 		return
 	}
+	release, ok := h.admit(w, r, msgs, batch) // limits.go
+	if !ok {
+		return
+	}
+	defer release()
 	conn := connOf(s)
 	if conn == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")

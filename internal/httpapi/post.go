@@ -27,6 +27,12 @@ var timerPool = sync.Pool{New: func() any {
 }}
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be Backend) {
+	var audit *auditWriter
+	if h.cfg.Audit != nil {
+		audit = h.cfg.Audit.begin(w, r, name)
+		defer audit.finish()
+		w = audit
+	}
 	accept := r.Header.Get("Accept")
 	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list application/json and text/event-stream")
@@ -40,6 +46,14 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if !ok {
 		return
 	}
+	if audit != nil {
+		audit.msgs = msgs
+	}
+	release, ok := h.admit(w, r, msgs, batch) // limits.go
+	if !ok {
+		return
+	}
+	defer release()
 	if isStatelessPost(r, msgs, batch) {
 		h.stateless(w, r, name, be, msgs, batch)
 		return
@@ -292,7 +306,18 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
+	var counted func(*session.Session)
+	if h.limits != nil { // limits.go: sessions per principal
+		var ref *refusal
+		if counted, ref = h.limits.admitSession(limitKey(r), h.store); ref != nil {
+			refuse(w, ref, nil)
+			return nil, nil
+		}
+	}
 	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
+	if counted != nil {
+		counted(s) // nil on error
+	}
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
