@@ -3,9 +3,6 @@ package auth
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,16 +167,6 @@ type issuer struct {
 	introspection *Introspection
 }
 
-// apiKey is one API key at run time: its hash only.
-type apiKey struct {
-	name                 string
-	hash                 [sha256.Size]byte
-	everything           bool // neither servers nor endpoints were given
-	allServers, allEndps bool
-	servers, endpoints   map[string]bool
-	scopes               []string
-}
-
 // New returns the Gate of cfg. It reads the API keys given by file or
 // environment variable (and keeps only their hashes), and checks what the
 // config package checks too, for a Config built in code: it never accepts
@@ -320,80 +307,6 @@ func (g *Gate) newIssuer(c Issuer) (*issuer, error) {
 	return is, nil
 }
 
-// newAPIKey reads and hashes one API key.
-func newAPIKey(c APIKey, defaultScopes []string, lookupEnv func(string) (string, bool), readFile func(string) ([]byte, error)) (apiKey, error) {
-	k := apiKey{name: c.Name, scopes: c.Scopes, everything: c.Servers == nil && c.Endpoints == nil,
-		servers: map[string]bool{}, endpoints: map[string]bool{}}
-	if k.scopes == nil {
-		k.scopes = defaultScopes
-	}
-	k.scopes = slices.Clone(k.scopes)
-	if c.Name == "" {
-		return k, errors.New("an API key has no name")
-	}
-	fail := func(format string, args ...any) (apiKey, error) {
-		return k, fmt.Errorf("API key %q: "+format, append([]any{c.Name}, args...)...)
-	}
-	var secret, from string
-	switch {
-	case c.SHA256 != "" && c.KeyFile == "" && c.KeyEnv == "":
-		b, err := hex.DecodeString(c.SHA256)
-		if err != nil || len(b) != sha256.Size {
-			return fail("sha256 is not 64 hex digits")
-		}
-		copy(k.hash[:], b)
-	case c.KeyFile != "" && c.SHA256 == "" && c.KeyEnv == "":
-		data, err := readFile(c.KeyFile)
-		if err != nil {
-			return fail("keyFile: %w", err)
-		}
-		secret, from = strings.TrimSpace(string(data)), "file "+c.KeyFile
-	case c.KeyEnv != "" && c.SHA256 == "" && c.KeyFile == "":
-		v, ok := lookupEnv(c.KeyEnv)
-		if !ok {
-			return fail("keyEnv: environment variable %q is not set", c.KeyEnv)
-		}
-		secret, from = strings.TrimSpace(v), "environment variable "+c.KeyEnv
-	default:
-		return fail("give exactly one of sha256, keyFile, keyEnv")
-	}
-	if from != "" {
-		// The key's length and characters may be told, never the key.
-		switch {
-		case secret == "":
-			return fail("the %s is empty", from)
-		case len(secret) < minKeyLength:
-			return fail("the key in the %s has %d characters: use at least %d (e.g. `openssl rand -hex 32`)", from, len(secret), minKeyLength)
-		case !isB64Token(secret):
-			return fail("the key in the %s has characters a bearer token cannot carry (use letters, digits and - . _ ~ + /)", from)
-		}
-		k.hash = sha256.Sum256([]byte(secret))
-	}
-	for _, s := range c.Servers {
-		k.allServers = k.allServers || s == "*"
-		k.servers[s] = true
-	}
-	for _, e := range c.Endpoints {
-		k.allEndps = k.allEndps || e == "*"
-		k.endpoints[e] = true
-	}
-	return k, nil
-}
-
-// allows reports whether key k may be used for target t.
-func (k *apiKey) allows(t Target) bool {
-	if k.everything {
-		return true
-	}
-	switch t.Kind {
-	case "server":
-		return k.allServers || k.servers[t.Name]
-	case "endpoint":
-		return k.allEndps || k.endpoints[t.Name]
-	}
-	return false
-}
-
 // Close releases the idle connections of the Gate's own HTTP client.
 // Authenticate may still be called after it.
 func (g *Gate) Close() {
@@ -520,20 +433,6 @@ func (g *Gate) principal(ctx context.Context, token string, t Target) (*Principa
 	return nil, invalid("not an API key of this gateway, nor a JWT (no issuer has introspection for opaque tokens)")
 }
 
-// matchKey returns the API key token is, or nil. Every key's hash is
-// compared in constant time, so that the time taken says nothing of
-// which key came close.
-func (g *Gate) matchKey(token string) *apiKey {
-	h := sha256.Sum256([]byte(token))
-	var found *apiKey
-	for i := range g.keys {
-		if subtle.ConstantTimeCompare(h[:], g.keys[i].hash[:]) == 1 {
-			found = &g.keys[i]
-		}
-	}
-	return found
-}
-
 // missingScopes returns the scopes of need that have lacks.
 func missingScopes(have, need []string) []string {
 	var missing []string
@@ -543,89 +442,4 @@ func missingScopes(have, need []string) []string {
 		}
 	}
 	return missing
-}
-
-// challenge builds a WWW-Authenticate value of the Bearer scheme (RFC
-// 6750 section 3, with RFC 9728's resource_metadata): the error code if
-// any, the metadata document's URL (which MCP clients need absolute), the
-// scopes needed, and the description.
-func challenge(code, metadata string, scopes []string, description string) string {
-	var b strings.Builder
-	b.WriteString("Bearer")
-	sep := " "
-	param := func(name, value string) {
-		b.WriteString(sep)
-		sep = ", "
-		b.WriteString(name)
-		b.WriteString(`="`)
-		b.WriteString(value)
-		b.WriteByte('"')
-	}
-	if code != "" {
-		param("error", code)
-	}
-	if metadata != "" {
-		param("resource_metadata", quotable(metadata))
-	}
-	if len(scopes) > 0 {
-		param("scope", quotable(strings.Join(scopes, " ")))
-	}
-	if description != "" {
-		param("error_description", quotable(description))
-	}
-	return b.String()
-}
-
-// quotable makes s fit in a quoted header parameter as RFC 6750 writes
-// them (printable ASCII but '"' and '\'), and short: a description may
-// carry a token's claims, which its sender chose.
-func quotable(s string) string {
-	const max = 300
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case b.Len() >= max:
-			b.WriteString("...")
-			return b.String()
-		case r == '"':
-			b.WriteByte('\'')
-		case r < ' ' || r > '~' || r == '\\':
-			b.WriteByte('?')
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// metadataDoc is an RFC 9728 protected resource metadata document.
-type metadataDoc struct {
-	Resource               string   `json:"resource"`
-	AuthorizationServers   []string `json:"authorization_servers,omitempty"`
-	ScopesSupported        []string `json:"scopes_supported,omitempty"`
-	BearerMethodsSupported []string `json:"bearer_methods_supported"`
-	ResourceName           string   `json:"resource_name,omitempty"`
-}
-
-// Metadata implements [Authenticator]. With API keys only, the document
-// names no authorization server: there is none to get a token from.
-func (g *Gate) Metadata(t Target) ([]byte, bool) {
-	protected, scopes := g.policy(t)
-	if !protected {
-		return nil, false
-	}
-	doc := metadataDoc{
-		Resource:               t.Resource,
-		AuthorizationServers:   g.issuerIDs,
-		ScopesSupported:        scopes,
-		BearerMethodsSupported: []string{"header"},
-		ResourceName:           g.resourceName,
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // URLs with & stay readable
-	if err := enc.Encode(doc); err != nil {
-		return nil, false // strings and slices of strings always encode
-	}
-	return []byte(b.String()), true
 }
