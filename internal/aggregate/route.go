@@ -32,6 +32,8 @@ func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, 
 	var err error
 	if known {
 		en, err = c.resolveNameLocked(k, name)
+	} else {
+		en, known = c.certainLocked(k, name)
 	}
 	c.mu.Unlock()
 	if known {
@@ -40,7 +42,7 @@ func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, 
 	}
 	raw := bytes.Clone(msg.Raw)
 	c.spawn(p, func(ctx context.Context) {
-		c.ensure(ctx, k)
+		c.awaitOwner(ctx, k, name)
 		if ctx.Err() != nil {
 			return // answered: cancelled, abandoned or closed
 		}
@@ -50,6 +52,78 @@ func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, 
 		m, _ := jsonrpc.Parse(raw) // parsed before
 		c.forwardName(ctx, p, &m, name, span, en, err)
 	})
+}
+
+// certainLocked returns the owner of name when the lists loaded so far
+// settle it: a member listed it, and no member whose list is still
+// loading can expose it (each has a non-empty prefix, kept whole by
+// shortening, that name does not start with). A member that is slow to
+// list (or stuck) then delays only calls that could be its own. Called
+// with c.mu held.
+func (c *conn) certainLocked(k kind, name string) (entry, bool) {
+	en, ok := c.viewLocked(k).byName[name]
+	if !ok {
+		return entry{}, false
+	}
+	for j, mc := range c.members {
+		if !c.visibleLocked(j) || !mc.caps.has(k) || mc.lists[k].loaded || mc.lists[k].err != nil {
+			continue // its names are known, or it has none to give
+		}
+		pre := c.e.naming.exposedPrefix(c.e.members[j].Prefix)
+		if pre == "" || len(pre) > c.e.naming.max-hashLen || strings.HasPrefix(name, pre) {
+			return entry{}, false
+		}
+	}
+	return en, true
+}
+
+// awaitOwner loads the visible members' lists of kind k (as ensure does)
+// and waits until every one is known or name's owner is certain
+// (certainLocked), whichever comes first, or ctx ends.
+func (c *conn) awaitOwner(ctx context.Context, k kind, name string) {
+	for {
+		c.mu.Lock()
+		if c.closed || c.completeLocked(k) {
+			c.mu.Unlock()
+			return
+		}
+		if _, ok := c.certainLocked(k, name); ok {
+			c.mu.Unlock()
+			return
+		}
+		var waits []chan struct{}
+		for i, mc := range c.members {
+			if !c.visibleLocked(i) || !mc.caps.has(k) || mc.lists[k].loaded {
+				continue
+			}
+			ls := &mc.lists[k]
+			if ls.loading == nil {
+				ls.loading = make(chan struct{})
+				go c.load(mc, k, ls.gen, ls.loading)
+			}
+			waits = append(waits, ls.loading)
+		}
+		c.mu.Unlock()
+		if len(waits) == 0 {
+			return
+		}
+		// The first load to end may settle it: wait for any.
+		one := make(chan struct{}, len(waits))
+		for _, w := range waits {
+			go func() {
+				select {
+				case <-w:
+					one <- struct{}{}
+				case <-ctx.Done():
+				}
+			}()
+		}
+		select {
+		case <-one:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // forwardName forwards a request naming name at span to its owner en,
