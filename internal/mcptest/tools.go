@@ -204,7 +204,9 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		}{Inflight: []callRecord{}} // [] rather than null when none
 		s.mu.Lock()
 		for k, r := range s.inflight {
-			if k != self {
+			// Not itself, nor an earlier calls whose reply went out before
+			// its entry was removed: the client may ask again in between.
+			if k != self && !isCallsTool(r.rec) {
 				out.Inflight = append(out.Inflight, r.rec)
 			}
 		}
@@ -259,4 +261,12 @@ func (s *server) sample(id json.RawMessage, prompt string, done <-chan struct{})
 		}
 	}
 	s.reply(id, textResult("sampling result has no text content: "+string(res), true))
+}
+
+// isCallsTool reports whether rec is a call of the calls tool.
+func isCallsTool(rec callRecord) bool {
+	var p struct {
+		Name string `json:"name"`
+	}
+	return rec.Method == "tools/call" && json.Unmarshal(rec.Params, &p) == nil && p.Name == "calls"
 }
