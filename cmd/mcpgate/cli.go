@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -36,8 +35,8 @@ var (
 	serveCmd = command{
 		name: "serve",
 		synopses: []string{
-			"serve --config FILE [--listen ADDR] [--log-level LEVEL]",
-			"serve [--listen ADDR] [--log-level LEVEL] -- COMMAND [ARGS...]",
+			"serve --config FILE [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT]",
+			"serve [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT] -- COMMAND [ARGS...]",
 		},
 		summary: "run the gateway",
 		about: `Serve runs the gateway until it gets SIGINT or SIGTERM, then drains
@@ -55,7 +54,16 @@ server, named "default", at /servers/default/mcp, with default settings
 A server that cannot start (its command is missing, or it keeps
 crashing) does not stop the gateway: it is retried with backoff and its
 clients get an error naming the cause. A server marked "critical": true
-whose command cannot be found makes serve exit 1 before starting anything.`,
+whose command cannot be found makes serve exit 1 before starting anything.
+
+Logs go to stderr, as key=value text or (--log-format json) one JSON
+object a line. Each line a server writes on its stderr becomes a record
+with stream=stderr, server=NAME and pid, whose message is the line and
+whose level is the one the line names ("ERROR ...", "[warn]",
+"level=debug", a JSON "level" field), else info. Each server logs
+"server ready" with its startup time; each client session (not the
+stateless 2026-07-28 requests) logs "session opened" and "session
+closed" with the reason.`,
 	}
 	validateCmd = command{
 		name:     "validate",
@@ -70,9 +78,16 @@ start if it is "critical".`,
 	}
 	versionCmd = command{
 		name:     "version",
-		synopses: []string{"version"},
-		summary:  "print mcpgate's version and the Go version it was built with",
-		about:    `Version prints "mcpgate VERSION" and, on a second line, the Go version.`,
+		synopses: []string{"version [--json]"},
+		summary:  "print mcpgate's version, commit and the Go version it was built with",
+		about: `Version prints "mcpgate VERSION" and, on a second line, the Go version
+and platform. Then, when known: "commit REVISION" (with "(modified)" if
+uncommitted changes were built), "committed TIME" and "built TIME".
+
+The commit and its time come from the build info the go command stamps
+when it builds in a git checkout; a build without .git (a container
+build) sets them at link time: -ldflags "-X main.version=V -X
+main.commit=REV -X main.buildTime=TIME".`,
 	}
 	commands = []*command{&serveCmd, &validateCmd, &stdioCmd, &benchCmd, &versionCmd}
 )
@@ -183,6 +198,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "read the servers and settings from the JSON config `FILE`")
 	listen := fs.String("listen", "", "listen on `ADDR` (host:port) instead of the config's gateway.listen\n(default \"127.0.0.1:8080\")")
 	logLevel := fs.String("log-level", "", "log at `LEVEL` (debug, info, warn or error) instead of the\nconfig's gateway.logLevel (default \"info\")")
+	logFormat := fs.String("log-format", "", "write logs as `FORMAT` (text or json) instead of the config's\ngateway.logFormat (default \"text\")")
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
 	}
@@ -209,11 +225,19 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, c, "--log-level: %v", err)
 		}
 	}
+	if *logFormat != "" {
+		if err := config.CheckLogFormat(*logFormat); err != nil {
+			return usageError(stderr, c, "--log-format: %v", err)
+		}
+	}
 
 	var cfg *config.Config
 	if *configPath != "" {
 		var err error
-		if cfg, err = config.Load(*configPath); err != nil {
+		if cfg, err = config.Load(*configPath); err == nil {
+			err = gateway.CheckPolicies(cfg)
+		}
+		if err != nil {
 			printLoadError(stderr, *configPath, err)
 			return exitFailure
 		}
@@ -232,12 +256,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if *logLevel != "" {
 		cfg.Gateway.LogLevel = *logLevel
 	}
+	if *logFormat != "" {
+		cfg.Gateway.LogFormat = *logFormat
+	}
 	if err := cfg.Validate(); err != nil {
 		printLoadError(stderr, *configPath, err)
 		return exitFailure
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.Gateway.Level()}))
+	log := newLogger(stderr, &cfg.Gateway)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer exitOnSecondSignal(ctx, stop, log)()
@@ -249,6 +276,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// newLogger makes the gateway's logger: g's level and format, on w.
+func newLogger(w io.Writer, g *config.Gateway) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: g.Level()}
+	if g.LogFormat == config.LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // exitOnSecondSignal arranges that a signal after the first one (which
@@ -303,6 +339,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, c, "--config FILE is required")
 	}
 	cfg, err := config.Load(*configPath)
+	if err == nil {
+		err = gateway.CheckPolicies(cfg)
+	}
 	var ps config.Problems
 	switch {
 	case errors.As(err, &ps):
@@ -358,12 +397,21 @@ func printLoadError(w io.Writer, file string, err error) {
 func printVersion(args []string, stdout, stderr io.Writer) int {
 	c := &versionCmd
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print one JSON object: version, commit, commitTime, modified, buildTime, go, platform")
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(stderr, c, "unexpected argument %q", fs.Arg(0))
 	}
-	fmt.Fprintf(stdout, "mcpgate %s\n%s %s/%s\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	b := readBuild()
+	if !*asJSON {
+		b.writeText(stdout)
+		return exitOK
+	}
+	if err := b.writeJSON(stdout); err != nil {
+		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
+		return exitFailure
+	}
 	return exitOK
 }

@@ -143,6 +143,7 @@ func TestValidate(t *testing.T) {
 	  "mcpServers": {"memory": {"comand": "npx"}, "gh": {"command": "gh", "env": {"T": "${MCPGATE_TEST_UNSET_VAR}"}}},
 	  "gateway": {"drainTimeout": "10"}
 	}`)
+	badPolicy := writeFile(t, "policy.json", `{"mcpServers": {"a": {"command": "x", "policy": {"rules": [{"when": "principal.name =="}, {"when": "1 + 1"}]}}}}`)
 	missing := filepath.Join(t.TempDir(), "missing.json")
 	tests := []struct {
 		name         string
@@ -161,6 +162,9 @@ func TestValidate(t *testing.T) {
 			bad + `: mcpServers.memory.comand: unknown key`,
 			bad + `: mcpServers.memory.command: required`,
 		}, "\n") + "\n", false},
+		{"bad policy", badPolicy, 1, badPolicy + `: mcpServers.a.policy.rules[0].when: 1:18: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}` + "\n" +
+			badPolicy + ": mcpServers.a.policy.rules[1].when: must be a boolean expression, not one of type int\n", false},
+		{"auth example", "../../examples/auth.json", 0, "../../examples/auth.json: ok (3 servers)\n", false},
 		{"missing", missing, 1, "", true},
 	}
 	for _, tt := range tests {

@@ -60,6 +60,9 @@ type Member struct {
 	// member that does not answer in time is left out of a merged list,
 	// and a call to it fails naming it. 0: the member's own timeout.
 	Timeout time.Duration
+	// Policy, if set, decides which of the member's items (by their own
+	// names) each principal may list and use, as at the member's own URL.
+	Policy httpapi.Policy
 	// Filter selects the member's tools, prompts and resources the
 	// endpoint exposes (by their names before the prefix, and by URI).
 	Filter Filter

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
@@ -27,11 +28,12 @@ import (
 // timeouts and ended by Close; none of them is waited for by anything on
 // the client's path.
 type conn struct {
-	e       *Endpoint
-	general mux.Stream
-	ctx     context.Context // ended by Close
-	stop    context.CancelFunc
-	members []*member
+	e         *Endpoint
+	general   mux.Stream
+	principal *auth.Principal // the session's (member policies)
+	ctx       context.Context // ended by Close
+	stop      context.CancelFunc
+	members   []*member
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -99,7 +101,7 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
-	c := &conn{e: e, general: general, pending: map[string]*pending{}}
+	c := &conn{e: e, general: general, principal: httpapi.Principal(ctx), pending: map[string]*pending{}}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	c.members = make([]*member, len(e.members))
 	conns := make([]httpapi.Conn, len(e.members))

@@ -238,7 +238,7 @@ func (c *conn) viewLocked(k kind) *view {
 	for i := range c.members {
 		lists[i] = c.listedLocked(i, k)
 	}
-	c.views[k], c.viewEpoch[k] = c.e.buildView(k, lists), c.epoch
+	c.views[k], c.viewEpoch[k] = c.e.buildView(k, lists, c.allowed), c.epoch
 	return c.views[k]
 }
 
@@ -273,7 +273,7 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 		}
 		c.mu.Lock()
 		v := c.viewLocked(k)
-		items = v.renderFresh(c.e, stale, &pg)
+		items = v.renderFresh(c.e, stale, &pg, c.allowed)
 		cache = cache.merge(&pg, false)
 		next = ""
 		if pg.next != "" {
@@ -289,7 +289,9 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 // cachingLocked folds the caching hints of every page of kind k the
 // session has of its visible members: what the merged list may be cached
 // for depends on all of them (a change in one renames or hides items of
-// another). Called with c.mu held.
+// another). A list a member's policy filtered for the session's
+// principal is never public: another principal's differs. Called with
+// c.mu held.
 func (c *conn) cachingLocked(k kind) caching {
 	var cache caching
 	first := true
@@ -298,6 +300,9 @@ func (c *conn) cachingLocked(k kind) caching {
 		for j := range pages {
 			cache = cache.merge(&pages[j], first)
 			first = false
+		}
+		if len(pages) > 0 && c.e.members[i].Policy != nil {
+			cache.public = false
 		}
 	}
 	return cache

@@ -164,3 +164,24 @@ func (f *Filter) globs(k kind) *Globs {
 func (e *Endpoint) allowed(member int, k kind, key string) bool {
 	return e.members[member].Filter.globs(k).allows(key) && e.opts.Filter.globs(k).allows(key)
 }
+
+// allowed is the endpoint's allowed, and the member's policy for the
+// session's principal.
+func (c *conn) allowed(member int, k kind, key string) bool {
+	if !c.e.allowed(member, k, key) {
+		return false
+	}
+	pol := c.e.members[member].Policy
+	return pol == nil || pol.Allows(c.principal, policyKind(k), key, nil)
+}
+
+// policyKind is the Policy kind of items of kind k.
+func policyKind(k kind) string {
+	switch k {
+	case kindTools:
+		return "tool"
+	case kindPrompts:
+		return "prompt"
+	}
+	return "resource"
+}

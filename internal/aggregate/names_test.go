@@ -134,7 +134,7 @@ func FuzzNames(f *testing.F) {
 		if x1 != e.naming.expose(prefix, name1) {
 			t.Fatal("expose is not stable")
 		}
-		v := e.buildView(kindTools, [][]page{{{items: []item{{key: name1}, {key: name2}}}}})
+		v := e.buildView(kindTools, [][]page{{{items: []item{{key: name1}, {key: name2}}}}}, e.allowed)
 		if x1 == x2 {
 			if len(v.byName) != 0 || len(v.collisions[x1]) != 2 {
 				t.Fatalf("%q and %q both expose %q: want a collision, got %+v", name1, name2, x1, v)

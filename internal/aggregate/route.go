@@ -3,12 +3,14 @@ package aggregate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -133,6 +135,10 @@ func (c *conn) forwardName(ctx context.Context, p *pending, msg *jsonrpc.Message
 		c.fail(p, err)
 		return
 	}
+	if err := c.permitCall(msg, en); err != nil {
+		c.fail(p, err)
+		return
+	}
 	if en.key != name {
 		m, err := jsonrpc.Parse(replaceString(msg.Raw, span, en.key))
 		if err != nil {
@@ -184,7 +190,7 @@ func (c *conn) belongsLocked(i int, k kind, name string) bool {
 	}
 	for _, pg := range c.members[i].lists[k].pages {
 		for _, it := range pg.items {
-			if c.e.allowed(i, k, it.key) && c.e.naming.expose(m.Prefix, it.key) == name {
+			if c.allowed(i, k, it.key) && c.e.naming.expose(m.Prefix, it.key) == name {
 				return true
 			}
 		}
@@ -243,7 +249,7 @@ func (c *conn) resolveURILocked(uri string) (int, error) {
 	owners, byTemplate := ownersOf(uri, c.viewLocked(kindResources), c.viewLocked(kindTemplates))
 	allowed := owners[:0]
 	for _, i := range owners {
-		if c.e.allowed(i, kindResources, uri) {
+		if c.allowed(i, kindResources, uri) {
 			allowed = append(allowed, i)
 		}
 	}
@@ -275,7 +281,7 @@ func (c *conn) resolveURILocked(uri string) (int, error) {
 			down = append(down, fmt.Sprintf("%q", mc.m.Name))
 		}
 	}
-	if n == 1 && len(owners) == 0 && c.e.allowed(only, kindResources, uri) {
+	if n == 1 && len(owners) == 0 && c.allowed(only, kindResources, uri) {
 		return only, nil
 	}
 	text := fmt.Sprintf("resource %q not found: no server of endpoint %q lists it or a template matching it", uri, c.e.opts.Name)
@@ -288,7 +294,7 @@ func (c *conn) resolveURILocked(uri string) (int, error) {
 // listedBeforeLocked reports whether member i, not visible now, listed
 // uri (or a template matching it) when it was. Called with c.mu held.
 func (c *conn) listedBeforeLocked(i int, uri string) bool {
-	if !c.e.allowed(i, kindResources, uri) {
+	if !c.allowed(i, kindResources, uri) {
 		return false
 	}
 	mc := c.members[i]
@@ -507,4 +513,35 @@ func (c *conn) memberCtxFrom(ctx context.Context, i int) (context.Context, conte
 		return context.WithTimeoutCause(ctx, d, deadline{d})
 	}
 	return context.WithCancel(ctx)
+}
+
+// permitCall checks a call of member en.member's tool or prompt en.key
+// against the member's policy with the call's arguments (lists checked it
+// without them).
+func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
+	pol := c.e.members[en.member].Policy
+	if pol == nil {
+		return nil
+	}
+	var kind string
+	switch {
+	case msg.MethodIs("tools/call"):
+		kind = "tool"
+	case msg.MethodIs("prompts/get"):
+		kind = "prompt"
+	default:
+		return nil
+	}
+	cp, err := httpapi.ReadParams(msg) // strictly: what the member will read
+	if err != nil {
+		return errorf(jsonrpc.CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "mcpgate: "))
+	}
+	if pol.Allows(c.principal, kind, en.key, json.RawMessage(cp.Arguments)) {
+		return nil
+	}
+	who := ""
+	if c.principal != nil {
+		who = fmt.Sprintf(" for %q", c.principal.Name)
+	}
+	return errorf(jsonrpc.CodeInvalidParams, "%s %q is not allowed%s by the policy of server %q", kind, en.key, who, c.e.members[en.member].Name)
 }

@@ -130,13 +130,13 @@ type view struct {
 
 // buildView makes the view of kind k from lists[i], member i's pages (nil:
 // the member is down, has no such list, or its list could not be had).
-func (e *Endpoint) buildView(k kind, lists [][]page) *view {
+func (e *Endpoint) buildView(k kind, lists [][]page, allowed func(int, kind, string) bool) *view {
 	v := &view{kind: k, byName: map[string]entry{}, exposed: map[entry]string{}, keys: map[entry]bool{}}
 	for i, pages := range lists {
 		for _, p := range pages {
 			for _, it := range p.items {
 				en := entry{i, it.key}
-				if !e.allowed(i, k, it.key) || v.keys[en] {
+				if !allowed(i, k, it.key) || v.keys[en] {
 					continue // filtered, or listed twice by the member
 				}
 				v.keys[en] = true
@@ -234,10 +234,10 @@ func (v *view) lets(i int, key string) (string, bool) {
 // was built from (its cursor was of a list since changed): an item v does
 // not know is let through by the filters, under its exposed name unless
 // v has that name for another item.
-func (v *view) renderFresh(e *Endpoint, i int, p *page) []json.RawMessage {
+func (v *view) renderFresh(e *Endpoint, i int, p *page, allowed func(int, kind, string) bool) []json.RawMessage {
 	var dst []json.RawMessage
 	for _, it := range p.items {
-		if !e.allowed(i, v.kind, it.key) {
+		if !allowed(i, v.kind, it.key) {
 			continue
 		}
 		name, ok := v.lets(i, it.key)

@@ -82,6 +82,10 @@ type Decision struct {
 	Reason string
 	// RetryAfter is, with 503, when to try again.
 	RetryAfter time.Duration
+	// Refused is, with a 403, who was refused when known (an API key
+	// without the rights to the target, a token without the scopes): for
+	// the audit log only; the request does not go on as anyone.
+	Refused *Principal
 }
 
 // Authenticator is what the HTTP front asks.

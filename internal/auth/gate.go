@@ -396,6 +396,9 @@ func (g *Gate) Authenticate(r *http.Request, t Target) Decision {
 	}
 	if f != nil {
 		d := Decision{Status: f.status, Reason: f.reason, RetryAfter: f.retry}
+		if f.status == http.StatusForbidden {
+			d.Refused = p // who was refused, for the audit log
+		}
 		if f.status != http.StatusServiceUnavailable {
 			d.Challenge = challenge(f.code, metadata, scopes, f.reason)
 		}
@@ -404,7 +407,8 @@ func (g *Gate) Authenticate(r *http.Request, t Target) Decision {
 	return Decision{Principal: p}
 }
 
-// principal finds who token is, or why it is refused for target t. API
+// principal finds who token is, or why it is refused for target t (with
+// who it is, when known, for a 403). API
 // keys come first: they are the cheapest check, and a key must never be
 // sent to an issuer's introspection endpoint.
 func (g *Gate) principal(ctx context.Context, token string, t Target) (*Principal, *failure) {
@@ -413,7 +417,7 @@ func (g *Gate) principal(ctx context.Context, token string, t Target) (*Principa
 			// The key is good, and its holder known: 403 says it is
 			// this key's rights, where a 401 would invite a client to
 			// try the same key again or start an OAuth flow.
-			return nil, &failure{status: http.StatusForbidden, code: "insufficient_scope",
+			return &Principal{Name: k.name, Kind: KindKey}, &failure{status: http.StatusForbidden, code: "insufficient_scope",
 				reason: fmt.Sprintf("API key %q may not use %s %q", k.name, t.Kind, t.Name)}
 		}
 		return &Principal{Name: k.name, Kind: KindKey, Scopes: slices.Clone(k.scopes)}, nil

@@ -26,6 +26,7 @@
 package backend
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -75,7 +76,15 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 		// their own (translate.go).
 		sharedOpts := opts
 		opts.Exclusive = true
-		iso := newIsolated(cfg, 0, func() (*proc, error) { return startRemote(cfg, opts, log) }, log)
+		// Each upstream session carries its principal's headers
+		// (credentials.go).
+		iso := newIsolatedFor(cfg, 0, func(ctx context.Context) (*proc, error) {
+			cred, err := credentialFor(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return startRemote(cfg, cred.headers, opts, log)
+		}, log)
 		if cfg.Type == config.TypeSSE {
 			return iso, nil
 		}
@@ -105,10 +114,12 @@ const sharedPipeBytes = 1 << 20
 // start starts a stdio server (pipeBytes: see upstream.StdioConfig).
 func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger) (*proc, error) {
 	m := mux.New(opts)
+	stderrLevel, _ := config.ParseLogLevel(cfg.StderrLevel) // validated; "" (a literal Server) is info
 	up, err := upstream.StartStdio(upstream.StdioConfig{
 		Name: cfg.Name, Command: cfg.Command, Args: cfg.Args, Env: Environ(cfg, os.LookupEnv), Dir: cfg.Cwd,
 		MaxLineBytes: cfg.MaxLineBytes, Restart: true, StopGrace: StopGrace, Logger: log,
-		StuckTimeout: cfg.StdinTimeout, StderrBytesPerSec: cfg.StderrBytesPerSec, PipeBytes: pipeBytes,
+		StuckTimeout: cfg.StdinTimeout, StderrBytesPerSec: cfg.StderrBytesPerSec, StderrLevel: stderrLevel,
+		PipeBytes: pipeBytes,
 	}, m)
 	if err != nil {
 		m.Close()
@@ -118,12 +129,13 @@ func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger
 	return &proc{m: m, up: up}, nil
 }
 
-// startRemote connects to a remote server (lazily: the remote client
-// dials on the first message).
-func startRemote(cfg *config.Server, opts mux.Options, log *slog.Logger) (*proc, error) {
+// startRemote connects to a remote server with headers (cfg.Headers, or a
+// principal's: see credentials.go), lazily: the remote client dials on the
+// first message.
+func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options, log *slog.Logger) (*proc, error) {
 	m := mux.New(opts)
 	c, err := remote.Start(remote.Config{
-		Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: cfg.Headers, Logger: log,
+		Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: headers, Logger: log,
 	}, m)
 	if err != nil {
 		m.Close()

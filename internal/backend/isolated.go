@@ -53,9 +53,11 @@ func (e *busyError) RetryAfter() time.Duration { return busyRetryAfter }
 // the processes Opens are starting.
 type isolated struct {
 	// Static after construction.
-	cfg   *config.Server
-	max   int // processes at once, live + pooled + starting + stopping; 0: no cap
-	spawn func() (*proc, error)
+	cfg *config.Server
+	max int // processes at once, live + pooled + starting + stopping; 0: no cap
+	// spawn starts a process; ctx is the opening request's (a remote's
+	// principal: credentials.go), Background for the pool.
+	spawn func(ctx context.Context) (*proc, error)
 	log   *slog.Logger
 
 	fill chan struct{}  // wakes the filler (capacity 1: wake-ups merge)
@@ -77,6 +79,12 @@ type isolated struct {
 }
 
 func newIsolated(cfg *config.Server, maxProcs int, spawn func() (*proc, error), log *slog.Logger) *isolated {
+	return newIsolatedFor(cfg, maxProcs, func(context.Context) (*proc, error) { return spawn() }, log)
+}
+
+// newIsolatedFor is newIsolated with a spawn that gets the context of the
+// Open it starts a process for (a remote's principal: credentials.go).
+func newIsolatedFor(cfg *config.Server, maxProcs int, spawn func(ctx context.Context) (*proc, error), log *slog.Logger) *isolated {
 	s := &isolated{
 		cfg: cfg, max: maxProcs, spawn: spawn, log: log,
 		fill: make(chan struct{}, 1), stop: make(chan struct{}),
@@ -130,7 +138,7 @@ func (s *isolated) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, 
 			s.busy.Add(1)
 			s.mu.Unlock()
 			s.refill() // the pool may be short for want of a wake-up (a failed start)
-			return s.startFor(general)
+			return s.startFor(ctx, general)
 		}
 		if !s.filling {
 			s.mu.Unlock()
@@ -148,9 +156,9 @@ func (s *isolated) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, 
 
 // startFor starts a process for one session, in a slot already reserved
 // and counted in busy.
-func (s *isolated) startFor(general mux.Stream) (httpapi.Conn, error) {
+func (s *isolated) startFor(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
 	defer s.busy.Done()
-	p, err := s.spawn()
+	p, err := s.spawn(ctx)
 	if err != nil {
 		s.release()
 		return nil, err

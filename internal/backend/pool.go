@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/mux"
@@ -62,7 +63,7 @@ func (s *isolated) fillOne() bool {
 	s.filling = true
 	s.mu.Unlock()
 
-	p, err := s.spawn()
+	p, err := s.spawn(context.Background()) // no request: remotes are not prewarmed
 
 	s.mu.Lock()
 	s.filling = false

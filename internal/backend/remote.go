@@ -44,8 +44,9 @@ type remoteServer struct {
 
 	// Static after construction.
 	name    string
-	client  *remote.Stateless
-	timeout time.Duration // bounds each request but a listen; 0: none
+	cfg     *config.Server
+	client  *remote.Stateless // with cfg.Headers; per principal: see clientFor
+	timeout time.Duration     // bounds each request but a listen; 0: none
 	// reverse: "protocol": "2026-07-28", so sessions of the older eras
 	// are served by the reverse bridge (stateless requests each), not by
 	// upstream sessions.
@@ -90,7 +91,7 @@ func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *s
 		iso.Close()
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
-	s := &remoteServer{isolated: iso, name: cfg.Name, client: client, timeout: cfg.Timeout, log: log,
+	s := &remoteServer{isolated: iso, name: cfg.Name, cfg: cfg, client: client, timeout: cfg.Timeout, log: log,
 		reverse: cfg.Protocol == config.ProtocolModern,
 		trans:   newTranslation(cfg, sharedOpts, log)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -98,20 +99,65 @@ func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *s
 }
 
 // Open opens a session of the older eras: an upstream session of its own,
-// or, pinned to 2026-07-28, a session of the reverse bridge.
+// or, pinned to 2026-07-28, a session of the reverse bridge (whose
+// requests carry the credential of ctx's principal).
 func (s *remoteServer) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
 	if !s.reverse {
 		return s.isolated.Open(ctx, general)
 	}
+	open, err := s.bindStateless(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return newReverseConn(func(ctx context.Context, general mux.Stream) (httpapi.StatelessConn, error) {
-		return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
+		return open(ctx, general, mux.ModernVersion, nil)
 	}, general, s.timeout, s.log.With("bridge", "reverse")), nil
+}
+
+// statelessOpener is OpenStateless's signature.
+type statelessOpener = func(ctx context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error)
+
+// bindStateless returns OpenStateless bound to the credential of ctx's
+// principal, for connections opened later with contexts that carry no
+// principal (the reverse bridge's). A principal without one is refused
+// here.
+func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, error) {
+	cred, err := credentialFor(ctx, s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
+		return s.openStateless(ctx, general, version, caps, cred)
+	}, nil
 }
 
 // OpenStateless opens the connection of one stateless request. The first
 // call probes the remote (bounded by ctx here, by the probe's own timeout
 // for the probe itself, which the requests arriving meanwhile share).
 func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
+	cred, err := credentialFor(ctx, s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s.openStateless(ctx, general, version, caps, cred)
+}
+
+// clientFor returns the Stateless sending cred's headers.
+func (s *remoteServer) clientFor(cred credential) (*remote.Stateless, error) {
+	if cred.key == "" {
+		return s.client, nil
+	}
+	return s.client.WithHeaders(cred.headers)
+}
+
+// openStateless is OpenStateless for credential cred. A probe started
+// here carries cred: its verdict is about the server, and stands for
+// every principal.
+func (s *remoteServer) openStateless(ctx context.Context, general mux.Stream, version string, caps []byte, cred credential) (httpapi.StatelessConn, error) {
+	client, err := s.clientFor(cred)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", s.name, err)
+	}
 	for {
 		s.mu.Lock()
 		switch {
@@ -121,7 +167,7 @@ func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, ve
 		case s.discover != nil:
 			d := s.discover
 			s.mu.Unlock()
-			return &remoteConn{s: s, discover: d, calls: map[*remoteCall]struct{}{}}, nil
+			return &remoteConn{s: s, client: client, discover: d, calls: map[*remoteCall]struct{}{}}, nil
 		case s.refusal != nil && s.reverse:
 			// Pinned to 2026-07-28 (the reverse bridge's sessions come
 			// here too), yet the remote speaks the older eras: say so.
@@ -132,7 +178,7 @@ func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, ve
 			// through upstream sessions the gateway initializes (on first
 			// use; a remote client dials lazily).
 			s.mu.Unlock()
-			return s.trans.open(general, version, caps)
+			return s.trans.open(general, version, caps, cred)
 		case s.probing == nil && time.Now().Before(s.retryAt):
 			err := s.probeErr
 			s.mu.Unlock()
@@ -140,7 +186,7 @@ func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, ve
 		case s.probing == nil:
 			s.probing = make(chan struct{})
 			s.work.Add(1)
-			go s.probe(s.probing)
+			go s.probe(s.probing, client)
 		}
 		wait := s.probing
 		s.mu.Unlock()
@@ -152,12 +198,12 @@ func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, ve
 	}
 }
 
-// probe asks the remote whether it speaks the stateless revision, records
-// the answer and closes done.
-func (s *remoteServer) probe(done chan struct{}) {
+// probe asks the remote (through client) whether it speaks the stateless
+// revision, records the answer and closes done.
+func (s *remoteServer) probe(done chan struct{}, client *remote.Stateless) {
 	defer s.work.Done()
 	defer close(done)
-	result, err := s.client.Discover(s.ctx)
+	result, err := client.Discover(s.ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.probing = nil
@@ -208,7 +254,8 @@ func (s *remoteServer) Close() {
 // requests without waiting for anything.
 type remoteConn struct {
 	s        *remoteServer
-	discover []byte // the remote's discover result
+	client   *remote.Stateless // s.client, or one with a principal's headers
+	discover []byte            // the remote's discover result
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -323,7 +370,7 @@ func (c *remoteConn) run(reqCtx, ctx context.Context, cl *remoteCall, msg []byte
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	s.client.Do(ctx, msg, cl.header, cl.send, cl.reply)
+	c.client.Do(ctx, msg, cl.header, cl.send, cl.reply)
 	// Without an answer from Do, the request was cancelled: by its client
 	// (Reply(nil) says so), by Abandon or Close (which settled it), or by
 	// the Server closing.

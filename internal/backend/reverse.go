@@ -392,7 +392,16 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 		return nil
 	}
 	return func(ctx context.Context, general mux.Stream, caps []byte) (httpapi.Conn, error) {
-		c, err := sb.OpenStateless(ctx, general, mux.ModernVersion, caps)
+		open := sb.OpenStateless
+		if rs, ok := s.(*remoteServer); ok {
+			// The reverse bridge opens later with contexts that carry no
+			// principal: bind its credential now.
+			var err error
+			if open, err = rs.bindStateless(ctx); err != nil {
+				return nil, err
+			}
+		}
+		c, err := open(ctx, general, mux.ModernVersion, caps)
 		if err != nil {
 			return nil, err
 		}
@@ -401,7 +410,7 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 		}
 		c.Close()
 		return newReverseConn(func(ctx context.Context, general mux.Stream) (httpapi.StatelessConn, error) {
-			return sb.OpenStateless(ctx, general, mux.ModernVersion, caps)
+			return open(ctx, general, mux.ModernVersion, caps)
 		}, general, 0, log.With("bridge", "reverse")), nil
 	}
 }

@@ -178,7 +178,7 @@ func (s *shared) OpenStateless(ctx context.Context, general mux.Stream, version 
 			return c, err
 		}
 	}
-	return s.trans.open(general, version, caps)
+	return s.trans.open(general, version, caps, credential{})
 }
 
 // modernProc returns the second process, starting it on first use; nil

@@ -50,6 +50,10 @@ import (
 //     first process runs as long as the Server. All are supervised like
 //     the sessions' process (restarted after a crash), counted in
 //     Pending, and stopped by Close, which waits for them.
+//   - A remote with "principalHeaders" keys its processes by credential
+//     too: a process serves one principal's requests only, and is stopped
+//     when idle like an extra, since principals come and go
+//     (credentials.go).
 //   - Each process is a server instance of its own. A subscriptions/listen
 //     (served by the gateway from the broadcasts of its connection's
 //     process) must not depend on which instance served the call that
@@ -147,7 +151,7 @@ func (s capSet) String() string {
 type translation struct {
 	// Static after construction.
 	name  string
-	spawn func(set capSet, extra bool) (*proc, error)
+	spawn func(set capSet, extra bool, cred credential) (*proc, error)
 	log   *slog.Logger
 	max   int           // maxExtras; a field for tests
 	idle  time.Duration // translatorIdle; a field for tests
@@ -174,7 +178,8 @@ type translation struct {
 type translator struct {
 	p     *proc
 	set   capSet
-	extra bool // not its set's first: stopped when idle
+	cred  string // credential.key: "" unless the remote has principalHeaders
+	extra bool   // not its set's first: stopped when idle
 	// guarded by translation.mu:
 	conns     int       // connections bound to it
 	idleSince time.Time // when conns last fell to 0
@@ -185,7 +190,7 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 		name: cfg.Name, log: log, max: maxExtras, idle: translatorIdle,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), conns: map[*tconn]struct{}{},
 	}
-	t.spawn = func(set capSet, extra bool) (*proc, error) {
+	t.spawn = func(set capSet, extra bool, cred credential) (*proc, error) {
 		o := opts
 		o.ClientCapabilities = set.declared()
 		o.Logger = log.With("translation", set.String())
@@ -197,7 +202,7 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 		}
 		if cfg.Type == config.TypeHTTP {
 			// A remote of the session eras: an upstream session each.
-			return startRemote(cfg, o, o.Logger)
+			return startRemote(cfg, cred.headers, o, o.Logger)
 		}
 		return start(cfg, o, pipe, o.Logger)
 	}
@@ -205,20 +210,22 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 }
 
 // open returns the connection of one translated stateless request; it
-// takes a process on first use.
-func (t *translation) open(general mux.Stream, version string, caps []byte) (httpapi.StatelessConn, error) {
+// takes a process on first use, one of cred's (see credentials.go).
+func (t *translation) open(general mux.Stream, version string, caps []byte, cred credential) (httpapi.StatelessConn, error) {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
 	if closed {
 		return nil, errClosed
 	}
-	return &tconn{t: t, general: general, version: version, caps: bytes.Clone(caps), set: parseCapSet(caps)}, nil
+	return &tconn{t: t, general: general, version: version, caps: bytes.Clone(caps), set: parseCapSet(caps), cred: cred}, nil
 }
 
-// acquire returns the process a new connection of set binds to, counting
-// the connection; see the file comment for the choice.
-func (t *translation) acquire(set capSet) (*translator, error) {
+// acquire returns the process a new connection of set and cred binds to,
+// counting the connection; see the file comment for the choice. Processes
+// of another credential are never considered: an upstream session serves
+// one principal.
+func (t *translation) acquire(set capSet, cred credential) (*translator, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -231,7 +238,7 @@ func (t *translation) acquire(set capSet) (*translator, error) {
 		if tp.extra {
 			extras++
 		}
-		if tp.set != set {
+		if tp.set != set || tp.cred != cred.key {
 			continue
 		}
 		l := tp.load()
@@ -253,12 +260,12 @@ func (t *translation) acquire(set capSet) (*translator, error) {
 		// process rather than each starting one. A command that cannot be
 		// run does not fail here (its supervisor retries with backoff).
 		extra := least != nil
-		p, err := t.spawn(set, extra)
+		p, err := t.spawn(set, extra, cred)
 		if err == nil {
-			tp := &translator{p: p, set: set, extra: extra, conns: 1}
+			tp := &translator{p: p, set: set, cred: cred.key, extra: extra, conns: 1}
 			p.m.Join(&relay{t: t, tp: tp})
 			t.procs = append(t.procs, tp)
-			if extra && !t.reaping {
+			if tp.idleStop() && !t.reaping {
 				t.reaping = true
 				t.wg.Add(1)
 				go t.reap()
@@ -273,6 +280,11 @@ func (t *translation) acquire(set capSet) (*translator, error) {
 	least.conns++
 	return least, nil
 }
+
+// idleStop reports whether tp is stopped when idle: an extra, or any
+// process of a principal's (there may be many principals; each gets its
+// processes back on its next request).
+func (tp *translator) idleStop() bool { return tp.extra || tp.cred != "" }
 
 // load is how busy a translation process is.
 type load struct {
@@ -316,7 +328,7 @@ func (t *translation) release(c *tconn, tp *translator) {
 		tp.idleSince = time.Now()
 	}
 	t.mu.Unlock()
-	if idle && tp.extra {
+	if idle && tp.idleStop() {
 		select {
 		case t.wake <- struct{}{}:
 		default:
@@ -361,7 +373,7 @@ func (t *translation) due(now time.Time) (time.Duration, []*translator) {
 	var stop []*translator
 	keep := t.procs[:0]
 	for _, tp := range t.procs {
-		if tp.extra && tp.conns == 0 {
+		if tp.idleStop() && tp.conns == 0 {
 			left := tp.idleSince.Add(t.idle).Sub(now)
 			if left <= 0 {
 				// Out of the pool under mu with no connection: none can

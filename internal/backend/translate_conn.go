@@ -50,6 +50,7 @@ type tconn struct {
 	version string
 	caps    []byte
 	set     capSet
+	cred    credential // the principal's upstream headers (credentials.go)
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -74,7 +75,7 @@ func (c *tconn) client() (*mux.Client, error) {
 	case c.closed:
 		return nil, &closedError{"mcpgate: session closed"}
 	}
-	tp, err := c.t.acquire(c.set)
+	tp, err := c.t.acquire(c.set, c.cred)
 	if err != nil {
 		return nil, err
 	}

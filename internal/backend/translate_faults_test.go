@@ -47,11 +47,11 @@ func settle(t *testing.T, c httpapi.Conn) {
 func TestTranslationExtraCannotStart(t *testing.T) {
 	s, tr, _ := translated(t, "nospawn")
 	spawn := tr.spawn
-	tr.spawn = func(set capSet, extra bool) (*proc, error) { // before any request: static from then on
+	tr.spawn = func(set capSet, extra bool, cred credential) (*proc, error) { // before any request: static from then on
 		if extra || set == setRoots {
 			return nil, errors.New("no room for another process")
 		}
-		return spawn(set, extra)
+		return spawn(set, extra, cred)
 	}
 	a, _ := openTranslated(t, s, `{"sampling":{}}`)
 	pa := park(t, a, "A")

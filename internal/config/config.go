@@ -107,6 +107,11 @@ type Gateway struct {
 	// "error" (key "logLevel"). Default "info".
 	LogLevel string
 
+	// LogFormat is how the gateway's log lines are written on stderr:
+	// "text" (key=value pairs, slog's TextHandler) or "json" (one JSON
+	// object a line, slog's JSONHandler) (key "logFormat"). Default "text".
+	LogFormat string
+
 	// HostRouting routes requests by subdomain (key "hostRouting"). Default:
 	// off.
 	HostRouting HostRouting
@@ -166,6 +171,14 @@ type Gateway struct {
 
 	// Audit is the audit log (key "audit", limits.go). Default nil: none.
 	Audit *Audit
+
+	// SecretsFile is a JSON file of per-principal secrets, {"PRINCIPAL":
+	// {"SECRET_NAME": "value"}}, that servers' "principalHeaders" read
+	// (key "secretsFile"; principal_headers.go). It is read once, at load.
+	// Default "": none.
+	SecretsFile string
+	// Secrets is SecretsFile's content, read by Parse; nil without one.
+	Secrets *Secrets
 }
 
 // HostRouting is the "gateway.hostRouting" block.
@@ -193,6 +206,7 @@ func Defaults() Gateway {
 		SessionReplayBytes:   16 << 20,
 		MaxLineBytes:         16 << 20,
 		LogLevel:             "info",
+		LogFormat:            "text",
 		HeaderTimeout:        10 * time.Second,
 		BodyReadTimeout:      30 * time.Second,
 		ReplyWait:            10 * time.Millisecond,
@@ -226,6 +240,20 @@ func ParseLogLevel(s string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, fmt.Errorf("log level %q is not one of debug, info, warn, error", s)
+}
+
+// Log formats (Gateway.LogFormat).
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// CheckLogFormat reports an error unless s is "text" or "json".
+func CheckLogFormat(s string) error {
+	if s != LogFormatText && s != LogFormatJSON {
+		return fmt.Errorf("log format %q is not one of text, json", s)
+	}
+	return nil
 }
 
 // Isolation says how client sessions share a server's process.
@@ -313,6 +341,17 @@ type Server struct {
 	// "headers"), for http and sse.
 	Headers map[string]string
 
+	// PrincipalHeaders are added to every request to a remote server made
+	// for a principal, over Headers (key "principalHeaders", for http and
+	// sse): header name -> template of {{principal}}, {{secret.NAME}}
+	// (from gateway.secretsFile) and {{claim.NAME}}; a session or request
+	// for which one cannot be filled is refused (principal_headers.go).
+	// Default none.
+	PrincipalHeaders map[string]Template
+	// Secrets are what {{secret.NAME}} reads; Parse sets it to
+	// Gateway.Secrets.
+	Secrets *Secrets
+
 	// Isolation is "shared" or "session" (key "isolation"). Default
 	// "shared".
 	Isolation Isolation
@@ -368,6 +407,12 @@ type Server struct {
 	// counted and summarised in one line. Default 65536.
 	StderrBytesPerSec int
 
+	// StderrLevel is the level of a stderr line that names none ("debug",
+	// "info", "warn" or "error"; key "stderrLevel"): a line that names one
+	// ("ERROR: ...", "[warn]", "level=debug", a JSON "level") is logged at
+	// its own. Default "info".
+	StderrLevel string
+
 	// Prefix goes before the server's tool and prompt names, followed by
 	// the endpoint's separator, in every endpoint the server is a member
 	// of (key "prefix"): letters, digits, '_', '-' or '.'. "" puts nothing
@@ -404,6 +449,12 @@ type Server struct {
 	// other scopes. Default nil: gateway.auth.required and
 	// gateway.auth.oauth.scopes.
 	Auth *TargetAuth
+
+	// Policy decides which principals may list and use which of its
+	// tools, prompts and resources (key "policy"; see [Policy]), at
+	// /servers/NAME/mcp and in every endpoint merging it. Default nil:
+	// everyone may use everything.
+	Policy *Policy
 }
 
 // Per-server defaults of the keys that have no gateway-wide setting.
@@ -430,6 +481,7 @@ func (g *Gateway) NewServer(name string) *Server {
 		StdinTimeout:      DefaultStdinTimeout,
 		MaxProcesses:      DefaultMaxProcesses,
 		StderrBytesPerSec: DefaultStderrBytesPerSec,
+		StderrLevel:       "info",
 		Protocol:          ProtocolAuto,
 	}
 }

@@ -26,6 +26,7 @@ func TestDefaults(t *testing.T) {
 		SSEReplayEvents:      512,
 		MaxLineBytes:         16777216,
 		LogLevel:             "info",
+		LogFormat:            "text",
 		SSEReplayBytes:       4 << 20,
 		SessionReplayBytes:   16 << 20,
 		HeaderTimeout:        10 * time.Second,
@@ -70,7 +71,7 @@ func TestNewServerInherits(t *testing.T) {
 	g.RequestTimeout, g.MaxLineBytes = time.Second, 100
 	want := &Server{Name: "n", Prefix: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100,
 		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, StderrBytesPerSec: 65536,
-		Protocol: ProtocolAuto}
+		StderrLevel: "info", Protocol: ProtocolAuto}
 	if got := g.NewServer("n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("NewServer = %+v, want %+v", got, want)
 	}
@@ -99,6 +100,7 @@ func TestValidateBuiltConfig(t *testing.T) {
 		`mcpServers.x.maxProcesses: must be at least 1, not 0`,
 		`mcpServers.x.protocol: "" is not one of "auto", "2026-07-28", "legacy"`,
 		`mcpServers.x.stderrBytesPerSec: must be at least 1, not 0`,
+		`mcpServers.x.stderrLevel: "" is not one of "debug", "info", "warn", "error"`,
 		`mcpServers.x.stdinTimeout: must be greater than 0, not "0s"`,
 		`mcpServers.x.timeout: must be greater than 0, not "0s"`,
 		`mcpServers.x.type: "" is not one of "stdio", "http", "sse"`,
@@ -135,6 +137,19 @@ func TestLogLevel(t *testing.T) {
 	for _, s := range []string{"", "INFO", "trace", "warning", "info+2"} {
 		if _, err := ParseLogLevel(s); err == nil {
 			t.Errorf("ParseLogLevel(%q) succeeded", s)
+		}
+	}
+}
+
+func TestCheckLogFormat(t *testing.T) {
+	for _, s := range []string{"text", "json"} {
+		if err := CheckLogFormat(s); err != nil {
+			t.Errorf("CheckLogFormat(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "JSON", "logfmt", "text "} {
+		if err := CheckLogFormat(s); err == nil {
+			t.Errorf("CheckLogFormat(%q) succeeded", s)
 		}
 	}
 }

@@ -70,6 +70,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 		d.servers("mcpServers", servers, cfg)
 	}
 	d.addDefaultEndpoint(cfg)
+	linkSecrets(cfg)
 
 	ps := d.problems
 	// A path that failed to decode already has its problem; validating the
@@ -178,6 +179,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.integer(p, v, &g.MaxLineBytes)
 		case "logLevel":
 			d.str(p, v, &g.LogLevel, false)
+		case "logFormat":
+			d.str(p, v, &g.LogFormat, false)
 		case "hostRouting":
 			d.fields(p, v, "an object", func(key, p string, v json.RawMessage) bool {
 				if key != "domain" {
@@ -196,6 +199,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.limits(p, v, &g.Limits)
 		case "audit":
 			d.audit(p, v, &g.Audit)
+		case "secretsFile":
+			d.secretsFile(p, v, g)
 		default:
 			return false
 		}

@@ -180,6 +180,12 @@ func TestParseProblems(t *testing.T) {
 		}},
 		{"log level", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"logLevel": "verbose"}}`,
 			[]string{`gateway.logLevel: "verbose" is not one of "debug", "info", "warn", "error"`}},
+		{"stderr level", `{"mcpServers": {"a": {"command": "x", "stderrLevel": "warning"}}}`,
+			[]string{`mcpServers.a.stderrLevel: "warning" is not one of "debug", "info", "warn", "error"`}},
+		{"log format", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"logFormat": "logfmt"}}`,
+			[]string{`gateway.logFormat: "logfmt" is not one of "text", "json"`}},
+		{"log format type", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"logFormat": 1}}`,
+			[]string{`gateway.logFormat: must be a string`}},
 		{"limits", `{"mcpServers": {"a": {"command": "x"}}, "gateway": {"maxSessions": 0, "maxBodyBytes": -1, "sseReplayEvents": -1}}`, []string{
 			`gateway.maxBodyBytes: must be at least 1, not -1`,
 			`gateway.maxSessions: must be at least 1, not 0`,

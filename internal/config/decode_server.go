@@ -20,6 +20,8 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.str(p, v, &s.URL, true)
 	case "headers":
 		d.strMap(p, v, &s.Headers)
+	case "principalHeaders":
+		d.principalHeaders(p, v, &s.PrincipalHeaders)
 	case "isolation":
 		iso := string(s.Isolation)
 		d.str(p, v, &iso, false)
@@ -48,6 +50,8 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.integer(p, v, &s.MaxProcesses)
 	case "stderrBytesPerSec":
 		d.integer(p, v, &s.StderrBytesPerSec)
+	case "stderrLevel":
+		d.str(p, v, &s.StderrLevel, false)
 	case "protocol":
 		d.str(p, v, &s.Protocol, false)
 	case "prefix":
@@ -60,6 +64,8 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.globs(p, v, &s.Resources)
 	case "auth":
 		d.targetAuth(p, v, &s.Auth)
+	case "policy":
+		d.policy(p, v, &s.Policy)
 	default:
 		return false
 	}

@@ -123,6 +123,7 @@ func TestParseSetsEverything(t *testing.T) {
 	    "sseReplayEvents": 0,
 	    "maxLineBytes": 2048,
 	    "logLevel": "debug",
+	    "logFormat": "json",
 	    "sseReplayBytes": 100,
 	    "sessionReplayBytes": 200,
 	    "headerTimeout": "1s",
@@ -154,6 +155,7 @@ func TestParseSetsEverything(t *testing.T) {
 	      "stdinTimeout": "5s",
 	      "maxProcesses": 9,
 	      "stderrBytesPerSec": 100,
+	      "stderrLevel": "debug",
 	      "protocol": "auto",
 	      "prefix": "",
 	      "tools": {"allow": ["read_*", "list_*"], "deny": ["*_secret"]},
@@ -179,6 +181,7 @@ func TestParseSetsEverything(t *testing.T) {
 		SSEReplayEvents:      0,
 		MaxLineBytes:         2048,
 		LogLevel:             "debug",
+		LogFormat:            "json",
 		SSEReplayBytes:       100,
 		SessionReplayBytes:   200,
 		HeaderTimeout:        time.Second,
@@ -196,7 +199,7 @@ func TestParseSetsEverything(t *testing.T) {
 	wantInherits := &Server{Name: "inherits", Prefix: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
 		Timeout: 2 * time.Minute, MaxLineBytes: 2048, InitTimeout: DefaultInitTimeout,
 		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, StderrBytesPerSec: DefaultStderrBytesPerSec,
-		Protocol: ProtocolAuto}
+		StderrLevel: "info", Protocol: ProtocolAuto}
 	if got := cfg.Servers["inherits"]; !reflect.DeepEqual(got, wantInherits) {
 		t.Errorf("inherits =\n %+v\nwant\n %+v", got, wantInherits)
 	}
@@ -220,6 +223,7 @@ func TestParseSetsEverything(t *testing.T) {
 		StdinTimeout:      5 * time.Second,
 		MaxProcesses:      9,
 		StderrBytesPerSec: 100,
+		StderrLevel:       "debug",
 		Protocol:          ProtocolAuto,
 		Prefix:            "",
 		Tools:             Globs{Allow: []string{"read_*", "list_*"}, Deny: []string{"*_secret"}},

@@ -24,6 +24,11 @@
 // expand ${VAR} and ${VAR:-default} from the environment; keys are never
 // expanded.
 //
+// One file besides the config is read by Parse: "gateway.secretsFile", the
+// per-principal secrets that servers' "principalHeaders" templates read
+// (principal_headers.go). Its values are never formatted: not in a
+// Problem, an error or a String.
+//
 // Callers: cmd/mcpgate loads and validates a file before anything starts;
 // internal/gateway reads the resulting *Config. A Config is not safe for
 // concurrent mutation; treat it as read-only once the gateway is running.

@@ -78,6 +78,12 @@ type Endpoint struct {
 	// server's "auth" does. Default nil.
 	Auth *TargetAuth
 
+	// Policy decides which principals may list and use which of the
+	// items the endpoint exposes, by their exposed names (key "policy";
+	// see [Policy]). Its members' own policies apply too. Default nil:
+	// everyone may use everything.
+	Policy *Policy
+
 	// implicit: the default endpoint "all", not written in the file.
 	implicit bool
 }
@@ -133,6 +139,8 @@ func (d *decoder) endpoints(path string, raw json.RawMessage, cfg *Config) {
 				d.boolean(p, v, &e.SnakeCase)
 			case "auth":
 				d.targetAuth(p, v, &e.Auth)
+			case "policy":
+				d.policy(p, v, &e.Policy)
 			default:
 				return false
 			}

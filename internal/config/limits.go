@@ -9,7 +9,8 @@ import (
 
 // Limits is the "gateway.limits" block: limits per principal (an API
 // key's name, a token's subject; with no credentials, one anonymous
-// principal for all). Nil (the default): none. A zero field is no limit.
+// principal for all), and one for the whole gateway (MaxInFlightTotal).
+// Nil (the default): none. A zero field is no limit.
 type Limits struct {
 	// RequestsPerSecond is the rate of POSTs per principal (key
 	// "requestsPerSecond"; a batch is one), with bursts of Burst (key
@@ -27,6 +28,12 @@ type Limits struct {
 	// "toolBurst"; default max(1, ceil(toolsPerSecond))).
 	ToolsPerSecond float64
 	ToolBurst      int
+	// MaxInFlightTotal is the most POSTs of all principals together
+	// answered at once (key "maxInFlightTotal"): past it, 503 with
+	// Retry-After. It counts every POST to a target, of either era and
+	// of the stateless revision; a legacy /messages POST until its
+	// replies are on its session's SSE stream.
+	MaxInFlightTotal int
 }
 
 // Audit is the "gateway.audit" block: one JSON line per client request.
@@ -57,6 +64,8 @@ func (d *decoder) limits(path string, raw json.RawMessage, dst **Limits) {
 			d.number(p, v, &l.ToolsPerSecond)
 		case "toolBurst":
 			d.integer(p, v, &l.ToolBurst)
+		case "maxInFlightTotal":
+			d.integer(p, v, &l.MaxInFlightTotal)
 		default:
 			return false
 		}
@@ -109,6 +118,7 @@ func (g *Gateway) checkLimits(ps *Problems, path string) {
 			{"requestsPerSecond", l.RequestsPerSecond}, {"burst", float64(l.Burst)},
 			{"maxInFlight", float64(l.MaxInFlight)}, {"maxSessions", float64(l.MaxSessions)},
 			{"toolsPerSecond", l.ToolsPerSecond}, {"toolBurst", float64(l.ToolBurst)},
+			{"maxInFlightTotal", float64(l.MaxInFlightTotal)},
 		} {
 			if f.v < 0 {
 				ps.add(join(p, f.key), "must not be negative (leave it out for no limit)")
@@ -120,8 +130,8 @@ func (g *Gateway) checkLimits(ps *Problems, path string) {
 		if l.ToolBurst > 0 && l.ToolsPerSecond == 0 {
 			ps.add(join(p, "toolBurst"), `needs "toolsPerSecond"`)
 		}
-		if l.RequestsPerSecond == 0 && l.MaxInFlight == 0 && l.MaxSessions == 0 && l.ToolsPerSecond == 0 {
-			ps.add(p, `sets no limit: give "requestsPerSecond", "maxInFlight", "maxSessions" or "toolsPerSecond" (or remove "limits")`)
+		if l.RequestsPerSecond == 0 && l.MaxInFlight == 0 && l.MaxSessions == 0 && l.ToolsPerSecond == 0 && l.MaxInFlightTotal == 0 {
+			ps.add(p, `sets no limit: give "requestsPerSecond", "maxInFlight", "maxSessions", "toolsPerSecond" or "maxInFlightTotal" (or remove "limits")`)
 		}
 	}
 	if a := g.Audit; a != nil && a.File == "" {

@@ -10,14 +10,14 @@ import (
 func TestParseLimitsAudit(t *testing.T) {
 	file := `{"mcpServers": {"memory": {"command": "m"}},
 	  "gateway": {
-	    "limits": {"requestsPerSecond": 2.5, "burst": 10, "maxInFlight": 4, "maxSessions": 3, "toolsPerSecond": 0.5, "toolBurst": 2},
+	    "limits": {"requestsPerSecond": 2.5, "burst": 10, "maxInFlight": 4, "maxSessions": 3, "toolsPerSecond": 0.5, "toolBurst": 2, "maxInFlightTotal": 100},
 	    "audit": {"file": "${LOGS}/audit.jsonl", "arguments": true}
 	  }}`
 	cfg, err := Parse([]byte(file), fakeEnv(map[string]string{"LOGS": "/var/log/mcpgate"}))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	wantL := &Limits{RequestsPerSecond: 2.5, Burst: 10, MaxInFlight: 4, MaxSessions: 3, ToolsPerSecond: 0.5, ToolBurst: 2}
+	wantL := &Limits{RequestsPerSecond: 2.5, Burst: 10, MaxInFlight: 4, MaxSessions: 3, ToolsPerSecond: 0.5, ToolBurst: 2, MaxInFlightTotal: 100}
 	if !reflect.DeepEqual(cfg.Gateway.Limits, wantL) {
 		t.Errorf("limits %+v, want %+v", cfg.Gateway.Limits, wantL)
 	}
@@ -58,7 +58,10 @@ func TestParseLimitsAuditProblems(t *testing.T) {
 		{"burst without rate", gw(`"limits": {"burst": 5, "maxSessions": 1}`), []string{`gateway.limits.burst: needs "requestsPerSecond"`}},
 		{"tool burst without rate", gw(`"limits": {"toolBurst": 5, "maxSessions": 1}`), []string{`gateway.limits.toolBurst: needs "toolsPerSecond"`}},
 		{"no limit", gw(`"limits": {}`), []string{
-			`gateway.limits: sets no limit: give "requestsPerSecond", "maxInFlight", "maxSessions" or "toolsPerSecond" (or remove "limits")`}},
+			`gateway.limits: sets no limit: give "requestsPerSecond", "maxInFlight", "maxSessions", "toolsPerSecond" or "maxInFlightTotal" (or remove "limits")`}},
+		{"global cap alone", gw(`"limits": {"maxInFlightTotal": 1.5}`), []string{`gateway.limits.maxInFlightTotal: must be an integer, not 1.5`}},
+		{"global cap negative", gw(`"limits": {"maxInFlightTotal": -1}`), []string{
+			`gateway.limits.maxInFlightTotal: must not be negative (leave it out for no limit)`}},
 		{"audit type", gw(`"audit": "-"`), []string{`gateway.audit: must be an object like {"file": "/var/log/mcpgate/audit.jsonl"}`}},
 		{"audit file required", gw(`"audit": {"arguments": true}`), []string{`gateway.audit.file: required: a file path, or "-" for stderr`}},
 		{"audit arguments type", gw(`"audit": {"file": "-", "arguments": "yes"}`), []string{`gateway.audit.arguments: must be true or false`}},

@@ -45,6 +45,7 @@ func (c *Config) problems() Problems {
 		}
 		s.check(&ps, path)
 		s.checkFilters(&ps, path)
+		s.checkPrincipalHeaders(&ps, path, c.Gateway.SecretsFile)
 	}
 	c.checkEndpoints(&ps)
 	c.checkAuth(&ps)
@@ -126,6 +127,9 @@ func (g *Gateway) check(ps *Problems, path string) {
 	if _, err := ParseLogLevel(g.LogLevel); err != nil {
 		ps.add(join(path, "logLevel"), `%q is not one of "debug", "info", "warn", "error"`, g.LogLevel)
 	}
+	if CheckLogFormat(g.LogFormat) != nil {
+		ps.add(join(path, "logFormat"), `%q is not one of "text", "json"`, g.LogFormat)
+	}
 }
 
 // check records problems with s's values.
@@ -180,6 +184,9 @@ func (s *Server) check(ps *Problems, path string) {
 		ps.add(join(path, "prewarm"), "must be at most maxProcesses (%d), not %d", s.MaxProcesses, s.Prewarm)
 	}
 	atLeast(ps, join(path, "stderrBytesPerSec"), int64(s.StderrBytesPerSec), 1)
+	if _, err := ParseLogLevel(s.StderrLevel); err != nil {
+		ps.add(join(path, "stderrLevel"), `%q is not one of "debug", "info", "warn", "error"`, s.StderrLevel)
+	}
 	switch s.Isolation {
 	case IsolationShared, IsolationSession:
 	default:

@@ -38,5 +38,6 @@ func limits(l *config.Limits) *httpapi.Limits {
 	return &httpapi.Limits{
 		RequestsPerSecond: l.RequestsPerSecond, Burst: l.Burst, MaxInFlight: l.MaxInFlight,
 		MaxSessions: l.MaxSessions, ToolsPerSecond: l.ToolsPerSecond, ToolBurst: l.ToolBurst,
+		MaxInFlightTotal: l.MaxInFlightTotal,
 	}
 }

@@ -44,8 +44,8 @@ func TestLimitsMapped(t *testing.T) {
 	if limits(nil) != nil {
 		t.Error("no limits block gave limits")
 	}
-	l := limits(&config.Limits{RequestsPerSecond: 2, Burst: 3, MaxInFlight: 4, MaxSessions: 5, ToolsPerSecond: 6, ToolBurst: 7})
-	if l.RequestsPerSecond != 2 || l.Burst != 3 || l.MaxInFlight != 4 || l.MaxSessions != 5 || l.ToolsPerSecond != 6 || l.ToolBurst != 7 {
+	l := limits(&config.Limits{RequestsPerSecond: 2, Burst: 3, MaxInFlight: 4, MaxSessions: 5, ToolsPerSecond: 6, ToolBurst: 7, MaxInFlightTotal: 8})
+	if l.RequestsPerSecond != 2 || l.Burst != 3 || l.MaxInFlight != 4 || l.MaxSessions != 5 || l.ToolsPerSecond != 6 || l.ToolBurst != 7 || l.MaxInFlightTotal != 8 {
 		t.Errorf("limits mapped to %+v", l)
 	}
 }
@@ -86,7 +86,7 @@ func TestAuditAndLimitsWired(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, want 3 (initialize, two calls):\n%s", len(lines), data)
 	}
-	for i, want := range []struct{ method, outcome string }{{"initialize", "ok"}, {"tools/call", "ok"}, {"tools/call", "error"}} {
+	for i, want := range []struct{ method, outcome string }{{"initialize", "ok"}, {"tools/call", "ok"}, {"tools/call", "rate_limited"}} {
 		if lines[i]["method"] != want.method || lines[i]["outcome"] != want.outcome || lines[i]["target"] != "fake" || lines[i]["principal"] != "" {
 			t.Errorf("line %d: %v; want %s %s", i, lines[i], want.method, want.outcome)
 		}

@@ -47,7 +47,7 @@ func (g *Gateway) members(ep *config.Endpoint) []aggregate.Member {
 		s, be := g.cfg.Servers[name], g.servers[name]
 		m := aggregate.Member{
 			Name: name, Backend: be, Prefix: s.Prefix, Critical: s.Critical, Timeout: s.Timeout,
-			Filter: filter(s.Tools, s.Prompts, s.Resources),
+			Filter: filter(s.Tools, s.Prompts, s.Resources), Policy: g.memberPolicy(name),
 		}
 		if r, ok := be.(backend.Readier); ok {
 			m.State = r.Ready

@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/policy"
 )
 
 // Version is the gateway's version, reported to servers as
@@ -74,6 +75,8 @@ type Gateway struct {
 	endpoints map[string]*aggregate.Endpoint
 	// auth authenticates the handler's requests (nil: none; auth.go).
 	auth auth.Authenticator
+	// policies are the servers' and endpoints' compiled policies.
+	policies policy.Set
 	// closeAudit writes the audit lines queued and closes the audit log
 	// (audit.go); a no-op without one.
 	closeAudit func()
@@ -101,6 +104,10 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 
 // start is Start with Authenticator a (nil: none).
 func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway, error) {
+	pols, err := policy.FromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	problems := CheckCommands(cfg)
 	if err := checkCritical(problems); err != nil {
 		return nil, err
@@ -108,7 +115,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols}
 	backends := map[string]httpapi.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := backend.New(cfg.Servers[name], Version, log)
@@ -133,6 +140,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	hc.Endpoints = endpoints
 	hc.Probes = g.probes()
 	hc.Auth = a
+	hc.Policies = handlerPolicies(pols)
 	g.Handler = httpapi.New(hc)
 	return g, nil
 }

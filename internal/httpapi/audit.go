@@ -11,15 +11,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // This file writes the audit log (Config.Audit): one JSON line per client
-// request POSTed to a target's /mcp URL (either era), written when its
-// POST is answered. Lines go through a bounded queue to one writer
-// goroutine: a slow disk never holds a request up; when the queue is
-// full, lines are dropped and counted, and the next line written is
-// preceded by {"time":...,"dropped":N}.
+// request POSTed to a target's /mcp URL (either era, and the stateless
+// revision), written when its POST is answered; one per request POSTed to
+// a legacy session's /messages URL, written when its reply is put on the
+// session's SSE stream (legacy_replies.go); and one per request of any kind
+// refused by authentication (outcome "unauthenticated", or "forbidden"
+// for a 403). A request refused by a limit has outcome "rate_limited"
+// (429) or "overloaded" (503, the global cap). Lines go through a bounded
+// queue to one writer goroutine: a slow disk never holds a request up;
+// when the queue is full, lines are dropped and counted, and the next
+// line written is preceded by {"time":...,"dropped":N}.
 
 // AuditQueue is the number of lines an Auditor holds before it drops.
 const AuditQueue = 4096
@@ -37,8 +43,11 @@ type Auditor struct {
 
 // NewAuditor returns an Auditor writing to w, with the calls' arguments
 // when arguments is true.
-func NewAuditor(w io.Writer, arguments bool) *Auditor {
-	a := &Auditor{arguments: arguments, lines: make(chan []byte, AuditQueue), done: make(chan struct{}), now: time.Now}
+func NewAuditor(w io.Writer, arguments bool) *Auditor { return newAuditor(w, arguments, time.Now) }
+
+// newAuditor is NewAuditor with clock now (tests).
+func newAuditor(w io.Writer, arguments bool, now func() time.Time) *Auditor {
+	a := &Auditor{arguments: arguments, lines: make(chan []byte, AuditQueue), done: make(chan struct{}), now: now}
 	go a.run(w)
 	return a
 }
@@ -105,6 +114,9 @@ type auditLine struct {
 	BytesIn    int             `json:"bytesIn"`
 	BytesOut   int64           `json:"bytesOut"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
+	// HTTP is the request's method and path, on lines of requests refused
+	// before their body was read (authentication).
+	HTTP string `json:"http,omitempty"`
 }
 
 // auditCapture bounds what of a response is kept to find its outcome:
@@ -124,6 +136,11 @@ type auditWriter struct {
 	head   []byte
 	tail   []byte // the last auditCapture bytes past head, when over
 	msgs   []jsonrpc.Message
+	// refused is the outcome of a POST a limit refused (refuse); "" else.
+	refused string
+	// skip: the lines of the POST's requests are logged elsewhere (a
+	// legacy POST accepted: legacy_replies.go).
+	skip bool
 }
 
 func (a *Auditor) begin(w http.ResponseWriter, r *http.Request, target string) *auditWriter {
@@ -163,19 +180,12 @@ func (aw *auditWriter) Write(b []byte) (int, error) {
 // finish logs the lines of the POST: one per request, or one for a POST
 // refused before its messages were read.
 func (aw *auditWriter) finish() {
-	now := aw.a.now()
-	base := auditLine{
-		Time:       aw.start.UTC().Format(time.RFC3339Nano),
-		Principal:  auditPrincipal(aw.r),
-		Kind:       "server",
-		Target:     aw.target,
-		DurationMs: float64(now.Sub(aw.start).Microseconds()) / 1000,
-		Status:     aw.status,
-		BytesOut:   aw.out,
+	if aw.skip {
+		return
 	}
-	if name, ok := strings.CutPrefix(aw.target, endpointKeyPrefix); ok {
-		base.Kind, base.Target = "endpoint", name
-	}
+	base := aw.a.baseLine(aw.r, aw.target, aw.start)
+	base.DurationMs = durationMs(aw.a.now().Sub(aw.start))
+	base.Status, base.BytesOut = aw.status, aw.out
 	replies := aw.replies()
 	if aw.msgs == nil {
 		base.BytesIn = int(max(aw.r.ContentLength, 0))
@@ -189,26 +199,52 @@ func (aw *auditWriter) finish() {
 			continue
 		}
 		l := base
-		l.Method = m.MethodName()
-		l.ID = json.RawMessage(m.Bytes(m.ID))
-		l.BytesIn = len(m.Raw)
-		switch l.Method {
-		case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
-			p := paramsOf(m)
-			l.Name = p.Name
-			if p.URI != "" {
-				l.Name = p.URI
-			}
-			if aw.a.arguments && len(p.Arguments) > 0 {
-				l.Arguments = p.Arguments
-			}
-		}
+		aw.a.describe(&l, m)
 		aw.outcome(&l, l.ID, replies)
 		aw.emit(&l)
 	}
 }
 
-func (aw *auditWriter) emit(l *auditLine) {
+// baseLine is the start of a line of a request to target from r.
+func (a *Auditor) baseLine(r *http.Request, target string, start time.Time) auditLine {
+	l := auditLine{
+		Time:      start.UTC().Format(time.RFC3339Nano),
+		Principal: auditPrincipal(r),
+		Kind:      "server",
+		Target:    target,
+	}
+	if name, ok := strings.CutPrefix(target, endpointKeyPrefix); ok {
+		l.Kind, l.Target = "endpoint", name
+	}
+	return l
+}
+
+// describe fills in what of request m a line tells: method, id, size,
+// and the name (and arguments) of what it uses. The line holds copies:
+// it may outlive m's body (a legacy request's line is written when its
+// reply comes).
+func (a *Auditor) describe(l *auditLine, m *jsonrpc.Message) {
+	l.Method = m.MethodName()
+	l.ID = json.RawMessage(bytes.Clone(m.Bytes(m.ID)))
+	l.BytesIn = len(m.Raw)
+	switch l.Method {
+	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
+		p := paramsOf(m) // decoded: copies
+		l.Name = p.Name
+		if p.URI != "" {
+			l.Name = p.URI
+		}
+		if a.arguments && len(p.Arguments) > 0 {
+			l.Arguments = p.Arguments
+		}
+	}
+}
+
+func durationMs(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (aw *auditWriter) emit(l *auditLine) { aw.a.emit(l) }
+
+func (a *Auditor) emit(l *auditLine) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		// Arguments that are not valid JSON cannot come (the message was
@@ -216,13 +252,16 @@ func (aw *auditWriter) emit(l *auditLine) {
 		l.Arguments = nil
 		b, _ = json.Marshal(l)
 	}
-	aw.a.log(append(b, '\n'))
+	a.log(append(b, '\n'))
 }
 
-// outcome sets l's outcome: the error its reply (by id) carries, else
-// the HTTP status's.
+// outcome sets l's outcome: the limit's that refused the POST, the error
+// its reply (by id) carries, else the HTTP status's.
 func (aw *auditWriter) outcome(l *auditLine, id []byte, replies []auditReply) {
 	l.Outcome = "ok"
+	if aw.refused != "" {
+		defer func() { l.Outcome = aw.refused }()
+	}
 	for _, rep := range replies {
 		if id == nil || bytes.Equal(rep.id, id) || len(replies) == 1 && !rep.hasID {
 			if rep.isError {
@@ -309,4 +348,29 @@ func auditPrincipal(r *http.Request) string {
 		return ""
 	}
 	return p.Kind + ":" + p.Name
+}
+
+// auditAuthRefusal logs a request to target refused by authentication
+// with status. Its body was not read (nobody's request is not worth
+// reading), so the line has no JSON-RPC method or id: it names the HTTP
+// method and path instead, and the refused principal when the
+// Authenticator knows it (an API key without the rights to the target).
+func (h *Handler) auditAuthRefusal(r *http.Request, target string, start time.Time, status int, who *auth.Principal) {
+	a := h.cfg.Audit
+	if a == nil {
+		return
+	}
+	l := a.baseLine(r, target, start)
+	if who != nil {
+		l.Principal = who.Kind + ":" + who.Name
+	}
+	l.HTTP = r.Method + " " + r.URL.Path
+	l.DurationMs = durationMs(a.now().Sub(start))
+	l.Status, l.BytesIn = status, int(max(r.ContentLength, 0))
+	l.Outcome = "unauthenticated"
+	if status == http.StatusForbidden {
+		l.Outcome = "forbidden"
+	}
+	l.Code = jsonrpc.CodeInvalidRequest
+	a.emit(&l)
 }

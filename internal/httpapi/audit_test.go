@@ -26,6 +26,7 @@ type auditEntry struct {
 	BytesOut   int64           `json:"bytesOut"`
 	Arguments  json.RawMessage `json:"arguments"`
 	Dropped    int64           `json:"dropped"`
+	HTTP       string          `json:"http"`
 }
 
 func parseAudit(t *testing.T, s string) []auditEntry {
@@ -79,7 +80,7 @@ func TestAuditLines(t *testing.T) {
 			{"initialize", "0", "", "ok", 0, 200},
 			{"tools/call", "1", "echo", "ok", 0, 200},
 			{"missing", `"two"`, "", "error", -32601, 200},
-			{"tools/call", "3", "echo", "error", -32000, 429},
+			{"tools/call", "3", "echo", "rate_limited", -32000, 429},
 			{"progress", "4", "", "ok", 0, 200},
 			{"resources/read", "5", "file:///a", "ok", 0, 200},
 			{"", "", "", "error", -32700, 400},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -79,6 +80,10 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key strin
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return nil, false
 	}
+	start := time.Now()
+	if h.cfg.Audit != nil {
+		start = h.cfg.Audit.now()
+	}
 	d := h.cfg.Auth.Authenticate(r, target)
 	if d.Status == 0 {
 		if d.Principal == nil {
@@ -108,6 +113,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key strin
 	}
 	h.log.Debug("request refused by authentication", logTarget(key), "status", status, "reason", d.Reason)
 	writeError(w, status, jsonrpc.CodeInvalidRequest, "mcpgate: "+reason+" for "+describe(key))
+	h.auditAuthRefusal(r, key, start, status, d.Refused) // audit.go
 	return nil, false
 }
 

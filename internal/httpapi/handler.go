@@ -119,6 +119,10 @@ type Config struct {
 	// are else the request's scheme and host (the proxy's, with
 	// TrustProxyHeaders). Only used with Auth. Default "".
 	PublicURL string
+	// Policies decide what each principal may list and use of a target
+	// (policy.go), by the target's key: a server's name, or
+	// "endpoints/" + an endpoint's name. A target without one: everything.
+	Policies map[string]Policy
 	// Limits, if set, are per-principal limits (limits.go). nil: none.
 	Limits *Limits
 	// Audit, if set, gets one line per client request POSTed to a
@@ -193,6 +197,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Policies) > 0 {
+		cfg.Backends, cfg.Endpoints = guardAll(cfg.Backends, cfg.Policies, ""), guardAll(cfg.Endpoints, cfg.Policies, endpointKeyPrefix)
 	}
 	h := &Handler{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),

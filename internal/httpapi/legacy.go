@@ -101,7 +101,30 @@ func (h *Handler) endpointURL(r *http.Request, name, id string) string {
 // legacyPost takes the messages of a legacy session: 202 at once, replies
 // on the session's stream. While that stream keeps more unread replies than
 // its byte bound, new messages get 503 with Retry-After.
+//
+// A request refused by a limit (429 or 503 on a /mcp POST) is answered
+// 202 here, and its refusal goes on the session's SSE stream as a JSON-RPC
+// error with its id, where the client waits for its reply. Clients differ
+// on a POST's status: the TypeScript SDK's SSEClientTransport rejects the
+// request on a non-2xx POST (and would log the stream's error as a reply
+// to an unknown id, so it must get only one of the two); the Python SDK's
+// sse_client raises in its POST writer, which then sends nothing more,
+// and the request waits for a reply forever; hand-written clients often
+// ignore the POST's response altogether. A 202 and the error on the
+// stream end the request in all of them, once, and keep the session
+// usable. The 202 carries the refusal's Retry-After too, and the error's
+// data has it as "retryAfter" (seconds).
+//
+// The refusals that stay on the POST are those of a request that cannot
+// reach the stream: a malformed body, an unknown session, and a stream
+// not read (Backlogged: an event there would not be read either).
 func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string) {
+	var audit *auditWriter
+	if h.cfg.Audit != nil {
+		audit = h.cfg.Audit.begin(w, r, name)
+		defer audit.finish()
+		w = audit
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
@@ -116,15 +139,13 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
 		return
 	}
-	msgs, batch, ok := h.readMessages(w, r)
+	msgs, _, ok := h.readMessages(w, r)
 	if !ok {
 		return
 	}
-	release, ok := h.admit(w, r, msgs, batch) // limits.go
-	if !ok {
-		return
+	if audit != nil {
+		audit.msgs = msgs
 	}
-	defer release()
 	conn := connOf(s)
 	if conn == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
@@ -139,13 +160,22 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 			"mcpgate: the session's SSE stream is not read: its unread replies are over sseReplayBytes; read them before sending more")
 		return
 	}
+	if audit != nil {
+		audit.skip = true // one line per request, when its reply is on the stream
+	}
+	release, ref := h.check(r, msgs) // limits.go
+	if ref != nil {
+		h.refuseLegacy(r, name, s.General(), msgs, ref)
+		w.Header().Set("Retry-After", retryAfter(ref.retry))
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte("Accepted"))
+		return
+	}
 	s.Begin()
 	// Announced before they are handled, so a draining stream stays open
 	// until their replies are out.
 	s.General().Expect(countRequests(msgs))
-	for i := range msgs {
-		conn.Handle(r.Context(), &msgs[i], s.General())
-	}
+	h.handleLegacy(r, name, conn, s.General(), msgs, release)
 	s.End(time.Now())
 	w.WriteHeader(http.StatusAccepted)
 	_, _ = w.Write([]byte("Accepted"))

@@ -50,8 +50,7 @@ func (h *Handler) Run(ctx context.Context) {
 func (h *Handler) Sweep(now time.Time) {
 	h.store.Prune(now)
 	for _, s := range h.store.Expire(now) {
-		h.log.Info("session expired", "session", logID(s.ID), logTarget(s.Server))
-		h.endAsync(s, "the session expired")
+		h.endAsync(s, "the session expired") // logged by end
 	}
 }
 
@@ -94,8 +93,11 @@ func (h *Handler) Close() {
 
 // end ends a session taken out of the store: connection first, then streams.
 // The connection is taken from the session, so that of two callers racing
-// to end it (Close, and an open that saw Close come), one closes it.
+// to end it (Close, and an open that saw Close come), one closes it. An
+// established session's end is logged first (sessionlog.go): stopping its
+// process may take a while.
 func (h *Handler) end(s *session.Session, reason string) {
+	h.logEnded(s, reason)
 	if c, _ := s.TakeValue().(Conn); c != nil {
 		if cw, ok := c.(ConnCloseWith); ok {
 			cw.CloseWith(reason)

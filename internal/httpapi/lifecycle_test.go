@@ -285,7 +285,10 @@ func TestLogsShortSessionID(t *testing.T) {
 	if !strings.Contains(out, want) {
 		t.Fatalf("no %q in:\n%s", want, out)
 	}
-	if !strings.Contains(out, "msg=\"session initialized\" session="+sid[:logIDLen]+" ") {
+	if !strings.Contains(out, "level=INFO msg=\"session opened\" session="+sid[:logIDLen]+" ") {
 		t.Fatalf("initialize not logged with the short id:\n%s", out)
+	}
+	if !strings.Contains(out, "level=INFO msg=\"session closed\" session="+sid[:logIDLen]+" ") {
+		t.Fatalf("end not logged with the short id:\n%s", out)
 	}
 }

@@ -15,14 +15,18 @@ import (
 )
 
 // This file holds the per-principal limits (Config.Limits): a request
-// rate, requests in flight, sessions, and a rate per principal and tool.
-// They are checked once a POST's messages are read (post, legacyPost) and
-// when a session is opened (open), before anything reaches a server; a
-// refusal is 429 with Retry-After and a JSON-RPC error carrying the
-// request's id. Requests without a principal (authentication off, or an
+// rate, requests in flight, sessions, and a rate per principal and tool;
+// and, in overload.go, the gateway-wide cap on requests in flight. They
+// are checked once a POST's messages are read (post, for either era and
+// the stateless revision; legacyPost) and when a session is opened (open),
+// before anything reaches a server. A refusal is 429 (503 for the global
+// cap) with Retry-After and a JSON-RPC error carrying the request's id; a
+// legacy POST's refusal travels on the session's SSE stream instead
+// (legacy.go). Requests without a principal (authentication off, or an
 // open target asked without credentials) share one anonymous principal.
 
-// Limits are the per-principal limits; a zero field is no limit.
+// Limits are the per-principal limits, and one for the whole gateway
+// (MaxInFlightTotal); a zero field is no limit.
 type Limits struct {
 	// RequestsPerSecond and Burst bound the POSTs (a batch is one) of
 	// each principal: a token bucket of Burst tokens refilled at
@@ -39,6 +43,9 @@ type Limits struct {
 	// principal to each tool (by name). ToolBurst 0: as Burst is.
 	ToolsPerSecond float64
 	ToolBurst      int
+	// MaxInFlightTotal bounds the POSTs of all principals being answered
+	// at once (overload.go); past it, 503.
+	MaxInFlightTotal int
 	// MaxPrincipals bounds the principals whose state is kept; idle ones
 	// (nothing in flight, no session, buckets full) are evicted to make
 	// room. Default 10,000.
@@ -54,6 +61,10 @@ const maxToolsPerPrincipal = 256
 // limiter keeps the limits' state per principal.
 type limiter struct {
 	cfg Limits
+	// perPrincipal: a limit of POSTs per principal is set, so admitRequest
+	// takes mu; without one only the global cap's atomic counter is used.
+	perPrincipal bool
+	global       *overload // nil: no global cap
 
 	mu         sync.Mutex
 	principals map[string]*principalState // guarded by mu
@@ -84,6 +95,10 @@ func newLimiter(cfg *Limits) *limiter {
 	}
 	if l.cfg.Now == nil {
 		l.cfg.Now = time.Now
+	}
+	l.perPrincipal = l.cfg.RequestsPerSecond > 0 || l.cfg.MaxInFlight > 0 || l.cfg.ToolsPerSecond > 0
+	if l.cfg.MaxInFlightTotal > 0 {
+		l.global = &overload{max: int64(l.cfg.MaxInFlightTotal)}
 	}
 	return l
 }
@@ -142,10 +157,33 @@ func liveSessions(ps *principalState, store *session.Store) int {
 // limitKey is the limiter's key of r's principal: anonymous is "".
 func limitKey(r *http.Request) string { return ownerKey(Principal(r.Context())) }
 
-// refusal is why a request is refused: its message and Retry-After.
+// Outcomes of refused requests in the audit log.
+const (
+	outcomeRateLimited = "rate_limited" // a per-principal limit: 429
+	outcomeOverloaded  = "overloaded"   // the global cap: 503
+)
+
+// refusal is why a request is refused: its message and Retry-After, the
+// HTTP status (0: 429) and the audit log's outcome ("": rate_limited).
 type refusal struct {
-	msg   string
-	retry time.Duration
+	msg     string
+	retry   time.Duration
+	status  int
+	outcome string
+}
+
+func (ref *refusal) httpStatus() int {
+	if ref.status == 0 {
+		return http.StatusTooManyRequests
+	}
+	return ref.status
+}
+
+func (ref *refusal) auditOutcome() string {
+	if ref.outcome == "" {
+		return outcomeRateLimited
+	}
+	return ref.outcome
 }
 
 // reserve takes one token of lim at now, or returns how long until it
@@ -162,9 +200,42 @@ func reserve(lim *rate.Limiter, now time.Time) (*rate.Reservation, time.Duration
 	return res, 0
 }
 
-// admitRequest checks the limits of a POST of msgs; when it may go on,
-// the caller calls release once it is answered.
+// noRelease is the release of a POST no limit counts.
+func noRelease() {}
+
+// admitRequest checks the limits of a POST of msgs: the global cap first
+// (one atomic add; a refusal there costs no lock), then the principal's.
+// When it may go on, the caller calls release once it is answered.
+//
+// A POST of no request (notifications, and responses to the servers'
+// requests) is answered at once and holds nothing: the in-flight caps do
+// not count it. Refusing it could wedge the requests in flight: a tool
+// call waiting on a sampling response, or a cancellation that would free
+// a slot.
 func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store *session.Store) (release func(), ref *refusal) {
+	requests := countRequests(msgs) > 0
+	releaseGlobal := noRelease
+	if l.global != nil && requests {
+		if releaseGlobal, ref = l.global.admit(l.cfg.Now); ref != nil {
+			return nil, ref
+		}
+	}
+	if !l.perPrincipal {
+		return releaseGlobal, nil
+	}
+	releaseOwn, ref := l.admitPrincipal(key, msgs, requests, store)
+	if ref != nil {
+		releaseGlobal()
+		return nil, ref
+	}
+	return func() {
+		releaseOwn()
+		releaseGlobal()
+	}, nil
+}
+
+// admitPrincipal checks the limits of principal key.
+func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store *session.Store) (release func(), ref *refusal) {
 	now := l.cfg.Now()
 	var tools []string
 	if l.cfg.ToolsPerSecond > 0 {
@@ -180,7 +251,7 @@ func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store *sessio
 	if ps == nil {
 		return nil, &refusal{msg: "too many principals are active", retry: time.Second}
 	}
-	if l.cfg.MaxInFlight > 0 && ps.inFlight >= l.cfg.MaxInFlight {
+	if requests && l.cfg.MaxInFlight > 0 && ps.inFlight >= l.cfg.MaxInFlight {
 		return nil, &refusal{msg: "too many requests in flight (limit " + strconv.Itoa(l.cfg.MaxInFlight) + ")", retry: time.Second}
 	}
 	var taken []*rate.Reservation
@@ -276,21 +347,32 @@ func (l *limiter) admitSession(key string, store *session.Store) (commit func(*s
 	}, nil
 }
 
-// refuse answers a request refused by a limit: 429, Retry-After, and a
-// JSON-RPC error with the request's id (null for a batch).
+// refuse answers a request refused by a limit: 429 (503 for the global
+// cap), Retry-After, and a JSON-RPC error with the request's id (null for
+// a batch). It is only for a response not started: a refusal once a
+// stream is open goes on the stream (legacy.go).
 func refuse(w http.ResponseWriter, ref *refusal, id []byte) {
+	if aw, ok := w.(*auditWriter); ok {
+		aw.refused = ref.auditOutcome()
+	}
 	w.Header().Set("Retry-After", retryAfter(ref.retry))
-	writeErrorID(w, http.StatusTooManyRequests, id, jsonrpc.CodeServerError, "mcpgate: "+ref.msg, nil)
+	writeErrorID(w, ref.httpStatus(), id, jsonrpc.CodeServerError, "mcpgate: "+ref.msg, nil)
 }
 
-// admit checks the limits of a POST of msgs: it returns the release to
-// call once the POST is answered, or answers the refusal itself and
-// returns false.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, msgs []jsonrpc.Message, batch bool) (func(), bool) {
+// check checks the limits of a POST of msgs: it returns the release to
+// call once the POST is answered, or why it is refused.
+func (h *Handler) check(r *http.Request, msgs []jsonrpc.Message) (release func(), ref *refusal) {
 	if h.limits == nil {
-		return func() {}, true
+		return noRelease, nil
 	}
-	release, ref := h.limits.admitRequest(limitKey(r), msgs, h.store)
+	return h.limits.admitRequest(limitKey(r), msgs, h.store)
+}
+
+// admit checks the limits of a POST of msgs (post: either era, and the
+// stateless revision): it returns the release to call once the POST is
+// answered, or answers the refusal itself and returns false.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, msgs []jsonrpc.Message, batch bool) (func(), bool) {
+	release, ref := h.check(r, msgs)
 	if ref != nil {
 		var id []byte
 		if !batch && len(msgs) == 1 {
@@ -310,11 +392,13 @@ type callParams struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// paramsOf decodes msg's params (zero when it has none, or not these).
+// paramsOf reads msg's params (params.go; zero when it has none, or when
+// they are ambiguous: such requests share the tool bucket "", and the
+// policy refuses them).
 func paramsOf(msg *jsonrpc.Message) callParams {
-	var m struct {
-		Params callParams `json:"params"`
+	cp, err := ReadParams(msg)
+	if err != nil {
+		return callParams{}
 	}
-	_ = json.Unmarshal(msg.Raw, &m)
-	return m.Params
+	return callParams{Name: cp.Name, URI: cp.URI, Arguments: json.RawMessage(cp.Arguments)}
 }

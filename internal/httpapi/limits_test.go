@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -204,31 +202,4 @@ func TestLimitsEvictIdle(t *testing.T) {
 	if n := len(h.limits.principals); n != 1 {
 		t.Errorf("%d principals kept, want 1", n)
 	}
-}
-
-// The legacy transport's POSTs count against the rate as well.
-func TestLimitRateLegacy(t *testing.T) {
-	clock := newTestClock()
-	_, srv := testServer(t, newFakeBackend(), Config{Limits: &Limits{RequestsPerSecond: 0.5, Now: clock.Now}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/servers/x/sse", nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	endpoint := ""
-	for endpoint == "" && sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			endpoint = d
-		}
-	}
-	if r, body := do(t, srv, http.MethodPost, endpoint, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); r.StatusCode != http.StatusAccepted {
-		t.Fatalf("first POST: %d %s", r.StatusCode, body)
-	}
-	r, body := do(t, srv, http.MethodPost, endpoint, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
-	checkRefused(t, r, body, "2", "2", "rate limit")
 }

@@ -68,11 +68,15 @@ type modernStream struct {
 	conn   StatelessConn
 	method string
 	logs   bool
-	mrtr   bool     // the method may be answered input_required
-	pass   bool     // the server speaks the revision: nothing is translated
-	digest [32]byte // of the request, for its retries' requestState
-	first  []byte   // the id the connection replies with
-	token  []byte   // the progress token the connection uses (the first attempt's)
+	mrtr   bool // the method may be answered input_required
+	pass   bool // the server speaks the revision: nothing is translated
+	// seal: pass, and the server's requestState is sealed for sealOwner
+	// (passstate.go).
+	seal      bool
+	sealOwner string
+	digest    [32]byte // of the request, for its retries' requestState
+	first     []byte   // the id the connection replies with
+	token     []byte   // the progress token the connection uses (the first attempt's)
 
 	mu       sync.Mutex
 	st       *session.Stream // the current attempt's stream
@@ -129,6 +133,9 @@ func (m *modernStream) Send(msg []byte) {
 
 func (m *modernStream) Reply(msg []byte) {
 	if m.pass {
+		if m.seal && msg != nil {
+			msg = m.h.sealReply(msg, m.s.Server, m.sealOwner)
+		}
 		m.st.Reply(msg)
 		return
 	}

@@ -278,7 +278,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	} else {
 		s.SetVersion(v)
 		w.Header().Set("Mcp-Session-Id", s.ID)
-		h.log.Debug("session initialized", "session", logID(s.ID), logTarget(name), "version", v)
+		h.established(s, name, transportStreamable, v) // sessionlog.go
 	}
 	s.Forget(st)
 	for _, ev := range evs {
@@ -340,7 +340,8 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		if errors.As(err, &ra) {
 			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))
 		}
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "))
+		status, text := openRefusal(name, err)
+		writeError(w, status, jsonrpc.CodeServerError, text)
 		return nil, nil
 	}
 	s.SetValue(conn)
@@ -354,6 +355,9 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
+	}
+	if legacy {
+		h.established(s, name, transportSSE, "") // sessionlog.go
 	}
 	return s, conn
 }
@@ -487,4 +491,17 @@ func writeBody(w http.ResponseWriter, body []byte) {
 		h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	}
 	_, _ = w.Write(body)
+}
+
+// openRefusal is the status and message of a request whose session (or
+// stateless connection) could not be opened: 503 and the server
+// "unavailable", unless the error says otherwise with an HTTPStatus()
+// int method (a principal without the upstream credential it needs:
+// 403, and the error as it is).
+func openRefusal(name string, err error) (int, string) {
+	var hs interface{ HTTPStatus() int }
+	if errors.As(err, &hs) {
+		return hs.HTTPStatus(), err.Error()
+	}
+	return http.StatusServiceUnavailable, "mcpgate: " + describe(name) + " unavailable: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -123,7 +122,8 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}()
 	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" unavailable: "+strings.TrimPrefix(err.Error(), "mcpgate: "), nil)
+		status, text := openRefusal(name, err)
+		writeErrorID(w, status, id, jsonrpc.CodeServerError, text, nil)
 		return
 	}
 	s.SetValue(conn)
@@ -170,6 +170,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Ses
 	st.Attach()
 	defer st.Detach()
 	out := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, pass: true}
+	if h.bindsPassState() {
+		// The server's requestState is bound to the principal
+		// (passstate.go).
+		owner := h.owner(r)
+		bound, ok := h.unsealRetry(msg, s.Server, owner)
+		if !ok {
+			writeErrorID(w, http.StatusBadRequest, msg.Bytes(msg.ID), jsonrpc.CodeInvalidParams, errBadState.Error(), nil)
+			return
+		}
+		msg, out.sealOwner, out.seal = bound, owner, true
+	}
 	conn.Handle(withRequestHeader(r.Context(), r.Header), msg, out)
 	h.await(w, r, s, st, out, msg)
 }

@@ -112,3 +112,6 @@ func messagesPath(r *http.Request, key string) string {
 	}
 	return "/servers/" + key + "/messages"
 }
+
+// EndpointKey is the target key of endpoint name (Config.Policies).
+func EndpointKey(name string) string { return endpointKeyPrefix + name }

@@ -73,7 +73,8 @@ type FakeOptions struct {
 	// servers of the session eras ignore every request before initialize.
 	IgnoreDiscover bool
 
-	// Stderr, if set, is written as one line to stderr at startup.
+	// Stderr, if set, is written to stderr at startup, with a newline
+	// after it: one line, or several separated by "\n".
 	Stderr string
 
 	// Marker is placed in the fake's argv (and its grandchild's) so that

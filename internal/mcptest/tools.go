@@ -77,6 +77,8 @@ type callParams struct {
 	Meta      struct {
 		ProgressToken json.RawMessage `json:"progressToken"`
 	} `json:"_meta"`
+	// RequestState is a retry's state (2026-07-28; the mrtr_state tool).
+	RequestState *string `json:"requestState"`
 }
 
 type toolArgs struct {
@@ -196,6 +198,18 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		s.reply(m.ID, textResult(caps, false))
 	case "pid":
 		s.reply(m.ID, textResult(strconv.Itoa(os.Getpid()), false))
+	case "mrtr_state":
+		// Not listed. As a server of 2026-07-28 keeping its own state:
+		// without a requestState, answers input_required with one
+		// elicitation and the state "srv:" + message; with one, returns
+		// "state " + the state it got back.
+		if p.RequestState != nil {
+			s.reply(m.ID, textResult("state "+*p.RequestState, false))
+			break
+		}
+		s.reply(m.ID, map[string]any{"resultType": "input_required", "requestState": "srv:" + a.Message,
+			"inputRequests": map[string]any{"q": map[string]any{"method": "elicitation/create",
+				"params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{}}}}}})
 	case "calls":
 		self := idKey(m.ID)
 		out := struct {

@@ -82,6 +82,7 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 	if !m.markReady(gen) {
 		return errGenGone
 	}
+	m.logReady(gen)
 	if !m.opts.Exclusive {
 		m.restoreState()
 	}

@@ -129,6 +129,7 @@ func (m *Mux) discoverUpstream(gen uint64) error {
 	if !m.markReady(gen) {
 		return errGenGone
 	}
+	m.logReady(gen)
 	return nil
 }
 

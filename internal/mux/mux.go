@@ -34,6 +34,7 @@ type Stream interface {
 //	interface{ Served(gen uint64) }                 // generation gen answered a client request
 //	interface{ TrySendGen(gen uint64, msg []byte) error }                   // TrySend, only to generation gen
 //	interface{ SendGen(ctx context.Context, gen uint64, msg []byte) error } // Send, only to generation gen
+//	interface{ PID() int }                          // the running process's id, for the "server ready" line
 //
 // The gen senders keep messages meant for one process (answers to its
 // server requests, the gateway's initialize of it) from reaching a
@@ -208,6 +209,7 @@ type Mux struct {
 	serverReqs map[uint64]*serverReq // gateway id -> server->client request
 	clients    map[*Client]struct{}
 	gen        uint64        // current process generation
+	genStart   time.Time     // when gen started (Started): its startup time is logged once it is Ready
 	running    bool          // gen is running
 	readyGen   uint64        // generation that finished initialization
 	ready      chan struct{} // closed when readyGen == gen; else closed and replaced to wake waiters

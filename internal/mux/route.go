@@ -24,7 +24,7 @@ func (m *Mux) Started(gen uint64) {
 	if m.readyLocked() {
 		m.ready = make(chan struct{}) // a new generation without Exited for the old one
 	}
-	m.gen, m.running = gen, true
+	m.gen, m.running, m.genStart = gen, true, time.Now()
 	if m.opts.Modern {
 		// A new process gets its own verdict: what the last one answered
 		// says nothing about it until its probe does.

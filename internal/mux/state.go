@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -74,6 +75,42 @@ func (m *Mux) State() State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.state
+}
+
+// logReady logs that generation gen became Ready, with its startup time:
+// from Started (just after the process started, or the remote session was
+// opened) to the gateway's initialize answered (a Modern Mux: its probe).
+// One line per process of a shared server is what an operator wants to
+// see (is it up, how long did `npx -y` take, did it restart); an exclusive
+// Mux (isolation "session", a remote per client session) logs at debug, as
+// its first generation is Ready before any initialize (the client's own is
+// forwarded) and the session's open is logged by the HTTP front.
+func (m *Mux) logReady(gen uint64) {
+	m.mu.Lock()
+	if m.gen != gen {
+		m.mu.Unlock()
+		return // replaced already: its successor logs its own
+	}
+	startup := time.Since(m.genStart)
+	m.mu.Unlock()
+	level := slog.LevelInfo
+	if m.opts.Exclusive && !m.opts.Modern {
+		level = slog.LevelDebug
+	}
+	if !m.log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 4)
+	if p, ok := m.upstreamNow().(interface{ PID() int }); ok {
+		if pid := p.PID(); pid != 0 {
+			attrs = append(attrs, slog.Int("pid", pid))
+		}
+	}
+	attrs = append(attrs, slog.Uint64("gen", gen), slog.Duration("startup", startup.Round(time.Millisecond)))
+	if gen > 1 {
+		attrs = append(attrs, slog.Uint64("restarts", gen-1))
+	}
+	m.log.LogAttrs(context.Background(), level, "server ready", attrs...)
 }
 
 // setStateLocked records a transition. Called with m.mu held.

@@ -81,6 +81,19 @@ func NewStateless(cfg Config) (*Stateless, error) {
 	return s, nil
 }
 
+// WithHeaders returns a Stateless that sends headers (checked as
+// Config.Headers are) on every request instead of Config.Headers, sharing
+// s's HTTP client: per-principal credentials over one connection pool.
+// Closing it does nothing; closing s releases the connections.
+func (s *Stateless) WithHeaders(headers map[string]string) (*Stateless, error) {
+	cfg := s.cfg
+	cfg.Headers = headers
+	if _, err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Stateless{cfg: cfg, log: s.log, hc: s.hc, base: s.base}, nil
+}
+
 // Close releases the idle connections of a client the Stateless made
 // itself. Calls still running are not affected: their contexts bound them.
 func (s *Stateless) Close() {

@@ -73,6 +73,8 @@ type Session struct {
 	legacy  atomic.Bool
 	bytes   atomic.Int64  // kept by the streams the session holds
 	evicted atomic.Uint64 // streams evicted by the byte bound or the count bound
+	reqs    atomic.Uint64 // requests taken: NewStream's and Expect's
+	estab   atomic.Int64  // Establish's time in Unix nanoseconds; 0: not established
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -150,6 +152,7 @@ func (s *Session) General() *Stream { return s.general }
 // the time of the POST: the streams whose resume grace ended by then are
 // dropped first.
 func (s *Session) NewStream(requests int, now time.Time) *Stream {
+	s.reqs.Add(uint64(requests))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pruneLocked(now)

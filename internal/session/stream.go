@@ -252,6 +252,9 @@ func (s *Stream) Closed() bool {
 func (s *Stream) Expect(n int) {
 	s.mu.Lock()
 	s.expect += n
+	if s.owner != nil {
+		s.owner.reqs.Add(uint64(n))
+	}
 	s.mu.Unlock()
 }
 

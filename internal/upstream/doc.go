@@ -19,7 +19,7 @@
 //     (Send waits for room until its ctx ends; TrySend never waits);
 //   - the stderr logger, which reads stderr to its end whatever the log
 //     budget, keeps the last lines for the ExitError, and logs at most
-//     StderrBytesPerSec;
+//     StderrBytesPerSec, each line at the level it names (stderr_level.go);
 //   - the waiter, which notices the leader's exit without reaping it, kills
 //     what is left of the process group and bounds how long stdout may stay
 //     open afterwards. It waits on a pidfd in Go's poller, so a live child

@@ -60,8 +60,9 @@ func (t *stderrTail) lines() []string {
 }
 
 // stderrLoop reads stderr to its end, keeps its tail for the ExitError and
-// logs each line at info within the StderrBytesPerSec budget (a line costs
-// its length plus stderrLineCost). Lines over the
+// logs each line, at the level it names (stderr_level.go) or StderrLevel,
+// within the StderrBytesPerSec budget (a line costs its length plus
+// stderrLineCost). Lines over the
 // budget are read all the same (the child must never block on stderr),
 // counted, and summarised once per second in which any was dropped.
 func (p *proc) stderrLoop() {
@@ -104,11 +105,16 @@ func (p *proc) stderrLoop() {
 			s.stderrDroppedBytes.Add(uint64(size))
 			continue
 		}
+		// A line below the log level is not logged, so it costs nothing.
+		level := stderrLevel(line, s.cfg.StderrLevel)
+		if !s.log.Enabled(context.Background(), level) {
+			continue
+		}
 		left = max(left-cost, 0)
 		attrs := []slog.Attr{slog.String("stream", "stderr"), slog.Int("pid", p.pid)}
 		if over {
 			attrs = append(attrs, slog.Int("truncated_from", size))
 		}
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, string(line), attrs...)
+		s.log.LogAttrs(context.Background(), level, string(line), attrs...)
 	}
 }

@@ -131,8 +131,15 @@ type StdioConfig struct {
 	// Default 64 KiB.
 	StderrBytesPerSec int
 
-	// Logger receives lifecycle events and the child's stderr (each line at
-	// info, with server=Name, stream="stderr", pid). Default slog.Default().
+	// StderrLevel is the level of a stderr line that names none; a line
+	// that does ("ERROR: ...", "[warn]", "level=debug", a JSON line's
+	// "level": see stderr_level.go) is logged at its own. Default
+	// slog.LevelInfo (the zero value).
+	StderrLevel slog.Level
+
+	// Logger receives lifecycle events and the child's stderr (each line as
+	// the message, at its level, with server=Name, stream="stderr", pid).
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
