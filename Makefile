@@ -23,9 +23,9 @@ test: peers vet
 vet:
 	$(GO) vet ./...
 
-## build: build the gateway into bin/mcpgate
+## build: build the gateway into bin/mcpgate (stamped with the git commit: `bin/mcpgate version`)
 build:
-	$(GO) build -o bin/mcpgate ./cmd/mcpgate
+	$(GO) build -buildvcs=auto -o bin/mcpgate ./cmd/mcpgate
 
 ## peers: install the pinned npm peers and build the Go conformance server under .cache/
 peers:
