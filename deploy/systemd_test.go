@@ -65,8 +65,8 @@ func TestSystemdUnit(t *testing.T) {
 	if len(reload) != 3 || filepath.Base(reload[0]) != "kill" || reload[1] != "-HUP" || reload[2] != "$MAINPID" {
 		t.Errorf("ExecReload=%q, want kill -HUP $MAINPID", reload)
 	}
-	// Until the gateway handles SIGHUP it dies of it, which systemd counts
-	// as a clean exit: without this a reload would stop the service.
+	// The gateway reloads on SIGHUP; a binary from before hot reload dies
+	// of it, which systemd counts as a clean exit: this restarts it then.
 	if !slices.Contains(strings.Fields(u.one("Service", "RestartForceExitStatus")), "SIGHUP") {
 		t.Error("RestartForceExitStatus lacks SIGHUP")
 	}

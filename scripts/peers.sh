@@ -74,4 +74,20 @@ if ((${#scripts[@]} > 0)); then
 	say "copied ${#scripts[@]} e2e script(s) from e2e/js into $peers"
 fi
 
+# --- headless Chromium for the status page test ------------------------------------------
+# internal/gateway's TestStatusPageInChromium drives Debian's chromium. It is installed when
+# missing and we may (root with apt-get, as on CI); elsewhere the test skips, saying why.
+if [[ -x /usr/bin/chromium ]]; then
+	say "chromium present (/usr/bin/chromium)"
+elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+	say "installing chromium with apt-get"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || die "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ||
+		die "apt-get install chromium failed"
+	[[ -x /usr/bin/chromium ]] || die "apt-get installed chromium but /usr/bin/chromium is missing"
+	say "chromium installed"
+else
+	say "chromium missing and not root with apt-get: TestStatusPageInChromium will skip (set MCPGATE_CHROMIUM to a browser)"
+fi
+
 say "ready: NODE22=$node22"

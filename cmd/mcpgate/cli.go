@@ -35,7 +35,7 @@ var (
 	serveCmd = command{
 		name: "serve",
 		synopses: []string{
-			"serve --config FILE [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT]",
+			"serve --config FILE [--watch=false] [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT]",
 			"serve [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT] -- COMMAND [ARGS...]",
 		},
 		summary: "run the gateway",
@@ -46,6 +46,13 @@ stops it at once.
 With --config it serves the servers of that file (Claude Desktop's
 claude_desktop_config.json works as is). If the file has problems,
 serve reports them all and starts nothing.
+
+With --config, SIGHUP reloads the file, and so does a change of it
+(unless --watch=false): servers added are started, removed ones stopped,
+changed ones restarted (their sessions end), unchanged ones keep running
+with their sessions; API keys, issuers and policies apply to new
+requests. A file with problems is refused (each logged) and the running
+config stays. Gateway settings such as listen need a restart.
 
 With -- COMMAND [ARGS...] and no config file it serves that one stdio
 server, named "default", at /servers/default/mcp, with default settings
@@ -199,6 +206,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "", "listen on `ADDR` (host:port) instead of the config's gateway.listen\n(default \"127.0.0.1:8080\")")
 	logLevel := fs.String("log-level", "", "log at `LEVEL` (debug, info, warn or error) instead of the\nconfig's gateway.logLevel (default \"info\")")
 	logFormat := fs.String("log-format", "", "write logs as `FORMAT` (text or json) instead of the config's\ngateway.logFormat (default \"text\")")
+	watch := fs.Bool("watch", true, "with --config, reload the file when it changes (SIGHUP always reloads it)")
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
 	}
@@ -250,15 +258,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		s.Critical = true
 		cfg.Servers[s.Name] = s
 	}
-	if *listen != "" {
-		cfg.Gateway.Listen = *listen
+	override := func(cfg *config.Config) {
+		if *listen != "" {
+			cfg.Gateway.Listen = *listen
+		}
+		if *logLevel != "" {
+			cfg.Gateway.LogLevel = *logLevel
+		}
+		if *logFormat != "" {
+			cfg.Gateway.LogFormat = *logFormat
+		}
 	}
-	if *logLevel != "" {
-		cfg.Gateway.LogLevel = *logLevel
-	}
-	if *logFormat != "" {
-		cfg.Gateway.LogFormat = *logFormat
-	}
+	override(cfg)
 	if err := cfg.Validate(); err != nil {
 		printLoadError(stderr, *configPath, err)
 		return exitFailure
@@ -271,7 +282,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// One version everywhere: what `mcpgate version` prints is what the
 	// servers see as clientInfo.version.
 	gateway.Version = versionString()
-	if err := runGateway(ctx, cfg, log); err != nil {
+	runCtx := ctx
+	if *configPath != "" { // reload.go
+		sighup := make(chan os.Signal, 1)
+		signal.Notify(sighup, syscall.SIGHUP)
+		defer signal.Stop(sighup)
+		runCtx = withReload(ctx, serveReload(*configPath, *watch, sighup, override))
+	}
+	if err := runGateway(runCtx, cfg, log); err != nil {
 		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
 		return exitFailure
 	}

@@ -172,6 +172,14 @@ type Gateway struct {
 	// Audit is the audit log (key "audit", limits.go). Default nil: none.
 	Audit *Audit
 
+	// Metrics serves Prometheus metrics at GET /metrics on the listener,
+	// without authentication (key "metrics"). Default true.
+	Metrics bool
+
+	// Admin is the admin API and status page (key "admin", admin.go).
+	// Default nil: off.
+	Admin *Admin
+
 	// SecretsFile is a JSON file of per-principal secrets, {"PRINCIPAL":
 	// {"SECRET_NAME": "value"}}, that servers' "principalHeaders" read
 	// (key "secretsFile"; principal_headers.go). It is read once, at load.
@@ -214,6 +222,7 @@ func Defaults() Gateway {
 		IdleTimeout:          2 * time.Minute,
 		MaxConnections:       4096,
 		AllowedHosts:         []string{},
+		Metrics:              true,
 	}
 }
 

@@ -36,6 +36,7 @@ func TestDefaults(t *testing.T) {
 		IdleTimeout:          2 * time.Minute,
 		MaxConnections:       4096,
 		AllowedHosts:         []string{},
+		Metrics:              true,
 	}
 	if got := Defaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Defaults() =\n %+v\nwant\n %+v", got, want)

@@ -199,6 +199,10 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.limits(p, v, &g.Limits)
 		case "audit":
 			d.audit(p, v, &g.Audit)
+		case "metrics":
+			d.boolean(p, v, &g.Metrics)
+		case "admin":
+			d.admin(p, v, &g.Admin)
 		case "secretsFile":
 			d.secretsFile(p, v, g)
 		default:

@@ -132,7 +132,8 @@ func TestParseSetsEverything(t *testing.T) {
 	    "inputWait": "1m",
 	    "idleTimeout": "3s",
 	    "maxConnections": 7,
-	    "allowedHosts": ["mcp.example.com", "10.0.0.1", "[::2]"]
+	    "allowedHosts": ["mcp.example.com", "10.0.0.1", "[::2]"],
+	    "metrics": false
 	  },
 	  "mcpServers": {
 	    "inherits": {"command": "a"},

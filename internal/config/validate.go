@@ -89,6 +89,7 @@ func validEnvName(k string) bool {
 // check records problems with g's values.
 func (g *Gateway) check(ps *Problems, path string) {
 	g.checkLimits(ps, path)
+	g.checkAdmin(ps, path)
 	if err := CheckListen(g.Listen); err != nil {
 		ps.add(join(path, "listen"), "%v", err)
 	}

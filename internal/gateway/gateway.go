@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/policy"
+	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
 // Version is the gateway's version, reported to servers as
@@ -80,6 +81,11 @@ type Gateway struct {
 	// closeAudit writes the audit lines queued and closes the audit log
 	// (audit.go); a no-op without one.
 	closeAudit func()
+	// rl serializes reloads, which swap cfg, servers, endpoints, auth and
+	// policies (reload.go).
+	rl      reloader
+	admin   *adminServer      // gateway.admin.listen's; nil: none (admin.go)
+	tracing *tracing.Provider // nil: tracing off (tracing.go)
 }
 
 // Start starts every configured server (all or none), builds every
@@ -139,9 +145,20 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	}
 	hc.Endpoints = endpoints
 	hc.Probes = g.probes()
+	g.setupMetrics(&hc) // metrics.go
 	hc.Auth = a
 	hc.Policies = handlerPolicies(pols)
+	ah := g.newAdmin() // admin.go
+	hc.Admin = mainAdmin(ah, cfg.Gateway.Admin.ListenAddr())
+	hc.Tracer = g.startTracing() // tracing.go
 	g.Handler = httpapi.New(hc)
+	if err := g.listenAdmin(ah); err != nil {
+		g.stopTracing()
+		g.closeAudit()
+		g.closeEndpoints()
+		g.stopServers()
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -174,7 +191,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	gw := g.cfg.Gateway
 	ln = newLimitListener(ln, gw.MaxConnections)
 	srv := &http.Server{
-		Handler:           g.Handler,
+		Handler:           g.traceHTTP(g.Handler), // tracing.go
 		ReadHeaderTimeout: gw.HeaderTimeout,
 		IdleTimeout:       gw.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
@@ -185,15 +202,19 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "endpoints", len(g.endpoints), "version", Version)
-	g.logEndpoints()
-	g.logAuth(ln.Addr().String())
+	stopAdmin := g.serveAdmin() // admin.go
+	g.rl.locked(func() {        // a reload may come at once (reload.go)
+		g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "endpoints", len(g.endpoints), "version", Version)
+		g.logEndpoints()
+		g.logAuth(ln.Addr().String())
+	})
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	g.rl.stop() // no reload after this: what follows reads the servers
 	g.log.Info("shutting down", "drain_timeout", g.cfg.Gateway.DrainTimeout)
 	g.Handler.Drain()
 	drainCtx, cancel := context.WithTimeout(context.Background(), g.cfg.Gateway.DrainTimeout)
@@ -213,6 +234,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	_ = srv.Shutdown(answerCtx)
 	cancel()
 	_ = srv.Close()
+	stopAdmin()
 	if serveErr == nil {
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			serveErr = err
@@ -224,6 +246,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	g.closeAudit()
 	g.closeEndpoints()
 	g.stopServers()
+	g.stopTracing() // last: the spans of every answer are sent (tracing.go)
 	g.log.Info("stopped")
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil

@@ -38,8 +38,9 @@ type ReadyReport struct {
 // endpoint (its critical members).
 func (g *Gateway) Readiness() ReadyReport {
 	r := ReadyReport{Ready: true, Servers: map[string]ServerReady{}}
-	for name, s := range g.servers {
-		h := ServerReady{Ready: true, State: "per session", Critical: g.cfg.Servers[name].Critical}
+	cfg, servers, endpoints := g.current() // a reload may swap them (reload.go)
+	for name, s := range servers {
+		h := ServerReady{Ready: true, State: "per session", Critical: cfg.Servers[name].Critical}
 		if rd, ok := s.(backend.Readier); ok {
 			h.Ready, h.State = rd.Ready()
 			if h.Ready {
@@ -51,10 +52,10 @@ func (g *Gateway) Readiness() ReadyReport {
 		}
 		r.Servers[name] = h
 	}
-	if len(g.endpoints) > 0 {
+	if len(endpoints) > 0 {
 		r.Endpoints = map[string]EndpointReady{}
 	}
-	for name, e := range g.endpoints {
+	for name, e := range endpoints {
 		ok, why := e.Ready()
 		r.Endpoints[name] = EndpointReady{Ready: ok, State: why}
 		if !ok {

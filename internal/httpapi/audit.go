@@ -39,6 +39,7 @@ type Auditor struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	now       func() time.Time
+	obs       *observer // Config.Observer (observe.go); nil: none
 }
 
 // NewAuditor returns an Auditor writing to w, with the calls' arguments
@@ -117,6 +118,8 @@ type auditLine struct {
 	// HTTP is the request's method and path, on lines of requests refused
 	// before their body was read (authentication).
 	HTTP string `json:"http,omitempty"`
+	// denied: its error is a policy's refusal (for the Observer only).
+	denied bool
 }
 
 // auditCapture bounds what of a response is kept to find its outcome:
@@ -207,11 +210,9 @@ func (aw *auditWriter) finish() {
 
 // baseLine is the start of a line of a request to target from r.
 func (a *Auditor) baseLine(r *http.Request, target string, start time.Time) auditLine {
-	l := auditLine{
-		Time:      start.UTC().Format(time.RFC3339Nano),
-		Principal: auditPrincipal(r),
-		Kind:      "server",
-		Target:    target,
+	l := auditLine{Principal: auditPrincipal(r), Kind: "server", Target: target}
+	if a.lines != nil { // else observing only (observe.go): no line to date
+		l.Time = start.UTC().Format(time.RFC3339Nano)
 	}
 	if name, ok := strings.CutPrefix(target, endpointKeyPrefix); ok {
 		l.Kind, l.Target = "endpoint", name
@@ -229,6 +230,9 @@ func (a *Auditor) describe(l *auditLine, m *jsonrpc.Message) {
 	l.BytesIn = len(m.Raw)
 	switch l.Method {
 	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if a.lines == nil {
+			return // observing only: no Name, which costs decoding the params
+		}
 		p := paramsOf(m) // decoded: copies
 		l.Name = p.Name
 		if p.URI != "" {
@@ -245,6 +249,12 @@ func durationMs(d time.Duration) float64 { return float64(d.Microseconds()) / 10
 func (aw *auditWriter) emit(l *auditLine) { aw.a.emit(l) }
 
 func (a *Auditor) emit(l *auditLine) {
+	if a.obs != nil {
+		a.observe(l) // observe.go
+	}
+	if a.lines == nil {
+		return // observing only: no audit log
+	}
 	b, err := json.Marshal(l)
 	if err != nil {
 		// Arguments that are not valid JSON cannot come (the message was
@@ -265,7 +275,7 @@ func (aw *auditWriter) outcome(l *auditLine, id []byte, replies []auditReply) {
 	for _, rep := range replies {
 		if id == nil || bytes.Equal(rep.id, id) || len(replies) == 1 && !rep.hasID {
 			if rep.isError {
-				l.Outcome, l.Code = "error", rep.code
+				l.Outcome, l.Code, l.denied = "error", rep.code, rep.denied
 			}
 			return
 		}
@@ -280,6 +290,7 @@ type auditReply struct {
 	hasID   bool
 	isError bool
 	code    int
+	denied  bool // a policy's refusal (observe.go)
 }
 
 // replies are the JSON-RPC replies found in what was kept of the body:
@@ -327,7 +338,8 @@ func parseReply(b []byte) (auditReply, bool) {
 		ID     json.RawMessage  `json:"id"`
 		Result *json.RawMessage `json:"result"`
 		Error  *struct {
-			Code int `json:"code"`
+			Code    int    `json:"code"`
+			Message string `json:"message"`
 		} `json:"error"`
 		Method *string `json:"method"`
 	}
@@ -337,6 +349,7 @@ func parseReply(b []byte) (auditReply, bool) {
 	rep := auditReply{id: m.ID, hasID: len(m.ID) > 0 && string(m.ID) != "null"}
 	if m.Error != nil {
 		rep.isError, rep.code = true, m.Error.Code
+		rep.denied = isDenial(m.Error.Code, m.Error.Message)
 	}
 	return rep, true
 }

@@ -65,16 +65,16 @@ func ownerKey(p *auth.Principal) string {
 
 // owner is the owner key of the principal of r (authenticated by front).
 func (h *Handler) owner(r *http.Request) string {
-	if h.cfg.Auth == nil {
+	if h.authenticator() == nil {
 		return ""
 	}
 	return ownerKey(Principal(r.Context()))
 }
 
-// authenticate asks the Authenticator about r, a request to target key. It
+// authenticate asks Authenticator a about r, a request to target key. It
 // returns r with its principal in its context, or answers the request
 // itself with the refusal and returns false.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string) (*http.Request, bool) {
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string, a auth.Authenticator) (*http.Request, bool) {
 	target, ok := h.authTarget(r, key)
 	if !ok {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
@@ -84,7 +84,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key strin
 	if h.cfg.Audit != nil {
 		start = h.cfg.Audit.now()
 	}
-	d := h.cfg.Auth.Authenticate(r, target)
+	d := a.Authenticate(r, target)
 	if d.Status == 0 {
 		if d.Principal == nil {
 			return r, true
@@ -149,6 +149,10 @@ func mcpURLPath(r *http.Request, key string) string {
 // path names: to anyone (no Origin check, no credentials, CORS open to
 // every origin), 404 when the target is unknown or not protected.
 func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	if h.authenticator() == nil {
+		h.notFound(w, r) // as if not routed: nothing is protected
+		return
+	}
 	hdr := w.Header()
 	hdr.Set("Access-Control-Allow-Origin", "*")
 	switch r.Method {
@@ -166,8 +170,9 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	notFound := "mcpgate: no protected resource metadata at " + r.URL.Path
-	key, be, _ := h.target(r)
-	if be == nil {
+	t := h.loadTargets()
+	key, be, _ := h.targetIn(t, r)
+	if be == nil || t.auth == nil { // t.auth: SetTargets may just have removed it
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, notFound)
 		return
 	}
@@ -176,7 +181,7 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return
 	}
-	doc, protected := h.cfg.Auth.Metadata(target)
+	doc, protected := t.auth.Metadata(target)
 	if !protected {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, notFound)
 		return
@@ -191,8 +196,8 @@ func (h *Handler) routeMetadata() {
 	// The default endpoint's, path-inserted and at the root (where
 	// clients look when they have no resource_metadata URL); a 404 when
 	// there is none.
-	h.mux.HandleFunc(wellKnownPRM+"/mcp", h.serveDefault(h.serveMetadata))
-	h.mux.HandleFunc(wellKnownPRM, h.serveDefault(h.serveMetadata))
+	h.mux.HandleFunc(wellKnownPRM+"/mcp", h.withDefault(h.serveMetadata))
+	h.mux.HandleFunc(wellKnownPRM, h.withDefault(h.serveMetadata))
 }
 
 // isMetadataPath reports whether a host-routed request's path is its

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
@@ -125,10 +127,20 @@ type Config struct {
 	Policies map[string]Policy
 	// Limits, if set, are per-principal limits (limits.go). nil: none.
 	Limits *Limits
+	// Metrics, if set, serves /metrics (behind the Host check, no auth);
+	// Observer, if set, gets a record of every client request (observe.go).
+	Metrics  http.Handler
+	Observer Observer
 	// Audit, if set, gets one line per client request POSTed to a
 	// target's /mcp URL (audit.go); its owner closes it after the
 	// Handler. nil: no audit log.
-	Audit  *Auditor
+	Audit *Auditor
+	// Admin, if set, serves /admin/ and /status (behind the Host check;
+	// it authenticates its requests itself). nil: 404.
+	Admin http.Handler
+	// Tracer, if set, traces every client request to a target (tracing.go;
+	// serve the Handler under TraceContext). nil: no tracing, no wrapping.
+	Tracer trace.Tracer
 	Logger *slog.Logger
 }
 
@@ -150,7 +162,12 @@ type Handler struct {
 	openFailures logLimit // "opening session failed" lines
 	parking      parking  // stateless requests waiting for input (mrtr.go)
 
-	limits *limiter // Config.Limits' state; nil: none
+	limits   *limiter      // Config.Limits' state; nil: none
+	requests atomic.Uint64 // requests to targets (sessions_admin.go)
+
+	// tg is what requests route to (targets.go): Config's Backends,
+	// Endpoints, Policies and Auth at first, swapped by SetTargets.
+	tg atomic.Pointer[targets]
 
 	// From Config.PublicURL (auth.go): the origin and path prefix of the
 	// targets' resource URLs; "" for the request's.
@@ -198,9 +215,7 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if len(cfg.Policies) > 0 {
-		cfg.Backends, cfg.Endpoints = guardAll(cfg.Backends, cfg.Policies, ""), guardAll(cfg.Endpoints, cfg.Policies, endpointKeyPrefix)
-	}
+	cfg.Audit = observed(cfg.Audit, cfg.Observer) // observe.go
 	h := &Handler{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
 		store: session.NewStore(session.Limits{
@@ -211,7 +226,8 @@ func New(cfg Config) *Handler {
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   newLimiter(cfg.Limits),
 	}
-	if cfg.Auth != nil && cfg.PublicURL != "" {
+	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}), cfg.Tracer))
+	if cfg.PublicURL != "" {
 		var err error
 		if h.publicOrigin, h.publicPath, err = parsePublicURL(cfg.PublicURL); err != nil {
 			// Resource URLs then follow the requests: tokens minted for the
@@ -220,28 +236,27 @@ func New(cfg Config) *Handler {
 			h.log.Error("public URL ignored", "url", cfg.PublicURL, "err", err)
 		}
 	}
-	if cfg.Auth != nil {
-		h.routeMetadata()
-	}
+	h.routeMetadata() // 404 while there is no Authenticator (SetTargets may set one)
 	if cfg.Probes != nil {
 		h.mux.Handle("/healthz", cfg.Probes)
 		h.mux.Handle("/readyz", cfg.Probes)
 	}
+	if cfg.Metrics != nil {
+		h.mux.Handle("/metrics", cfg.Metrics)
+	}
+	h.routeAdmin() // sessions_admin.go
 	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
 	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
 	h.mux.HandleFunc("/servers/{name}/messages", h.serveMessages)
 	h.mux.HandleFunc("/endpoints/{endpoint}/mcp", h.serveMCP)
 	h.mux.HandleFunc("/endpoints/{endpoint}/sse", h.serveSSE)
 	h.mux.HandleFunc("/endpoints/{endpoint}/messages", h.serveMessages)
-	if _, ok := cfg.Endpoints[DefaultEndpoint]; ok {
-		h.mux.HandleFunc("/mcp", h.serveDefault(h.serveMCP))
-		h.mux.HandleFunc("/sse", h.serveDefault(h.serveSSE))
-		h.mux.HandleFunc("/messages", h.serveDefault(h.serveMessages))
-	}
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
-			" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
-	})
+	// Always routed: serveDefault answers 404 while there is no default
+	// endpoint (SetTargets may add one).
+	h.mux.HandleFunc("/mcp", h.serveDefault(h.serveMCP))
+	h.mux.HandleFunc("/sse", h.serveDefault(h.serveSSE))
+	h.mux.HandleFunc("/messages", h.serveDefault(h.serveMessages))
+	h.mux.HandleFunc("/", h.notFound)
 	return h
 }
 
@@ -268,7 +283,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case "/messages":
 				serve = h.serveMessages
 			default:
-				if h.cfg.Auth != nil && isMetadataPath(r.URL.Path) {
+				if h.authenticator() != nil && isMetadataPath(r.URL.Path) {
 					serve = h.serveMetadata
 				}
 			}
@@ -319,21 +334,23 @@ func connOf(s *session.Session) Conn {
 // returns the target's session key (see target.go), and the request with
 // its principal in its context when Config.Auth is set (auth.go).
 func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, *http.Request, bool) {
+	h.requests.Add(1)
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.
 	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
 		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
 		return "", nil, nil, false
 	}
-	name, be, unknown := h.target(r)
+	t := h.loadTargets() // the one load of the request's targets (targets.go)
+	name, be, unknown := h.targetIn(t, r)
 	if be == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
 		return "", nil, nil, false
 	}
 	// Then who is asking, before anything of the target is revealed.
-	if h.cfg.Auth != nil {
+	if t.auth != nil {
 		var ok bool
-		if r, ok = h.authenticate(w, r, name); !ok {
+		if r, ok = h.authenticate(w, r, name, t.auth); !ok {
 			return "", nil, nil, false
 		}
 	}

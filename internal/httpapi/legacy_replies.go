@@ -56,7 +56,7 @@ func (o *legacyOut) Reply(msg []byte) {
 			// A bigger reply is a result: errors are short, and parsing
 			// a large reply only to learn that is not worth its cost.
 			if rep, ok := parseReply(msg); ok && rep.isError {
-				l.Outcome, l.Code = "error", rep.code
+				l.Outcome, l.Code, l.denied = "error", rep.code, rep.denied
 			}
 		}
 		p.audit.emit(&l)

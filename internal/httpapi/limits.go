@@ -363,9 +363,10 @@ func refuse(w http.ResponseWriter, ref *refusal, id []byte) {
 // call once the POST is answered, or why it is refused.
 func (h *Handler) check(r *http.Request, msgs []jsonrpc.Message) (release func(), ref *refusal) {
 	if h.limits == nil {
-		return noRelease, nil
+		return h.track(noRelease, msgs), nil // observe.go
 	}
-	return h.limits.admitRequest(limitKey(r), msgs, h.store)
+	release, ref = h.limits.admitRequest(limitKey(r), msgs, h.store)
+	return h.track(release, msgs), ref
 }
 
 // admit checks the limits of a POST of msgs (post: either era, and the

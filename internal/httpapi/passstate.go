@@ -54,7 +54,7 @@ func (h *Handler) openPassState(state, target, owner string) (string, bool) {
 
 // bindsPassState reports whether passthrough states are bound: when
 // requests are authenticated (without, every request is anonymous's).
-func (h *Handler) bindsPassState() bool { return h.cfg.Auth != nil }
+func (h *Handler) bindsPassState() bool { return h.authenticator() != nil }
 
 // mentions reports whether raw may hold a member named key (lower case)
 // in any case or escaped: it holds a backslash, or key case-insensitively.

@@ -45,7 +45,7 @@ func statelessServer(t *testing.T, cfg Config) (*statelessBackend, *Handler, str
 	cfg.Backends = map[string]Backend{"x": b}
 	h, srv := testServer(t, b.fakeBackend, cfg)
 	// testServer registered the plain backend: serve the stateless one.
-	h.cfg.Backends["x"] = b
+	h.SetTargets(Targets{Backends: map[string]Backend{"x": b}, Endpoints: h.cfg.Endpoints, Policies: h.cfg.Policies, Auth: h.cfg.Auth})
 	return b, h, srv.URL
 }
 

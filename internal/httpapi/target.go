@@ -42,20 +42,20 @@ const (
 	hostRoutedKey = "mcpgate.hostRouted"
 )
 
-// target returns the session key and backend of what r's URL serves, or
-// the message of a 404 when it serves nothing.
-func (h *Handler) target(r *http.Request) (string, Backend, string) {
+// targetIn returns the session key and backend of what r's URL serves
+// among targets t, or the message of a 404 when it serves nothing.
+func (h *Handler) targetIn(t *targets, r *http.Request) (string, Backend, string) {
 	if name := r.PathValue(endpointValue); name != "" {
-		if be, ok := h.cfg.Endpoints[name]; ok {
+		if be, ok := t.endpoints[name]; ok {
 			return endpointKeyPrefix + name, be, ""
 		}
 		return "", nil, "mcpgate: unknown endpoint " + strconv.Quote(name)
 	}
 	name := r.PathValue(serverValue)
-	if be, ok := h.cfg.Backends[name]; ok {
+	if be, ok := t.backends[name]; ok {
 		return name, be, ""
 	}
-	if r.PathValue(hostRoutedKey) != "" && len(h.cfg.Endpoints) > 0 {
+	if r.PathValue(hostRoutedKey) != "" && len(t.endpoints) > 0 {
 		return "", nil, "mcpgate: unknown server or endpoint " + strconv.Quote(name)
 	}
 	return "", nil, "mcpgate: unknown server " + strconv.Quote(name)
@@ -65,8 +65,9 @@ func (h *Handler) target(r *http.Request) (string, Backend, string) {
 // name: a server of that name if there is one (servers first), else an
 // endpoint of that name, else (for the 404) a server.
 func (h *Handler) routeHost(r *http.Request, name string) {
-	_, server := h.cfg.Backends[name]
-	_, endpoint := h.cfg.Endpoints[name]
+	t := h.loadTargets()
+	_, server := t.backends[name]
+	_, endpoint := t.endpoints[name]
 	if endpoint && !server {
 		r.SetPathValue(endpointValue, name)
 	} else {
@@ -76,8 +77,22 @@ func (h *Handler) routeHost(r *http.Request, name string) {
 	r.SetPathValue(barePathKey, "1")
 }
 
-// serveDefault serves the default endpoint at a bare path with serve.
+// serveDefault serves the default endpoint at a bare path with serve, or
+// nothing (404) while there is none.
 func (h *Handler) serveDefault(serve http.HandlerFunc) http.HandlerFunc {
+	withDefault := h.withDefault(serve)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := h.loadTargets().endpoints[DefaultEndpoint]; !ok {
+			h.notFound(w, r)
+			return
+		}
+		withDefault(w, r)
+	}
+}
+
+// withDefault serves the default endpoint at a bare path with serve, which
+// answers itself when there is none.
+func (h *Handler) withDefault(serve http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.SetPathValue(endpointValue, DefaultEndpoint)
 		r.SetPathValue(barePathKey, "1")

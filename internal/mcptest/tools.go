@@ -210,6 +210,14 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		s.reply(m.ID, map[string]any{"resultType": "input_required", "requestState": "srv:" + a.Message,
 			"inputRequests": map[string]any{"q": map[string]any{"method": "elicitation/create",
 				"params": map[string]any{"message": "ok?", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{}}}}}})
+	case "meta":
+		// Not listed. Returns params._meta byte for byte as it arrived
+		// (compacted by the gateway), or "" without one.
+		var pm struct {
+			Meta json.RawMessage `json:"_meta"`
+		}
+		_ = json.Unmarshal(m.Params, &pm)
+		s.reply(m.ID, textResult(string(pm.Meta), false))
 	case "calls":
 		self := idKey(m.ID)
 		out := struct {

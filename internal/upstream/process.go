@@ -432,6 +432,7 @@ func (p *proc) readLoop() {
 			ee.err = xe
 		}
 		p.exitErr = ee
+		s.recent.exited(ee)
 		// The Handler logs the exit once, with the ExitError (status,
 		// uptime, reason, stderr tail) and what the exit failed; here only
 		// what it cannot know.

@@ -91,6 +91,7 @@ func (p *proc) stderrLoop() {
 			return
 		}
 		p.tail.add(line)
+		s.recent.addLine(line)
 		if now := time.Now(); now.After(windowEnd) {
 			summarise()
 			windowEnd, left = now.Add(time.Second), budget

@@ -186,6 +186,8 @@ type Stdio struct {
 	sent, writes, queueFull, dropped          atomic.Uint64
 	stuck, killed                             atomic.Uint64
 	stderrDroppedLines, stderrDroppedBytes    atomic.Uint64
+
+	recent recent // last stderr lines and exit, for status (recent.go)
 }
 
 // StartStdio starts the first process and supervises it until Close,

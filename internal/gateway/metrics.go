@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/metrics"
+)
+
+// This file wires gateway.metrics: a metrics.Metrics of the gateway's own
+// (a private registry: tests start many gateways in one process), fed by
+// the HTTP front's request records and reading the handler, the servers
+// and the audit log at scrape time.
+
+// setupMetrics sets hc's Metrics and Observer when gateway.metrics is on.
+// The scrape-time source reads g.Handler, set once httpapi.New returns:
+// no request is served before.
+func (g *Gateway) setupMetrics(hc *httpapi.Config) {
+	if !g.cfg.Gateway.Metrics {
+		return
+	}
+	m := metrics.New(&metricsSource{g: g, audit: hc.Audit})
+	hc.Metrics, hc.Observer = m.Handler(), requestObserver{m}
+}
+
+// requestObserver hands the front's records to the metrics.
+type requestObserver struct{ m *metrics.Metrics }
+
+func (o requestObserver) Request(r *httpapi.RequestRecord) {
+	o.m.Request(&metrics.Request{
+		Target: r.Target, Kind: r.Kind, Method: r.Method, Outcome: r.Outcome,
+		Duration: r.Duration, BytesIn: int64(r.BytesIn), BytesOut: r.BytesOut,
+	})
+}
+
+// metricsSource is metrics.Source over a gateway.
+type metricsSource struct {
+	g     *Gateway
+	audit *httpapi.Auditor // the configured audit log; nil: none
+}
+
+func (s *metricsSource) Sessions() []metrics.Sessions {
+	h := s.g.Handler
+	if h == nil {
+		return nil
+	}
+	counts := h.SessionCounts()
+	out := make([]metrics.Sessions, len(counts))
+	for i, c := range counts {
+		out[i] = metrics.Sessions{Target: c.Target, Kind: c.Kind, Era: c.Era, N: c.N}
+	}
+	return out
+}
+
+func (s *metricsSource) InFlight() int64 {
+	if h := s.g.Handler; h != nil {
+		return h.InFlight()
+	}
+	return 0
+}
+
+func (s *metricsSource) Servers() []metrics.Server {
+	_, servers, _ := s.g.current() // as of the last reload (reload.go)
+	out := make([]metrics.Server, 0, len(servers))
+	for name, srv := range servers {
+		ms := metrics.Server{Name: name, State: metrics.StatePerSession, Up: true, Pending: srv.Pending()}
+		if rd, ok := srv.(backend.Readier); ok {
+			var text string
+			ms.Up, text = rd.Ready()
+			ms.State = stateLabel(ms.Up, text)
+		}
+		if c, ok := srv.(backend.Counted); ok {
+			ms.Counters = counters(c.Counters())
+		}
+		out = append(out, ms)
+	}
+	return out
+}
+
+func (s *metricsSource) AuditDropped() (int64, bool) {
+	if s.audit == nil {
+		return 0, false
+	}
+	return s.audit.Dropped(), true
+}
+
+// stateLabel maps a Readier's answer ("starting", "backing off: ...",
+// "failed: ...") to the state label.
+func stateLabel(ready bool, text string) string {
+	switch {
+	case ready:
+		return metrics.StateReady
+	case strings.HasPrefix(text, "starting"):
+		return metrics.StateStarting
+	case strings.HasPrefix(text, "backing off"):
+		return metrics.StateBackoff
+	}
+	return metrics.StateFailed
+}
+
+func counters(c backend.Counters) *metrics.Counters {
+	st := c.Mux
+	return &metrics.Counters{
+		Restarts: c.Restarts, Forwarded: st.Forwarded, TimedOut: st.TimedOut, Garbage: st.Garbage,
+		UnknownReplies: st.UnknownReplies, Unroutable: st.Unroutable, OversizedLines: st.OversizedLines,
+		DroppedProgress: st.DroppedProgress, QueueFull: st.QueueFull, DroppedSends: st.DroppedSends,
+		DroppedNotifications: st.DroppedNotifications, LivenessFailures: st.LivenessFailures,
+		ServerRequestsOverLimit: st.ServerRequestsOverLimit,
+	}
+}

@@ -1,0 +1,180 @@
+package gateway
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// TestReloadOnTrigger: a receive on ReloadOptions.Trigger (what SIGHUP
+// sends) reloads the config Load returns.
+func TestReloadOnTrigger(t *testing.T) {
+	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	next := cloneConfig(cfg)
+	next.Servers["b"] = fakeServer("b", mcptest.FakeOptions{})
+	trigger := make(chan os.Signal)
+	reloaded := make(chan ReloadSummary, 1)
+	g, _ := startReloading(t, cfg, ReloadOptions{
+		Trigger:  trigger,
+		Load:     func() (*config.Config, error) { return next, nil },
+		Reloaded: func(s ReloadSummary, err error) { reloaded <- s },
+	})
+	g.client("a").connect(t)
+	trigger <- syscall.SIGHUP // a value on a channel: no signal is sent
+	select {
+	case s := <-reloaded:
+		if !slices.Equal(s.Added, []string{"b"}) {
+			t.Errorf("added %v, want [b]", s.Added)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reload after the trigger")
+	}
+	b := g.client("b")
+	b.connect(t)
+	echoOK(t, b, "b")
+}
+
+// TestReloadOnFileChange: rewriting the config file (by rename, as
+// editors do) reloads it; rewriting the same bytes does not.
+func TestReloadOnFileChange(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcpgate.json")
+	write := func(servers ...string) []byte {
+		t.Helper()
+		b := configJSON(t, servers...)
+		tmp := filepath.Join(dir, ".mcpgate.json.tmp")
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	write("a")
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		sum ReloadSummary
+		err error
+	}
+	reloaded := make(chan result, 4)
+	g, _ := startReloading(t, cfg, ReloadOptions{
+		Path: path, Watch: true, Debounce: 20 * time.Millisecond,
+		Reloaded: func(s ReloadSummary, err error) { reloaded <- result{s, err} },
+	})
+	a := g.client("a")
+	a.connect(t)
+
+	write("a")      // the same bytes: no reload
+	write("a", "b") // b added
+	select {
+	case r := <-reloaded:
+		if r.err != nil || !slices.Equal(r.sum.Added, []string{"b"}) || !slices.Equal(r.sum.Unchanged, []string{"a"}) {
+			t.Fatalf("first reload: %+v, %v; want b added, a unchanged", r.sum, r.err)
+		}
+		if !slices.Equal(r.sum.EndpointsRebuilt, []string{"all"}) {
+			t.Errorf("endpoints rebuilt %v, want [all]", r.sum.EndpointsRebuilt)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reload after the file changed")
+	}
+	echoOK(t, a, "a kept its session")
+	b := g.client("b")
+	b.connect(t)
+	echoOK(t, b, "b")
+
+	// A file that does not load is refused; the gateway goes on.
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-reloaded:
+		if r.err == nil {
+			t.Fatal("a broken file was applied")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reload attempt after the file broke")
+	}
+	echoOK(t, b, "b still served")
+	if _, servers, _ := g.gw.current(); !slices.Equal(slices.Sorted(maps.Keys(servers)), []string{"a", "b"}) {
+		t.Errorf("servers %v after a refused reload", slices.Sorted(maps.Keys(servers)))
+	}
+}
+
+// configJSON is a config file serving fake servers of those names.
+func configJSON(t *testing.T, servers ...string) []byte {
+	t.Helper()
+	ms := map[string]any{}
+	for _, name := range servers {
+		s := fakeServer(name, mcptest.FakeOptions{})
+		ms[name] = map[string]any{"command": s.Command, "args": s.Args, "env": s.Env}
+	}
+	b, err := json.Marshal(map[string]any{"mcpServers": ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReloadOnConfigMapSwap: a config file mounted as Kubernetes mounts a
+// ConfigMap (FILE -> ..data/FILE, ..data -> a versioned directory) is
+// reloaded when ..data is swapped to a new version.
+func TestReloadOnConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name string, servers ...string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "mcpgate.json"), configJSON(t, servers...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", "a")
+	path := filepath.Join(dir, "mcpgate.json")
+	if err := os.Symlink(filepath.Join("..data", "mcpgate.json"), path); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloaded := make(chan ReloadSummary, 4)
+	g, _ := startReloading(t, cfg, ReloadOptions{
+		Path: path, Watch: true, Debounce: 20 * time.Millisecond,
+		Reloaded: func(s ReloadSummary, err error) {
+			if err == nil {
+				reloaded <- s
+			}
+		},
+	})
+	version("..v2", "a", "b")
+	select {
+	case s := <-reloaded:
+		if !slices.Equal(s.Added, []string{"b"}) {
+			t.Fatalf("added %v, want [b]", s.Added)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reload after the ConfigMap swap")
+	}
+	b := g.client("b")
+	b.connect(t)
+	echoOK(t, b, "b")
+}

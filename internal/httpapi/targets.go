@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// This file holds what a configuration reload may change under a running
+// Handler: the targets (servers and endpoints), their policies and the
+// Authenticator. They live in one immutable snapshot behind an
+// atomic.Pointer: a request loads it once in front (one atomic load on the
+// hot path) and sees one consistent configuration to its end, while
+// SetTargets swaps in the next one for the requests that come after.
+//
+// Sessions keep what they were opened with: their connection (and the
+// policy it was opened under) and their owner. A session whose target is
+// gone or replaced is ended by its owner with CloseTarget.
+
+// Targets are the parts of Config that SetTargets replaces: see the fields
+// of the same names in Config.
+type Targets struct {
+	Backends  map[string]Backend
+	Endpoints map[string]Backend
+	Policies  map[string]Policy
+	Auth      auth.Authenticator
+}
+
+// targets is one snapshot of Targets, with the backends under their
+// policies. Never modified once stored.
+type targets struct {
+	backends  map[string]Backend
+	endpoints map[string]Backend
+	auth      auth.Authenticator
+}
+
+// newTargets builds the snapshot of t; the maps are copied (wrapped when
+// a policy applies), so the caller may reuse its own.
+func newTargets(t Targets) *targets {
+	return &targets{
+		backends:  guardAll(t.Backends, t.Policies, ""),
+		endpoints: guardAll(t.Endpoints, t.Policies, endpointKeyPrefix),
+		auth:      t.Auth,
+	}
+}
+
+// SetTargets replaces the servers, endpoints, policies and Authenticator
+// that new requests see. Requests already past their front checks finish
+// with the ones they started with; sessions keep their connections. Safe
+// to call concurrently with requests; calls must not overlap each other
+// (the gateway serializes its reloads).
+func (h *Handler) SetTargets(t Targets) {
+	h.tg.Store(traced(newTargets(t), h.cfg.Tracer))
+}
+
+// loadTargets returns the current snapshot.
+func (h *Handler) loadTargets() *targets { return h.tg.Load() }
+
+// authenticator returns the current Authenticator (nil: none).
+func (h *Handler) authenticator() auth.Authenticator { return h.tg.Load().auth }
+
+// CloseTarget ends every session of target key (a server's name, or
+// EndpointKey of an endpoint), as Close does at shutdown: the requests in
+// flight are answered with "mcpgate: " + reason. It returns how many
+// sessions it ended, and waits (up to about closeWait) for them to end;
+// their clients then get 404 for the session and initialize again. Call it
+// after SetTargets took the target away or replaced it, so no new session
+// lands on the old one.
+func (h *Handler) CloseTarget(key, reason string) int {
+	ss := h.store.RemoveTarget(key)
+	if len(ss) == 0 {
+		return 0
+	}
+	done := make(chan struct{}, len(ss))
+	for _, s := range ss {
+		h.closers.add()
+		go func(s *session.Session) {
+			defer h.closers.done()
+			defer func() { done <- struct{}{} }()
+			h.closeSem <- struct{}{}
+			defer func() { <-h.closeSem }()
+			h.end(s, reason)
+		}(s)
+	}
+	for range ss {
+		<-done
+	}
+	return len(ss)
+}
+
+// notFound answers a path that serves nothing.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
+		" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
+}
