@@ -334,22 +334,24 @@ func (aw *auditWriter) replies() []auditReply {
 // parseReply reads a reply's id and error code; false if b is not a
 // response.
 func parseReply(b []byte) (auditReply, bool) {
-	var m struct {
-		ID     json.RawMessage  `json:"id"`
-		Result *json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-		Method *string `json:"method"`
-	}
-	if json.Unmarshal(b, &m) != nil || m.Method != nil || m.Result == nil && m.Error == nil {
+	// The envelope's one validating pass (no allocation); only an error's
+	// code and message are decoded.
+	m, err := jsonrpc.Parse(b)
+	if err != nil || m.Kind != jsonrpc.KindResponse {
 		return auditReply{}, false
 	}
-	rep := auditReply{id: m.ID, hasID: len(m.ID) > 0 && string(m.ID) != "null"}
-	if m.Error != nil {
-		rep.isError, rep.code = true, m.Error.Code
-		rep.denied = isDenial(m.Error.Code, m.Error.Message)
+	id := m.Bytes(m.ID)
+	rep := auditReply{id: bytes.Clone(id), hasID: len(id) > 0 && string(id) != "null"}
+	if m.IsError {
+		var e struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		rep.isError, rep.code = true, e.Error.Code
+		rep.denied = isDenial(e.Error.Code, e.Error.Message)
 	}
 	return rep, true
 }
