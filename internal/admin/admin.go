@@ -122,7 +122,11 @@ type Config struct {
 	ToolsTTL time.Duration
 	// ToolsTimeout bounds asking a server for its tools. Default 2s.
 	ToolsTimeout time.Duration
-	Logger       *slog.Logger
+	// TrustProxyHeaders accepts an Origin naming the X-Forwarded-Host of
+	// a trusted proxy (gateway.trustProxyHeaders) besides the Host: the
+	// status page's own buttons behind a proxy that rewrites Host.
+	TrustProxyHeaders bool
+	Logger            *slog.Logger
 }
 
 // Handler serves /admin/ and /status.
@@ -166,7 +170,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.Header().Set("X-Frame-Options", "DENY")
-	if !sameOrigin(r) {
+	if !sameOrigin(r, h.cfg.TrustProxyHeaders) {
 		writeJSON(w, http.StatusForbidden, errorBody("cross-origin requests are refused"))
 		return
 	}
@@ -183,13 +187,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // sameOrigin reports whether r has no Origin, or the gateway's own (the
 // host the request names; the scheme is not compared, a proxy may end
 // TLS). A page of another site can send the cookie only with its Origin.
-func sameOrigin(r *http.Request) bool {
+func sameOrigin(r *http.Request, trustProxy bool) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	// The first proxy's, as the rest of the gateway reads it.
+	fwd, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ",")
+	return trustProxy && strings.EqualFold(u.Host, strings.TrimSpace(fwd))
 }
 
 // cookieName holds a browser's admin credential (status.go).

@@ -32,7 +32,8 @@ func (g *Gateway) newAdmin() *admin.Handler {
 	}
 	return admin.New(admin.Config{
 		Source: adminSource{g}, Token: a.Token, Scopes: a.Scopes, Version: Version,
-		Logger: g.log.With("component", "admin"),
+		TrustProxyHeaders: g.cfg.Gateway.TrustProxyHeaders,
+		Logger:            g.log.With("component", "admin"),
 	})
 }
 

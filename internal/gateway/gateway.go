@@ -188,7 +188,10 @@ const answerGrace = time.Second
 // serve serves HTTP on ln until ctx ends, then shuts down in the order of
 // the package comment.
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
-	gw := g.cfg.Gateway
+	// Under the reload lock: a reload may come as soon as the watcher
+	// runs. The keys read here need a restart to change anyway.
+	cfg, _, _ := g.current()
+	gw := cfg.Gateway
 	ln = newLimitListener(ln, gw.MaxConnections)
 	srv := &http.Server{
 		Handler:           g.traceHTTP(g.Handler), // tracing.go
@@ -215,9 +218,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 	}
 	g.rl.stop() // no reload after this: what follows reads the servers
-	g.log.Info("shutting down", "drain_timeout", g.cfg.Gateway.DrainTimeout)
+	g.log.Info("shutting down", "drain_timeout", gw.DrainTimeout)
 	g.Handler.Drain()
-	drainCtx, cancel := context.WithTimeout(context.Background(), g.cfg.Gateway.DrainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), gw.DrainTimeout)
 	if err := srv.Shutdown(drainCtx); err != nil {
 		servers, endpoints := g.pending()
 		g.log.Warn("drain timeout: closing the requests still in flight", "err", err,

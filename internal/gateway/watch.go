@@ -165,6 +165,25 @@ func watchedNames(path string) []string {
 	return names
 }
 
+// follow returns the names watchedNames gives for path now, and makes fw
+// watch the directory of each (nil fw: names as they were).
+func follow(fw *fsnotify.Watcher, path string, names []string, log *slog.Logger) []string {
+	if fw == nil {
+		return names
+	}
+	now := watchedNames(path)
+	for _, name := range now {
+		dir := filepath.Dir(name)
+		if slices.Contains(fw.WatchList(), dir) {
+			continue
+		}
+		if err := fw.Add(dir); err != nil {
+			log.Warn("watching the config file's new target", "dir", dir, "err", err)
+		}
+	}
+	return now
+}
+
 // concerns reports whether an event on name may have changed the config
 // file: it is one of names, or a Kubernetes volume's "..data" swap.
 func concerns(names []string, name string) bool {
@@ -236,6 +255,9 @@ func (g *Gateway) watchLoop(ctx context.Context, fw *fsnotify.Watcher) {
 			}
 			g.log.Warn("watching the config file", "file", opts.Path, "err", err)
 		case <-debounce.C:
+			// The symlink may point elsewhere now: follow its target's
+			// directory too, or edits there would go unseen.
+			names = follow(fw, opts.Path, names, g.log)
 			h := hashFile(opts.Path)
 			if h == nil || bytes.Equal(h, lastHash) {
 				continue // gone for now (a rename in progress), or the same bytes

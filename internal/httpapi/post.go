@@ -356,6 +356,18 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be B
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
+	// A reload may have replaced the target after this request took its
+	// snapshot and before the session was in the store, where its
+	// CloseTarget would have found it: the session would live on a
+	// stopped backend. The swap comes before CloseTarget, so one of the
+	// two sees the other (targets.go).
+	if h.replaced(name, be) {
+		h.store.Remove(s.ID)
+		h.end(s, "the server's config changed")
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" was reconfigured while the session opened; retry")
+		return nil, nil
+	}
 	if legacy {
 		h.established(s, name, transportSSE, "") // sessionlog.go
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -94,4 +95,32 @@ func (h *Handler) CloseTarget(key, reason string) int {
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
 		" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
+}
+
+// unwrap returns the backend under the policy and tracing wrappers: the
+// server's or endpoint's own, the same in every snapshot until a reload
+// replaces it.
+func unwrap(be Backend) Backend {
+	for {
+		u, ok := be.(interface{ unwrap() Backend })
+		if !ok {
+			return be
+		}
+		be = u.unwrap()
+	}
+}
+
+func (b *guardedBackend) unwrap() Backend { return b.Backend }
+func (b *tracedBackend) unwrap() Backend  { return b.Backend }
+
+// replaced reports whether target key no longer serves be (its own, under
+// any wrappers) in the current snapshot: a reload replaced or removed it
+// after the request took its snapshot.
+func (h *Handler) replaced(key string, be Backend) bool {
+	t := h.loadTargets()
+	cur, ok := t.backends[key]
+	if name, isEndpoint := strings.CutPrefix(key, endpointKeyPrefix); isEndpoint {
+		cur, ok = t.endpoints[name]
+	}
+	return !ok || unwrap(cur) != unwrap(be)
 }
