@@ -56,9 +56,15 @@ func startGatewayAuth(t *testing.T, cfg *config.Config, a auth.Authenticator) *t
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveTest(t, gw, ln, gw.serve)
+}
+
+// serveTest serves started gateway gw on ln with serve (gw.serve, or a
+// variant of it) until the test ends or stop is called.
+func serveTest(t *testing.T, gw *Gateway, ln net.Listener, serve func(context.Context, net.Listener) error) *testGateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- gw.serve(ctx, ln) }()
+	go func() { done <- serve(ctx, ln) }()
 	// Both ends of every connection live in this process: bound them well
 	// under the open-file limit. Calls beyond it wait for a connection.
 	tr := &http.Transport{MaxIdleConnsPerHost: 1000, MaxConnsPerHost: 2000}

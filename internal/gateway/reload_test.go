@@ -67,31 +67,8 @@ func startReloading(t *testing.T, cfg *config.Config, opts ReloadOptions) (*test
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	fw := gw.watch(opts) // watching before the test changes the file
-	go func() { done <- gw.serveWatching(ctx, ln, fw) }()
-	tr := &http.Transport{}
-	var once sync.Once
-	var stopErr error
-	g := &testGateway{URL: "http://" + ln.Addr().String(), http: &http.Client{Transport: tr}, gw: gw}
-	g.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case stopErr = <-done:
-			case <-time.After(30 * time.Second):
-				stopErr = fmt.Errorf("gateway did not stop within 30s")
-			}
-			tr.CloseIdleConnections()
-		})
-		return stopErr
-	}
-	t.Cleanup(func() {
-		if err := g.stop(); err != nil {
-			t.Errorf("gateway stop: %v", err)
-		}
-	})
+	g := serveTest(t, gw, ln, func(ctx context.Context, ln net.Listener) error { return gw.serveWatching(ctx, ln, fw) })
 	return g, logs
 }
 
