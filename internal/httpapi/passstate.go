@@ -152,8 +152,5 @@ func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
 	if err != nil {
 		return bad()
 	}
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), m.Bytes(m.ID)...)
-	out = append(out, `,"result":`...)
-	out = append(out, raw...)
-	return append(out, '}')
+	return jsonrpc.Response(m.Bytes(m.ID), raw)
 }

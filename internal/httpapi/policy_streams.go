@@ -106,10 +106,7 @@ func (l *listStream) filter(reply []byte) []byte {
 	if err != nil {
 		return reply
 	}
-	out := append([]byte(`{"jsonrpc":"2.0","id":`), m.Bytes(m.ID)...)
-	out = append(out, `,"result":`...)
-	out = append(out, raw...)
-	return append(out, '}')
+	return jsonrpc.Response(m.Bytes(m.ID), raw)
 }
 
 // track registers l as answering on l.Stream, for Abandon, and returns it.
