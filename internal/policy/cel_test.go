@@ -83,3 +83,17 @@ func TestPrincipalFieldsBound(t *testing.T) {
 		}
 	}
 }
+
+// A disabled server's policy is checked like the others'.
+func TestFromConfigChecksDisabled(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "disabled": true,
+		"policy": {"rules": [{"when": "principal.nme == \"x\""}]}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = FromConfig(cfg)
+	var ps config.Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Path != "mcpServers.b.policy.rules[0].when" {
+		t.Errorf("FromConfig: %v, want the disabled server's expression", err)
+	}
+}

@@ -233,6 +233,12 @@ func FromConfig(cfg *config.Config) (Set, error) {
 	for name, e := range cfg.Endpoints {
 		add(set.Endpoints, "gateway.endpoints."+name+".policy", name, e.Policy)
 	}
+	// A disabled server's policy is checked too (enabling the server
+	// must not reveal a bad expression), and used nowhere.
+	unused := map[string]*Policy{}
+	for name, s := range cfg.Disabled {
+		add(unused, "mcpServers."+name+".policy", name, s.Policy)
+	}
 	if len(problems) > 0 {
 		return Set{}, problems
 	}
