@@ -101,3 +101,41 @@ func TestDisabledServerServed(t *testing.T) {
 		t.Errorf("%d processes of the enabled server, want 1", n)
 	}
 }
+
+// A reload that disables a server stops it like a removed one, and
+// /readyz shows it disabled; one that enables it again starts it.
+func TestReloadDisablesServer(t *testing.T) {
+	marker := fmt.Sprintf("reload-disabled-%d", time.Now().UnixNano())
+	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}), fakeServer("b", mcptest.FakeOptions{Marker: marker}))
+	g, _ := startReloading(t, cfg, ReloadOptions{})
+	c := g.client("b")
+	c.connect(t)
+	echoOK(t, c, "before")
+
+	next := cloneConfig(cfg)
+	off := next.Servers["b"]
+	off.Disabled = true
+	delete(next.Servers, "b")
+	next.Disabled = map[string]*config.Server{"b": off}
+	sum, err := g.gw.reload(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Removed) != 1 || sum.Removed[0] != "b" {
+		t.Errorf("summary %+v, want b removed", sum)
+	}
+	if rd := g.gw.Readiness(); !rd.Ready || !rd.Servers["b"].Disabled || rd.Servers["b"].State != "disabled" {
+		t.Errorf("readiness after disabling b: %+v", rd)
+	}
+	waitFor(t, "b's process stopped", func() bool { return len(mcptest.Procs(marker)) == 0 })
+
+	if _, err := g.gw.reload(cloneConfig(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	c = g.client("b")
+	c.connect(t)
+	echoOK(t, c, "enabled again")
+	if rd := g.gw.Readiness(); rd.Servers["b"].Disabled {
+		t.Errorf("b still disabled: %+v", rd.Servers["b"])
+	}
+}
