@@ -18,7 +18,7 @@ import (
 //     turned off; added to "tools": {"deny": [...]} as exact names.
 //   - "autoApprove" (Cline), "alwaysAllow" (Roo): tools the client runs
 //     without asking its user. A gateway asks no one: accepted, ignored,
-//     one Note each.
+//     one Note for each list that is not empty.
 //   - "envFile" (VS Code, Cursor): Server.EnvFile.
 //   - "timeout" as a number (clientTimeout).
 //   - "serverUrl" (Windsurf): "url".
@@ -42,7 +42,9 @@ func (d *decoder) clientField(key, p string, v json.RawMessage, s *Server, extra
 	case "autoApprove", "alwaysAllow":
 		var names []string
 		d.strs(p, v, &names, false)
-		extra.ignored = append(extra.ignored, p)
+		if len(names) > 0 { // an empty list (Cline writes one) approves nothing: nothing is lost
+			extra.ignored = append(extra.ignored, p)
+		}
 	case "envFile":
 		d.str(p, v, &s.EnvFile, true)
 	case "serverUrl":
