@@ -30,6 +30,16 @@ type principal struct {
 	Issuer string         `cel:"issuer"`
 }
 
+// principalFields names principal's fields as expressions see them,
+// for errors: "name, kind, scopes, claims, issuer".
+func principalFields() string {
+	var names []string
+	for f := range reflect.TypeFor[principal]().Fields() {
+		names = append(names, f.Tag.Get("cel"))
+	}
+	return strings.Join(names, ", ")
+}
+
 // principalType is principal's CEL object type.
 var principalType = cel.ObjectType("policy.principal")
 
@@ -59,7 +69,7 @@ func compileWhen(src string) (cel.Program, error) {
 		if strings.Contains(msg, "undefined field") {
 			// The only object type is principal's (maps have no
 			// fixed fields): say which fields it has.
-			msg += " (principal has name, kind, scopes, claims, issuer)"
+			msg += " (principal has " + principalFields() + ")"
 		}
 		return nil, errors.New(msg)
 	}
