@@ -35,7 +35,7 @@ var (
 	serveCmd = command{
 		name: "serve",
 		synopses: []string{
-			"serve --config FILE [--watch=false] [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT]",
+			"serve --config FILE [--project PATH] [--watch=false] [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT]",
 			"serve [--listen ADDR] [--log-level LEVEL] [--log-format FORMAT] -- COMMAND [ARGS...]",
 		},
 		summary: "run the gateway",
@@ -43,9 +43,14 @@ var (
 in-flight requests and stops every server it started. A second signal
 stops it at once.
 
-With --config it serves the servers of that file (Claude Desktop's
-claude_desktop_config.json works as is). If the file has problems,
-serve reports them all and starts nothing.
+With --config it serves the servers of that file, in the format of
+whichever client wrote it, told apart by its content: Claude Desktop's
+claude_desktop_config.json, Claude Code's .mcp.json, Cursor's
+.cursor/mcp.json, Windsurf's mcp_config.json, Cline's and Roo's MCP
+settings ("mcpServers"), VS Code's .vscode/mcp.json ("servers" and
+"inputs"), or Claude Code's ~/.claude.json (with --project PATH, that
+project's servers too). A server with "disabled": true is not started.
+If the file has problems, serve reports them all and starts nothing.
 
 With --config, SIGHUP reloads the file, and so does a change of it
 (unless --watch=false): servers added are started, removed ones stopped,
@@ -74,14 +79,16 @@ closed" with the reason.`,
 	}
 	validateCmd = command{
 		name:     "validate",
-		synopses: []string{"validate --config FILE"},
+		synopses: []string{"validate --config FILE [--project PATH]"},
 		summary:  "check a config file and report every problem",
 		about: `Validate reads a config file and prints every problem in it, one per
 line with its key path, exiting 1 if there are any. Otherwise it prints
 "FILE: ok (N servers)". It starts nothing, but it warns (on stderr,
 without failing) about each stdio server whose command is not found on
 PATH or cannot be run: serve would serve it with errors, or refuse to
-start if it is "critical".`,
+start if it is "critical". It reads every format serve reads (see
+'mcpgate serve --help'), and notes on stderr each key it accepts and
+ignores (another client's "autoApprove").`,
 	}
 	versionCmd = command{
 		name:     "version",
@@ -207,6 +214,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "", "log at `LEVEL` (debug, info, warn or error) instead of the\nconfig's gateway.logLevel (default \"info\")")
 	logFormat := fs.String("log-format", "", "write logs as `FORMAT` (text or json) instead of the config's\ngateway.logFormat (default \"text\")")
 	watch := fs.Bool("watch", true, "with --config, reload the file when it changes (SIGHUP always reloads it)")
+	project := fs.String("project", "", projectUsage)
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
 	}
@@ -222,6 +230,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, c, "missing COMMAND after --")
 	case *configPath == "" && !dashdash:
 		return usageError(stderr, c, "need --config FILE or -- COMMAND [ARGS...]")
+	case *project != "" && *configPath == "":
+		return usageError(stderr, c, "--project needs --config FILE (Claude Code's ~/.claude.json)")
 	}
 	if *listen != "" {
 		if err := config.CheckListen(*listen); err != nil {
@@ -242,10 +252,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var cfg *config.Config
 	if *configPath != "" {
 		var err error
-		if cfg, err = config.Load(*configPath); err == nil {
-			err = gateway.CheckPolicies(cfg)
-		}
-		if err != nil {
+		if cfg, err = loadConfig(*configPath, *project); err != nil {
 			printLoadError(stderr, *configPath, err)
 			return exitFailure
 		}
@@ -276,6 +283,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 
 	log := newLogger(stderr, &cfg.Gateway)
+	logNotes(log, cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer exitOnSecondSignal(ctx, stop, log)()
@@ -287,7 +295,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		sighup := make(chan os.Signal, 1)
 		signal.Notify(sighup, syscall.SIGHUP)
 		defer signal.Stop(sighup)
-		runCtx = withReload(ctx, serveReload(*configPath, *watch, sighup, override))
+		runCtx = withReload(ctx, serveReload(*configPath, *project, *watch, sighup, override, log))
 	}
 	if err := runGateway(runCtx, cfg, log); err != nil {
 		fmt.Fprintf(stderr, "mcpgate: %v\n", err)
@@ -347,6 +355,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	c := &validateCmd
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	configPath := fs.String("config", "", "check the JSON config `FILE`")
+	project := fs.String("project", "", projectUsage)
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
 	}
@@ -356,10 +365,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if *configPath == "" {
 		return usageError(stderr, c, "--config FILE is required")
 	}
-	cfg, err := config.Load(*configPath)
-	if err == nil {
-		err = gateway.CheckPolicies(cfg)
-	}
+	cfg, err := loadConfig(*configPath, *project)
 	var ps config.Problems
 	switch {
 	case errors.As(err, &ps):
@@ -384,12 +390,17 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if failed {
 		return exitFailure
 	}
+	printNotes(stderr, *configPath, cfg)
 	n := len(cfg.Servers)
 	plural := "s"
 	if n == 1 {
 		plural = ""
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d server%s)\n", *configPath, n, plural)
+	disabled := ""
+	if len(cfg.Disabled) > 0 {
+		disabled = fmt.Sprintf(", %d disabled", len(cfg.Disabled))
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d server%s%s)\n", *configPath, n, plural, disabled)
 	return exitOK
 }
 

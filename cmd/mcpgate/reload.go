@@ -35,17 +35,15 @@ func runWithReload(ctx context.Context, cfg *config.Config, log *slog.Logger) er
 	return gateway.RunWith(ctx, cfg, log, reloadOptions(ctx))
 }
 
-// serveReload returns the reload options of `serve --config path`: sighup
-// is the SIGHUP channel (signal.Notify's, or a test's), override applies
-// the command-line flags over each new config as over the first.
-func serveReload(path string, watch bool, sighup <-chan os.Signal, override func(*config.Config)) gateway.ReloadOptions {
+// serveReload returns the reload options of `serve --config path
+// [--project project]`: sighup is the SIGHUP channel (signal.Notify's, or
+// a test's), override applies the command-line flags over each new config
+// as over the first; the new config's ignored keys are logged on log.
+func serveReload(path, project string, watch bool, sighup <-chan os.Signal, override func(*config.Config), log *slog.Logger) gateway.ReloadOptions {
 	return gateway.ReloadOptions{
 		Path: path, Watch: watch, Trigger: sighup,
 		Load: func() (*config.Config, error) {
-			cfg, err := config.Load(path)
-			if err == nil {
-				err = gateway.CheckPolicies(cfg)
-			}
+			cfg, err := loadConfig(path, project)
 			if err != nil {
 				return nil, err
 			}
@@ -53,6 +51,7 @@ func serveReload(path string, watch bool, sighup <-chan os.Signal, override func
 			if err := cfg.Validate(); err != nil {
 				return nil, err
 			}
+			logNotes(log, cfg)
 			return cfg, nil
 		},
 	}

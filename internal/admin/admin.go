@@ -53,8 +53,10 @@ type Server struct {
 	Type      string `json:"type"`      // "stdio", "http", "sse"
 	Isolation string `json:"isolation"` // "shared", "session"
 	// State is as /readyz words it: "ready", "starting", "backing off:
-	// ...", or "per session".
-	State    string   `json:"state"`
+	// ...", "per session", or "disabled".
+	State string `json:"state"`
+	// Disabled: "disabled": true in the config; never started.
+	Disabled bool     `json:"disabled,omitempty"`
 	Ready    bool     `json:"ready"`
 	PID      int      `json:"pid"`      // the shared process's; 0: none running
 	Restarts uint64   `json:"restarts"` // of the shared process

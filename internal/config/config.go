@@ -20,6 +20,16 @@ type Config struct {
 	// endpoint "all" (every server) unless the file set it to false or
 	// defined it; a Config built in code has only the endpoints it sets.
 	Endpoints map[string]*Endpoint
+	// Disabled holds the entries of "mcpServers" with "disabled": true
+	// (as Cline, Roo, Cursor and Windsurf write), keyed by name: checked
+	// like the others, never started, shown as disabled in /readyz, the
+	// admin API and the status page. A name is in Servers or Disabled,
+	// not both.
+	Disabled map[string]*Server
+	// Notes are what Parse accepted and ignored (other clients' keys with
+	// no meaning here, such as "autoApprove"), one per server and key:
+	// not problems, for the caller to log.
+	Notes []Note
 }
 
 // Names returns the server names in sorted order.
@@ -35,7 +45,7 @@ func (c *Config) Names() []string {
 // Default returns a Config with no servers, no endpoints and every gateway
 // setting at its default (see [Defaults]). `mcpgate serve -- COMMAND` starts from it.
 func Default() *Config {
-	return &Config{Gateway: Defaults(), Servers: map[string]*Server{}, Endpoints: map[string]*Endpoint{}}
+	return &Config{Gateway: Defaults(), Servers: map[string]*Server{}, Endpoints: map[string]*Endpoint{}, Disabled: map[string]*Server{}}
 }
 
 // Gateway is the top-level "gateway" block: settings of the gateway itself.
@@ -464,6 +474,17 @@ type Server struct {
 	// /servers/NAME/mcp and in every endpoint merging it. Default nil:
 	// everyone may use everything.
 	Policy *Policy
+
+	// Disabled keeps the entry out of service (key "disabled", as Cline,
+	// Roo, Cursor and Windsurf write): Parse puts it in Config.Disabled
+	// instead of Config.Servers. Default false.
+	Disabled bool
+
+	// EnvFile is a file of KEY=VALUE lines whose variables are set for
+	// the process under Env (key "envFile", as VS Code and Cursor write;
+	// relative to the config file's workspace, envfile.go). Parse reads
+	// it into Env. Default "": none.
+	EnvFile string
 }
 
 // Per-server defaults of the keys that have no gateway-wide setting.

@@ -15,11 +15,21 @@ import (
 // Load reads the config file at path and parses it with the process
 // environment. A read error names the file; a bad file gives [Problems].
 func Load(path string) (*Config, error) {
+	return LoadWith(path, Options{})
+}
+
+// LoadWith is Load with options: opts.Path is set to path, and
+// opts.LookupEnv defaults to the process environment.
+func LoadWith(path string, opts Options) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data, os.LookupEnv)
+	opts.Path = path
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	return ParseWith(data, opts)
 }
 
 // Parse decodes and validates a config file. lookupEnv resolves ${VAR}
@@ -30,6 +40,14 @@ func Load(path string) (*Config, error) {
 // default, and servers inherit timeout and maxLineBytes from the gateway
 // block.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return ParseWith(data, Options{LookupEnv: lookupEnv})
+}
+
+// ParseWith is Parse with options (formats.go): the file's path, which
+// the editor variables and envFile are relative to, and the Claude Code
+// project to select.
+func ParseWith(data []byte, opts Options) (*Config, error) {
+	lookupEnv := opts.LookupEnv
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
@@ -44,33 +62,17 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	}
 
 	d := &decoder{lookupEnv: lookupEnv}
+	d.editor.file = opts.Path
 	cfg := Default()
-	var servers, gateway json.RawMessage
-	for _, m := range top {
-		var dst *json.RawMessage
-		switch m.key {
-		case "mcpServers":
-			dst = &servers
-		case "gateway":
-			dst = &gateway
-		default:
-			continue // other applications' settings share this file
-		}
-		if *dst != nil {
-			d.problems.add(m.key, "duplicate key")
-			continue
-		}
-		*dst = m.val
-	}
+	t := d.topLevel(top)
 	// The gateway block first: servers inherit some of its values.
-	if gateway != nil && !isNull(gateway) {
-		d.gateway("gateway", gateway, cfg)
+	if t.gateway != nil && !isNull(t.gateway) {
+		d.gateway("gateway", t.gateway, cfg)
 	}
-	if servers != nil && !isNull(servers) {
-		d.servers("mcpServers", servers, cfg)
-	}
+	d.serverSources(t, opts, cfg)
 	d.addDefaultEndpoint(cfg)
 	linkSecrets(cfg)
+	cfg.Notes = d.editor.notes
 
 	ps := d.problems
 	// A path that failed to decode already has its problem; validating the
@@ -81,8 +83,8 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 	reported := make(map[string]bool, len(ps))
 	for _, p := range ps {
 		reported[p.Path] = true
-		if strings.HasPrefix(p.Path, "mcpServers.") {
-			reported["mcpServers"] = true
+		if d.underServers(p.Path) {
+			reported[d.editor.root] = true
 		}
 		if strings.HasPrefix(p.Path, "gateway.auth.") {
 			reported["gateway.auth"] = true
@@ -92,6 +94,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 		}
 	}
 	for _, p := range cfg.problems() {
+		p.Path = d.filePath(p.Path)
 		if !reported[p.Path] {
 			ps = append(ps, p)
 		}
@@ -129,6 +132,8 @@ type decoder struct {
 	problems  Problems
 	// noDefaultEndpoint: "gateway.endpoints.all" is false.
 	noDefaultEndpoint bool
+	// editor is what other clients' formats need (formats.go).
+	editor editorState
 }
 
 // gateway decodes the "gateway" block at path into cfg.Gateway (and its
@@ -224,13 +229,17 @@ func (d *decoder) boolean(path string, raw json.RawMessage, dst *bool) {
 	}
 }
 
-// servers decodes the "mcpServers" object at path into cfg.Servers.
+// servers decodes the object of servers at path ("mcpServers", or
+// another client's key: formats.go) into cfg.Servers, or cfg.Disabled
+// for an entry with "disabled": true. A name already there is replaced
+// (a Claude Code project's servers win over the top-level ones).
 func (d *decoder) servers(path string, raw json.RawMessage, cfg *Config) {
 	d.object(path, raw, "an object of servers", false, func(name, p string, v json.RawMessage) bool {
 		s := cfg.Gateway.NewServer(name)
 		s.Type = "" // inferred below unless set
+		var extra clientKeys
 		if !d.fields(p, v, "an object", func(key, p string, v json.RawMessage) bool {
-			return d.serverField(key, p, v, s)
+			return d.serverField(key, p, v, s) || d.clientField(key, p, v, s, &extra)
 		}) {
 			return true
 		}
@@ -240,7 +249,15 @@ func (d *decoder) servers(path string, raw json.RawMessage, cfg *Config) {
 				s.Type = TypeHTTP // a url-only entry, as some clients write
 			}
 		}
-		cfg.Servers[name] = s
+		d.finishServer(p, s, &extra)
+		d.editor.paths[name] = p
+		delete(cfg.Servers, name)
+		delete(cfg.Disabled, name)
+		if s.Disabled {
+			cfg.Disabled[name] = s
+		} else {
+			cfg.Servers[name] = s
+		}
 		return true
 	})
 }
@@ -381,7 +398,7 @@ func (d *decoder) duration(path string, raw json.RawMessage, dst *time.Duration)
 // expand expands ${VAR} references in s, recording a problem at path for
 // each one that cannot be expanded.
 func (d *decoder) expand(path, s string) string {
-	out, msgs := expand(s, d.lookupEnv)
+	out, msgs := expand(s, d.lookupEnv, d.editorVar)
 	for _, m := range msgs {
 		d.problems.add(path, "%s", m)
 	}

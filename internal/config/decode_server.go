@@ -27,7 +27,7 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.str(p, v, &iso, false)
 		s.Isolation = Isolation(iso)
 	case "timeout":
-		d.duration(p, v, &s.Timeout)
+		d.timeout(p, v, &s.Timeout)
 	case "maxInFlight":
 		d.integer(p, v, &s.MaxInFlight)
 	case "prewarm":

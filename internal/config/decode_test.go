@@ -296,7 +296,9 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json", "../../examples/endpoints.json", "../../examples/auth.json"} {
+	for _, file := range []string{"../../examples/quickstart.json", "../../examples/full.json", "../../examples/endpoints.json", "../../examples/auth.json",
+		"testdata/clients/cline/cline_mcp_settings.json", "testdata/clients/roo/mcp_settings.json", "testdata/clients/cursor/.cursor/mcp.json",
+		"testdata/clients/windsurf/mcp_config.json", "testdata/clients/vscode/.vscode/mcp.json", "testdata/clients/claude/.claude.json"} {
 		if data, err := os.ReadFile(file); err == nil {
 			f.Add(data)
 		}

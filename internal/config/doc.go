@@ -3,8 +3,11 @@
 // process, opens a socket or checks that a command exists.
 //
 // The file is JSON. Its top-level "mcpServers" object is the one Claude
-// Desktop and Claude Code write, so an existing file works unchanged; every
-// other top-level key except "gateway" (mcpgate's own settings) is ignored.
+// Desktop and Claude Code write, so an existing file works unchanged; so do
+// the files of Cline, Roo, Cursor, Windsurf, VS Code (top-level "servers")
+// and Claude Code's ~/.claude.json ("projects"), told apart by content
+// (formats.go). Every other top-level key except "gateway" (mcpgate's own
+// settings) is ignored.
 //
 // Decoding is strict and exhaustive: unknown keys, duplicate keys, wrong
 // types, bad values and unset environment variables are all collected, each
@@ -24,10 +27,10 @@
 // expand ${VAR} and ${VAR:-default} from the environment; keys are never
 // expanded.
 //
-// One file besides the config is read by Parse: "gateway.secretsFile", the
-// per-principal secrets that servers' "principalHeaders" templates read
-// (principal_headers.go). Its values are never formatted: not in a
-// Problem, an error or a String.
+// Besides the config, Parse reads each server's "envFile" (envfile.go)
+// and "gateway.secretsFile": the per-principal secrets that servers'
+// "principalHeaders" templates read (principal_headers.go). Their values
+// are never formatted: not in a Problem, an error or a String.
 //
 // Callers: cmd/mcpgate loads and validates a file before anything starts;
 // internal/gateway reads the resulting *Config. A Config is not safe for

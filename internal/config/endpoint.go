@@ -243,6 +243,10 @@ func (c *Config) checkMembers(ps *Problems, e *Endpoint, path string) {
 		}
 		listed[name] = i
 		s, ok := c.Servers[name]
+		if _, off := c.Disabled[name]; off {
+			ps.add(p, "server %q is disabled (\"disabled\": true): enable it or leave it out", name)
+			continue
+		}
 		if !ok {
 			ps.add(p, "unknown server %q (not in mcpServers)", name)
 			continue

@@ -10,7 +10,12 @@ import (
 // not followed by "{" is literal. It returns one message per problem (an
 // unset variable without default, a malformed reference); on problems the
 // returned string is not meaningful.
-func expand(s string, lookup func(string) (string, bool)) (string, []string) {
+//
+// special, if not nil, is asked first about every reference: the editor
+// variables such as ${workspaceFolder} and ${input:NAME} (editorvars.go).
+// It reports whether the reference is one of its own, with its value or a
+// problem.
+func expand(s string, lookup func(string) (string, bool), special func(ref string) (val, msg string, ok bool)) (string, []string) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -33,6 +38,15 @@ func expand(s string, lookup func(string) (string, bool)) (string, []string) {
 		}
 		ref := s[:end]
 		s = s[end+1:]
+		if special != nil {
+			if val, msg, ok := special(ref); ok {
+				if msg != "" {
+					msgs = append(msgs, msg)
+				}
+				b.WriteString(val)
+				continue
+			}
+		}
 		name, def, hasDef := strings.Cut(ref, ":-")
 		if !validVarName(name) {
 			msgs = append(msgs, fmt.Sprintf("invalid variable reference %q", "${"+ref+"}"))

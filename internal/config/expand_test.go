@@ -45,7 +45,7 @@ func TestExpand(t *testing.T) {
 		{in: "${:-x}", msgs: []string{`invalid variable reference "${:-x}"`}},
 	}
 	for _, tt := range tests {
-		got, msgs := expand(tt.in, env)
+		got, msgs := expand(tt.in, env, nil)
 		if !slices.Equal(msgs, tt.msgs) {
 			t.Errorf("expand(%q) problems = %q, want %q", tt.in, msgs, tt.msgs)
 			continue

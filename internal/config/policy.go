@@ -40,12 +40,15 @@ type PolicyRule struct {
 	// Scopes must all be the principal's (key "scopes").
 	Scopes []string
 	// When is a CEL expression that must be true (key "when"), over
-	// principal (a map: name, kind "key"/"token"/"anonymous", scopes,
-	// claims, issuer), kind ("tool", "prompt", "resource"), name (a
-	// tool's or prompt's name, a resource's URI or template), target
-	// (the server's or endpoint's name) and arguments (a call's
-	// arguments; {} in lists). An expression that fails (a missing claim)
-	// does not match.
+	// principal (an object with exactly the fields name, kind
+	// "key"/"token"/"anonymous", issuer (strings), scopes (a list of
+	// strings) and claims (a map)), kind ("tool", "prompt", "resource"),
+	// name (a tool's or prompt's name, a resource's URI or template),
+	// target (the server's or endpoint's name), all strings, and
+	// arguments (a call's arguments, a map; {} in lists). It is
+	// type-checked when the config is loaded: an unknown field or a type
+	// error is a problem at its key. An expression that fails when
+	// evaluated (a missing claim) does not match.
 	When string
 
 	// Tools, Prompts and Resources are the items the rule is about (keys

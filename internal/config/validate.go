@@ -28,8 +28,13 @@ func (c *Config) problems() Problems {
 	var ps Problems
 	c.Gateway.check(&ps, "gateway")
 	if len(c.Servers) == 0 {
-		ps.add("mcpServers", "no servers configured")
+		if len(c.Disabled) > 0 {
+			ps.add("mcpServers", "every server is disabled (\"disabled\": true)")
+		} else {
+			ps.add("mcpServers", "no servers configured")
+		}
 	}
+	c.checkDisabled(&ps)
 	for _, name := range c.Names() {
 		path := join("mcpServers", name)
 		s := c.Servers[name]

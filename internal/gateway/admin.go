@@ -151,7 +151,7 @@ func (s adminSource) Servers() []admin.Server {
 		}
 		out = append(out, as)
 	}
-	return out
+	return append(out, disabledAdmin(cfg)...)
 }
 
 func (s adminSource) inspector(name string) (backend.Inspector, error) {

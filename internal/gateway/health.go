@@ -15,8 +15,11 @@ import (
 // ServerReady is one server in /readyz.
 type ServerReady struct {
 	Ready    bool   `json:"ready"`
-	State    string `json:"state"` // "ready", "starting", "backing off: ...", or "per session"
+	State    string `json:"state"` // "ready", "starting", "backing off: ...", "per session" or "disabled"
 	Critical bool   `json:"critical,omitempty"`
+	// Disabled: "disabled": true in the config; not started, and no
+	// reason to be unready (disabled.go).
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // EndpointReady is one endpoint in /readyz.
@@ -52,6 +55,7 @@ func (g *Gateway) Readiness() ReadyReport {
 		}
 		r.Servers[name] = h
 	}
+	addDisabledReady(&r, cfg)
 	if len(endpoints) > 0 {
 		r.Endpoints = map[string]EndpointReady{}
 	}

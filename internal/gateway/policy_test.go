@@ -275,3 +275,31 @@ func TestPolicyAllEras(t *testing.T) {
 	c.connect(t)
 	hidden("endpoint", c.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).final(t))
 }
+
+// A reload whose policy names a field principal does not have (or
+// compares values of different types) is refused with the problem at its
+// key, and the running policy stays: before type-checking, it compiled,
+// was swapped in and denied everyone silently.
+func TestPolicyTypeErrorRefusedAtReload(t *testing.T) {
+	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyDeny, Rules: []config.PolicyRule{
+		{Effect: config.PolicyAllow, When: `principal.kind == "anonymous"`},
+	}}
+	g, logs := startReloading(t, cfg, ReloadOptions{})
+
+	next := cloneConfig(cfg)
+	next.Servers["a"].Policy = &config.Policy{Default: config.PolicyDeny, Rules: []config.PolicyRule{
+		{Effect: config.PolicyAllow, When: `principal.kind == "anonymous"`},
+		{Effect: config.PolicyAllow, When: `principal.nme == 1`},
+	}}
+	err := g.gw.Reload(next)
+	if err == nil || !strings.Contains(err.Error(), "mcpServers.a.policy.rules[1].when: 1:10: undefined field 'nme'") {
+		t.Fatalf("reload: %v, want the undefined field at its key", err)
+	}
+	if errs := logs.lines("level=ERROR", "config reload refused"); len(errs) != 1 || !strings.Contains(errs[0], "rules[1].when") {
+		t.Errorf("error lines %q, want the one problem", errs)
+	}
+	c := g.client("a")
+	c.connect(t)
+	echoOK(t, c, "under the old policy")
+}

@@ -2,10 +2,12 @@ package policy
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
 )
 
 // maxCost bounds the work of one expression's evaluation (CEL's cost
@@ -14,10 +16,40 @@ import (
 // hold a request up.
 const maxCost = 100_000
 
-// env is the CEL environment of every expression: its variables.
+// principal is what an expression sees as "principal": an object type
+// with exactly these fields (not a map), so that the checker refuses a
+// misspelt field ("principal.nme") or a comparison of the wrong type
+// ("principal.name == 1") when the config is loaded, instead of an
+// expression that never matches. Claims stay dynamic: they are whatever
+// the issuer put in its tokens.
+type principal struct {
+	Name   string         `cel:"name"`
+	Kind   string         `cel:"kind"` // "key", "token" or "anonymous"
+	Scopes []string       `cel:"scopes"`
+	Claims map[string]any `cel:"claims"`
+	Issuer string         `cel:"issuer"`
+}
+
+// principalFields names principal's fields as expressions see them,
+// for errors: "name, kind, scopes, claims, issuer".
+func principalFields() string {
+	var names []string
+	for f := range reflect.TypeFor[principal]().Fields() {
+		names = append(names, f.Tag.Get("cel"))
+	}
+	return strings.Join(names, ", ")
+}
+
+// principalType is principal's CEL object type.
+var principalType = cel.ObjectType("policy.principal")
+
+// env is the CEL environment of every expression: its variables, each
+// with its type, so that Compile type-checks an expression against what
+// vars binds.
 var env = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(
-		cel.Variable("principal", cel.MapType(cel.StringType, cel.DynType)),
+		ext.NativeTypes(reflect.TypeFor[principal](), ext.ParseStructTags(true)),
+		cel.Variable("principal", principalType),
 		cel.Variable("kind", cel.StringType),
 		cel.Variable("name", cel.StringType),
 		cel.Variable("target", cel.StringType),
@@ -33,7 +65,13 @@ func compileWhen(src string) (cel.Program, error) {
 	}
 	ast, iss := e.Compile(src)
 	if iss.Err() != nil {
-		return nil, errors.New(firstLine(iss.Err().Error()))
+		msg := firstLine(iss.Err().Error())
+		if strings.Contains(msg, "undefined field") {
+			// The only object type is principal's (maps have no
+			// fixed fields): say which fields it has.
+			msg += " (principal has " + principalFields() + ")"
+		}
+		return nil, errors.New(msg)
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, errors.New("must be a boolean expression, not one of type " + t.String())

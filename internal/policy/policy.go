@@ -187,14 +187,14 @@ func (r *rule) namesKind(kind string) bool {
 // vars are the expressions' variables; ok false when args are present
 // and not a JSON object without duplicate members.
 func (p *Policy) vars(pr *auth.Principal, kind, name string, args json.RawMessage) (vars map[string]any, ok bool) {
-	principal := map[string]any{"name": "", "kind": "anonymous", "scopes": []string{}, "claims": map[string]any{}, "issuer": ""}
+	who := principal{Kind: "anonymous", Scopes: []string{}, Claims: map[string]any{}}
 	if pr != nil {
-		principal["name"], principal["kind"], principal["issuer"] = pr.Name, pr.Kind, pr.Issuer
+		who.Name, who.Kind, who.Issuer = pr.Name, pr.Kind, pr.Issuer
 		if pr.Scopes != nil {
-			principal["scopes"] = pr.Scopes
+			who.Scopes = pr.Scopes
 		}
 		if pr.Claims != nil {
-			principal["claims"] = pr.Claims
+			who.Claims = pr.Claims
 		}
 	}
 	arguments := map[string]any{}
@@ -205,7 +205,7 @@ func (p *Policy) vars(pr *auth.Principal, kind, name string, args json.RawMessag
 			return nil, false
 		}
 	}
-	return map[string]any{"principal": principal, "kind": kind, "name": name, "target": p.target, "arguments": arguments}, true
+	return map[string]any{"principal": who, "kind": kind, "name": name, "target": p.target, "arguments": arguments}, true
 }
 
 // Set is the compiled policies of a config: by server name and by
@@ -232,6 +232,12 @@ func FromConfig(cfg *config.Config) (Set, error) {
 	}
 	for name, e := range cfg.Endpoints {
 		add(set.Endpoints, "gateway.endpoints."+name+".policy", name, e.Policy)
+	}
+	// A disabled server's policy is checked too (enabling the server
+	// must not reveal a bad expression), and used nowhere.
+	unused := map[string]*Policy{}
+	for name, s := range cfg.Disabled {
+		add(unused, "mcpServers."+name+".policy", name, s.Policy)
 	}
 	if len(problems) > 0 {
 		return Set{}, problems
