@@ -282,6 +282,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// One version everywhere: what `mcpgate version` prints is what the
 	// servers see as clientInfo.version.
 	gateway.Version = versionString()
+	gateway.Commit = readBuild().Commit // mcpgate_build_info's commit label
 	runCtx := ctx
 	if *configPath != "" { // reload.go
 		sighup := make(chan os.Signal, 1)
