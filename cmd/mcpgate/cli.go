@@ -299,7 +299,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 // newLogger makes the gateway's logger: g's level and format, on w.
 func newLogger(w io.Writer, g *config.Gateway) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: g.Level()}
+	opts := &slog.HandlerOptions{Level: g.Level(), ReplaceAttr: durationText} // logattrs.go
 	if g.LogFormat == config.LogFormatJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
