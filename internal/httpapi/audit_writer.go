@@ -116,6 +116,9 @@ func (a *Auditor) run(w io.Writer) {
 					"file", a.name, "err", err, "lines", lost, "failures_held_back", held)
 			}
 		}
+		if cap(batch) > 4*auditBatch {
+			batch = nil // a line of huge arguments: its room is not kept
+		}
 		if !open {
 			return
 		}
