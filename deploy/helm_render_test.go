@@ -10,6 +10,7 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"text/template"
@@ -77,11 +78,32 @@ func helmFuncs(tmpl **template.Template) template.FuncMap {
 			b, err := json.MarshalIndent(v, "", "  ")
 			return string(b), err
 		},
+		// fail stops the render with msg (Helm: "execution error at
+		// (TEMPLATE): msg").
+		"fail": func(msg string) (string, error) { return "", errors.New(msg) },
+		"int":  toInt,
 		"sha256sum": func(s string) string {
 			sum := sha256.Sum256([]byte(s))
 			return hex.EncodeToString(sum[:])
 		},
 	}
+}
+
+// toInt is Sprig's int: numbers of any type (Helm's values file gives
+// float64, --set int64), and decimal strings; anything else is 0.
+func toInt(v any) int {
+	switch n := v.(type) {
+	case int:
+		return n
+	case int64:
+		return int(n)
+	case float64:
+		return int(n)
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
 }
 
 func indent(n int, s string) string {
@@ -133,6 +155,18 @@ func (r rendered) object(t *testing.T, kind string) map[string]any {
 // .Values, for a release named "demo", and decodes the YAML it makes.
 func renderChart(t *testing.T, dir string, values map[string]any) rendered {
 	t.Helper()
+	r, err := tryRenderChart(t, dir, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryRenderChart is renderChart returning the error of a template that
+// refuses the values (a fail), as helm install would, instead of failing
+// the test.
+func tryRenderChart(t *testing.T, dir string, values map[string]any) (rendered, error) {
+	t.Helper()
 	chart := readYAML(t, filepath.Join(dir, "Chart.yaml"))
 	data := map[string]any{
 		"Values": values,
@@ -162,7 +196,7 @@ func renderChart(t *testing.T, dir string, values map[string]any) rendered {
 		}
 		var b bytes.Buffer
 		if err := tmpl.ExecuteTemplate(&b, name, data); err != nil {
-			t.Fatalf("render %s: %v", name, err)
+			return r, fmt.Errorf("render %s: %w", name, err)
 		}
 		r.files[name] = b.String()
 		if !strings.HasSuffix(name, ".yaml") {
@@ -188,7 +222,7 @@ func renderChart(t *testing.T, dir string, values map[string]any) rendered {
 			r.objects[kind] = append(r.objects[kind], obj)
 		}
 	}
-	return r
+	return r, nil
 }
 
 // TestHelmFuncs checks the Helm functions implemented here against what
@@ -207,6 +241,9 @@ func TestHelmFuncs(t *testing.T) {
 		{`{{ "a\"b" | quote }}`, `"a\"b"`},
 		{`{{ "a\nb" | nindent 2 }}`, "\n  a\n  b"},
 		{`{{ dict | toYaml }}`, "{}"},
+		{`{{ 3.0 | int }}`, "3"},
+		{`{{ "3" | int }}`, "3"},
+		{`{{ "x" | int }}`, "0"},
 		{`{{ "x" | sha256sum }}`, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"},
 	}
 	tmpl.Funcs(template.FuncMap{"dict": func() map[string]any { return map[string]any{} }})

@@ -29,9 +29,11 @@ session call the tool "echo" (cmd/mcpecho serves it) with a message
 unique to the call, from --concurrency callers per session at once, for
 --warmup and then the measured --duration. Every reply must carry its
 caller's own id and message: a reply that belongs to another call counts
-as crossed, any other failure as an error. It prints calls per second and
+as crossed, any other failure as an error. A server whose echo does not
+return its message at all (its replies carry no message sent) is told in
+one line: its replies cannot be checked. It prints calls per second and
 latency percentiles of the measured calls, and exits 1 if there was any
-error or crossed reply.
+error or crossed reply, or the server does not echo.
 
 With --size each message is BYTES long (its unique part first, then ASCII
 filler) and the payload rate is reported too, in MB/s (10^6 bytes) each
@@ -94,6 +96,7 @@ type benchJSON struct {
 	OpenP99us  float64 `json:"open_p99_us"`
 	Errors     uint64  `json:"errors"`
 	Crossed    uint64  `json:"crossed"`
+	NotEchoed  uint64  `json:"not_echoed"`
 	FirstError string  `json:"first_error,omitempty"`
 }
 
@@ -183,8 +186,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		Progress: func(p loadgen.Progress) {
 			rate := float64(p.Calls-lastCalls) / (p.Elapsed - lastAt).Seconds()
 			lastCalls, lastAt = p.Calls, p.Elapsed
-			fmt.Fprintf(stderr, "bench: %s %4.0fs opened=%d calls=%d (%.0f/s) errors=%d crossed=%d\n",
-				p.Phase, p.Elapsed.Seconds(), p.Opened, p.Calls, rate, p.Errors, p.Crossed)
+			fmt.Fprintf(stderr, "bench: %s %4.0fs opened=%d calls=%d (%.0f/s) errors=%d crossed=%d%s\n",
+				p.Phase, p.Elapsed.Seconds(), p.Opened, p.Calls, rate, p.Errors, p.Crossed, notEchoed(p.NotEchoed))
 		},
 	})
 	if err != nil && res.Elapsed == 0 {
@@ -203,7 +206,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 			BytesPerCall: perCall, MBPerSec: res.BytesPerSec / 1e6,
 			P50us: us(res.P(0.50)), P90us: us(res.P(0.90)), P99us: us(res.P(0.99)), MaxUs: us(res.Latency.Max()),
 			Opened: res.Open.Count(), OpenP50us: us(res.Open.Quantile(0.50)), OpenP99us: us(res.Open.Quantile(0.99)),
-			Errors: res.Errors, Crossed: res.Crossed, FirstError: res.FirstError,
+			Errors: res.Errors, Crossed: res.Crossed, NotEchoed: res.NotEchoed, FirstError: res.FirstError,
 		})
 		fmt.Fprintf(stdout, "%s\n", out)
 	} else {
@@ -220,11 +223,20 @@ func bench(args []string, stdout, stderr io.Writer) int {
 			us(res.Open.Quantile(0.50)), us(res.Open.Quantile(0.99)), res.Open.Count(), *openParallel)
 		fmt.Fprintf(tw, "errors\t%d\n", res.Errors)
 		fmt.Fprintf(tw, "crossed\t%d\n", res.Crossed)
+		if res.NotEchoed > 0 {
+			fmt.Fprintf(tw, "not echoed\t%d\n", res.NotEchoed)
+		}
 		_ = tw.Flush()
 	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(stderr, "mcpgate bench: stopped early: %v\n", err)
+		return exitFailure
+	case res.NotEchoed > 0:
+		// One line, instead of every reply counted as crossed: the server
+		// is not one this command can check, which is no routing bug.
+		fmt.Fprintf(stderr, "mcpgate bench: the server's \"echo\" tool does not return its message (%d replies carried no message sent; %d errors, %d crossed): replies cannot be checked; bench a server whose echo returns its message, such as mcpecho\n",
+			res.NotEchoed, res.Errors, res.Crossed)
 		return exitFailure
 	case res.Errors > 0 || res.Crossed > 0:
 		fmt.Fprintf(stderr, "mcpgate bench: %d errors, %d crossed replies; first error: %s\n", res.Errors, res.Crossed, res.FirstError)
@@ -260,4 +272,13 @@ func benchIdle(ctx context.Context, o loadgen.IdleOptions, asJSON bool, stdout, 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// notEchoed is the progress line's count of replies without an echo, when
+// there are any.
+func notEchoed(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" not_echoed=%d", n)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -195,5 +197,45 @@ func TestHeaderFlags(t *testing.T) {
 	}
 	if got := http.Header(h); got.Get("Authorization") != "Bearer x" || len(got.Values("X-A")) != 2 {
 		t.Errorf("headers %v", got)
+	}
+}
+
+// TestBenchNotEchoing: against a server whose "echo" tool answers "ok"
+// whatever it is sent, bench says so in one line and counts no crossed
+// reply (it used to report every reply as crossed, like a routing bug).
+func TestBenchNotEchoing(t *testing.T) {
+	noLeaks(t)
+	srv, _ := echoFixture(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			var req struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &req) == nil && req.Method == "tools/call" {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}]}}`, req.ID)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			h.ServeHTTP(w, r)
+		})
+	})
+	r := runBench(t, "--url", srv.URL, "--sessions", "2", "--duration", "100ms", "--warmup", "0s", "--version", "2025-06-18")
+	if r.code != exitFailure {
+		t.Errorf("exit %d, want %d", r.code, exitFailure)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, `the server's "echo" tool does not return its message`) || !strings.Contains(last, "0 errors, 0 crossed") {
+		t.Errorf("last stderr line %q; want the one line saying the server does not echo", last)
+	}
+	if strings.Count(r.stderr, "does not return its message") != 1 {
+		t.Errorf("said more than once:\n%s", r.stderr)
+	}
+	for _, want := range []string{"crossed     0", "errors      0", "not echoed  "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }

@@ -290,6 +290,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// One version everywhere: what `mcpgate version` prints is what the
 	// servers see as clientInfo.version.
 	gateway.Version = versionString()
+	gateway.Commit = readBuild().Commit // mcpgate_build_info's commit label
 	runCtx := ctx
 	if *configPath != "" { // reload.go
 		sighup := make(chan os.Signal, 1)
@@ -306,7 +307,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 // newLogger makes the gateway's logger: g's level and format, on w.
 func newLogger(w io.Writer, g *config.Gateway) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: g.Level()}
+	opts := &slog.HandlerOptions{Level: g.Level(), ReplaceAttr: durationText} // logattrs.go
 	if g.LogFormat == config.LogFormatJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

@@ -50,7 +50,7 @@ func TestServeLogFormatJSON(t *testing.T) {
 		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
 	}
 	rec := jsonLines(t, r.stderr)[0]
-	if rec["level"] != "INFO" || rec["msg"] != "server ready" || rec["server"] != "memory" || rec["startup"] != float64(1234*time.Millisecond) {
+	if rec["level"] != "INFO" || rec["msg"] != "server ready" || rec["server"] != "memory" || rec["startup"] != "1.234s" {
 		t.Errorf("record %v", rec)
 	}
 }

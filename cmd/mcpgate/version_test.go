@@ -14,17 +14,22 @@ import (
 	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
-// TestServeHandsVersionToGateway: the version set with -X main.version is
-// the one the gateway sends to servers as clientInfo.version.
+// TestServeHandsVersionToGateway: the version and commit set with -X
+// main.version and -X main.commit are the ones the gateway sends to
+// servers as clientInfo.version and exports in mcpgate_build_info.
 func TestServeHandsVersionToGateway(t *testing.T) {
 	oldVersion, oldGateway := version, gateway.Version
-	t.Cleanup(func() { version, gateway.Version = oldVersion, oldGateway })
-	version = "9.8.7-test"
-	var seen string
+	oldCommit, oldGatewayCommit := commit, gateway.Commit
+	t.Cleanup(func() {
+		version, gateway.Version = oldVersion, oldGateway
+		commit, gateway.Commit = oldCommit, oldGatewayCommit
+	})
+	version, commit = "9.8.7-test", "feedc0de"
+	var seen, seenCommit string
 	old := runGateway
 	t.Cleanup(func() { runGateway = old })
 	runGateway = func(context.Context, *config.Config, *slog.Logger) error {
-		seen = gateway.Version
+		seen, seenCommit = gateway.Version, gateway.Commit
 		return nil
 	}
 	if r := runCLI("serve", "--", "cat"); r.code != 0 {
@@ -32,6 +37,9 @@ func TestServeHandsVersionToGateway(t *testing.T) {
 	}
 	if seen != "9.8.7-test" {
 		t.Errorf("gateway.Version during serve = %q, want the -X main.version value", seen)
+	}
+	if seenCommit != "feedc0de" {
+		t.Errorf("gateway.Commit during serve = %q, want the -X main.commit value", seenCommit)
 	}
 }
 

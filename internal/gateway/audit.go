@@ -2,32 +2,46 @@ package gateway
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/logfile"
 )
 
 // openAudit opens the audit log of gateway.audit (nil: none): the file,
-// appended to, or stderr for "-". close writes the lines queued and
-// closes the file.
-func openAudit(a *config.Audit) (au *httpapi.Auditor, closeFn func(), err error) {
+// appended to and reopened when rotated (file, for SIGHUP: reopenAudit),
+// or stderr for "-". Write errors are logged on log. close writes the
+// lines queued and closes the file.
+func openAudit(a *config.Audit, log *slog.Logger) (au *httpapi.Auditor, file *logfile.File, closeFn func(), err error) {
 	if a == nil {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
+	o := httpapi.AuditOptions{Arguments: a.Arguments, Logger: log, Name: a.File}
 	if a.File == "-" {
-		au = httpapi.NewAuditor(os.Stderr, a.Arguments)
-		return au, au.Close, nil
+		au = httpapi.NewAuditorWith(os.Stderr, o)
+		return au, nil, au.Close, nil
 	}
-	f, err := os.OpenFile(a.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := logfile.Open(a.File, 0o600)
 	if err != nil {
-		return nil, nil, fmt.Errorf("gateway.audit.file: %w", err)
+		return nil, nil, nil, fmt.Errorf("gateway.audit.file: %w", err)
 	}
-	au = httpapi.NewAuditor(f, a.Arguments)
-	return au, func() {
+	au = httpapi.NewAuditorWith(f, o)
+	return au, f, func() {
 		au.Close()
 		_ = f.Close()
 	}, nil
+}
+
+// reopenAudit makes the audit log's file be opened again before its next
+// write (SIGHUP: a rotation tool's postrotate signal). A rename or removal
+// of the file is noticed without it (internal/logfile).
+func (g *Gateway) reopenAudit() {
+	if g.auditFile != nil {
+		g.auditFile.Reopen()
+		g.log.Info("reopening the audit log", "file", g.auditFile.Name())
+	}
 }
 
 // limits maps gateway.limits onto the HTTP front's (nil: none).

@@ -14,14 +14,14 @@ import (
 )
 
 func TestOpenAudit(t *testing.T) {
-	au, closeFn, err := openAudit(nil)
+	au, _, closeFn, err := openAudit(nil, nil)
 	if au != nil || err != nil {
 		t.Fatalf("no audit block: %v, %v", au, err)
 	}
 	closeFn()
 
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	au, closeFn, err = openAudit(&config.Audit{File: path})
+	au, _, closeFn, err = openAudit(&config.Audit{File: path}, nil)
 	if err != nil || au == nil {
 		t.Fatalf("openAudit: %v", err)
 	}
@@ -34,7 +34,7 @@ func TestOpenAudit(t *testing.T) {
 		t.Errorf("audit file mode %v, want 0600", perm)
 	}
 
-	_, _, err = openAudit(&config.Audit{File: t.TempDir()}) // a directory
+	_, _, _, err = openAudit(&config.Audit{File: t.TempDir()}, nil) // a directory
 	if err == nil || !strings.Contains(err.Error(), "gateway.audit.file") {
 		t.Errorf("opening a directory: %v; want an error naming gateway.audit.file", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/logfile"
 	"github.com/mcpgate/mcpgate/internal/policy"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
@@ -81,6 +82,7 @@ type Gateway struct {
 	// closeAudit writes the audit lines queued and closes the audit log
 	// (audit.go); a no-op without one.
 	closeAudit func()
+	auditFile  *logfile.File // the audit log's file, reopened on SIGHUP; nil: none (audit.go)
 	// rl serializes reloads, which swap cfg, servers, endpoints, auth and
 	// policies (reload.go).
 	rl      reloader
@@ -138,7 +140,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 		return nil, err
 	}
 	hc := handlerConfig(cfg, backends, log)
-	if hc.Audit, g.closeAudit, err = openAudit(cfg.Gateway.Audit); err != nil {
+	if hc.Audit, g.auditFile, g.closeAudit, err = openAudit(cfg.Gateway.Audit, log); err != nil {
 		g.closeEndpoints()
 		g.stopServers()
 		return nil, err

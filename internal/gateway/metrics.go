@@ -21,6 +21,7 @@ func (g *Gateway) setupMetrics(hc *httpapi.Config) {
 		return
 	}
 	m := metrics.New(&metricsSource{g: g, audit: hc.Audit})
+	exportOps(m, hc.Audit, g.auditFile) // metrics_ops.go
 	hc.Metrics, hc.Observer = m.Handler(), requestObserver{m}
 }
 

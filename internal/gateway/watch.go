@@ -32,7 +32,8 @@ import (
 // bytes reloads nothing. Events on other files of the directories (a log
 // written beside the config) are ignored: they would keep the debounce
 // from ever firing.
-// A SIGHUP always reloads (also re-reading API key files).
+// A SIGHUP always reloads (also re-reading API key files), and reopens
+// the audit log's file.
 //
 // One goroutine (watchLoop) owns the watcher and runs every reload; it
 // ends when the gateway's context ends, before serve returns.
@@ -235,6 +236,7 @@ func (g *Gateway) watchLoop(ctx context.Context, fw *fsnotify.Watcher) {
 				opts.Trigger = nil
 				continue
 			}
+			g.reopenAudit() // audit.go: logrotate's postrotate signal
 			g.log.Info("reloading the config", "trigger", sig.String(), "file", opts.Path)
 			lastHash = hashFile(opts.Path)
 			reload()

@@ -1,10 +1,10 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -24,79 +24,68 @@ import (
 // for a 403). A request refused by a limit has outcome "rate_limited"
 // (429) or "overloaded" (503, the global cap). Lines go through a bounded
 // queue to one writer goroutine: a slow disk never holds a request up;
-// when the queue is full, lines are dropped and counted, and the next
-// line written is preceded by {"time":...,"dropped":N}.
+// when the queue is full, lines are dropped and counted. A write that
+// fails loses its lines, counted too, and the writer carries on (see
+// audit_writer.go); the next line written is preceded by
+// {"time":...,"dropped":N}, the lines missing before it.
 
 // AuditQueue is the number of lines an Auditor holds before it drops.
 const AuditQueue = 4096
 
-// Auditor writes audit lines to a writer. Its methods are safe for
-// concurrent use; Close it when the Handler is closed.
+// Auditor writes audit lines to a writer (audit_writer.go). Its methods
+// are safe for concurrent use; Close it when the Handler is closed.
 type Auditor struct {
 	arguments bool
 	lines     chan []byte
-	dropped   atomic.Int64
 	done      chan struct{}
 	closeOnce sync.Once
 	now       func() time.Time
 	obs       *observer // Config.Observer (observe.go); nil: none
+
+	// The writer's health (audit_writer.go).
+	logger      *slog.Logger
+	name        string       // the log's name in log lines (its file)
+	dropped     atomic.Int64 // lines dropped: the queue was full
+	lost        atomic.Int64 // lines lost: their write failed
+	writeErrors atomic.Int64 // writes that failed
+	errLog      logLimit     // "audit log write failed" lines
+}
+
+// AuditOptions are an Auditor's settings. The zero value is valid.
+type AuditOptions struct {
+	// Arguments puts the calls' arguments in the lines. Default false.
+	Arguments bool
+	// Logger gets the write errors (rate-limited) and the recoveries.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// Name names the log in those lines: its file. Default "".
+	Name string
 }
 
 // NewAuditor returns an Auditor writing to w, with the calls' arguments
 // when arguments is true.
-func NewAuditor(w io.Writer, arguments bool) *Auditor { return newAuditor(w, arguments, time.Now) }
+func NewAuditor(w io.Writer, arguments bool) *Auditor {
+	return NewAuditorWith(w, AuditOptions{Arguments: arguments})
+}
+
+// NewAuditorWith returns an Auditor writing to w as o says.
+func NewAuditorWith(w io.Writer, o AuditOptions) *Auditor { return newAuditorWith(w, o, time.Now) }
 
 // newAuditor is NewAuditor with clock now (tests).
 func newAuditor(w io.Writer, arguments bool, now func() time.Time) *Auditor {
-	a := &Auditor{arguments: arguments, lines: make(chan []byte, AuditQueue), done: make(chan struct{}), now: now}
+	return newAuditorWith(w, AuditOptions{Arguments: arguments}, now)
+}
+
+func newAuditorWith(w io.Writer, o AuditOptions, now func() time.Time) *Auditor {
+	a := &Auditor{
+		arguments: o.Arguments, lines: make(chan []byte, AuditQueue), done: make(chan struct{}), now: now,
+		logger: o.Logger, name: o.Name, errLog: logLimit{every: auditErrorEvery},
+	}
+	if a.logger == nil {
+		a.logger = slog.Default()
+	}
 	go a.run(w)
 	return a
-}
-
-// Dropped returns how many lines were dropped because the queue was full.
-func (a *Auditor) Dropped() int64 { return a.dropped.Load() }
-
-// Close writes the lines queued and stops; lines logged after are
-// dropped.
-func (a *Auditor) Close() {
-	a.closeOnce.Do(func() { close(a.lines) })
-	<-a.done
-}
-
-func (a *Auditor) run(w io.Writer) {
-	defer close(a.done)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	var reported int64
-	for line := range a.lines {
-		if d := a.dropped.Load(); d > reported {
-			b, _ := json.Marshal(struct {
-				Time    string `json:"time"`
-				Dropped int64  `json:"dropped"`
-			}{a.now().UTC().Format(time.RFC3339Nano), d - reported})
-			_, _ = bw.Write(append(b, '\n'))
-			reported = d
-		}
-		_, _ = bw.Write(line)
-		if len(a.lines) == 0 {
-			_ = bw.Flush()
-		}
-	}
-	_ = bw.Flush()
-}
-
-// log queues one line, or drops it when the queue is full.
-func (a *Auditor) log(line []byte) {
-	defer func() {
-		// Logged after Close: dropped.
-		if recover() != nil {
-			a.dropped.Add(1)
-		}
-	}()
-	select {
-	case a.lines <- line:
-	default:
-		a.dropped.Add(1)
-	}
 }
 
 // auditLine is one line of the audit log.

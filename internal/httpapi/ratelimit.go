@@ -5,14 +5,16 @@ import (
 	"time"
 )
 
-// logEvery is the interval a logLimit allows one line per.
+// logEvery is the interval a logLimit allows one line per, by default.
 const logEvery = time.Second
 
-// logLimit lets one log line of one kind through per logEvery and counts
-// the lines it held back, so that a client repeating a failing request as
-// fast as it can costs one line per second, and the log still says how many
-// there were. The zero value is ready; safe for concurrent use.
+// logLimit lets one log line of one kind through per logEvery (or its
+// own interval) and counts the lines it held back, so that a client
+// repeating a failing request as fast as it can costs one line per
+// second, and the log still says how many there were. The zero value is ready; safe for concurrent use.
 type logLimit struct {
+	every time.Duration // the interval; 0: logEvery
+
 	mu   sync.Mutex
 	next time.Time // guarded by mu: when the next line may be logged
 	held int       // guarded by mu: lines held back since the last one logged
@@ -27,7 +29,11 @@ func (l *logLimit) allow(now time.Time) (ok bool, held int) {
 		l.held++
 		return false, 0
 	}
-	l.next = now.Add(logEvery)
+	every := l.every
+	if every <= 0 {
+		every = logEvery
+	}
+	l.next = now.Add(every)
 	held, l.held = l.held, 0
 	return true, held
 }

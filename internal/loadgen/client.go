@@ -24,9 +24,12 @@ import (
 // Outcome errors a call can have besides transport failures. A reply that
 // is a well-formed echo result for someone else is errCrossed, never an
 // error; one for this call whose text is damaged after its unique part is
-// errMangled, an error.
+// errMangled, an error. A result whose text carries no message of the
+// run at all is errNotEchoed, neither: the server's echo tool does not
+// return its message, so no reply can be checked (not a routing bug).
 var (
 	errCrossed    = errors.New("crossed reply: id or echoed text belongs to another call")
+	errNotEchoed  = errors.New("the server's echo tool does not return its message: replies cannot be checked")
 	errMangled    = errors.New("echoed text differs from the message after its unique part")
 	errNoReply    = errors.New("response ended without a JSON-RPC reply")
 	errRPCError   = errors.New("JSON-RPC error reply")
@@ -298,10 +301,12 @@ func (s *session) call(ctx context.Context, id int64, msg []byte, unique int, sc
 }
 
 // checkEcho classifies a reply to the call (id, msg): nil if it is its
-// own, errCrossed if it is a well-formed echo result for another call (its
-// id or the first unique bytes of its text differ), errMangled if it is
-// this call's but the rest of the text differs, errResultType if it is
-// this call's but, the call being stateless, without "resultType":"complete";
+// own, errCrossed if it is a well-formed result for another call (its id
+// differs, or its text carries another call's message of the run and not
+// this one's), errNotEchoed if its text carries no message of the run at
+// all, errMangled if it is this call's but the text differs from msg (the
+// message damaged, or wrapped: "Echo: ..."), errResultType if it is this
+// call's but, the call being stateless, without "resultType":"complete";
 // otherwise an error.
 func checkEcho(reply []byte, id int64, msg []byte, unique int, stateless bool) error {
 	m, err := jsonrpc.Parse(reply)
@@ -319,9 +324,16 @@ func checkEcho(reply []byte, id int64, msg []byte, unique int, stateless bool) e
 		return fmt.Errorf("reply has no result.content[0].text: %.200s", reply)
 	}
 	var idb [20]byte
-	switch {
-	case !bytes.Equal(m.Bytes(m.ID), strconv.AppendInt(idb[:0], id, 10)) || !bytes.HasPrefix(text, msg[:unique]):
+	if !bytes.Equal(m.Bytes(m.ID), strconv.AppendInt(idb[:0], id, 10)) {
 		return errCrossed
+	}
+	switch whose(text, msg, unique) {
+	case echoOther:
+		return errCrossed
+	case echoNone:
+		return errNotEchoed
+	}
+	switch {
 	case stateless && string(resultType) != "complete":
 		return fmt.Errorf("%w: resultType %q", errResultType, resultType)
 	case !bytes.Equal(text, msg):

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -449,4 +450,55 @@ func TestRunStatelessNeedsDiscover(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `supportedVersions ["2025-11-25"] lacks 2026-07-28`) {
 		t.Fatalf("Run = %v", err)
 	}
+}
+
+// notEcho answers a tools/call with text, not the message, as a server
+// whose "echo" tool is something else would (a stateless call's result is
+// still "complete").
+func notEcho(text string) func(w http.ResponseWriter, r *http.Request, msg []byte) {
+	return func(w http.ResponseWriter, r *http.Request, msg []byte) {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(msg, &req)
+		result, _ := json.Marshal(map[string]any{
+			"content": []map[string]string{{"type": "text", "text": text}}, "resultType": "complete",
+		})
+		writeReply(w, r, fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, result))
+	}
+}
+
+// TestRunNotEchoing: a server whose echo returns no message of the run
+// (a constant, an empty text) is told apart from a routing bug: its
+// replies are counted as not echoed, never as crossed, nor as errors. One
+// that wraps the message ("Echo: " + it) echoes it, damaged: errors.
+func TestRunNotEchoing(t *testing.T) {
+	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
+		for _, text := range []string{"ok", "", "tool ran at 2026-01-02T03:04:05Z-s0-c0-1"} {
+			t.Run(version+"/"+text, func(t *testing.T) {
+				srv, _ := echoServer(t, notEcho(text))
+				res, err := Run(t.Context(), quick(srv.URL, version))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.NotEchoed == 0 || res.Crossed != 0 || res.Errors != 0 || res.Calls != 0 {
+					t.Fatalf("not echoed %d crossed %d errors %d calls %d (%s); want only not echoed",
+						res.NotEchoed, res.Crossed, res.Errors, res.Calls, res.FirstError)
+				}
+			})
+		}
+	}
+	t.Run("wrapped", func(t *testing.T) {
+		srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+			reply, _, _ := echoserver.AppendReply(nil, msg)
+			writeReply(w, r, bytes.Replace(reply, []byte(`"text":"`), []byte(`"text":"Echo: `), 1))
+		})
+		res, err := Run(t.Context(), quick(srv.URL, "2025-06-18"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Errors == 0 || res.Crossed != 0 || res.NotEchoed != 0 || !strings.Contains(res.FirstError, "differs from the message") {
+			t.Fatalf("errors %d crossed %d not echoed %d (%s); want errors: the message wrapped", res.Errors, res.Crossed, res.NotEchoed, res.FirstError)
+		}
+	})
 }

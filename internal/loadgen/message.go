@@ -1,6 +1,9 @@
 package loadgen
 
-import "strconv"
+import (
+	"bytes"
+	"strconv"
+)
 
 // MaxSize is the largest Options.Size: a reply echoes the message, and
 // replies are read up to 16 MiB.
@@ -34,4 +37,54 @@ func buildMessage(buf, prefix []byte, seq uint64, size int, filler []byte) (msg 
 		msg = append(msg, filler[:pad]...)
 	}
 	return msg, unique
+}
+
+// What message of the run a reply's text carries (whose).
+const (
+	echoOwn   = iota // this call's: its unique part, not run into more digits
+	echoOther        // another call's: the run's mark, and not this call's unique part
+	echoNone         // none: the server does not echo
+)
+
+// whose tells which message of the run text carries, for the call whose
+// message is msg with unique part msg[:unique]. Every message of a run
+// starts with the run's mark, its nonce and a hyphen (Run's prefixes and
+// first calls' messages), which other text is most unlikely to hold. The
+// unique part must not run into a digit: "x-s0-c0-1" is not "x-s0-c0-10".
+// It is looked for anywhere in text, so that a server wrapping its echo
+// ("Echo: " + message) is seen echoing this call's message.
+func whose(text, msg []byte, unique int) int {
+	own := msg[:unique]
+	if ownAt(text, own, 0) {
+		return echoOwn // the fast path: a megabyte echo is not searched
+	}
+	for i := 1; i < len(text); {
+		j := bytes.Index(text[i:], own)
+		if j < 0 {
+			break
+		}
+		if ownAt(text, own, i+j) {
+			return echoOwn
+		}
+		i += j + 1
+	}
+	if bytes.Contains(text, runMark(msg)) {
+		return echoOther
+	}
+	return echoNone
+}
+
+// ownAt reports whether own is at text[i:] and not followed by a digit.
+func ownAt(text, own []byte, i int) bool {
+	end := i + len(own)
+	return bytes.HasPrefix(text[i:], own) && (end == len(text) || text[end] < '0' || text[end] > '9')
+}
+
+// runMark is the start of msg every message of its run shares: up to its
+// first hyphen, included (all of msg if it has none).
+func runMark(msg []byte) []byte {
+	if i := bytes.IndexByte(msg, '-'); i >= 0 {
+		return msg[:i+1]
+	}
+	return msg
 }

@@ -57,6 +57,11 @@ func TestCheckEcho(t *testing.T) {
 		{"truncated text", reply("9", msg[:len(msg)-1]), errMangled},
 		{"damaged filler", reply("9", mangled), errMangled},
 		{"error reply", []byte(`{"jsonrpc":"2.0","id":9,"error":{"code":-32603,"message":"x"}}`), errRPCError},
+		{"not an echo", reply("9", []byte("ok")), errNotEchoed},
+		{"empty text", reply("9", nil), errNotEchoed},
+		{"wrapped echo", reply("9", append([]byte("Echo: "), msg...)), errMangled},
+		{"another call of the caller", reply("9", []byte("n-s0-c0-51")), errCrossed},
+		{"another caller's, wrapped", reply("9", []byte("Echo: n-s0-c1-5")), errCrossed},
 	}
 	for _, tt := range tests {
 		err := checkEcho(tt.reply, 9, msg, unique, false)
@@ -132,6 +137,54 @@ func FuzzEchoResult(f *testing.F) {
 		}
 		if !bytes.Equal(text, wantText) || !bytes.Equal(rt, wantRT) {
 			t.Fatalf("echoResult(%q) = %q, %q; lookup finds %q, %q", raw, text, rt, wantText, wantRT)
+		}
+	})
+}
+
+// TestWhose: what message of the run a text carries.
+func TestWhose(t *testing.T) {
+	msg := []byte("n7-s0-c0-5")
+	for _, tt := range []struct {
+		text string
+		want int
+	}{
+		{"n7-s0-c0-5", echoOwn},
+		{"n7-s0-c0-5.0123", echoOwn},
+		{"Echo: n7-s0-c0-5", echoOwn},
+		{"n7-s0-c0-51 then n7-s0-c0-5!", echoOwn},
+		{"n7-s0-c0-51", echoOther},
+		{"n7-s1-c0-5", echoOther},
+		{"Echo: n7-s2-open", echoOther},
+		{"ok", echoNone},
+		{"", echoNone},
+		{"n8-s0-c0-5", echoNone},
+	} {
+		if got := whose([]byte(tt.text), msg, len(msg)); got != tt.want {
+			t.Errorf("whose(%q) = %d, want %d", tt.text, got, tt.want)
+		}
+	}
+}
+
+// FuzzWhose: any text is classified without panicking; a text holding the
+// message itself is the call's own, and one holding no part of the run's
+// mark carries no message of the run.
+func FuzzWhose(f *testing.F) {
+	f.Add([]byte("Echo: n7-s0-c0-5"), []byte("n7-s0-c0-5"), 10)
+	f.Add([]byte("n7-s0-c0-51"), []byte("n7-s0-c0-5.01"), 10)
+	f.Add([]byte(""), []byte("x"), 1)
+	f.Fuzz(func(t *testing.T, text, msg []byte, unique int) {
+		if len(msg) == 0 || unique <= 0 || unique > len(msg) {
+			return
+		}
+		if unique < len(msg) && msg[unique] >= '0' && msg[unique] <= '9' {
+			return // not a message: filler starts with a period, never a digit
+		}
+		got := whose(text, msg, unique)
+		if bytes.Equal(text, msg) && got != echoOwn {
+			t.Fatalf("whose(%q, %q, %d) = %d for the message itself", text, msg, unique, got)
+		}
+		if !bytes.Contains(text, runMark(msg)) && !bytes.Contains(text, msg[:unique]) && got != echoNone {
+			t.Fatalf("whose(%q, %q, %d) = %d without the run's mark", text, msg, unique, got)
 		}
 	})
 }

@@ -50,6 +50,9 @@ type Progress struct {
 	Calls   uint64 // calls completed, warmup included
 	Errors  uint64
 	Crossed uint64
+	// NotEchoed counts replies whose text carries no message of the run:
+	// the server's echo does not return its message.
+	NotEchoed uint64
 }
 
 // Result is what a run measured.
@@ -69,8 +72,13 @@ type Result struct {
 	// Errors and Crossed count every call of the run, the sessions' first
 	// calls and warmup included, and the calls in flight when it ended (they are always awaited, so a
 	// lost reply shows as an error, never as nothing).
-	Errors     uint64
-	Crossed    uint64
+	Errors  uint64
+	Crossed uint64
+	// NotEchoed counts the replies, of the same calls, whose text carries
+	// no message of the run (neither the call's own nor another's): the
+	// server's "echo" does not return its message, so they cannot be
+	// checked. They are neither errors nor crossed, nor measured.
+	NotEchoed  uint64
 	FirstError string // an example error, "" if none
 	Latency    Histogram
 	// Open holds, per session opened, the time from sending initialize to
@@ -140,7 +148,7 @@ type caller struct {
 	bytes    uint64 // message bytes of the measured calls
 	firstErr error
 
-	calls, errors, crossed atomic.Uint64
+	calls, errors, crossed, notEchoed atomic.Uint64
 }
 
 // Run opens the sessions, drives calls through warmup and the measured
@@ -167,12 +175,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	phaseName.Store("opening")
 	stopReport := report(o.Progress, o.ProgressInterval, func() Progress {
 		p := Progress{Phase: phaseName.Load().(string), Elapsed: time.Since(start), Opened: int(opened.Load()),
-			Errors: opens.errors.Load(), Crossed: opens.crossed.Load()}
+			Errors: opens.errors.Load(), Crossed: opens.crossed.Load(), NotEchoed: opens.notEchoed.Load()}
 		callersMu.Lock()
 		for _, c := range callers {
 			p.Calls += c.calls.Load()
 			p.Errors += c.errors.Load()
 			p.Crossed += c.crossed.Load()
+			p.NotEchoed += c.notEchoed.Load()
 		}
 		callersMu.Unlock()
 		return p
@@ -230,6 +239,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	for _, c := range append([]*caller{opens}, callers...) {
 		res.Errors += c.errors.Load()
 		res.Crossed += c.crossed.Load()
+		res.NotEchoed += c.notEchoed.Load()
 		if res.FirstError == "" && c.firstErr != nil {
 			res.FirstError = c.firstErr.Error()
 		}
@@ -271,6 +281,8 @@ func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Dura
 			return // the run was cancelled: not the server's fault
 		case errors.Is(err, errCrossed):
 			c.crossed.Add(1)
+		case errors.Is(err, errNotEchoed):
+			c.notEchoed.Add(1)
 		default:
 			c.errors.Add(1)
 			if c.firstErr == nil {
@@ -326,6 +338,8 @@ func openSessions(ctx context.Context, ep *endpoint, n, parallel int, nonce stri
 		case ctx.Err() != nil:
 		case errors.Is(err, errCrossed):
 			firsts.crossed.Add(1)
+		case errors.Is(err, errNotEchoed):
+			firsts.notEchoed.Add(1)
 		default:
 			firsts.errors.Add(1)
 			if firsts.firstErr == nil {
