@@ -174,7 +174,7 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 		KeepAlive: gw.KeepAliveInterval, MaxSessions: gw.MaxSessions, IdleTimeout: gw.SessionIdleTimeout,
 		SweepInterval: gw.SessionSweepInterval, ReplayEvents: replayEvents, Logger: log,
 		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
-		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
+		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain, publicURL(gw)),
 		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait, InputWait: gw.InputWait,
 		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
 		PublicURL: publicURL(gw), Limits: limits(gw.Limits),
