@@ -346,6 +346,7 @@ func (c *stressClient) send(method, body string, wantStatus int) (*http.Response
 	return resp, b, nil
 }
 
+// brief shortens a request body for an error message.
 func brief(s string) string {
 	if len(s) > 80 {
 		return s[:80]
@@ -353,7 +354,7 @@ func brief(s string) string {
 	return s
 }
 
-// final returns the id and error code of the last JSON-RPC response in b
+// finalOf returns the id and error code of the last JSON-RPC response in b
 // (a JSON body or an SSE stream).
 func finalOf(resp *http.Response, b []byte) (id string, code int, err error) {
 	msg := b
@@ -389,7 +390,9 @@ func finalOf(resp *http.Response, b []byte) (id string, code int, err error) {
 	return string(m.ID), code, nil
 }
 
-// round opens a session (every 8th round), then sends a mix of requests.
+// round opens a session when it has none, sends a mix of requests, every
+// fourth round also a GET stream and a call it walks away from, and every
+// eighth ends the session with DELETE.
 func (c *stressClient) round(s, r int) error {
 	if c.session == "" {
 		resp, b, err := c.send(http.MethodPost, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stress","version":"1"}}}`, http.StatusOK)

@@ -33,7 +33,7 @@ type certReloader struct {
 	log               *slog.Logger
 	now               func() time.Time // time.Now; tests step it
 
-	// Failed counts loads that failed after the first (the previous
+	// failed counts loads that failed after the first (the previous
 	// certificate stayed in use).
 	failed atomic.Int64
 
