@@ -125,6 +125,7 @@ func checkCompose(t *testing.T) composeFacts {
 	if port != listenPort || port != img.port {
 		t.Errorf("traefik server port %s; the config listens on %s, the image on %s", port, listenPort, img.port)
 	}
+	checkComposeTLS(t, doc, label, router)
 	var facts composeFacts
 	facts.healthPath = label("traefik.http.services." + service + ".loadbalancer.healthcheck.path")
 
@@ -133,6 +134,38 @@ func checkCompose(t *testing.T) composeFacts {
 		t.Errorf("stop_grace_period %v (%v), want more than drain and stop, %v", grace, err, stopBudget(cfg))
 	}
 	return facts
+}
+
+// checkComposeTLS: Traefik terminates TLS for the gateway's router on
+// :443, published, and sends plain HTTP on :80 there (clients' connectors
+// need https; the gateway behind speaks HTTP on the compose network).
+func checkComposeTLS(t *testing.T, doc any, label func(string) string, router string) {
+	t.Helper()
+	traefik := dig(t, doc, "services", "traefik")
+	args := map[string]bool{}
+	for _, a := range dig(t, traefik, "command").([]any) {
+		args[a.(string)] = true
+	}
+	ep := label("traefik.http.routers." + router + ".entrypoints")
+	for _, want := range []string{
+		"--entrypoints." + ep + ".address=:443",
+		"--entrypoints.web.http.redirections.entrypoint.to=" + ep,
+		"--entrypoints.web.http.redirections.entrypoint.scheme=https",
+	} {
+		if !args[want] {
+			t.Errorf("traefik command lacks %s (router %s on entrypoint %s)", want, router, ep)
+		}
+	}
+	if got := label("traefik.http.routers." + router + ".tls"); got != "true" {
+		t.Errorf("router %s: tls %q, want \"true\"", router, got)
+	}
+	published := false
+	for _, p := range dig(t, traefik, "ports").([]any) {
+		published = published || strings.HasSuffix(p.(string), ":443")
+	}
+	if !published {
+		t.Error("traefik does not publish port 443")
+	}
 }
 
 func TestCompose(t *testing.T) {

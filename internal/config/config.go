@@ -175,6 +175,10 @@ type Gateway struct {
 	// present (OAuth access tokens, API keys). Default nil: none.
 	Auth *Auth
 
+	// TLS serves HTTPS on Listen (key "tls", tls.go). Default nil: plain
+	// HTTP (behind a TLS proxy, or on loopback).
+	TLS *TLS
+
 	// Limits are per-principal limits (key "limits", limits.go). Default
 	// nil: none.
 	Limits *Limits

@@ -208,6 +208,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.boolean(p, v, &g.Metrics)
 		case "admin":
 			d.admin(p, v, &g.Admin)
+		case "tls":
+			d.tls(p, v, &g.TLS)
 		case "secretsFile":
 			d.secretsFile(p, v, g)
 		default:

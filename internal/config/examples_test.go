@@ -93,7 +93,7 @@ func TestFullExampleShowsDefaults(t *testing.T) {
 
 // fieldKeys returns the JSON key of each field of a config struct.
 func fieldKeys(t reflect.Type) []string {
-	special := map[string]string{"URL": "url", "SSEReplayEvents": "sseReplayEvents", "SSEReplayBytes": "sseReplayBytes"}
+	special := map[string]string{"URL": "url", "TLS": "tls", "SSEReplayEvents": "sseReplayEvents", "SSEReplayBytes": "sseReplayBytes"}
 	var keys []string
 	for f := range t.Fields() {
 		key, ok := special[f.Name]

@@ -66,7 +66,7 @@ func (g *Gateway) listenAdmin(h *admin.Handler) error {
 		return fmt.Errorf("gateway.admin.listen: listen on %s: %w", a.Listen, err)
 	}
 	gw := g.cfg.Gateway
-	allowed := hostCheck(a.Listen, gw.AllowedHosts, "")
+	allowed := hostCheck(a.Listen, gw.AllowedHosts, "", "")
 	guard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if host := requestHostName(r.Host); !allowed(host) {
 			http.Error(w, "mcpgate: host not allowed", http.StatusForbidden)

@@ -97,6 +97,9 @@ func (g *Gateway) logAuth(addr string) {
 	base := strings.TrimRight(publicURL(g.cfg.Gateway), "/")
 	if base == "" {
 		base = "http://" + addr
+		if g.certs != nil {
+			base = "https://" + addr
+		}
 	}
 	var protected, open []string
 	check := func(kind, name, path string) {

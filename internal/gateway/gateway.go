@@ -86,6 +86,7 @@ type Gateway struct {
 	// rl serializes reloads, which swap cfg, servers, endpoints, auth and
 	// policies (reload.go).
 	rl      reloader
+	certs   *certReloader     // gateway.tls's; nil: plain HTTP (tls.go)
 	admin   *adminServer      // gateway.admin.listen's; nil: none (admin.go)
 	tracing *tracing.Provider // nil: tracing off (tracing.go)
 }
@@ -116,6 +117,12 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	if err != nil {
 		return nil, err
 	}
+	var certs *certReloader
+	if cfg.Gateway.TLS != nil {
+		if certs, err = newCertReloader(cfg.Gateway.TLS, log); err != nil {
+			return nil, err
+		}
+	}
 	problems := CheckCommands(cfg)
 	if err := checkCritical(problems); err != nil {
 		return nil, err
@@ -123,7 +130,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs}
 	backends := map[string]httpapi.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := backend.New(cfg.Servers[name], Version, log)
@@ -176,7 +183,7 @@ func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log 
 		KeepAlive: gw.KeepAliveInterval, MaxSessions: gw.MaxSessions, IdleTimeout: gw.SessionIdleTimeout,
 		SweepInterval: gw.SessionSweepInterval, ReplayEvents: replayEvents, Logger: log,
 		HostDomain: gw.HostRouting.Domain, TrustProxyHeaders: gw.TrustProxyHeaders,
-		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain),
+		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain, publicURL(gw)),
 		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait, InputWait: gw.InputWait,
 		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
 		PublicURL: publicURL(gw), Limits: limits(gw.Limits),
@@ -206,10 +213,11 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	wg.Go(func() { g.Handler.Run(sweepCtx) })
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	serveHTTP := g.serveHTTP(srv, ln) // tls.go
+	go func() { errc <- serveHTTP() }()
 	stopAdmin := g.serveAdmin() // admin.go
 	g.rl.locked(func() {        // a reload may come at once (reload.go)
-		g.log.Info("listening", "addr", ln.Addr().String(), "servers", len(g.servers), "endpoints", len(g.endpoints), "version", Version)
+		g.log.Info("listening", "addr", ln.Addr().String(), "tls", g.certs != nil, "servers", len(g.servers), "endpoints", len(g.endpoints), "version", Version)
 		g.logEndpoints()
 		g.logAuth(ln.Addr().String())
 	})

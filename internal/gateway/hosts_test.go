@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
@@ -13,6 +16,7 @@ func TestHostCheck(t *testing.T) {
 		listen  string
 		allowed []string
 		domain  string
+		public  string
 		nilFunc bool
 		ok, bad []string
 	}{
@@ -30,10 +34,15 @@ func TestHostCheck(t *testing.T) {
 		{name: "public address with allowed", listen: "0.0.0.0:8080", allowed: []string{"mcp.example.com"},
 			ok: []string{"mcp.example.com", "localhost"}, bad: []string{"evil.example"}},
 		{name: "star", listen: "127.0.0.1:8080", allowed: []string{"*"}, nilFunc: true},
+		{name: "loopback behind a proxy keeping Host", listen: "127.0.0.1:8080", public: "https://MCP.example.com/base",
+			ok: []string{"mcp.example.com", "localhost", "mcp.example.com."}, bad: []string{"evil.example", "x.mcp.example.com"}},
+		{name: "public URL with port", listen: "127.0.0.1:8080", public: "https://[fd00::2]:8443",
+			ok: []string{"fd00::2", "[fd00::2]"}, bad: []string{"fd00::3"}},
+		{name: "public URL never restricts an open listener", listen: "0.0.0.0:8080", public: "https://mcp.example.com", nilFunc: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := hostCheck(tt.listen, tt.allowed, tt.domain)
+			f := hostCheck(tt.listen, tt.allowed, tt.domain, tt.public)
 			if (f == nil) != tt.nilFunc {
 				t.Fatalf("hostCheck nil = %v, want %v", f == nil, tt.nilFunc)
 			}
@@ -65,6 +74,36 @@ func TestForeignHostRefusedOnLoopback(t *testing.T) {
 		r := c.do(t, req, nil)
 		if refused := r.Status == http.StatusForbidden; refused == want {
 			t.Errorf("Host %s: status %d (body %s), want allowed=%v", host, r.Status, r.Body, want)
+		}
+	}
+}
+
+// TestPublicURLHostAllowedBehindProxy: the README's connector recipe, a
+// loopback gateway with gateway.auth.publicUrl behind a TLS proxy that
+// keeps the public Host, is served without listing the host in
+// allowedHosts; a Host that is still refused is told which keys to set.
+func TestPublicURLHostAllowedBehindProxy(t *testing.T) {
+	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg.Gateway.Auth = config.NewAuth()
+	cfg.Gateway.Auth.Required = false
+	cfg.Gateway.Auth.PublicURL = "https://mcp.example.com"
+	g := startGateway(t, cfg)
+	c := g.client("fake")
+	req := c.request(http.MethodPost, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	req.Host = "mcp.example.com"
+	req.Header.Set("X-Forwarded-Proto", "https")
+	if r := c.do(t, req, nil); r.Status != http.StatusOK {
+		t.Fatalf("Host mcp.example.com (the publicUrl's): status %d, body %s", r.Status, r.Body)
+	}
+	req = c.request(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	req.Host = "other.example.com"
+	r := c.do(t, req, nil)
+	if r.Status != http.StatusForbidden {
+		t.Fatalf("Host other.example.com: status %d, want 403", r.Status)
+	}
+	for _, want := range []string{`\"other.example.com\"`, "gateway.allowedHosts", "gateway.auth.publicUrl"} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("403 body %s does not name %s", r.Body, want)
 		}
 	}
 }

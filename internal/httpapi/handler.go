@@ -268,7 +268,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// a loopback listener under its own name.
 	if h.cfg.HostAllowed != nil {
 		if host := requestHost(r.Host); !h.cfg.HostAllowed(host) {
-			writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+" is not allowed")
+			writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
+				" is not allowed: list it in gateway.allowedHosts, or set gateway.auth.publicUrl to the URL clients use (https://"+host+")")
 			return
 		}
 	}
