@@ -245,17 +245,18 @@ func New(cfg Config) *Handler {
 		h.mux.Handle("/metrics", cfg.Metrics)
 	}
 	h.routeAdmin() // sessions_admin.go
-	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
-	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
-	h.mux.HandleFunc("/servers/{name}/messages", h.serveMessages)
-	h.mux.HandleFunc("/endpoints/{endpoint}/mcp", h.serveMCP)
-	h.mux.HandleFunc("/endpoints/{endpoint}/sse", h.serveSSE)
-	h.mux.HandleFunc("/endpoints/{endpoint}/messages", h.serveMessages)
+	// Each URL also with a trailing slash (routes.go).
+	h.route("/servers/{name}/mcp", h.serveMCP)
+	h.route("/servers/{name}/sse", h.serveSSE)
+	h.route("/servers/{name}/messages", h.serveMessages)
+	h.route("/endpoints/{endpoint}/mcp", h.serveMCP)
+	h.route("/endpoints/{endpoint}/sse", h.serveSSE)
+	h.route("/endpoints/{endpoint}/messages", h.serveMessages)
 	// Always routed: serveDefault answers 404 while there is no default
 	// endpoint (SetTargets may add one).
-	h.mux.HandleFunc("/mcp", h.serveDefault(h.serveMCP))
-	h.mux.HandleFunc("/sse", h.serveDefault(h.serveSSE))
-	h.mux.HandleFunc("/messages", h.serveDefault(h.serveMessages))
+	h.route("/mcp", h.serveDefault(h.serveMCP))
+	h.route("/sse", h.serveDefault(h.serveSSE))
+	h.route("/messages", h.serveDefault(h.serveMessages))
 	h.mux.HandleFunc("/", h.notFound)
 	return h
 }
@@ -275,7 +276,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.HostDomain != "" {
 		if name, ok := h.hostServer(r); ok {
 			var serve http.HandlerFunc
-			switch r.URL.Path {
+			switch strings.TrimSuffix(r.URL.Path, "/") {
 			case "/mcp":
 				serve = h.serveMCP
 			case "/sse":
@@ -356,7 +357,7 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend
 	}
 	// A POST without a session may be of the stateless revision, whose
 	// versions post checks itself.
-	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !strings.HasSuffix(r.URL.Path, "/messages")
+	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !isMessagesPath(r.URL.Path)
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !statelessPost && !mux.IsSupported(v) {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
 		return "", nil, nil, false
