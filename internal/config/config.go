@@ -20,6 +20,10 @@ type Config struct {
 	// endpoint "all" (every server) unless the file set it to false or
 	// defined it; a Config built in code has only the endpoints it sets.
 	Endpoints map[string]*Endpoint
+	// BareServer, if set, names the server also served at /mcp, /sse and
+	// /messages while there is no default endpoint. Not a file key:
+	// `mcpgate serve -- COMMAND` sets it to its one server.
+	BareServer string
 }
 
 // Names returns the server names in sorted order.

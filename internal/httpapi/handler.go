@@ -62,6 +62,11 @@ type Config struct {
 	Endpoints     map[string]Backend       // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
 	OriginAllowed func(origin string) bool // nil: only requests without Origin
 	MaxBodyBytes  int64                    // default 4 MiB
+	// BareServer, if set, is the server also served at /mcp, /sse and
+	// /messages while Endpoints has no DefaultEndpoint (the one server of
+	// `mcpgate serve -- COMMAND`). Default "": those paths serve only the
+	// default endpoint.
+	BareServer string
 	// Probes, if set, serves /healthz and /readyz (behind the Host check,
 	// like everything).
 	Probes        http.Handler

@@ -91,3 +91,30 @@ func TestTrailingSlashHostsAndMetadata(t *testing.T) {
 		}
 	}
 }
+
+// Config.BareServer serves its server at the bare paths while there is no
+// default endpoint, and only then: the default endpoint keeps them.
+func TestBareServer(t *testing.T) {
+	server, all := newFakeBackend(), newFakeBackend()
+	_, srv := routedServer(t, Config{Backends: map[string]Backend{"x": server}, BareServer: "x"})
+	sid := initAt(t, srv, "/mcp/", "")
+	if server.opens.Load() != 1 {
+		t.Fatal("the session at /mcp was not opened on the bare server")
+	}
+	if resp, body := do(t, srv, http.MethodPost, "/servers/x/mcp", `{"jsonrpc":"2.0","id":3,"method":"ping"}`, "Mcp-Session-Id", sid); resp.StatusCode != http.StatusOK || body != `{"jsonrpc":"2.0","id":3,"result":{}}` {
+		t.Errorf("the /mcp session at /servers/x/mcp: %d %s", resp.StatusCode, body)
+	}
+	if l := openLegacyAt(t, srv, "/sse", ""); !strings.HasPrefix(l.endpoint, "/messages?sessionId=") {
+		t.Errorf("legacy endpoint at /sse: %q", l.endpoint)
+	}
+
+	_, srv = routedServer(t, Config{Backends: map[string]Backend{"x": server}, Endpoints: map[string]Backend{"all": all}, BareServer: "x"})
+	initAt(t, srv, "/mcp", "")
+	if all.opens.Load() != 1 || server.opens.Load() != 2 {
+		t.Errorf("with a default endpoint /mcp opened %d on it and %d more on the server", all.opens.Load(), server.opens.Load()-2)
+	}
+	_, srv = routedServer(t, Config{Backends: map[string]Backend{"x": server}, BareServer: "y"})
+	if resp, body := do(t, srv, http.MethodPost, "/mcp", initBody); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a bare server that is not configured: %d %s", resp.StatusCode, body)
+	}
+}
