@@ -107,7 +107,7 @@ func TestCheck(t *testing.T) {
 		{name: "two different MCP-Protocol-Version values", h: hdr(HeaderProtocolVersion, "2025-11-25, 2026-07-28", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header given with different values"},
 		{name: "older header, unknown body version", h: hdr(HeaderProtocolVersion, "2025-11-25", HeaderMethod, "tools/list"),
-			body: req("tools/list", `{"_meta":{"`+pv+`":"v999.0.0","`+caps+`":{}}}`),
+			body:   req("tools/list", `{"_meta":{"`+pv+`":"v999.0.0","`+caps+`":{}}}`),
 			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header value '2025-11-25' does not match body value 'v999.0.0'"},
 		{name: "unknown header, modern body", h: hdr(HeaderProtocolVersion, "2099-01-01", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header value '2099-01-01' does not match body value '2026-07-28'"},
