@@ -165,6 +165,7 @@ type Handler struct {
 	closeSem chan struct{} // bounds the session closes running at once
 
 	openFailures logLimit // "opening session failed" lines
+	compat       compat   // client quirks accepted, requests without id dropped (compat.go)
 	parking      parking  // stateless requests waiting for input (mrtr.go)
 
 	limits   *limiter      // Config.Limits' state; nil: none
@@ -362,9 +363,9 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend
 	}
 	// A POST without a session may be of the stateless revision, whose
 	// versions post checks itself.
-	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !isMessagesPath(r.URL.Path)
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !statelessPost && !mux.IsSupported(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
+	onSession := r.Header.Get("Mcp-Session-Id") != "" || isMessagesPath(r.URL.Path)
+	statelessPost := r.Method == http.MethodPost && !onSession
+	if !statelessPost && !h.checkVersionHeader(w, r, onSession) { // compat.go
 		return "", nil, nil, false
 	}
 	return name, be, r, true
@@ -443,6 +444,11 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *s
 	if s == nil || s.Server != name || s.Legacy() || s.Owner != h.owner(r) {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
+	}
+	// The session speaks its negotiated version, whatever other supported
+	// one the header names (front admitted it): compat.go.
+	if v := headerVersion(r.Header); v != "" && v != s.Version() && s.Version() != "" {
+		h.accepted(r, MismatchSessionOther, v, s.Version())
 	}
 	return s
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -46,6 +45,22 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if !ok {
 		return
 	}
+	stateless := isStatelessPost(r, msgs, batch)
+	noSession := r.Header.Get("Mcp-Session-Id") == ""
+	if !stateless {
+		if noSession && !h.checkVersionHeader(w, r, false) { // front checked the others
+			return
+		}
+		// Requests cannot travel as notifications (compat.go).
+		transport := TransportStreamable
+		if batch {
+			transport = TransportBatch
+		}
+		if msgs = h.dropIDless(r, msgs, transport); len(msgs) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+	}
 	if audit != nil {
 		audit.msgs = msgs
 	}
@@ -54,12 +69,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 		return
 	}
 	defer release()
-	if isStatelessPost(r, msgs, batch) {
+	if stateless {
 		h.stateless(w, r, name, be, msgs, batch)
 		return
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !mux.IsSupported(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
+	if noSession && !batch && msgs[0].Kind == jsonrpc.KindNotification && msgs[0].MethodIs("notifications/initialized") {
+		h.initializedWithoutSession(w, r) // claude.ai: compat.go
 		return
 	}
 	requests := countRequests(msgs)
