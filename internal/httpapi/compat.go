@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/modern"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/session"
 )
 
 // This file holds what the front accepts of real clients' quirks, and what
@@ -165,6 +166,15 @@ func (h *Handler) checkVersionHeader(w http.ResponseWriter, r *http.Request, onS
 	return true
 }
 
+// sessionVersion counts a request on session s whose header names another
+// version than the session's: front admitted it (a version the gateway
+// serves), and the session speaks its negotiated one all the same.
+func (h *Handler) sessionVersion(r *http.Request, s *session.Session) {
+	if v := headerVersion(r.Header); v != "" && s.Version() != "" && v != s.Version() {
+		h.accepted(r, MismatchSessionOther, v, s.Version())
+	}
+}
+
 // headerLine is the MCP-Protocol-Version header's lines joined, for
 // messages.
 func headerLine(h http.Header) string {
@@ -189,6 +199,32 @@ func headerVersion(h http.Header) string {
 		return v
 	}
 	return headerLine(h)
+}
+
+// sessionEraMessages applies this file's rules to the messages of a POST
+// of the session eras (not a stateless one), before the audit, the limits
+// and the session see them: the version header of a POST without a
+// session (front checked the others), requests without an id dropped, and
+// notifications/initialized without a session accepted. It returns the
+// messages left, or false when it answered the POST itself.
+func (h *Handler) sessionEraMessages(w http.ResponseWriter, r *http.Request, msgs []jsonrpc.Message, batch bool) ([]jsonrpc.Message, bool) {
+	noSession := r.Header.Get("Mcp-Session-Id") == ""
+	if noSession && !h.checkVersionHeader(w, r, false) {
+		return nil, false
+	}
+	transport := TransportStreamable
+	if batch {
+		transport = TransportBatch
+	}
+	if msgs = h.dropIDless(r, msgs, transport); len(msgs) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return nil, false
+	}
+	if noSession && !batch && msgs[0].Kind == jsonrpc.KindNotification && msgs[0].MethodIs("notifications/initialized") {
+		h.initializedWithoutSession(w, r)
+		return nil, false
+	}
+	return msgs, true
 }
 
 // isRequestMethod reports whether a method is a request's: every method but

@@ -445,11 +445,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *s
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
 	}
-	// The session speaks its negotiated version, whatever other supported
-	// one the header names (front admitted it): compat.go.
-	if v := headerVersion(r.Header); v != "" && v != s.Version() && s.Version() != "" {
-		h.accepted(r, MismatchSessionOther, v, s.Version())
-	}
+	h.sessionVersion(r, s) // compat.go
 	return s
 }
 

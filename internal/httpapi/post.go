@@ -46,18 +46,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 		return
 	}
 	stateless := isStatelessPost(r, msgs, batch)
-	noSession := r.Header.Get("Mcp-Session-Id") == ""
 	if !stateless {
-		if noSession && !h.checkVersionHeader(w, r, false) { // front checked the others
-			return
-		}
-		// Requests cannot travel as notifications (compat.go).
-		transport := TransportStreamable
-		if batch {
-			transport = TransportBatch
-		}
-		if msgs = h.dropIDless(r, msgs, transport); len(msgs) == 0 {
-			w.WriteHeader(http.StatusAccepted)
+		if msgs, ok = h.sessionEraMessages(w, r, msgs, batch); !ok { // compat.go
 			return
 		}
 	}
@@ -71,10 +61,6 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	defer release()
 	if stateless {
 		h.stateless(w, r, name, be, msgs, batch)
-		return
-	}
-	if noSession && !batch && msgs[0].Kind == jsonrpc.KindNotification && msgs[0].MethodIs("notifications/initialized") {
-		h.initializedWithoutSession(w, r) // claude.ai: compat.go
 		return
 	}
 	requests := countRequests(msgs)
