@@ -162,8 +162,9 @@ func TestClaudeClientQuirksServed(t *testing.T) {
 }
 
 // A request method without an id is no request (it cannot be answered):
-// on every transport it is dropped and counted, and the server never gets
-// it, whether the policy denies its tool or not. A notification still goes
+// on every transport, at a server's URL or an endpoint's, it is dropped and
+// counted, and the server never gets it, whether the policy denies its
+// tool or not. A notification still goes
 // through (the control that the server records what it gets).
 func TestRequestsWithoutIDNeverReachTheServer(t *testing.T) {
 	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}}}
@@ -171,6 +172,7 @@ func TestRequestsWithoutIDNeverReachTheServer(t *testing.T) {
 	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
 		{Effect: config.PolicyDeny, Tools: []string{"read_secret"}},
 	}}
+	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	g := startGateway(t, cfg)
 	const denied = `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_secret","arguments":{"message":"x"}}}`
 	const allowed = `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"read_a","arguments":{"message":"x"}}}`
@@ -182,6 +184,14 @@ func TestRequestsWithoutIDNeverReachTheServer(t *testing.T) {
 		if r := c.post(t, body); r.Status != http.StatusAccepted {
 			t.Errorf("POST %s: %d %s", body, r.Status, r.Body)
 		}
+	}
+
+	// Through an endpoint merging the server (by its exposed name).
+	e := g.client("a")
+	e.url = g.URL + "/endpoints/all/mcp"
+	e.connect(t)
+	if r := e.post(t, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"a__read_secret","arguments":{}}}`); r.Status != http.StatusAccepted {
+		t.Errorf("endpoint POST: %d %s", r.Status, r.Body)
 	}
 
 	// Inside a 2025-03-26 batch, beside a request that is answered.
@@ -224,7 +234,7 @@ func TestRequestsWithoutIDNeverReachTheServer(t *testing.T) {
 			t.Errorf("the server got %q without an id (all: %q)", m, got)
 		}
 	}
-	want := map[string]uint64{"streamable": 3, "batch": 2, "legacy_sse": 2, "stateless": 1}
+	want := map[string]uint64{"streamable": 4, "batch": 2, "legacy_sse": 2, "stateless": 1}
 	if n := g.gw.Handler.CompatCounts().RequestsWithoutID; !maps.Equal(n, want) {
 		t.Errorf("dropped counted %v, want %v", n, want)
 	}
