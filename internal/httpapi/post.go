@@ -45,14 +45,17 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if !ok {
 		return
 	}
+	if audit != nil {
+		audit.msgs = msgs
+	}
 	stateless := isStatelessPost(r, msgs, batch)
 	if !stateless {
 		if msgs, ok = h.sessionEraMessages(w, r, msgs, batch); !ok { // compat.go
 			return
 		}
-	}
-	if audit != nil {
-		audit.msgs = msgs
+		if audit != nil {
+			audit.msgs = msgs // without the requests dropped
+		}
 	}
 	release, ok := h.admit(w, r, msgs, batch) // limits.go
 	if !ok {
