@@ -60,7 +60,7 @@ requests. A file with problems is refused (each logged) and the running
 config stays. Gateway settings such as listen need a restart.
 
 With -- COMMAND [ARGS...] and no config file it serves that one stdio
-server, named "default", at /servers/default/mcp, with default settings
+server, named "default", at /mcp and /servers/default/mcp, with default settings
 (and "critical": true, since it is the only one).
 
 A server that cannot start (its command is missing, or it keeps
@@ -264,6 +264,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		// missing command is reported at once.
 		s.Critical = true
 		cfg.Servers[s.Name] = s
+		cfg.BareServer = s.Name // also at /mcp: the one URL to give a client
 	}
 	override := func(cfg *config.Config) {
 		if *listen != "" {

@@ -270,6 +270,7 @@ func TestServeCommand(t *testing.T) {
 	s.Command, s.Args = "cat", []string{"-u", "--config", "x"} // after --, flags are the server's
 	s.Critical = true
 	want.Servers["default"] = s
+	want.BareServer = "default" // also at /mcp
 	if !reflect.DeepEqual(call.cfg, want) {
 		t.Errorf("config =\n %+v %+v\nwant\n %+v %+v", call.cfg.Gateway, call.cfg.Servers["default"], want.Gateway, s)
 	}

@@ -30,6 +30,11 @@ type Config struct {
 	// no meaning here, such as "autoApprove"), one per server and key:
 	// not problems, for the caller to log.
 	Notes []Note
+
+	// BareServer, if set, names the server also served at /mcp, /sse and
+	// /messages while there is no default endpoint. Not a file key:
+	// `mcpgate serve -- COMMAND` sets it to its one server.
+	BareServer string
 }
 
 // Names returns the server names in sorted order.

@@ -191,19 +191,21 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 
 // routeMetadata registers the metadata documents' URLs.
 func (h *Handler) routeMetadata() {
-	h.mux.HandleFunc(wellKnownPRM+"/servers/{name}/mcp", h.serveMetadata)
-	h.mux.HandleFunc(wellKnownPRM+"/endpoints/{endpoint}/mcp", h.serveMetadata)
+	// The documents of the targets' URLs with a trailing slash too
+	// (routes.go): a client given one looks there.
+	h.route(wellKnownPRM+"/servers/{name}/mcp", h.serveMetadata)
+	h.route(wellKnownPRM+"/endpoints/{endpoint}/mcp", h.serveMetadata)
 	// The default endpoint's, path-inserted and at the root (where
 	// clients look when they have no resource_metadata URL); a 404 when
 	// there is none.
-	h.mux.HandleFunc(wellKnownPRM+"/mcp", h.withDefault(h.serveMetadata))
+	h.route(wellKnownPRM+"/mcp", h.withDefault(h.serveMetadata))
 	h.mux.HandleFunc(wellKnownPRM, h.withDefault(h.serveMetadata))
 }
 
 // isMetadataPath reports whether a host-routed request's path is its
 // target's metadata document.
 func isMetadataPath(path string) bool {
-	return path == wellKnownPRM || path == wellKnownPRM+"/mcp"
+	return path == wellKnownPRM || strings.TrimSuffix(path, "/") == wellKnownPRM+"/mcp"
 }
 
 // requestOrigin is the canonical origin ("scheme://host[:port]", lower

@@ -62,6 +62,11 @@ type Config struct {
 	Endpoints     map[string]Backend       // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
 	OriginAllowed func(origin string) bool // nil: only requests without Origin
 	MaxBodyBytes  int64                    // default 4 MiB
+	// BareServer, if set, is the server also served at /mcp, /sse and
+	// /messages while Endpoints has no DefaultEndpoint (the one server of
+	// `mcpgate serve -- COMMAND`). Default "": those paths serve only the
+	// default endpoint.
+	BareServer string
 	// Probes, if set, serves /healthz and /readyz (behind the Host check,
 	// like everything).
 	Probes        http.Handler
@@ -160,6 +165,7 @@ type Handler struct {
 	closeSem chan struct{} // bounds the session closes running at once
 
 	openFailures logLimit // "opening session failed" lines
+	compat       compat   // client quirks accepted, requests without id dropped (compat.go)
 	parking      parking  // stateless requests waiting for input (mrtr.go)
 
 	limits   *limiter      // Config.Limits' state; nil: none
@@ -245,17 +251,18 @@ func New(cfg Config) *Handler {
 		h.mux.Handle("/metrics", cfg.Metrics)
 	}
 	h.routeAdmin() // sessions_admin.go
-	h.mux.HandleFunc("/servers/{name}/mcp", h.serveMCP)
-	h.mux.HandleFunc("/servers/{name}/sse", h.serveSSE)
-	h.mux.HandleFunc("/servers/{name}/messages", h.serveMessages)
-	h.mux.HandleFunc("/endpoints/{endpoint}/mcp", h.serveMCP)
-	h.mux.HandleFunc("/endpoints/{endpoint}/sse", h.serveSSE)
-	h.mux.HandleFunc("/endpoints/{endpoint}/messages", h.serveMessages)
+	// Each URL also with a trailing slash (routes.go).
+	h.route("/servers/{name}/mcp", h.serveMCP)
+	h.route("/servers/{name}/sse", h.serveSSE)
+	h.route("/servers/{name}/messages", h.serveMessages)
+	h.route("/endpoints/{endpoint}/mcp", h.serveMCP)
+	h.route("/endpoints/{endpoint}/sse", h.serveSSE)
+	h.route("/endpoints/{endpoint}/messages", h.serveMessages)
 	// Always routed: serveDefault answers 404 while there is no default
 	// endpoint (SetTargets may add one).
-	h.mux.HandleFunc("/mcp", h.serveDefault(h.serveMCP))
-	h.mux.HandleFunc("/sse", h.serveDefault(h.serveSSE))
-	h.mux.HandleFunc("/messages", h.serveDefault(h.serveMessages))
+	h.route("/mcp", h.serveDefault(h.serveMCP))
+	h.route("/sse", h.serveDefault(h.serveSSE))
+	h.route("/messages", h.serveDefault(h.serveMessages))
 	h.mux.HandleFunc("/", h.notFound)
 	return h
 }
@@ -276,7 +283,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.HostDomain != "" {
 		if name, ok := h.hostServer(r); ok {
 			var serve http.HandlerFunc
-			switch r.URL.Path {
+			switch strings.TrimSuffix(r.URL.Path, "/") {
 			case "/mcp":
 				serve = h.serveMCP
 			case "/sse":
@@ -357,9 +364,9 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend
 	}
 	// A POST without a session may be of the stateless revision, whose
 	// versions post checks itself.
-	statelessPost := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && !strings.HasSuffix(r.URL.Path, "/messages")
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !statelessPost && !mux.IsSupported(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
+	onSession := r.Header.Get("Mcp-Session-Id") != "" || isMessagesPath(r.URL.Path)
+	statelessPost := r.Method == http.MethodPost && !onSession
+	if !statelessPost && !h.checkVersionHeader(w, r, onSession) { // compat.go
 		return "", nil, nil, false
 	}
 	return name, be, r, true
@@ -439,6 +446,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *s
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
 	}
+	h.sessionVersion(r, s) // compat.go
 	return s
 }
 

@@ -143,6 +143,12 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	if !ok {
 		return
 	}
+	// Requests cannot travel as notifications (compat.go).
+	if msgs = h.dropIDless(r, msgs, TransportLegacySSE); len(msgs) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte("Accepted"))
+		return
+	}
 	if audit != nil {
 		audit.msgs = msgs
 	}

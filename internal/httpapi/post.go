@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -49,17 +48,22 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be B
 	if audit != nil {
 		audit.msgs = msgs
 	}
+	stateless := isStatelessPost(r, msgs, batch)
+	if !stateless {
+		if msgs, ok = h.sessionEraMessages(w, r, msgs, batch); !ok { // compat.go
+			return
+		}
+		if audit != nil {
+			audit.msgs = msgs // without the requests dropped
+		}
+	}
 	release, ok := h.admit(w, r, msgs, batch) // limits.go
 	if !ok {
 		return
 	}
 	defer release()
-	if isStatelessPost(r, msgs, batch) {
+	if stateless {
 		h.stateless(w, r, name, be, msgs, batch)
-		return
-	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !mux.IsSupported(v) {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(v))
 		return
 	}
 	requests := countRequests(msgs)

@@ -173,3 +173,48 @@ func TestNoResumeGrace(t *testing.T) {
 		t.Fatalf("resumed with no grace: %d %s", resp.StatusCode, body)
 	}
 }
+
+// sseLines returns the id and data lines of an SSE body, in order.
+func sseLines(body string) []string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "id: ") || strings.HasPrefix(l, "data: ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A resume with Last-Event-ID gets strictly the events after the one it
+// names: the named event was received, so sending it again (or an event
+// bearing its id) makes the client see it twice.
+func TestResumeReplaysStrictlyAfterNamedEvent(t *testing.T) {
+	b := newFakeBackend()
+	b.version = "2025-11-25"
+	_, srv := testServer(t, b, Config{})
+	sid := initSession(t, srv)
+	_, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":7,"method":"progress","params":{}}`,
+		"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-11-25")
+	lines := sseLines(body)
+	var progressID string
+	for i, l := range lines {
+		if strings.Contains(l, "notifications/progress") && i > 0 {
+			progressID = strings.TrimPrefix(lines[i-1], "id: ")
+		}
+	}
+	if progressID == "" {
+		t.Fatalf("no progress event with an id in %q", lines)
+	}
+	resp, rbody := resume(t, srv, sid, progressID)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("resume: %d %s", resp.StatusCode, rbody)
+	}
+	for _, l := range sseLines(rbody) {
+		if l == "id: "+progressID || strings.Contains(l, "notifications/progress") {
+			t.Errorf("the resume replays the named event %s: %q", progressID, sseLines(rbody))
+		}
+	}
+	if !strings.Contains(rbody, `"id":7,"result"`) {
+		t.Errorf("the resume lacks the reply after the named event: %q", rbody)
+	}
+}

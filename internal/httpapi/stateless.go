@@ -62,12 +62,13 @@ func isStatelessPost(r *http.Request, msgs []jsonrpc.Message, batch bool) bool {
 	if r.Header.Get("Mcp-Session-Id") != "" || len(msgs) == 0 {
 		return false
 	}
+	// The header's one version, repeated or not (compat.go).
 	if batch {
 		// A batch is never modern, but one whose header says so must not
 		// fall through to the session path.
-		return modern.IsModern(r.Header.Get("Mcp-Protocol-Version"), nil)
+		return modern.IsModern(headerVersion(r.Header), nil)
 	}
-	return modern.IsModern(r.Header.Get("Mcp-Protocol-Version"), &msgs[0])
+	return modern.IsModern(headerVersion(r.Header), &msgs[0])
 }
 
 // stateless answers one request of the stateless revision.
@@ -86,8 +87,19 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	if msg.Kind != jsonrpc.KindRequest {
 		// The revision defines no client notification over HTTP (a
 		// request is cancelled by closing its stream): accepted, dropped.
+		// A request method without an id is counted (compat.go).
+		if isRequestMethod(msg) {
+			h.droppedIDless(r, msg, TransportStateless)
+		}
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	// What Claude's clients send, accepted by Check (compat.go).
+	if req.OlderHeader != "" {
+		h.accepted(r, MismatchBodyNewer, req.OlderHeader, req.Version)
+	}
+	if req.RepeatedHeader {
+		h.accepted(r, MismatchRepeated, headerLine(r.Header), req.Version)
 	}
 	sb, ok := be.(StatelessBackend)
 	if !ok {

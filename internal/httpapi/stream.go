@@ -41,7 +41,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	st, after := s.General(), uint64(0)
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
+	last := r.Header.Get("Last-Event-ID")
+	resumed := last != ""
+	if resumed {
 		id, seq, ok := session.ParseEventID(last)
 		if !ok {
 			writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: malformed Last-Event-ID")
@@ -64,7 +66,22 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 	defer st.Detach()
 	s.Begin()
 	defer func() { s.End(time.Now()) }()
+	if resumed {
+		h.resumeSSE(w, r, s, st, after)
+		return
+	}
 	h.sse(w, r, s, st, nil, after, nil)
+}
+
+// resumeSSE serves stream st from the event after `after`, the one a
+// client's Last-Event-ID named: strictly the events after it. Unlike a new
+// stream it gets no priming event: one would bear the named event's id
+// again, and the client has that event already.
+func (h *Handler) resumeSSE(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, after uint64) {
+	bp := getBuf()
+	defer putBuf(bp)
+	*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry}) // no id, no data: sets the retry only
+	h.stream(w, r, s, st, nil, after, bp, nil, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
 }
 
 // sse serves stream st as Server-Sent Events: first the events in pending

@@ -77,16 +77,25 @@ func (h *Handler) routeHost(r *http.Request, name string) {
 	r.SetPathValue(barePathKey, "1")
 }
 
-// serveDefault serves the default endpoint at a bare path with serve, or
-// nothing (404) while there is none.
+// serveDefault serves the default endpoint at a bare path with serve;
+// while there is none, Config.BareServer if set, else nothing (404).
 func (h *Handler) serveDefault(serve http.HandlerFunc) http.HandlerFunc {
 	withDefault := h.withDefault(serve)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := h.loadTargets().endpoints[DefaultEndpoint]; !ok {
-			h.notFound(w, r)
+		t := h.loadTargets()
+		if _, ok := t.endpoints[DefaultEndpoint]; ok {
+			withDefault(w, r)
 			return
 		}
-		withDefault(w, r)
+		if name := h.cfg.BareServer; name != "" {
+			if _, ok := t.backends[name]; ok {
+				r.SetPathValue(serverValue, name)
+				r.SetPathValue(barePathKey, "1")
+				serve(w, r)
+				return
+			}
+		}
+		h.notFound(w, r)
 	}
 }
 

@@ -65,6 +65,7 @@ type server struct {
 	subscribed  map[string]bool         // resource URIs subscribed to
 	initialized bool                    // initialize was received
 	clientCaps  json.RawMessage         // the capabilities of the initialize received
+	notified    []string                // methods of the messages without id received, in order (the first maxNotified)
 
 	// lmu orders what is written about listens (acknowledgements, tagged
 	// notifications, final results); taken before wmu, never with mu.
@@ -166,7 +167,15 @@ func (s *server) dispatch(line []byte) {
 	}
 }
 
+// maxNotified bounds the methods the tool "notified" reports.
+const maxNotified = 1000
+
 func (s *server) handleNotification(m message) {
+	s.mu.Lock()
+	if len(s.notified) < maxNotified {
+		s.notified = append(s.notified, m.Method)
+	}
+	s.mu.Unlock()
 	switch m.Method {
 	case "notifications/cancelled":
 		var p struct {

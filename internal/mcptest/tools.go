@@ -218,6 +218,13 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		}
 		_ = json.Unmarshal(m.Params, &pm)
 		s.reply(m.ID, textResult(string(pm.Meta), false))
+	case "notified":
+		// Not listed. The methods of every message without an id this
+		// process received, in order (a JSON array).
+		s.mu.Lock()
+		got := append([]string{}, s.notified...)
+		s.mu.Unlock()
+		s.reply(m.ID, textResult(string(mustJSON(got)), false))
 	case "calls":
 		self := idKey(m.ID)
 		out := struct {

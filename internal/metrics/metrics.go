@@ -84,6 +84,9 @@ func New(src Source) *Metrics {
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.requests.collectors()...)
 	m.reg.MustRegister(newScrapeCollector(src))
+	if cs, ok := src.(CompatSource); ok { // compat.go
+		m.reg.MustRegister(compatCollector{cs})
+	}
 	return m
 }
 

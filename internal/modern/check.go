@@ -29,6 +29,13 @@ type Request struct {
 	// LogLevel is params._meta[KeyLogLevel], "" when absent: then no
 	// notifications/message may be sent for the request.
 	LogLevel string
+	// OlderHeader is the MCP-Protocol-Version header of a request that
+	// named an initialized-era version there and a modern one in its body:
+	// accepted, served as the body's (see [Check]); "" otherwise.
+	OlderHeader string
+	// RepeatedHeader is true when MCP-Protocol-Version came more than once
+	// with the same value (accepted, see [HeaderVersion]).
+	RepeatedHeader bool
 }
 
 // Problem is a refused modern message: the HTTP status to answer with and
@@ -84,8 +91,17 @@ var logLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 //  9. KeyLogLevel present but not a LoggingLevel (400, -32602).
 //
 // A header given more than once counts as a mismatch: which copy an
-// intermediary routed on cannot be known. Mcp-Param-* headers need the
-// tool's inputSchema and are left to the caller.
+// intermediary routed on cannot be known. MCP-Protocol-Version is read
+// with [HeaderVersion]: the same value repeated is that value. Mcp-Param-*
+// headers need the tool's inputSchema and are left to the caller.
+//
+// Where real clients' intent is unambiguous, Check accepts what they send
+// (the result records it): a body naming a modern version under a header
+// naming an initialized-era one (claude.ai's connectors relay 2026-07-28
+// requests under "2025-11-25") is served as the body's version; the
+// transport that set such a header sends no Mcp-Method or Mcp-Name, so
+// those are checked only when present. A header naming an unknown or
+// another modern version is still a mismatch (step 4).
 //
 // Notifications: 2026-07-28 defines none from client to server over HTTP
 // (notifications/cancelled is stdio-only; closing the stream cancels) and no
@@ -104,10 +120,16 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 	method := msg.MethodName() // valid while msg.Raw is; cloned below if kept
 	req := Request{Method: knownMethod(method)}
 
-	header, p := single(h, HeaderProtocolVersion)
-	if p != nil {
-		return req, p
+	header, repeated, ok := HeaderVersion(h)
+	switch {
+	case !ok:
+		return req, &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+			fmt.Sprintf("Header mismatch: %s header given with different values", HeaderProtocolVersion), nil}
+	case header == "":
+		return req, &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+			fmt.Sprintf("Header mismatch: missing required %s header", HeaderProtocolVersion), nil}
 	}
+	req.RepeatedHeader = repeated
 	params := find(b, wholeValue(b), "params")
 	meta := find(b, params, "_meta")
 	if !isObject(b, meta) {
@@ -133,23 +155,38 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 		return req, invalidParams(fmt.Sprintf("_meta field %q is required and must be an object", KeyClientCapabilities))
 	}
 	if string(v) != header {
-		return req, mismatch(HeaderProtocolVersion, header, string(v))
+		if !olderHeader(header, string(v)) {
+			return req, mismatch(HeaderProtocolVersion, header, string(v))
+		}
+		req.OlderHeader = header
 	}
-	req.Version = header
-	if header == Version {
-		req.Version = Version // a constant: header is the caller's
+	// Without allocating: v aliases msg.Raw, header is the caller's.
+	switch {
+	case string(v) == Version:
+		req.Version = Version
+	case string(v) == header:
+		req.Version = header
+	default:
+		req.Version = string(v)
 	}
 	req.Capabilities = b[caps.Start:caps.End:caps.End]
 
-	hm, p := single(h, HeaderMethod)
-	if p != nil {
-		return req, p
+	// Mcp-Method and Mcp-Name are the revision's; a session-era transport
+	// (an older header) has none, but one it does send must agree.
+	optional := req.OlderHeader != ""
+	if !optional || len(h.Values(HeaderMethod)) > 0 {
+		hm, p := single(h, HeaderMethod)
+		if p != nil {
+			return req, p
+		}
+		if hm != method {
+			return req, mismatch(HeaderMethod, hm, method)
+		}
 	}
-	if hm != method {
-		return req, mismatch(HeaderMethod, hm, method)
-	}
-	if p := checkName(h, b, params, method); p != nil {
-		return req, p
+	if !optional || len(h.Values(HeaderName)) > 0 {
+		if p := checkName(h, b, params, method); p != nil {
+			return req, p
+		}
 	}
 
 	if !slices.Contains(Supported, req.Version) {

@@ -75,6 +75,22 @@ func TestCheck(t *testing.T) {
 		{name: "resources/read sentinel-looking uri", h: std("resources/read", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
 			body: req("resources/read", `{"uri":"=?base64?literal?=","_meta":`+meta("")+`}`),
 			want: Request{Method: "resources/read", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+		// What real clients send, accepted (the body decides).
+		{name: "claude connector: older header, modern body, no Mcp-Method or Mcp-Name", h: hdr(HeaderProtocolVersion, "2025-11-25"),
+			body: req("tools/call", `{"name":"echo","_meta":`+meta("")+`}`),
+			want: Request{Method: "tools/call", Version: Version, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-11-25"}},
+		{name: "older header with the revision's headers", h: hdr(HeaderProtocolVersion, "2025-06-18", HeaderMethod, "tools/call", HeaderName, "echo"),
+			body: req("tools/call", `{"name":"echo","_meta":`+meta("")+`}`),
+			want: Request{Method: "tools/call", Version: Version, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-06-18"}},
+		{name: "the same version twice in one line", h: hdr(HeaderProtocolVersion, Version+", "+Version, HeaderMethod, "tools/list"),
+			body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`), RepeatedHeader: true}},
+		{name: "the same version on two lines", h: hdr(HeaderProtocolVersion, Version, "mcp-protocol-version", Version, HeaderMethod, "tools/list"),
+			body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`), RepeatedHeader: true}},
+		{name: "an older version twice, modern body", h: hdr(HeaderProtocolVersion, "2025-11-25, 2025-11-25"),
+			body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-11-25", RepeatedHeader: true}},
 		{name: "unknown method is left to the server", h: std("unknown/method"),
 			body: req("unknown/method", `{"_meta":`+meta("")+`}`),
 			want: Request{Method: "unknown/method", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
@@ -86,8 +102,19 @@ func TestCheck(t *testing.T) {
 			status: 400, code: -32020, message: "Header mismatch: missing required MCP-Protocol-Version header"},
 		{name: "empty MCP-Protocol-Version", h: hdr(HeaderProtocolVersion, "", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: missing required MCP-Protocol-Version header"},
-		{name: "two MCP-Protocol-Version", h: hdr(HeaderProtocolVersion, Version, "mcp-protocol-version", Version), body: req("tools/list", `{"_meta":`+meta("")+`}`),
-			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header given 2 times"},
+		{name: "two different MCP-Protocol-Version lines", h: hdr(HeaderProtocolVersion, Version, "mcp-protocol-version", "2025-11-25", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header given with different values"},
+		{name: "two different MCP-Protocol-Version values", h: hdr(HeaderProtocolVersion, "2025-11-25, 2026-07-28", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header given with different values"},
+		{name: "older header, unknown body version", h: hdr(HeaderProtocolVersion, "2025-11-25", HeaderMethod, "tools/list"),
+			body:   req("tools/list", `{"_meta":{"`+pv+`":"v999.0.0","`+caps+`":{}}}`),
+			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header value '2025-11-25' does not match body value 'v999.0.0'"},
+		{name: "unknown header, modern body", h: hdr(HeaderProtocolVersion, "2099-01-01", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header value '2099-01-01' does not match body value '2026-07-28'"},
+		{name: "older header, Mcp-Method sent and wrong", h: hdr(HeaderProtocolVersion, "2025-11-25", HeaderMethod, "tools/call"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
+			status: 400, code: -32020, message: "Header mismatch: Mcp-Method header value 'tools/call' does not match body value 'tools/list'"},
+		{name: "older header, Mcp-Name sent and wrong", h: hdr(HeaderProtocolVersion, "2025-11-25", HeaderName, "foo"), body: req("tools/call", `{"name":"bar","_meta":`+meta("")+`}`),
+			status: 400, code: -32020, message: "Header mismatch: Mcp-Name header value 'foo' does not match body value 'bar'"},
 		{name: "no params", h: std("tools/list"), body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
 			status: 400, code: -32602, message: "Invalid params: params._meta is required and must be an object"},
 		{name: "no _meta", h: std("server/discover"), body: req("server/discover", `{}`),
@@ -181,7 +208,8 @@ func TestCheck(t *testing.T) {
 					t.Fatalf("refused: %v", p)
 				}
 				if got.Method != tt.want.Method || got.Version != tt.want.Version || got.LogLevel != tt.want.LogLevel ||
-					string(got.Capabilities) != string(tt.want.Capabilities) {
+					string(got.Capabilities) != string(tt.want.Capabilities) ||
+					got.OlderHeader != tt.want.OlderHeader || got.RepeatedHeader != tt.want.RepeatedHeader {
 					t.Fatalf("got %+v (caps %s), want %+v (caps %s)", got, got.Capabilities, tt.want, tt.want.Capabilities)
 				}
 				return

@@ -176,6 +176,7 @@ func FuzzCheck(f *testing.F) {
 	for _, s := range messageSeeds {
 		f.Add([]byte(s), Version, "tools/call", "x")
 	}
+	f.Add([]byte(req("tools/call", `{"name":"x","_meta":`+meta("")+`}`)), "2025-11-25, 2025-11-25", "tools/call", "x")
 	f.Add([]byte(req("tools/call", `{"name":"Hello, 世界","_meta":`+meta("")+`}`)), Version, "tools/call", "=?base64?SGVsbG8sIOS4lueVjA==?=")
 	f.Add([]byte(req("server/discover", `{"_meta":{"`+KeyProtocolVersion+`":"v9","`+KeyClientCapabilities+`":{}}}`)), "v9", "server/discover", "")
 	f.Fuzz(func(t *testing.T, b []byte, version, method, name string) {
@@ -187,9 +188,11 @@ func FuzzCheck(f *testing.F) {
 		h := hdr(HeaderProtocolVersion, version, HeaderMethod, method, HeaderName, name)
 		got, p := Check(h, &m)
 		if p == nil {
-			if m.Kind == jsonrpc.KindRequest && (got.Version != version || !slices.Contains(Supported, got.Version) ||
+			hv, _, _ := HeaderVersion(h)
+			headerOK := hv == got.Version || got.OlderHeader == hv && slices.Contains(LegacyVersions, hv)
+			if m.Kind == jsonrpc.KindRequest && (!headerOK || !slices.Contains(Supported, got.Version) ||
 				got.Method != method || !json.Valid(got.Capabilities)) {
-				t.Fatalf("accepted %s with %+v", b, got)
+				t.Fatalf("accepted %s under %q with %+v", b, version, got)
 			}
 			return
 		}
@@ -203,6 +206,40 @@ func FuzzCheck(f *testing.F) {
 		r, err := jsonrpc.Parse(resp)
 		if err != nil || !json.Valid(resp) || !r.IsError || m.ID.Present() && !bytes.Equal(r.Bytes(r.ID), m.Bytes(m.ID)) {
 			t.Fatalf("bad error response %s: %v", resp, err)
+		}
+	})
+}
+
+// FuzzHeaderVersion: HeaderVersion never panics; what it accepts is one
+// version that every non-empty element of every line equals, trimmed.
+func FuzzHeaderVersion(f *testing.F) {
+	for _, seed := range [][2]string{{"2025-11-25", ""}, {"2025-11-25, 2025-11-25", ""}, {"2025-11-25", "2025-11-25"},
+		{"2025-11-25,2026-07-28", ""}, {" , ,", "\t2025-06-18 "}, {"", ""}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		h := hdr(HeaderProtocolVersion, a, HeaderProtocolVersion, b)
+		v, repeated, ok := HeaderVersion(h)
+		var elems []string
+		for _, line := range []string{a, b} {
+			for _, e := range strings.Split(line, ",") {
+				if e = strings.Trim(e, " \t"); e != "" {
+					elems = append(elems, e)
+				}
+			}
+		}
+		distinct := len(elems) > 0 && slices.ContainsFunc(elems, func(e string) bool { return e != elems[0] })
+		switch {
+		case distinct:
+			if ok {
+				t.Fatalf("%q, %q: accepted %q though its values differ", a, b, v)
+			}
+		case !ok:
+			t.Fatalf("%q, %q: refused one value", a, b)
+		case len(elems) == 0 && (v != "" || repeated):
+			t.Fatalf("%q, %q: %q from no value", a, b, v)
+		case len(elems) > 0 && (v != elems[0] || repeated != (len(elems) > 1)):
+			t.Fatalf("%q, %q: got %q repeated=%v", a, b, v, repeated)
 		}
 	})
 }
