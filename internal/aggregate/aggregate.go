@@ -70,6 +70,13 @@ type Member struct {
 	// words ("starting", "backing off: exit status 1 ...; retrying in
 	// 3s"); nil: always ready. Polled to hide and show the member.
 	State func() (ready bool, state string)
+	// SharedLists says that one upstream serves every session of the
+	// member (a shared stdio server): its lists are the same for all, so
+	// the endpoint fetches each once and shares it, fetching again on the
+	// member's list_changed or restart. false (a session-isolated or
+	// remote member, whose lists may differ per session): each session
+	// fetches its own, kept once per distinct content.
+	SharedLists bool
 	// OpenStateless, if set, opens the member's session for one request
 	// of the stateless revision declaring caps (raw JSON): a Conn of the
 	// session eras on the processes that serve the member's stateless
@@ -108,6 +115,16 @@ type Options struct {
 	// PollInterval is how often the members' State is read, to hide and
 	// show them. Default 500ms.
 	PollInterval time.Duration
+	// PageSize is the most items a page of a merged list holds. Default
+	// 0: the whole merged list in one page (many clients read only the
+	// first page).
+	PageSize int
+	// MaxListBytes bounds the bytes the endpoint keeps of lists: a
+	// member's list or a merged list larger is refused with an error
+	// naming the config key gateway.endpoints.NAME.maxListBytes, and
+	// merged lists past it are evicted least recently used first.
+	// Default 256 MiB.
+	MaxListBytes int64
 	Logger       *slog.Logger
 }
 
@@ -117,6 +134,8 @@ const (
 	DefaultMaxNameLen   = 64
 	minMaxNameLen       = 16 // room for the hash suffix and some of the name
 	defaultPollInterval = 500 * time.Millisecond
+	// DefaultMaxListBytes is the default of Options.MaxListBytes.
+	DefaultMaxListBytes = 256 << 20
 )
 
 // Endpoint serves one endpoint's client sessions. See the package comment.
@@ -173,6 +192,12 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = defaultPollInterval
+	}
+	if opts.MaxListBytes <= 0 {
+		opts.MaxListBytes = DefaultMaxListBytes
+	}
+	if opts.PageSize < 0 {
+		opts.PageSize = 0
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
