@@ -153,6 +153,13 @@ type Endpoint struct {
 	leftOut  []rateLimit  // per member: "left out of a merged list" lines
 	hidden   []rateLimit  // per member: "hidden from a session" lines
 
+	// The lists, shared by every session (shared.go, viewcache.go).
+	lists   interner
+	views   viewCache
+	fetches atomic.Int64 // fetches of shared lists (tests count them)
+	lmu     sync.Mutex
+	shared  map[*Member]*sharedLists // guarded by lmu, as their contents
+
 	stop chan struct{} // closed by Close: polling ends
 	once sync.Once
 	wg   sync.WaitGroup
@@ -263,6 +270,7 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 		sessions: map[*conn]struct{}{},
 		states:   make([]memberState, len(members)),
 	}
+	e.views.max = opts.MaxListBytes
 	for i := range e.members {
 		e.states[i].ready, e.states[i].text = e.poll(i)
 		e.states[i].wasReady = e.states[i].ready
