@@ -3,6 +3,7 @@ package aggregate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -219,7 +220,7 @@ func (c *conn) fetchAll(ctx context.Context, i int, k kind) (*memberList, error)
 			size += int64(len(it.raw))
 		}
 		if size > c.e.opts.MaxListBytes {
-			return nil, c.e.tooBig(fmt.Sprintf("the %s of server %q", kindInfo[k].method, c.e.members[i].Name), size)
+			return nil, overBound{c.e.tooBig(fmt.Sprintf("the %s of server %q", kindInfo[k].method, c.e.members[i].Name), size)}
 		}
 		if p.next == "" {
 			return c.e.lists.intern(pages), nil
@@ -276,7 +277,11 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 		return // answered: cancelled, abandoned or closed
 	}
 	c.mu.Lock()
-	v, err := c.viewLocked(k)
+	err := c.overBoundLocked(k)
+	var v *view
+	if err == nil {
+		v, err = c.viewLocked(k)
+	}
 	c.mu.Unlock()
 	if err != nil {
 		c.fail(p, err)
@@ -299,6 +304,24 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 		next = encodeCursor(v.at(to))
 	}
 	c.answer(p, v.page(from, to, next))
+}
+
+// overBound is a member's list refused for MaxListBytes.
+type overBound struct{ error }
+
+func (o overBound) Unwrap() error { return o.error }
+
+// overBoundLocked returns the error of a visible member's list of kind k
+// refused for MaxListBytes, if any: the merged list is refused with it,
+// never answered without that member's items. Called with c.mu held.
+func (c *conn) overBoundLocked(k kind) error {
+	for i, mc := range c.members {
+		var ob overBound
+		if c.visibleLocked(i) && mc.caps.has(k) && errors.As(mc.lists[k].err, &ob) {
+			return ob.error
+		}
+	}
+	return nil
 }
 
 // clip shortens a client's value quoted in an error.
