@@ -13,12 +13,15 @@
 // The session eras (conn.go and the files it uses): one client session is
 // one session of each member. The naming, filters, cursors, views of the
 // members' lists and their rendering (names.go, cursor.go, view.go) are
-// functions of the options and of pages of items, not of a session, for
-// the stateless revision (2026-07-28) to serve the same endpoint.
+// functions of the options and of the members' lists, not of a session:
+// the stateless revision (2026-07-28) serves the same endpoint, and the
+// lists and merged views are kept once for every session (shared.go,
+// viewcache.go).
 //
 // What a client sees, in short: tools and prompts named PREFIX+SEP+NAME
 // (shortened past MaxNameLen with a stable hash), resources under their
-// own URIs; merged lists, paged member by member in config order; members
+// own URIs; merged lists whole in one page (members in config order), or
+// in pages of Options.PageSize; members
 // that are down hidden (list_changed when they leave and come back) and
 // their tools answered at once with an error naming them and their state.
 // Two members exposing the same name are a collision: the name is left out
@@ -324,11 +327,16 @@ func (e *Endpoint) openSession(ctx context.Context, general mux.Stream, stateles
 
 var errClosed = errors.New("the gateway is shutting down")
 
-// forget drops a closed session.
+// forget drops a closed session. With the last one gone, nobody hears
+// the members' list_changed any longer: the shared lists are dropped too.
 func (e *Endpoint) forget(c *conn) {
 	e.mu.Lock()
 	delete(e.sessions, c)
+	last := len(e.sessions) == 0
 	e.mu.Unlock()
+	if last {
+		e.dropShared()
+	}
 }
 
 // Pending returns the requests the endpoint has in flight: its clients'

@@ -25,8 +25,9 @@ import (
 // fetch (singleflight), then all use the list until it is invalidated: by
 // the member's list_changed (each session hears it and invalidates; the
 // first invalidation of a list known or being fetched counts, the others
-// find nothing to drop) or by the member becoming ready again after being
-// down. A fetch under way when its list is invalidated still answers the
+// find nothing to drop), by the member becoming ready again after being
+// down, or by the endpoint's last session ending (nobody is left to hear
+// a change). A fetch under way when its list is invalidated still answers the
 // sessions that waited for it, but is not kept: the next one to ask
 // fetches again, so no list fetched before a change is kept after it.
 // A member without SharedLists (session-isolated, remote: its list may
@@ -173,6 +174,20 @@ func (e *Endpoint) invalidate(m *Member, kinds kindSet) {
 			s.gen++
 			s.list, s.flight = nil, nil
 		}
+	}
+}
+
+// dropShared invalidates every shared list: no session is left to hear
+// that one changed, so none can be trusted by the next session.
+func (e *Endpoint) dropShared() {
+	e.lmu.Lock()
+	members := make([]*Member, 0, len(e.shared))
+	for m := range e.shared {
+		members = append(members, m)
+	}
+	e.lmu.Unlock()
+	for _, m := range members {
+		e.invalidate(m, 1<<numKinds-1)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,5 +192,40 @@ func TestPolicyViewsShared(t *testing.T) {
 	}
 	if n := e.views.builds.Load(); n != 3 {
 		t.Errorf("%d merged lists built, want 3: alice's, bob's, carol's", n)
+	}
+}
+
+// TestSharedListDroppedWithLastSession: a shared list is kept while
+// sessions are there to hear the member's list_changed; once the last
+// session has ended, a change nobody heard is not hidden from the next
+// session by the list kept from before.
+func TestSharedListDroppedWithLastSession(t *testing.T) {
+	tap := newListTap(fakeMember(t, "a", mcptest.FakeOptions{}))
+	e := newEndpoint(t, Options{}, tap.member)
+	one, two := connect(t, e, `{}`), connect(t, e, `{}`)
+	one.tools()
+	two.tools()
+	if n := tap.fetches.Load(); n != 1 {
+		t.Fatalf("%d fetches for two sessions, want one", n)
+	}
+	one.conn.Close()
+	if got := connect(t, e, `{}`).tools(); !slices.Contains(got, "a__v1") || tap.fetches.Load() != 1 {
+		t.Errorf("a third session while the second is open: %v, %d fetches: want the kept list", got, tap.fetches.Load())
+	}
+	e.mu.Lock()
+	left := make([]*conn, 0, len(e.sessions))
+	for c := range e.sessions {
+		left = append(left, c)
+	}
+	e.mu.Unlock()
+	for _, c := range left {
+		c.Close()
+	}
+	tap.version.Store(2) // changed while no session listens
+	if got := connect(t, e, `{}`).tools(); !slices.Contains(got, "a__v2") {
+		t.Errorf("a session after the last one ended: %v, want the member's list as it is now (a__v2)", got)
+	}
+	if n := tap.fetches.Load(); n != 2 {
+		t.Errorf("%d fetches, want 2", n)
 	}
 }
