@@ -157,11 +157,10 @@ type Endpoint struct {
 	hidden   []rateLimit  // per member: "hidden from a session" lines
 
 	// The lists, shared by every session (shared.go, viewcache.go).
-	lists   interner
-	views   viewCache
-	fetches atomic.Int64 // fetches of shared lists (tests count them)
-	lmu     sync.Mutex
-	shared  map[*Member]*sharedLists // guarded by lmu, as their contents
+	lists  interner
+	views  viewCache
+	lmu    sync.Mutex
+	shared map[*Member]*sharedLists // guarded by lmu, as their contents
 
 	stop chan struct{} // closed by Close: polling ends
 	once sync.Once

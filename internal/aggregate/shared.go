@@ -211,7 +211,6 @@ func (c *conn) sharedList(ctx context.Context, mc *member, k kind) (*memberList,
 		}
 		e.lmu.Unlock()
 		if mine {
-			e.fetches.Add(1)
 			list, err := c.fetchAll(ctx, mc.i, k)
 			e.lmu.Lock()
 			f.list, f.err = list, err
