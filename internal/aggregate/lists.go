@@ -185,7 +185,7 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	}
 	if ls.gen == gen {
 		if err == nil {
-			ls.list, ls.loaded = list, true
+			ls.list, ls.loaded, ls.err = list, true, nil
 			c.epoch++
 		} else {
 			ls.err = err
@@ -317,7 +317,7 @@ func (o overBound) Unwrap() error { return o.error }
 func (c *conn) overBoundLocked(k kind) error {
 	for i, mc := range c.members {
 		var ob overBound
-		if c.visibleLocked(i) && mc.caps.has(k) && errors.As(mc.lists[k].err, &ob) {
+		if c.visibleLocked(i) && mc.caps.has(k) && !mc.lists[k].loaded && errors.As(mc.lists[k].err, &ob) {
 			return ob.error
 		}
 	}
