@@ -130,11 +130,7 @@ func (c *conn) ensure(ctx context.Context, kinds ...kind) {
 				if c.closed || !c.visibleLocked(i) || !mc.caps.has(k) || ls.loaded || round > 0 && ls.err != nil {
 					continue
 				}
-				if ls.loading == nil {
-					ls.loading = make(chan struct{})
-					go c.load(mc, k, ls.gen, ls.loading)
-				}
-				waits = append(waits, ls.loading)
+				waits = append(waits, c.loadingLocked(mc, k))
 			}
 		}
 		c.mu.Unlock()
@@ -164,6 +160,18 @@ func (c *conn) completeLocked(k kind) bool {
 		}
 	}
 	return true
+}
+
+// loadingLocked returns the channel closed when the load of member mc's
+// list of kind k ends, starting one if none is under way. Called with
+// c.mu held.
+func (c *conn) loadingLocked(mc *member, k kind) chan struct{} {
+	ls := &mc.lists[k]
+	if ls.loading == nil {
+		ls.loading = make(chan struct{})
+		go c.load(mc, k, ls.gen, ls.loading)
+	}
+	return ls.loading
 }
 
 // load fetches member mc's whole list of kind k, for generation gen.

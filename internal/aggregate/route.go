@@ -102,12 +102,7 @@ func (c *conn) awaitOwner(ctx context.Context, k kind, name string) {
 			if !c.visibleLocked(i) || !mc.caps.has(k) || mc.lists[k].loaded {
 				continue
 			}
-			ls := &mc.lists[k]
-			if ls.loading == nil {
-				ls.loading = make(chan struct{})
-				go c.load(mc, k, ls.gen, ls.loading)
-			}
-			waits = append(waits, ls.loading)
+			waits = append(waits, c.loadingLocked(mc, k))
 		}
 		c.mu.Unlock()
 		if len(waits) == 0 {

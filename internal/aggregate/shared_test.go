@@ -160,7 +160,7 @@ func TestPolicyViewsShared(t *testing.T) {
 	m.Policy = prefixPolicy{}
 	tap := newListTap(m)
 	e := newEndpoint(t, Options{}, tap.member)
-	for _, who := range []string{"alice", "bob", "alice", "bob", "bob"} {
+	connectAs := func(who string) *client {
 		ctx := httpapi.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey})
 		c, err := e.Open(ctx, newStream())
 		if err != nil {
@@ -169,22 +169,17 @@ func TestPolicyViewsShared(t *testing.T) {
 		t.Cleanup(c.Close)
 		cl := &client{t: t, conn: c, general: newStream()}
 		cl.result(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-		got := strings.Join(cl.tools(), " ")
+		return cl
+	}
+	for _, who := range []string{"alice", "bob", "alice", "bob", "bob"} {
+		got := strings.Join(connectAs(who).tools(), " ")
 		want := map[string]string{"alice": "a__alice_1 a__alice_2", "bob": "a__bob_1"}[who]
 		if got != want {
 			t.Errorf("%s's tools: %q, want %q", who, got, want)
 		}
 	}
 	// carol's decisions are bob's minus one: her own merged list.
-	ctx := httpapi.WithPrincipal(t.Context(), &auth.Principal{Name: "carol"})
-	c, err := e.Open(ctx, newStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl := &client{t: t, conn: c, general: newStream()}
-	cl.result(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	if got := cl.tools(); len(got) != 0 {
+	if got := connectAs("carol").tools(); len(got) != 0 {
 		t.Errorf("carol's tools: %v, want none", got)
 	}
 	if n := tap.fetches.Load(); n != 1 {
