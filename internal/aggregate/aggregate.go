@@ -160,7 +160,8 @@ type Endpoint struct {
 	lists  interner
 	views  viewCache
 	lmu    sync.Mutex
-	shared map[*Member]*sharedLists // guarded by lmu, as their contents
+	shared map[*Member]*memberLists // guarded by lmu, as their contents
+	tokens uint64                   // guarded by lmu: the last memberLists.token
 
 	stop chan struct{} // closed by Close: polling ends
 	once sync.Once

@@ -140,20 +140,27 @@ type listFlight struct {
 	orphaned bool
 }
 
-// sharedLists are one member's shared lists, by kind.
-type sharedLists [numKinds]sharedList
+// memberLists is what the endpoint keeps for one member: its shared
+// lists, by kind, and a token naming it in the keys of the views.
+type memberLists struct {
+	token uint64
+	kinds [numKinds]sharedList
+}
 
-// sharedOf returns member m's shared lists. Keyed by the member, so that a
-// member replaced in the endpoint starts with nothing.
-func (e *Endpoint) sharedOf(m *Member) *sharedLists {
+// sharedOf returns member m's lists. Keyed by the member, so that a member
+// replaced in the endpoint starts with nothing, and with a token of its
+// own: views built with the member it replaced are not its views, even
+// at the same index with the same list.
+func (e *Endpoint) sharedOf(m *Member) *memberLists {
 	e.lmu.Lock()
 	defer e.lmu.Unlock()
 	s := e.shared[m]
 	if s == nil {
 		if e.shared == nil {
-			e.shared = map[*Member]*sharedLists{}
+			e.shared = map[*Member]*memberLists{}
 		}
-		s = &sharedLists{}
+		e.tokens++
+		s = &memberLists{token: e.tokens}
 		e.shared[m] = s
 	}
 	return s
@@ -170,7 +177,7 @@ func (e *Endpoint) invalidate(m *Member, kinds kindSet) {
 	e.lmu.Lock()
 	defer e.lmu.Unlock()
 	for k := range numKinds {
-		if s := &sl[k]; kinds.has(k) && (s.list != nil || s.flight != nil) {
+		if s := &sl.kinds[k]; kinds.has(k) && (s.list != nil || s.flight != nil) {
 			s.gen++
 			s.list, s.flight = nil, nil
 		}
@@ -196,7 +203,7 @@ func (e *Endpoint) dropShared() {
 // this session's member session (within ctx).
 func (c *conn) sharedList(ctx context.Context, mc *member, k kind) (*memberList, error) {
 	e := c.e
-	s := &e.sharedOf(mc.m)[k]
+	s := &e.sharedOf(mc.m).kinds[k]
 	for {
 		e.lmu.Lock()
 		if l := s.list; l != nil {

@@ -135,8 +135,9 @@ func (e *Endpoint) tooBig(what string, size int64) error {
 }
 
 // viewKeyLocked returns the key of the view of kind k this session has:
-// per member, the list it contributes (visible, with the capability, its
-// list loaded) and the policy's say on it. Cached per session epoch (every
+// per member that contributes (visible, with the capability, its list
+// loaded), its index, its token (the member itself: its prefix and
+// filters), its list and the policy's say on it. Cached per session epoch (every
 // change of a member's list or visibility bumps it). Called with c.mu
 // held.
 func (c *conn) viewKeyLocked(k kind) string {
@@ -150,6 +151,7 @@ func (c *conn) viewKeyLocked(k kind) string {
 			continue
 		}
 		b = strconv.AppendInt(append(b, ' '), int64(i), 10)
+		b = strconv.AppendUint(append(b, ':'), c.e.sharedOf(mc.m).token, 10)
 		b = strconv.AppendUint(append(b, ':'), l.id, 10)
 		if c.e.members[i].Policy != nil {
 			b = append(append(b, ':'), c.policyKeyLocked(mc, k, l)...)
