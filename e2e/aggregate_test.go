@@ -50,6 +50,7 @@ type aggregateSummary struct {
 		Resources    []string       `json:"resources"`
 		Capabilities map[string]any `json:"capabilities"`
 		ServerInfo   map[string]any `json:"serverInfo"`
+		Requests     map[string]int `json:"requests"` // with --one-page: list requests per method
 	} `json:"endpoint"`
 	Calls  map[string]json.RawMessage `json:"calls"`
 	Errors []string                   `json:"errors"`
@@ -63,7 +64,9 @@ type aggregateSummary struct {
 // (memory: create_entities then open_nodes, read back directly too; everything: echo, get-sum,
 // a prompt and a resource; sequential-thinking: one thought) and checks the results. Over
 // Streamable HTTP and the legacy SSE transport of the endpoint, and through the default
-// endpoint at /mcp and /sse. Then the Go SDK client does the same in the 2026-07-28 era.
+// endpoint at /mcp and /sse. The endpoint's lists are read as Claude.ai, Claude Code, Codex and
+// Copilot CLI read them: one listTools() call (and one of each other list), whose one page must
+// hold every member's tools. Then the Go SDK client does the same in the 2026-07-28 era.
 func TestAggregateTypeScriptClient(t *testing.T) {
 	requirePeers(t, node22, serverEverything, serverMemory, serverThinking)
 	script := installScript(t, aggregateClientScript)
@@ -110,7 +113,7 @@ func TestAggregateTypeScriptClient(t *testing.T) {
 		{"default-endpoint-sse", "/sse", "sse"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{script, "--url", base + tc.path, "--transport", tc.transport}, memberArgs...)
+			args := append([]string{script, "--url", base + tc.path, "--transport", tc.transport, "--one-page"}, memberArgs...)
 			out, err := runNode(t, peersDir, 2*time.Minute, args...)
 			var sum aggregateSummary
 			if jerr := json.Unmarshal([]byte(strings.TrimSpace(out)), &sum); jerr != nil {
@@ -136,6 +139,9 @@ func TestAggregateTypeScriptClient(t *testing.T) {
 			}
 			if d := setDiff(want, sum.Endpoint.Tools); d != "" {
 				t.Errorf("endpoint tools vs the members' own, prefixed: %s", d)
+			}
+			if n := sum.Endpoint.Requests["listTools"]; n != 1 {
+				t.Errorf("the script read the endpoint's tools with %d listTools calls, want one", n)
 			}
 			for _, name := range []string{"memory__create_entities", "everything__echo", "everything__get-sum", "thinking__sequentialthinking"} {
 				if _, ok := sum.Calls[name]; !ok {
@@ -202,9 +208,10 @@ func TestAggregateTypeScriptClient(t *testing.T) {
 }
 
 // TestAggregatePagination: two members that list their tools, prompts and resources 3 at a
-// time, with cursors of their own that they check. The endpoint's lists, followed page by page
-// with its cursors, hold every item of every page of both members exactly once (tools and
-// prompts prefixed, resources as they are), in the same order every time; a tool, a prompt and
+// time, with cursors of their own that they check. The endpoint's lists hold every item of every
+// page of both members exactly once (tools and prompts prefixed, resources as they are), in the
+// same order every time: in one page (the default, for clients that read one), and in pages of
+// "pageSize" 4 through an endpoint that sets it, followed with its cursors; a tool, a prompt and
 // a resource from a member's last page route back to it; a cursor the endpoint never gave is
 // refused with -32602. In both eras.
 func TestAggregatePagination(t *testing.T) {
@@ -227,7 +234,10 @@ func TestAggregatePagination(t *testing.T) {
 	mark := fmt.Sprintf("e2e-agg-paged-%d", time.Now().UnixNano())
 	base := startGateway(t, map[string]any{
 		"mcpServers": map[string]any{"p1": pagedEntry(p1, mark, nil), "p2": pagedEntry(p2, mark, nil)},
-		"gateway":    map[string]any{"endpoints": map[string]any{"paged": map[string]any{"servers": []string{"p1", "p2"}}}},
+		"gateway": map[string]any{"endpoints": map[string]any{
+			"paged": map[string]any{"servers": []string{"p1", "p2"}},
+			"sized": map[string]any{"servers": []string{"p1", "p2"}, "pageSize": 4},
+		}},
 	})
 	var wantTools, wantPrompts, wantResources []string
 	for _, s := range []pagedServer{p1, p2} {
@@ -253,6 +263,18 @@ func TestAggregatePagination(t *testing.T) {
 
 			c := connectSDK(t, ctx, base+"/endpoints/paged/mcp", era)
 			waitTools(t, ctx, c, "the members up", hasAll(wantTools))
+			// One page: what a client that reads one page sees.
+			if first, err := c.cs.ListTools(ctx, &mcp.ListToolsParams{}); err != nil || first.NextCursor != "" || len(first.Tools) != len(wantTools) {
+				t.Errorf("tools/list, first page: %d tools, nextCursor %q (%v), want all %d in one page", len(first.Tools), first.NextCursor, err, len(wantTools))
+			}
+			// Pages of 4, through the endpoint with pageSize 4.
+			sized := connectSDK(t, ctx, base+"/endpoints/sized/mcp", era)
+			waitTools(t, ctx, sized, "the members up", hasAll(wantTools))
+			if tools, _, pages := listToolPages(t, ctx, sized.cs); pages != (len(wantTools)+3)/4 {
+				t.Errorf("pageSize 4: %d tools in %d pages, want %d pages", len(tools), pages, (len(wantTools)+3)/4)
+			} else if d := setDiff(wantTools, tools); d != "" {
+				t.Errorf("pageSize 4: %s", d)
+			}
 			// The order is the gateway's to choose, but it must not change between listings.
 			diff := setDiff
 			wantTools, wantPrompts, wantResources := wantTools, wantPrompts, wantResources

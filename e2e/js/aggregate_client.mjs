@@ -8,6 +8,11 @@
 //
 // Usage: node aggregate_client.mjs --url ENDPOINT_URL [--transport streamable|sse]
 //          --member NAME=URL [--member NAME=URL ...] [--prefix NAME=PREFIX ...] [--separator __]
+//          [--one-page]
+//
+// With --one-page the endpoint's lists are read as Claude.ai, Claude Code, Codex and Copilot CLI
+// read them: one listTools() (listPrompts(), listResources()) call each, a nextCursor ignored but
+// reported as an error. The members are still listed to their end.
 //
 // A member's prefix is its name unless --prefix says otherwise. Members are recognized by the
 // tools they have: "echo"/"get-sum" (server-everything), "create_entities"/"open_nodes"
@@ -29,6 +34,7 @@ const { values: opts } = parseArgs({
     member: { type: "string", multiple: true, default: [] },
     prefix: { type: "string", multiple: true, default: [] },
     separator: { type: "string", default: "__" },
+    "one-page": { type: "boolean", default: false },
   },
 });
 if (!opts.url || opts.member.length === 0) {
@@ -58,7 +64,7 @@ const report = {
   ok: false,
   transport: opts.transport,
   members: {}, // name -> {tools, prompts, resources}: what the member lists directly
-  endpoint: { tools: [], prompts: [], resources: [], capabilities: null, serverInfo: null },
+  endpoint: { tools: [], prompts: [], resources: [], capabilities: null, serverInfo: null, requests: {} },
   calls: {}, // what was called through the endpoint and what it returned
   errors: [],
 };
@@ -86,14 +92,23 @@ async function listAll(client, method, key) {
   }
 }
 
+// listOne reads the first page only, as the clients that ignore nextCursor do.
+async function listOne(client, method, key) {
+  const res = await client[method]({});
+  if (res.nextCursor) fail(`${method}: the first page has a nextCursor: a client reading one page misses the rest`);
+  report.endpoint.requests[method] = (report.endpoint.requests[method] ?? 0) + 1;
+  return res[key] ?? [];
+}
+
 // lists returns the tools, prompts and resources a server lists (an empty list for a kind it
-// does not declare).
-async function lists(client) {
+// does not declare): every page, or with onePage the first page only.
+async function lists(client, onePage = false) {
   const caps = client.getServerCapabilities() ?? {};
+  const list = onePage ? listOne : listAll;
   return {
-    tools: caps.tools ? await listAll(client, "listTools", "tools") : [],
-    prompts: caps.prompts ? await listAll(client, "listPrompts", "prompts") : [],
-    resources: caps.resources ? await listAll(client, "listResources", "resources") : [],
+    tools: caps.tools ? await list(client, "listTools", "tools") : [],
+    prompts: caps.prompts ? await list(client, "listPrompts", "prompts") : [],
+    resources: caps.resources ? await list(client, "listResources", "resources") : [],
   };
 }
 
@@ -165,7 +180,7 @@ try {
   const ec = endpoint.client;
   report.endpoint.capabilities = ec.getServerCapabilities() ?? null;
   report.endpoint.serverInfo = ec.getServerVersion() ?? null;
-  const got = await lists(ec);
+  const got = await lists(ec, opts["one-page"]);
   report.endpoint.tools = got.tools.map((t) => t.name);
   report.endpoint.prompts = got.prompts.map((p) => p.name);
   report.endpoint.resources = got.resources.map((r) => r.uri);

@@ -13,12 +13,15 @@
 // The session eras (conn.go and the files it uses): one client session is
 // one session of each member. The naming, filters, cursors, views of the
 // members' lists and their rendering (names.go, cursor.go, view.go) are
-// functions of the options and of pages of items, not of a session, for
-// the stateless revision (2026-07-28) to serve the same endpoint.
+// functions of the options and of the members' lists, not of a session:
+// the stateless revision (2026-07-28) serves the same endpoint, and the
+// lists and merged views are kept once for every session (shared.go,
+// viewcache.go).
 //
 // What a client sees, in short: tools and prompts named PREFIX+SEP+NAME
 // (shortened past MaxNameLen with a stable hash), resources under their
-// own URIs; merged lists, paged member by member in config order; members
+// own URIs; merged lists whole in one page (members in config order), or
+// in pages of Options.PageSize; members
 // that are down hidden (list_changed when they leave and come back) and
 // their tools answered at once with an error naming them and their state.
 // Two members exposing the same name are a collision: the name is left out
@@ -70,6 +73,13 @@ type Member struct {
 	// words ("starting", "backing off: exit status 1 ...; retrying in
 	// 3s"); nil: always ready. Polled to hide and show the member.
 	State func() (ready bool, state string)
+	// SharedLists says that one upstream serves every session of the
+	// member (a shared stdio server): its lists are the same for all, so
+	// the endpoint fetches each once and shares it, fetching again on the
+	// member's list_changed or restart. false (a session-isolated or
+	// remote member, whose lists may differ per session): each session
+	// fetches its own, kept once per distinct content.
+	SharedLists bool
 	// OpenStateless, if set, opens the member's session for one request
 	// of the stateless revision declaring caps (raw JSON): a Conn of the
 	// session eras on the processes that serve the member's stateless
@@ -108,6 +118,16 @@ type Options struct {
 	// PollInterval is how often the members' State is read, to hide and
 	// show them. Default 500ms.
 	PollInterval time.Duration
+	// PageSize is the most items a page of a merged list holds. Default
+	// 0: the whole merged list in one page (many clients read only the
+	// first page).
+	PageSize int
+	// MaxListBytes bounds the bytes the endpoint keeps of lists: a
+	// member's list or a merged list larger is refused with an error
+	// naming the config key gateway.endpoints.NAME.maxListBytes, and
+	// merged lists past it are evicted least recently used first.
+	// Default 256 MiB.
+	MaxListBytes int64
 	Logger       *slog.Logger
 }
 
@@ -117,6 +137,8 @@ const (
 	DefaultMaxNameLen   = 64
 	minMaxNameLen       = 16 // room for the hash suffix and some of the name
 	defaultPollInterval = 500 * time.Millisecond
+	// DefaultMaxListBytes is the default of Options.MaxListBytes.
+	DefaultMaxListBytes = 256 << 20
 )
 
 // Endpoint serves one endpoint's client sessions. See the package comment.
@@ -133,6 +155,13 @@ type Endpoint struct {
 	warned   sync.Map     // collisions logged
 	leftOut  []rateLimit  // per member: "left out of a merged list" lines
 	hidden   []rateLimit  // per member: "hidden from a session" lines
+
+	// The lists, shared by every session (shared.go, viewcache.go).
+	lists  interner
+	views  viewCache
+	lmu    sync.Mutex
+	shared map[*Member]*memberLists // guarded by lmu, as their contents
+	tokens uint64                   // guarded by lmu: the last memberLists.token
 
 	stop chan struct{} // closed by Close: polling ends
 	once sync.Once
@@ -173,6 +202,12 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = defaultPollInterval
+	}
+	if opts.MaxListBytes <= 0 {
+		opts.MaxListBytes = DefaultMaxListBytes
+	}
+	if opts.PageSize < 0 {
+		opts.PageSize = 0
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -238,6 +273,7 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 		sessions: map[*conn]struct{}{},
 		states:   make([]memberState, len(members)),
 	}
+	e.views.max = opts.MaxListBytes
 	for i := range e.members {
 		e.states[i].ready, e.states[i].text = e.poll(i)
 		e.states[i].wasReady = e.states[i].ready
@@ -291,11 +327,16 @@ func (e *Endpoint) openSession(ctx context.Context, general mux.Stream, stateles
 
 var errClosed = errors.New("the gateway is shutting down")
 
-// forget drops a closed session.
+// forget drops a closed session. With the last one gone, nobody hears
+// the members' list_changed any longer: the shared lists are dropped too.
 func (e *Endpoint) forget(c *conn) {
 	e.mu.Lock()
 	delete(e.sessions, c)
+	last := len(e.sessions) == 0
 	e.mu.Unlock()
+	if last {
+		e.dropShared()
+	}
 }
 
 // Pending returns the requests the endpoint has in flight: its clients'

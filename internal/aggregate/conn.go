@@ -44,11 +44,11 @@ type conn struct {
 	initialized bool   // the client sent notifications/initialized
 	level       []byte // the client's last logging/setLevel params, likewise
 	pending     map[string]*pending
-	changed     kindSet     // list_changed notifications due
-	flush       *time.Timer // sends them; nil when none is due
-	epoch       uint64      // bumped whenever a member's list or visibility changes
-	views       [numKinds]*view
-	viewEpoch   [numKinds]uint64
+	changed     kindSet          // list_changed notifications due
+	flush       *time.Timer      // sends them; nil when none is due
+	epoch       uint64           // bumped whenever a member's list or visibility changes
+	viewKeys    [numKinds]string // the key of each kind's view, as of keyEpoch
+	keyEpoch    [numKinds]uint64
 }
 
 // member is a session's connection to one member.
@@ -69,6 +69,7 @@ type member struct {
 	caps    caps
 	level   []byte // the logging/setLevel params last sent to it
 	lists   [numKinds]listState
+	policy  [numKinds]policyKey // its policy's say on each list
 }
 
 // pending is a client request in flight. It is the Stream its member

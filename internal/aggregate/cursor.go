@@ -4,57 +4,66 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// A merged list's cursor says where the next page starts: which member
-// (its index in config order) and that member's own cursor ("" for its
-// first page). It is opaque to clients: base64url (unpadded) of a version
-// byte, the member index as a uvarint, and the member's cursor as is.
-// Nothing in it is trusted: a cursor that does not decode, names no member
-// or carries a member cursor that is not UTF-8 is -32602.
+// A merged list is answered whole unless Options.PageSize is set and it
+// is longer. Then its cursor says where the next page starts: which member
+// (its index in config order) and how many of that member's items in the
+// merged list come before it. A position by member keeps a page from
+// skipping or repeating the other members' items when one member's list
+// changes between pages. It is opaque to clients: base64url (unpadded) of
+// a version byte and the two numbers as uvarints. Nothing in it is
+// trusted: a cursor that does not decode exactly, or names no member, is
+// -32602; an offset past the member's items starts at the next member.
 
 // cursorVersion is the first byte of every cursor: a later format can tell
-// its own cursors from these.
-const cursorVersion = 1
+// its own cursors from these (version 1 carried a member's own cursor).
+const cursorVersion = 2
 
-// maxCursorLen bounds a client's cursor (base64 text): a member cursor is
-// an opaque token, not a document.
-const maxCursorLen = 8 << 10
+// maxCursorLen bounds a client's cursor (base64 text): this one is a
+// couple of numbers.
+const maxCursorLen = 64
 
 var errBadCursor = errors.New("invalid cursor")
 
-// encodeCursor returns the cursor of member's page at its cursor mc.
-func encodeCursor(member int, mc string) string {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(mc))
+// encodeCursor returns the cursor of the page that starts at member's
+// item offset (counted in the merged list).
+func encodeCursor(member, offset int) string {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
 	b = append(b, cursorVersion)
 	b = binary.AppendUvarint(b, uint64(member))
-	b = append(b, mc...)
+	b = binary.AppendUvarint(b, uint64(offset))
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // decodeCursor reads a cursor of a list merging members members.
-func decodeCursor(c string, members int) (member int, mc string, err error) {
+func decodeCursor(c string, members int) (member, offset int, err error) {
 	if c == "" || len(c) > maxCursorLen {
-		return 0, "", errBadCursor
+		return 0, 0, errBadCursor
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || len(b) < 2 || b[0] != cursorVersion {
-		return 0, "", errBadCursor
+	if err != nil || len(b) < 3 || b[0] != cursorVersion {
+		return 0, 0, errBadCursor
 	}
-	n, size := binary.Uvarint(b[1:])
-	if size <= 0 || n >= uint64(members) {
-		return 0, "", errBadCursor
+	m, n := binary.Uvarint(b[1:])
+	if n <= 0 || m >= uint64(members) {
+		return 0, 0, errBadCursor
 	}
-	rest := b[1+size:]
-	if !utf8.Valid(rest) {
-		return 0, "", errBadCursor
+	off, n2 := binary.Uvarint(b[1+n:])
+	if n2 <= 0 || off > math.MaxInt32 {
+		return 0, 0, errBadCursor
 	}
-	return int(n), string(rest), nil
+	// Exactly what encodeCursor makes (no trailing bytes, no longer
+	// varints): one position, one cursor.
+	if encodeCursor(int(m), int(off)) != c {
+		return 0, 0, errBadCursor
+	}
+	return int(m), int(off), nil
 }
 
 // Server-to-client requests of different members may carry the same id

@@ -79,7 +79,8 @@ func fakeMemberWith(t *testing.T, name string, opts mcptest.FakeOptions, edit fu
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	m := Member{Name: name, Backend: srv, Prefix: name}
+	// As the gateway does: one process answers every session's lists.
+	m := Member{Name: name, Backend: srv, Prefix: name, SharedLists: cfg.Isolation == config.IsolationShared}
 	// What the gateway polls: a shared server's readiness.
 	if r, ok := srv.(interface{ Ready() (bool, string) }); ok {
 		m.State = r.Ready

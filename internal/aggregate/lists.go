@@ -3,19 +3,23 @@ package aggregate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// A session knows each member's lists as pages, loaded whole (every page,
-// following the member's cursors) when first needed and again after the
-// member announces a change or comes back: the names of every member must
-// be known to route a call and to find collisions. A client's page of a
-// merged list is one page of one member (its items filtered and renamed);
-// its cursor names the member and the member's own cursor, so the client
-// follows every member's pagination, in config order, and the endpoint
-// serves it from what it loaded.
+// A session knows each member's lists whole (every page, following the
+// member's cursors), loaded when first needed and again after the member
+// announces a change or comes back: the names of every member must be
+// known to route a call and to find collisions. The lists themselves are
+// the endpoint's, shared by every session that has the same (shared.go),
+// and so are the merged lists made of them (viewcache.go): a session holds
+// pointers. A client's tools/list (prompts, resources, templates) is
+// answered with the whole merged list in one page, members in config
+// order and each member's items in its own order, since many clients read
+// only the first page; with Options.PageSize, pages of that many items,
+// and a cursor of the endpoint's own (cursor.go).
 
 // maxPages bounds the pages of one member's list: a member handing out
 // cursors forever must not hold a session's list forever.
@@ -24,8 +28,8 @@ const maxPages = 1000
 // listState is what a session knows of one member's list of one kind.
 type listState struct {
 	gen     uint64        // bumped by reset: a load begun before is stale
-	pages   []page        // every page, once loaded
-	loaded  bool          // pages is complete for gen
+	list    *memberList   // the whole list, once loaded (shared: read only)
+	loaded  bool          // list is the member's for gen
 	loading chan struct{} // closed when the load under way ends; nil if none
 	err     error         // why the last load failed
 }
@@ -34,7 +38,7 @@ type listState struct {
 // and is ignored.
 func (ls *listState) reset() {
 	ls.gen++
-	ls.pages, ls.loaded, ls.loading, ls.err = nil, false, nil, nil
+	ls.list, ls.loaded, ls.loading, ls.err = nil, false, nil, nil
 }
 
 // caps are the capabilities of a member that the endpoint merges.
@@ -104,31 +108,41 @@ func parseCaps(result []byte) caps {
 	return c
 }
 
+// ensureRounds bounds how many times ensure loads a list that changed
+// while it was loading: a member announcing changes without end must not
+// hold a list request forever.
+const ensureRounds = 3
+
 // ensure loads the lists of kinds of every visible member that has them
 // and has not loaded them, and waits for the loads (each bounded by its
-// member's timeout) or ctx.
+// member's timeout) or ctx. A list that changed while it loaded is loaded
+// again (up to ensureRounds times), so that a client listing after a
+// list_changed is not answered without that member.
 func (c *conn) ensure(ctx context.Context, kinds ...kind) {
-	var waits []chan struct{}
-	c.mu.Lock()
-	for _, k := range kinds {
-		for i, mc := range c.members {
-			if c.closed || !c.visibleLocked(i) || !mc.caps.has(k) || mc.lists[k].loaded {
-				continue
+	for round := range ensureRounds {
+		var waits []chan struct{}
+		c.mu.Lock()
+		for _, k := range kinds {
+			for i, mc := range c.members {
+				ls := &mc.lists[k]
+				// A list that failed is tried again by the next request,
+				// not again by this one.
+				if c.closed || !c.visibleLocked(i) || !mc.caps.has(k) || ls.loaded || round > 0 && ls.err != nil {
+					continue
+				}
+				waits = append(waits, c.loadingLocked(mc, k))
 			}
-			ls := &mc.lists[k]
-			if ls.loading == nil {
-				ls.loading = make(chan struct{})
-				go c.load(mc, k, ls.gen, ls.loading)
-			}
-			waits = append(waits, ls.loading)
 		}
-	}
-	c.mu.Unlock()
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-ctx.Done():
+		c.mu.Unlock()
+		if len(waits) == 0 {
 			return
+		}
+		for _, w := range waits {
+			select {
+			case <-w:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
@@ -148,12 +162,30 @@ func (c *conn) completeLocked(k kind) bool {
 	return true
 }
 
+// loadingLocked returns the channel closed when the load of member mc's
+// list of kind k ends, starting one if none is under way. Called with
+// c.mu held.
+func (c *conn) loadingLocked(mc *member, k kind) chan struct{} {
+	ls := &mc.lists[k]
+	if ls.loading == nil {
+		ls.loading = make(chan struct{})
+		go c.load(mc, k, ls.gen, ls.loading)
+	}
+	return ls.loading
+}
+
 // load fetches member mc's whole list of kind k, for generation gen.
 func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	defer close(done)
 	ctx, cancel := c.memberCtx(mc.i)
 	defer cancel()
-	pages, err := c.fetchAll(ctx, mc.i, k)
+	var list *memberList
+	var err error
+	if mc.m.SharedLists && !mc.apart {
+		list, err = c.sharedList(ctx, mc, k)
+	} else {
+		list, err = c.fetchAll(ctx, mc.i, k)
+	}
 	c.mu.Lock()
 	ls := &mc.lists[k]
 	if ls.loading == done {
@@ -161,7 +193,7 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	}
 	if ls.gen == gen {
 		if err == nil {
-			ls.pages, ls.loaded = pages, true
+			ls.list, ls.loaded, ls.err = list, true, nil
 			c.epoch++
 		} else {
 			ls.err = err
@@ -176,9 +208,11 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	}
 }
 
-// fetchAll fetches every page of member i's list of kind k.
-func (c *conn) fetchAll(ctx context.Context, i int, k kind) ([]page, error) {
+// fetchAll fetches every page of member i's list of kind k, kept once
+// per content by the endpoint. A list over MaxListBytes is refused.
+func (c *conn) fetchAll(ctx context.Context, i int, k kind) (*memberList, error) {
 	var pages []page
+	var size int64
 	seen := map[string]bool{"": true}
 	cursor := ""
 	for {
@@ -190,8 +224,14 @@ func (c *conn) fetchAll(ctx context.Context, i int, k kind) ([]page, error) {
 			return nil, err
 		}
 		pages = append(pages, p)
+		for _, it := range p.items {
+			size += int64(len(it.raw))
+		}
+		if size > c.e.opts.MaxListBytes {
+			return nil, overBound{c.e.tooBig(fmt.Sprintf("the %s of server %q", kindInfo[k].method, c.e.members[i].Name), size)}
+		}
 		if p.next == "" {
-			return pages, nil
+			return c.e.lists.intern(pages), nil
 		}
 		if seen[p.next] {
 			return nil, fmt.Errorf("server %q: %s gave cursor %q twice", c.e.members[i].Name, kindInfo[k].method, p.next)
@@ -218,37 +258,24 @@ func (c *conn) fetchPage(ctx context.Context, i int, k kind, cursor string) (pag
 	return p, nil
 }
 
-// listedLocked returns member i's pages of kind k when it is visible and
-// they are loaded, else nil. Called with c.mu held.
-func (c *conn) listedLocked(i int, k kind) []page {
+// listedLocked returns member i's list of kind k when it is visible and
+// loaded, else nil. Called with c.mu held.
+func (c *conn) listedLocked(i int, k kind) *memberList {
 	mc := c.members[i]
 	if !c.visibleLocked(i) || !mc.caps.has(k) || !mc.lists[k].loaded {
 		return nil
 	}
-	return mc.lists[k].pages
-}
-
-// viewLocked returns the view of kind k, built again when anything
-// changed since. Called with c.mu held.
-func (c *conn) viewLocked(k kind) *view {
-	if v := c.views[k]; v != nil && c.viewEpoch[k] == c.epoch {
-		return v
-	}
-	lists := make([][]page, len(c.members))
-	for i := range c.members {
-		lists[i] = c.listedLocked(i, k)
-	}
-	c.views[k], c.viewEpoch[k] = c.e.buildView(k, lists, c.allowed), c.epoch
-	return c.views[k]
+	return mc.lists[k].list
 }
 
 // list answers a client's tools/list, prompts/list, resources/list or
-// resources/templates/list: the page at its cursor.
+// resources/templates/list: the whole merged list, or with PageSize the
+// page at its cursor.
 func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasCursor bool) {
-	start, mcursor := 0, ""
+	member, offset := 0, 0
 	if hasCursor {
 		var err error
-		if start, mcursor, err = decodeCursor(cursor, len(c.members)); err != nil {
+		if member, offset, err = decodeCursor(cursor, len(c.members)); err != nil {
 			c.fail(p, errorf(jsonrpc.CodeInvalidParams, "invalid cursor %q: not one this endpoint gave", clip(cursor)))
 			return
 		}
@@ -258,100 +285,51 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 		return // answered: cancelled, abandoned or closed
 	}
 	c.mu.Lock()
-	items, next, stale := c.pageLocked(k, start, mcursor)
-	cache := c.cachingLocked(k)
+	err := c.overBoundLocked(k)
+	var v *view
+	if err == nil {
+		v, err = c.viewLocked(k)
+	}
 	c.mu.Unlock()
-	if stale >= 0 {
-		// A cursor of a page the session no longer has (the member's list
-		// changed since): the member's own page, as the member gives it now.
-		mctx, cancel := c.memberCtxFrom(ctx, stale)
-		pg, err := c.fetchPage(mctx, stale, k, mcursor)
-		cancel()
-		if err != nil {
-			c.fail(p, err)
-			return
-		}
-		c.mu.Lock()
-		v := c.viewLocked(k)
-		items = v.renderFresh(c.e, stale, &pg, c.allowed)
-		cache = cache.merge(&pg, false)
-		next = ""
-		if pg.next != "" {
-			next = encodeCursor(stale, pg.next)
-		} else {
-			next = c.nextLocked(v, k, stale+1, 0)
-		}
-		c.mu.Unlock()
+	if err != nil {
+		c.fail(p, err)
+		return
 	}
-	c.answer(p, listResult(k, items, next, cache))
+	n := v.count()
+	// A member's offset past its items (its list shrank since the
+	// cursor was given) starts at the next member.
+	from := min(v.first[member]+offset, v.first[member+1])
+	to := n
+	if size := c.e.opts.PageSize; size > 0 {
+		to = min(from+size, n)
+	}
+	if from == 0 && to == n {
+		c.answer(p, v.whole)
+		return
+	}
+	next := ""
+	if to < n {
+		next = encodeCursor(v.at(to))
+	}
+	c.answer(p, v.page(from, to, next))
 }
 
-// cachingLocked folds the caching hints of every page of kind k the
-// session has of its visible members: what the merged list may be cached
-// for depends on all of them (a change in one renames or hides items of
-// another). A list a member's policy filtered for the session's
-// principal is never public: another principal's differs. Called with
-// c.mu held.
-func (c *conn) cachingLocked(k kind) caching {
-	var cache caching
-	first := true
-	for i := range c.members {
-		pages := c.listedLocked(i, k)
-		for j := range pages {
-			cache = cache.merge(&pages[j], first)
-			first = false
-		}
-		if len(pages) > 0 && c.e.members[i].Policy != nil {
-			cache.public = false
-		}
-	}
-	return cache
-}
+// overBound is a member's list refused for MaxListBytes.
+type overBound struct{ error }
 
-// pageLocked returns the first page with items at or after member start's
-// page at cursor, and the cursor of the next one; stale is the member whose
-// cursor the session does not know (-1 if none). Called with c.mu held.
-func (c *conn) pageLocked(k kind, start int, cursor string) (items []json.RawMessage, next string, stale int) {
-	v := c.viewLocked(k)
-	for i := start; i < len(c.members); i, cursor = i+1, "" {
-		pages := c.listedLocked(i, k)
-		j := 0
-		if cursor != "" && pages != nil {
-			if j = pageAt(pages, cursor); j < 0 {
-				return nil, "", i
-			}
-		}
-		for ; j < len(pages); j++ {
-			if items = v.render(i, &pages[j], nil); len(items) > 0 {
-				return items, c.nextLocked(v, k, i, j+1), -1
-			}
-		}
-	}
-	return nil, "", -1
-}
+func (o overBound) Unwrap() error { return o.error }
 
-// nextLocked returns the cursor of the first page with items at or after
-// member i's page j, or "" if there is none. Called with c.mu held.
-func (c *conn) nextLocked(v *view, k kind, i, j int) string {
-	for ; i < len(c.members); i, j = i+1, 0 {
-		pages := c.listedLocked(i, k)
-		for ; j < len(pages); j++ {
-			if v.count(i, &pages[j]) > 0 {
-				return encodeCursor(i, pages[j].cursor)
-			}
+// overBoundLocked returns the error of a visible member's list of kind k
+// refused for MaxListBytes, if any: the merged list is refused with it,
+// never answered without that member's items. Called with c.mu held.
+func (c *conn) overBoundLocked(k kind) error {
+	for i, mc := range c.members {
+		var ob overBound
+		if c.visibleLocked(i) && mc.caps.has(k) && !mc.lists[k].loaded && errors.As(mc.lists[k].err, &ob) {
+			return ob.error
 		}
 	}
-	return ""
-}
-
-// pageAt returns the index of the page fetched with cursor, or -1.
-func pageAt(pages []page, cursor string) int {
-	for j := range pages {
-		if pages[j].cursor == cursor {
-			return j
-		}
-	}
-	return -1
+	return nil
 }
 
 // clip shortens a client's value quoted in an error.

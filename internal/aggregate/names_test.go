@@ -2,11 +2,14 @@ package aggregate
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -70,26 +73,36 @@ func TestTemplateRegexp(t *testing.T) {
 }
 
 func TestCursorRoundTrip(t *testing.T) {
-	for _, tc := range []struct {
-		member int
-		mc     string
-	}{{0, ""}, {1, "abc"}, {300, "page=2&x=é"}} {
-		c := encodeCursor(tc.member, tc.mc)
-		m, mc, err := decodeCursor(c, 301)
-		if err != nil || m != tc.member || mc != tc.mc {
-			t.Errorf("cursor %q of (%d, %q) decoded as (%d, %q, %v)", c, tc.member, tc.mc, m, mc, err)
+	for _, tc := range []struct{ member, offset int }{{0, 0}, {1, 3}, {300, 1 << 20}} {
+		c := encodeCursor(tc.member, tc.offset)
+		m, off, err := decodeCursor(c, 301)
+		if err != nil || m != tc.member || off != tc.offset {
+			t.Errorf("cursor %q of (%d, %d) decoded as (%d, %d, %v)", c, tc.member, tc.offset, m, off, err)
 		}
 		if _, _, err := decodeCursor(c, tc.member); err == nil {
 			t.Errorf("cursor of member %d accepted with %d members", tc.member, tc.member)
 		}
 	}
+	enc := func(b ...byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+	for _, bad := range []string{
+		"", "AQ", enc(1, 0, 'x'), // version 1: a member's own cursor
+		enc(2, 0), enc(2, 0, 0, 0), // the offset missing, a byte after it
+		enc(2, 0x80, 0x00, 0), enc(2, 0, 0x80, 0x00), // varints longer than needed
+		enc(2, 0, 0xff, 0xff, 0xff, 0xff, 0x0f), // an offset over 2^31
+		enc(2, 5, 0),                            // no member 5
+		enc(2, 0, 0) + "=", strings.Repeat("A", maxCursorLen+1),
+	} {
+		if m, off, err := decodeCursor(bad, 5); err == nil {
+			t.Errorf("cursor %q accepted as (%d, %d)", bad, m, off)
+		}
+	}
 }
 
 // FuzzDecodeCursor: no client cursor crashes the decoder, and what it
-// accepts names a member and encodes back to a cursor of the same page.
+// accepts names a member and is exactly the cursor encodeCursor makes.
 func FuzzDecodeCursor(f *testing.F) {
-	f.Add(encodeCursor(0, ""), 3)
-	f.Add(encodeCursor(2, "next"), 3)
+	f.Add(encodeCursor(0, 0), 3)
+	f.Add(encodeCursor(2, 70), 3)
 	f.Add("AQ", 1)
 	f.Add("////", 2)
 	f.Add("AYCAgICAgICAgAE", 2)
@@ -97,16 +110,15 @@ func FuzzDecodeCursor(f *testing.F) {
 		if members <= 0 || members > 1000 {
 			return
 		}
-		m, mc, err := decodeCursor(c, members)
+		m, off, err := decodeCursor(c, members)
 		if err != nil {
 			return
 		}
-		if m < 0 || m >= members || !utf8.ValidString(mc) {
-			t.Fatalf("decoded (%d, %q) with %d members", m, mc, members)
+		if m < 0 || m >= members || off < 0 {
+			t.Fatalf("decoded (%d, %d) with %d members", m, off, members)
 		}
-		m2, mc2, err := decodeCursor(encodeCursor(m, mc), members)
-		if err != nil || m2 != m || mc2 != mc {
-			t.Fatalf("(%d, %q) re-encoded decodes as (%d, %q, %v)", m, mc, m2, mc2, err)
+		if again := encodeCursor(m, off); again != c {
+			t.Fatalf("%q decoded as (%d, %d), which encodes as %q", c, m, off, again)
 		}
 	})
 }
@@ -134,7 +146,12 @@ func FuzzNames(f *testing.F) {
 		if x1 != e.naming.expose(prefix, name1) {
 			t.Fatal("expose is not stable")
 		}
-		v := e.buildView(kindTools, [][]page{{{items: []item{{key: name1}, {key: name2}}}}}, e.allowed)
+		raw := func(name string) json.RawMessage { return append(append([]byte(`{"name":`), quote(name)...), '}') }
+		l := &memberList{items: []item{{raw: raw(name1), key: name1}, {raw: raw(name2), key: name2}}}
+		v := e.buildView(kindTools, []*memberList{l}, e.allowed)
+		if !json.Valid(v.whole) {
+			t.Fatalf("the merged list is not JSON: %s", v.whole)
+		}
 		if x1 == x2 {
 			if len(v.byName) != 0 || len(v.collisions[x1]) != 2 {
 				t.Fatalf("%q and %q both expose %q: want a collision, got %+v", name1, name2, x1, v)
@@ -183,37 +200,53 @@ var discardLog = slog.New(slog.DiscardHandler)
 
 // TestMergedCaching: a merged list carries the smallest ttlMs of the
 // members' pages and is public only if every page is; a page without hints
-// (a member of the session eras) leaves them to the front's safe default.
+// (a member of the session eras) leaves them to the front's safe default;
+// a member under a policy makes it private.
 func TestMergedCaching(t *testing.T) {
-	mk := func(result string) *page {
+	mk := func(result string) page {
 		t.Helper()
 		p, err := parsePage(kindTools, "", []byte(result))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &p
+		return p
 	}
 	a := mk(`{"tools":[],"ttlMs":60000,"cacheScope":"public"}`)
 	b := mk(`{"tools":[],"ttlMs":5000,"cacheScope":"public"}`)
 	priv := mk(`{"tools":[],"ttlMs":90000,"cacheScope":"private"}`)
 	legacy := mk(`{"tools":[]}`)
 	for _, tc := range []struct {
-		name  string
-		pages []*page
-		want  string
+		name    string
+		members [][]page // each member's pages
+		policy  bool     // the second member has a policy
+		want    string
 	}{
-		{"smallest, public", []*page{a, b}, `{"ttlMs":5000,"cacheScope":"public","tools":[]}`},
-		{"private if any", []*page{a, priv}, `{"ttlMs":60000,"cacheScope":"private","tools":[]}`},
-		{"a page without hints", []*page{a, legacy}, `{"tools":[]}`},
-		{"first without hints", []*page{legacy, a}, `{"tools":[]}`},
-		{"none", nil, `{"tools":[]}`},
+		{"smallest, public", [][]page{{a}, {b}}, false, `{"ttlMs":5000,"cacheScope":"public","tools":[]}`},
+		{"smallest of one member's pages", [][]page{{a, b}}, false, `{"ttlMs":5000,"cacheScope":"public","tools":[]}`},
+		{"private if any", [][]page{{a}, {priv}}, false, `{"ttlMs":60000,"cacheScope":"private","tools":[]}`},
+		{"private under a policy", [][]page{{a}, {b}}, true, `{"ttlMs":5000,"cacheScope":"private","tools":[]}`},
+		{"a page without hints", [][]page{{a}, {legacy}}, false, `{"tools":[]}`},
+		{"first without hints", [][]page{{legacy, a}}, false, `{"tools":[]}`},
+		{"none", nil, false, `{"tools":[]}`},
 	} {
-		var c caching
-		for i, p := range tc.pages {
-			c = c.merge(p, i == 0)
+		var in interner
+		members := []Member{{Name: "m0"}, {Name: "m1"}}
+		if tc.policy {
+			members[1].Policy = denyAll{}
 		}
-		if got := string(listResult(kindTools, nil, "", c)); got != tc.want {
+		e := &Endpoint{opts: Options{Name: "e"}, members: members, naming: naming{sep: "__", max: 64}, log: discardLog}
+		lists := make([]*memberList, 2)
+		for i, pages := range tc.members {
+			lists[i] = in.intern(pages)
+		}
+		if got := string(e.buildView(kindTools, lists, e.allowed).whole); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }
+
+// denyAll is a policy that allows nothing.
+type denyAll struct{}
+
+func (denyAll) Allows(*auth.Principal, string, string, json.RawMessage) bool { return false }
+func (denyAll) AllowsAll(*auth.Principal, string) bool                       { return false }

@@ -168,6 +168,7 @@ func (c *conn) listChanged(i int, kinds kindSet) {
 			mc.lists[k].reset()
 		}
 	}
+	c.e.invalidate(mc.m, kinds)
 	c.epoch++
 	if c.visibleLocked(i) {
 		c.notifyLocked(kinds)

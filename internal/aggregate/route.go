@@ -63,7 +63,11 @@ func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, 
 // list (or stuck) then delays only calls that could be its own. Called
 // with c.mu held.
 func (c *conn) certainLocked(k kind, name string) (entry, bool) {
-	en, ok := c.viewLocked(k).byName[name]
+	v, err := c.viewLocked(k)
+	if err != nil {
+		return entry{}, false
+	}
+	en, ok := v.byName[name]
 	if !ok {
 		return entry{}, false
 	}
@@ -98,12 +102,7 @@ func (c *conn) awaitOwner(ctx context.Context, k kind, name string) {
 			if !c.visibleLocked(i) || !mc.caps.has(k) || mc.lists[k].loaded {
 				continue
 			}
-			ls := &mc.lists[k]
-			if ls.loading == nil {
-				ls.loading = make(chan struct{})
-				go c.load(mc, k, ls.gen, ls.loading)
-			}
-			waits = append(waits, ls.loading)
+			waits = append(waits, c.loadingLocked(mc, k))
 		}
 		c.mu.Unlock()
 		if len(waits) == 0 {
@@ -153,7 +152,10 @@ func (c *conn) forwardName(ctx context.Context, p *pending, msg *jsonrpc.Message
 // resolveNameLocked finds the owner of an exposed tool or prompt name.
 // A filtered name is unknown, like one nobody has. Called with c.mu held.
 func (c *conn) resolveNameLocked(k kind, name string) (entry, error) {
-	v := c.viewLocked(k)
+	v, err := c.viewLocked(k)
+	if err != nil {
+		return entry{}, err
+	}
 	if en, ok := v.byName[name]; ok {
 		return en, nil
 	}
@@ -188,8 +190,8 @@ func (c *conn) belongsLocked(i int, k kind, name string) bool {
 	if pre := c.e.naming.exposedPrefix(m.Prefix); pre != "" && strings.HasPrefix(name, pre) {
 		return true
 	}
-	for _, pg := range c.members[i].lists[k].pages {
-		for _, it := range pg.items {
+	if l := c.members[i].lists[k].list; l != nil {
+		for _, it := range l.items {
 			if c.allowed(i, k, it.key) && c.e.naming.expose(m.Prefix, it.key) == name {
 				return true
 			}
@@ -246,7 +248,15 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 // list). The URI must pass the member's filters and the endpoint's.
 // Called with c.mu held.
 func (c *conn) resolveURILocked(uri string) (int, error) {
-	owners, byTemplate := ownersOf(uri, c.viewLocked(kindResources), c.viewLocked(kindTemplates))
+	v, err := c.viewLocked(kindResources)
+	if err != nil {
+		return -1, err
+	}
+	tv, err := c.viewLocked(kindTemplates)
+	if err != nil {
+		return -1, err
+	}
+	owners, byTemplate := ownersOf(uri, v, tv)
 	allowed := owners[:0]
 	for _, i := range owners {
 		if c.allowed(i, kindResources, uri) {
@@ -298,15 +308,15 @@ func (c *conn) listedBeforeLocked(i int, uri string) bool {
 		return false
 	}
 	mc := c.members[i]
-	for _, pg := range mc.lists[kindResources].pages {
-		for _, it := range pg.items {
+	if l := mc.lists[kindResources].list; l != nil {
+		for _, it := range l.items {
 			if it.key == uri {
 				return true
 			}
 		}
 	}
-	for _, pg := range mc.lists[kindTemplates].pages {
-		for _, it := range pg.items {
+	if l := mc.lists[kindTemplates].list; l != nil {
+		for _, it := range l.items {
 			if re := templateRegexp(it.key); it.key == uri || re != nil && re.MatchString(uri) {
 				return true
 			}
@@ -490,11 +500,18 @@ func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([
 	case <-ctx.Done():
 		c.cancelUpstream(i, id, "mcpgate: no longer waited for")
 	}
+	return nil, c.ended(ctx, i, method)
+}
+
+// ended is the error of a request of the endpoint's own to member i that
+// ctx ended: its time limit, or the session's end.
+func (c *conn) ended(ctx context.Context, i int, method string) error {
+	name := c.e.members[i].Name
 	var dl deadline
 	if errors.As(context.Cause(ctx), &dl) && c.ctx.Err() == nil {
-		return nil, errorf(jsonrpc.CodeRequestTimeout, "server %q did not answer %s within %v", mc.m.Name, method, dl.d)
+		return errorf(jsonrpc.CodeRequestTimeout, "server %q did not answer %s within %v", name, method, dl.d)
 	}
-	return nil, errorf(jsonrpc.CodeServerError, "%s of server %q ended: %v", method, mc.m.Name, context.Cause(ctx))
+	return errorf(jsonrpc.CodeServerError, "%s of server %q ended: %v", method, name, context.Cause(ctx))
 }
 
 // deadline is the cause of a context ended by a time limit of d.

@@ -70,6 +70,10 @@ func (e *Endpoint) refresh(i int) memberState {
 	if !changed {
 		return cur
 	}
+	if ready {
+		// Back from a restart, it may list other things.
+		e.invalidate(m, 1<<numKinds-1)
+	}
 	switch {
 	case back:
 		e.log.Info("member ready again: shown", "server", m.Name)

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // This file is what the endpoint makes of its members' lists, independent
@@ -126,51 +129,118 @@ type view struct {
 	keys map[entry]bool
 	// templates are the templates' compiled forms (nil: malformed).
 	templates map[entry]*regexp.Regexp
+
+	// The merged list, rendered: members in config order, each member's
+	// items in its own order.
+	// whole is the list's result in one page, as a client gets it.
+	whole []byte
+	// spans locate each item of the list in whole.
+	spans []span
+	// first[i] is the index of member i's first item in the list;
+	// first[len(members)] is the number of items.
+	first []int
+	// cache is the caching hints of the whole list.
+	cache caching
+	// size is about the bytes the view holds (what MaxListBytes counts).
+	size int64
 }
 
-// buildView makes the view of kind k from lists[i], member i's pages (nil:
-// the member is down, has no such list, or its list could not be had).
-func (e *Endpoint) buildView(k kind, lists [][]page, allowed func(int, kind, string) bool) *view {
+// span is an item's place in view.whole.
+type span struct{ start, end int }
+
+// buildView makes the view of kind k from lists[i], member i's list (nil:
+// the member is not visible, has no such list, or its list could not be
+// had), letting through what allowed allows.
+func (e *Endpoint) buildView(k kind, lists []*memberList, allowed func(int, kind, string) bool) *view {
 	v := &view{kind: k, byName: map[string]entry{}, exposed: map[entry]string{}, keys: map[entry]bool{}}
-	for i, pages := range lists {
-		for _, p := range pages {
-			for _, it := range p.items {
-				en := entry{i, it.key}
-				if !allowed(i, k, it.key) || v.keys[en] {
-					continue // filtered, or listed twice by the member
-				}
-				v.keys[en] = true
-				if k == kindTemplates {
-					if v.templates == nil {
-						v.templates = map[entry]*regexp.Regexp{}
-					}
-					v.templates[en] = templateRegexp(it.key)
-				}
-				if !k.named() {
-					continue
-				}
-				name := e.naming.expose(e.members[i].Prefix, it.key)
-				if others, ok := v.collisions[name]; ok {
-					v.collisions[name] = append(others, en)
-					continue
-				}
-				if first, ok := v.byName[name]; ok {
-					delete(v.byName, name)
-					delete(v.exposed, first)
-					if v.collisions == nil {
-						v.collisions = map[string][]entry{}
-					}
-					v.collisions[name] = []entry{first, en}
-					continue
-				}
-				v.byName[name] = en
-				v.exposed[en] = name
+	type listed struct {
+		en entry
+		it *item
+	}
+	var order []listed
+	for i, l := range lists {
+		if l == nil {
+			continue
+		}
+		for j := range l.items {
+			it := &l.items[j]
+			en := entry{i, it.key}
+			if !allowed(i, k, it.key) || v.keys[en] {
+				continue // filtered, or listed twice by the member
 			}
+			v.keys[en] = true
+			order = append(order, listed{en, it})
+			if k == kindTemplates {
+				if v.templates == nil {
+					v.templates = map[entry]*regexp.Regexp{}
+				}
+				v.templates[en] = templateRegexp(it.key)
+			}
+			if !k.named() {
+				continue
+			}
+			name := e.naming.expose(e.members[i].Prefix, it.key)
+			if others, ok := v.collisions[name]; ok {
+				v.collisions[name] = append(others, en)
+				continue
+			}
+			if first, ok := v.byName[name]; ok {
+				delete(v.byName, name)
+				delete(v.exposed, first)
+				if v.collisions == nil {
+					v.collisions = map[string][]entry{}
+				}
+				v.collisions[name] = []entry{first, en}
+				continue
+			}
+			v.byName[name] = en
+			v.exposed[en] = name
 		}
 	}
 	for name, ens := range v.collisions {
 		e.warnCollision(k, name, ens)
 	}
+
+	// The list itself, now that the collisions are known.
+	first := true
+	for i, l := range lists {
+		if l == nil {
+			continue
+		}
+		v.cache = v.cache.mergeAll(l.cache, first)
+		first = false
+		if e.members[i].Policy != nil {
+			v.cache.public = false // another principal's differs
+		}
+	}
+	v.first = make([]int, len(lists)+1)
+	b := listHead(k, v.cache)
+	v.spans = make([]span, 0, len(order))
+	member := 0
+	for _, o := range order {
+		for ; member < o.en.member; member++ {
+			v.first[member+1] = len(v.spans)
+		}
+		name, ok := v.lets(o.en.member, o.en.key)
+		if !ok {
+			continue
+		}
+		if len(v.spans) > 0 {
+			b = append(b, ',')
+		}
+		start := len(b)
+		b = appendRenamed(b, k, o.it, name)
+		v.spans = append(v.spans, span{start, len(b)})
+		v.size += int64(len(o.it.key)) + 48 // keys
+		if k.named() {
+			v.size += 2 * (int64(len(name)+len(o.it.key)) + 64) // byName, exposed
+		}
+	}
+	for ; member < len(lists); member++ {
+		v.first[member+1] = len(v.spans)
+	}
+	v.whole = append(b, ']', '}')
+	v.size += int64(cap(v.whole)) + int64(len(v.spans))*16 + int64(len(v.first))*8
 	return v
 }
 
@@ -194,28 +264,6 @@ func (e *Endpoint) describe(ens []entry) string {
 	return strings.Join(parts, ", ")
 }
 
-// render returns the items of member i's page p the view lets through,
-// tools and prompts under their exposed names.
-func (v *view) render(i int, p *page, dst []json.RawMessage) []json.RawMessage {
-	for _, it := range p.items {
-		if name, ok := v.lets(i, it.key); ok {
-			dst = append(dst, renamed(v.kind, it, name))
-		}
-	}
-	return dst
-}
-
-// count returns how many items of member i's page p the view lets through.
-func (v *view) count(i int, p *page) int {
-	n := 0
-	for _, it := range p.items {
-		if _, ok := v.lets(i, it.key); ok {
-			n++
-		}
-	}
-	return n
-}
-
 // lets reports whether member i's item key is in the view, and its
 // exposed name (tools, prompts).
 func (v *view) lets(i int, key string) (string, bool) {
@@ -230,41 +278,17 @@ func (v *view) lets(i int, key string) (string, bool) {
 	return name, ok
 }
 
-// renderFresh renders a page of member i fetched apart from the lists v
-// was built from (its cursor was of a list since changed): an item v does
-// not know is let through by the filters, under its exposed name unless
-// v has that name for another item.
-func (v *view) renderFresh(e *Endpoint, i int, p *page, allowed func(int, kind, string) bool) []json.RawMessage {
-	var dst []json.RawMessage
-	for _, it := range p.items {
-		if !allowed(i, v.kind, it.key) {
-			continue
-		}
-		name, ok := v.lets(i, it.key)
-		if !ok && v.kind.named() {
-			name = e.naming.expose(e.members[i].Prefix, it.key)
-			_, taken := v.byName[name]
-			_, collides := v.collisions[name]
-			if taken || collides {
-				continue
-			}
-		}
-		dst = append(dst, renamed(v.kind, it, name))
-	}
-	return dst
-}
-
-// renamed returns an item listed under name: tools and prompts get their
-// "name" replaced, every other byte as the member wrote it.
-func renamed(k kind, it item, name string) json.RawMessage {
+// appendRenamed appends an item listed under name: tools and prompts get
+// their "name" replaced, every other byte as the member wrote it.
+func appendRenamed(b []byte, k kind, it *item, name string) []byte {
 	if !k.named() || name == it.key {
-		return it.raw
+		return append(b, it.raw...)
 	}
 	_, span, ok := findString(it.raw, kindInfo[k].key)
 	if !ok {
-		return it.raw // unreachable: parsePage found it
+		return append(b, it.raw...) // unreachable: parsePage found it
 	}
-	return replaceString(it.raw, span, name)
+	return jsonrpc.Splice(b, it.raw, jsonrpc.Edit{Span: span, Value: quote(name)})
 }
 
 // caching is the caching hints of a merged list: the smallest ttlMs of
@@ -289,30 +313,56 @@ func (c caching) merge(p *page, first bool) caching {
 	return caching{known: true, ttl: min(c.ttl, p.ttl), public: c.public && p.public}
 }
 
-// listResult returns a list result of kind k.
-func listResult(k kind, items []json.RawMessage, next string, cache caching) []byte {
-	b := append(quote(kindInfo[k].field), ':', '[')
-	b = append([]byte{'{'}, b...)
+// mergeAll folds the hints of a member's whole list into c, as merge
+// does a page's.
+func (c caching) mergeAll(o caching, first bool) caching {
+	switch {
+	case !o.known:
+		return caching{}
+	case first:
+		return o
+	case !c.known:
+		return c
+	}
+	return caching{known: true, ttl: min(c.ttl, o.ttl), public: c.public && o.public}
+}
+
+// listHead returns the beginning of a list result of kind k, up to its
+// array's '['.
+func listHead(k kind, cache caching) []byte {
+	b := []byte{'{'}
 	if cache.known {
 		scope := "private"
 		if cache.public {
 			scope = "public"
 		}
-		b = fmt.Appendf([]byte{'{'}, `"ttlMs":%d,"cacheScope":%q,`, cache.ttl, scope)
-		b = append(append(b, quote(kindInfo[k].field)...), ':', '[')
+		b = fmt.Appendf(b, `"ttlMs":%d,"cacheScope":%q,`, cache.ttl, scope)
 	}
-	for j, it := range items {
-		if j > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, it...)
+	return append(append(b, quote(kindInfo[k].field)...), ':', '[')
+}
+
+// count returns the number of items in the merged list.
+func (v *view) count() int { return len(v.spans) }
+
+// page returns the result of items [from, to) of the merged list, with
+// next as its nextCursor ("" for none).
+func (v *view) page(from, to int, next string) []byte {
+	b := listHead(v.kind, v.cache)
+	if from < to {
+		b = append(b, v.whole[v.spans[from].start:v.spans[to-1].end]...)
 	}
 	b = append(b, ']')
 	if next != "" {
-		b = append(b, `,"nextCursor":`...)
-		b = append(b, quote(next)...)
+		b = append(append(b, `,"nextCursor":`...), quote(next)...)
 	}
 	return append(b, '}')
+}
+
+// at returns the position of item j of the merged list: its member and
+// how many of that member's items come before it.
+func (v *view) at(j int) (member, offset int) {
+	m := sort.SearchInts(v.first, j+1) - 1 // the last member starting at or before j
+	return m, j - v.first[m]
 }
 
 // templateRegexp compiles an RFC 6570 template, read as level 1, into

@@ -26,6 +26,11 @@ const (
 	// MaxMaxNameLength is the longest tool name the MCP specification
 	// recommends.
 	MaxMaxNameLength = 128
+	// DefaultMaxListBytes bounds what an endpoint keeps of its merged
+	// lists: room for a member of 100,000 tools and some policy views.
+	DefaultMaxListBytes = 256 << 20
+	// MinMaxListBytes: less would refuse the lists of ordinary servers.
+	MinMaxListBytes = 1 << 20
 )
 
 // Globs are the allow and deny patterns of one kind of item (keys "allow"
@@ -78,6 +83,21 @@ type Endpoint struct {
 	// server's "auth" does. Default nil.
 	Auth *TargetAuth
 
+	// PageSize is the most items one page of a merged list holds (key
+	// "pageSize"). Default 0: never paged, every member's pages followed
+	// by the gateway and the whole merged list answered at once, since
+	// many clients read only the first page of a list.
+	PageSize int
+
+	// MaxListBytes bounds the bytes the endpoint keeps of its lists (key
+	// "maxListBytes"): the members' lists and the merged lists built from
+	// them, shared by every session. A member's list or a merged list
+	// larger than the bound is refused (the list request gets an error
+	// naming this key); merged lists past it are evicted, least recently
+	// used first, and built again when asked for. Default 268435456
+	// (256 MiB), at least 1048576.
+	MaxListBytes int64
+
 	// Policy decides which principals may list and use which of the
 	// items the endpoint exposes, by their exposed names (key "policy";
 	// see [Policy]). Its members' own policies apply too. Default nil:
@@ -91,7 +111,7 @@ type Endpoint struct {
 // NewEndpoint returns an endpoint named name merging servers, with every
 // other setting at its default.
 func NewEndpoint(name string, servers []string) *Endpoint {
-	return &Endpoint{Name: name, Servers: servers, Separator: DefaultSeparator, MaxNameLength: DefaultMaxNameLength}
+	return &Endpoint{Name: name, Servers: servers, Separator: DefaultSeparator, MaxNameLength: DefaultMaxNameLength, MaxListBytes: DefaultMaxListBytes}
 }
 
 // EndpointNames returns the endpoint names in sorted order.
@@ -137,6 +157,10 @@ func (d *decoder) endpoints(path string, raw json.RawMessage, cfg *Config) {
 				d.integer(p, v, &e.MaxNameLength)
 			case "snakeCase":
 				d.boolean(p, v, &e.SnakeCase)
+			case "pageSize":
+				d.integer(p, v, &e.PageSize)
+			case "maxListBytes":
+				d.int64(p, v, &e.MaxListBytes)
 			case "auth":
 				d.targetAuth(p, v, &e.Auth)
 			case "policy":
@@ -214,6 +238,12 @@ func (c *Config) checkEndpoints(ps *Problems) {
 		}
 		if n := e.MaxNameLength; n < MinMaxNameLength || n > MaxMaxNameLength {
 			ps.add(join(path, "maxNameLength"), "must be from %d to %d, not %d", MinMaxNameLength, MaxMaxNameLength, n)
+		}
+		if e.PageSize < 0 {
+			ps.add(join(path, "pageSize"), "must be 0 (never page) or more, not %d", e.PageSize)
+		}
+		if e.MaxListBytes < MinMaxListBytes {
+			ps.add(join(path, "maxListBytes"), "must be at least %d, not %d", MinMaxListBytes, e.MaxListBytes)
 		}
 	}
 }

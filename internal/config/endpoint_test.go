@@ -40,6 +40,7 @@ func TestParseEndpoints(t *testing.T) {
 		Separator:     "_",
 		MaxNameLength: 40,
 		SnakeCase:     true,
+		MaxListBytes:  DefaultMaxListBytes,
 	}
 	if got := cfg.Endpoints["research"]; !reflect.DeepEqual(got, research) {
 		t.Errorf("research =\n %+v\nwant\n %+v", got, research)
@@ -125,10 +126,39 @@ func TestValidateBuiltEndpoints(t *testing.T) {
 	}
 	want := Problems{
 		{"gateway.endpoints.f", `endpoint Name "g" differs from its key`},
+		{"gateway.endpoints.f.maxListBytes", "must be at least 1048576, not 0"},
 		{"gateway.endpoints.f.maxNameLength", "must be from 16 to 128, not 0"},
 		{"gateway.endpoints.f.separator", `must not be empty (the default is "__")`},
 		{"gateway.endpoints.f.servers[1]", `unknown server "b" (not in mcpServers)`},
 		{"gateway.endpoints.h", "missing"},
+	}
+	if !reflect.DeepEqual(ps, want) {
+		t.Errorf("problems:\n %v\nwant\n %v", ps, want)
+	}
+}
+
+// TestParseEndpointLists: "pageSize" and "maxListBytes" of an endpoint,
+// the default endpoint's included, are read; a negative page size and a
+// bound under 1 MiB are problems naming their key.
+func TestParseEndpointLists(t *testing.T) {
+	file := `{"mcpServers": {"a": {"command": "x"}},
+	  "gateway": {"endpoints": {"all": {"pageSize": 50, "maxListBytes": 2097152}}}}`
+	cfg, err := Parse([]byte(file), nil)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if all := cfg.Endpoints[DefaultEndpoint]; all.PageSize != 50 || all.MaxListBytes != 2<<20 {
+		t.Errorf("all: pageSize %d, maxListBytes %d, want 50 and 2097152", all.PageSize, all.MaxListBytes)
+	}
+	_, err = Parse([]byte(`{"mcpServers": {"a": {"command": "x"}},
+	  "gateway": {"endpoints": {"e": {"servers": ["a"], "pageSize": -1, "maxListBytes": 1000}}}}`), nil)
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Parse = %v, want problems", err)
+	}
+	want := Problems{
+		{"gateway.endpoints.e.maxListBytes", "must be at least 1048576, not 1000"},
+		{"gateway.endpoints.e.pageSize", "must be 0 (never page) or more, not -1"},
 	}
 	if !reflect.DeepEqual(ps, want) {
 		t.Errorf("problems:\n %v\nwant\n %v", ps, want)

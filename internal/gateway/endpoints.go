@@ -33,6 +33,7 @@ func (g *Gateway) startEndpoints() (map[string]httpapi.Backend, error) {
 func endpointOptions(ep *config.Endpoint, log *slog.Logger) aggregate.Options {
 	return aggregate.Options{
 		Name: ep.Name, Separator: ep.Separator, MaxNameLen: ep.MaxNameLength, SnakeCase: ep.SnakeCase,
+		PageSize: ep.PageSize, MaxListBytes: ep.MaxListBytes,
 		Filter:  filter(ep.Tools, ep.Prompts, ep.Resources),
 		Version: Version, Logger: log, // the aggregate names the endpoint itself
 	}
@@ -48,6 +49,8 @@ func (g *Gateway) members(ep *config.Endpoint) []aggregate.Member {
 		m := aggregate.Member{
 			Name: name, Backend: be, Prefix: s.Prefix, Critical: s.Critical, Timeout: s.Timeout,
 			Filter: filter(s.Tools, s.Prompts, s.Resources), Policy: g.memberPolicy(name),
+			// One process answers every session's lists.
+			SharedLists: s.Type == config.TypeStdio && s.Isolation == config.IsolationShared,
 		}
 		if r, ok := be.(backend.Readier); ok {
 			m.State = r.Ready

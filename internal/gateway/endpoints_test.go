@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
@@ -221,5 +223,27 @@ func TestEndpointsLogged(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestEndpointMembersShareLists: an endpoint fetches a member's lists once
+// for all its sessions only when one upstream serves them all (a shared
+// stdio server); a session-isolated or remote member's lists may differ
+// per session, so each session fetches its own.
+func TestEndpointMembersShareLists(t *testing.T) {
+	shared := fakeServer("shared", mcptest.FakeOptions{})
+	isolated := fakeServer("isolated", mcptest.FakeOptions{})
+	isolated.Isolation = config.IsolationSession
+	remote := fakeServer("remote", mcptest.FakeOptions{})
+	remote.Type, remote.URL, remote.Command = config.TypeHTTP, "http://127.0.0.1:1/mcp", ""
+	cfg := newConfig(shared, isolated, remote)
+	ep := config.NewEndpoint("e", []string{"shared", "isolated", "remote"})
+	g := &Gateway{cfg: cfg, log: testLogger(t), servers: map[string]backend.Server{}}
+	got := map[string]bool{}
+	for _, m := range g.members(ep) {
+		got[m.Name] = m.SharedLists
+	}
+	if want := map[string]bool{"shared": true, "isolated": false, "remote": false}; !maps.Equal(got, want) {
+		t.Errorf("SharedLists by member: %v, want %v", got, want)
 	}
 }

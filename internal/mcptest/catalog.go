@@ -24,6 +24,12 @@ type CatalogOptions struct {
 	// with the text "NAME: MESSAGE" (its own name and arguments.message),
 	// so a test sees which name the server was called with.
 	ExtraTools []string
+	// GeneratedTools lists this many more tools after those, named
+	// gen_00000, gen_00001, ..., each the size of a typical real tool
+	// (about 500 bytes of JSON: a description and three arguments), and
+	// answering a call as an ExtraTools tool does: a big list without a
+	// long command line.
+	GeneratedTools int
 	// Prompts are listed by prompts/list; prompts/get of one answers with
 	// one user message whose text is the prompt's name;
 	// completion/complete with a ref/prompt completes to its name. With
@@ -75,6 +81,7 @@ func (s *server) listTools(m message, done <-chan struct{}) {
 	for _, name := range c.ExtraTools {
 		tools = append(tools[:len(tools):len(tools)], tool(name, "Answers \"NAME: message\".", map[string]any{"message": prop("string")}))
 	}
+	tools = append(tools[:len(tools):len(tools)], generatedTools(c.GeneratedTools)...)
 	if c.ToolPageSize <= 0 {
 		s.reply(m.ID, map[string]any{"tools": tools})
 		return
@@ -109,7 +116,32 @@ func (s *server) callExtraTool(id json.RawMessage, name string, a toolArgs) bool
 			return true
 		}
 	}
+	if n, ok := strings.CutPrefix(name, "gen_"); ok {
+		if i, err := strconv.Atoi(n); err == nil && i >= 0 && i < s.opts.Catalog.GeneratedTools && name == generatedName(i) {
+			s.reply(id, textResult(name+": "+a.Message, false))
+			return true
+		}
+	}
 	return false
+}
+
+// generatedName is the name of generated tool i.
+func generatedName(i int) string { return fmt.Sprintf("gen_%05d", i) }
+
+// generatedTools returns n generated tools (see GeneratedTools).
+func generatedTools(n int) []map[string]any {
+	out := make([]map[string]any, n)
+	for i := range out {
+		name := generatedName(i)
+		out[i] = tool(name,
+			"Answers \""+name+": message\". A generated tool of a large catalog: it stands for one of the many operations a big API exposes, with a description as long as a real one and a few arguments.",
+			map[string]any{
+				"message": map[string]any{"type": "string", "description": "The text the tool answers with, after its name."},
+				"limit":   map[string]any{"type": "integer", "description": "How many results to return at most.", "minimum": 1},
+				"verbose": map[string]any{"type": "boolean", "description": "Whether to say more."},
+			}, "message")
+	}
+	return out
 }
 
 // listPrompts answers prompts/list.
