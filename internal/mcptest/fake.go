@@ -73,6 +73,11 @@ type FakeOptions struct {
 	// servers of the session eras ignore every request before initialize.
 	IgnoreDiscover bool
 
+	// StrictInit makes the fake refuse every request but initialize and
+	// ping until it has received notifications/initialized, as the Python
+	// SDK's servers do.
+	StrictInit bool
+
 	// Stderr, if set, is written to stderr at startup, with a newline
 	// after it: one line, or several separated by "\n".
 	Stderr string

@@ -64,6 +64,7 @@ type server struct {
 	nextOut     int                     // last id used for a server-to-client request
 	subscribed  map[string]bool         // resource URIs subscribed to
 	initialized bool                    // initialize was received
+	initDone    bool                    // notifications/initialized was received
 	clientCaps  json.RawMessage         // the capabilities of the initialize received
 	notified    []string                // methods of the messages without id received, in order (the first maxNotified)
 
@@ -177,6 +178,10 @@ func (s *server) handleNotification(m message) {
 	}
 	s.mu.Unlock()
 	switch m.Method {
+	case "notifications/initialized":
+		s.mu.Lock()
+		s.initDone = true
+		s.mu.Unlock()
 	case "notifications/cancelled":
 		var p struct {
 			RequestID json.RawMessage `json:"requestId"`
@@ -266,6 +271,15 @@ func (s *server) call(method string, params any, done <-chan struct{}) (json.Raw
 var errCancelled = fmt.Errorf("cancelled")
 
 func (s *server) handleRequest(m message, done <-chan struct{}) {
+	if s.opts.StrictInit && m.Method != "initialize" && m.Method != "ping" {
+		s.mu.Lock()
+		ready := s.initDone
+		s.mu.Unlock()
+		if !ready {
+			s.replyError(m.ID, codeInvalidRequest, "received request before initialization was complete")
+			return
+		}
+	}
 	switch m.Method {
 	case "initialize":
 		if s.opts.ModernOnly {

@@ -33,6 +33,9 @@ type Client struct {
 	level    int              // logging level asked for; -1 none
 	version  string           // negotiated protocol version
 	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
+	// exclusive mode: notifications/initialized was sent for the client's
+	// initialize (its own, or the gateway's before its first request).
+	initialized bool
 }
 
 // Join adds a client session; messages not tied to one of its requests go to
@@ -123,6 +126,7 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 			c.forwardCall(ctx, msg, out, c.recordInit(msg), false)
 			return
 		}
+		c.ensureInitialized()
 		c.forward(ctx, msg, out, nil)
 		return
 	}
@@ -353,6 +357,10 @@ func (c *Client) notification(msg *jsonrpc.Message) {
 		return // of the session eras: a modern server must not see it
 	case msg.MethodIs("notifications/initialized") && !m.opts.Exclusive:
 		return // the gateway initialized the server itself
+	case msg.MethodIs("notifications/initialized"):
+		if !c.markInitialized() {
+			return // sent already, before an earlier request
+		}
 	case msg.MethodIs("notifications/cancelled"):
 		c.cancel(msg)
 		return
