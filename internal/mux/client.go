@@ -161,7 +161,8 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out Stre
 	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
 	for {
 		if err := c.waitReady(ctx); err != nil {
-			refuse(out, id, onReply, jsonrpc.CodeServerError, err.Error())
+			out.Reply(errorReply(id, jsonrpc.CodeServerError, err))
+			endHook(onReply, jsonrpc.CodeServerError, err.Error())
 			return
 		}
 		m.mu.Lock()

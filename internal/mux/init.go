@@ -261,7 +261,7 @@ func (m *Mux) markReady(gen uint64) bool {
 	if m.closed || m.gen != gen || !m.running {
 		return false // the process is gone: waiters wait for the next one
 	}
-	m.readyGen, m.initFails, m.refused = gen, 0, nil
+	m.readyGen, m.initFails, m.refused, m.everReady = gen, 0, nil, true
 	m.setStateLocked(Ready, nil, time.Time{})
 	close(m.ready)
 	m.ready = make(chan struct{})
@@ -313,7 +313,7 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Strea
 	m := c.m
 	id := msg.Bytes(msg.ID)
 	if err := c.waitReady(ctx); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		out.Reply(errorReply(id, jsonrpc.CodeServerError, err))
 		return
 	}
 	var p struct {

@@ -212,6 +212,7 @@ type Mux struct {
 	genStart   time.Time     // when gen started (Started): its startup time is logged once it is Ready
 	running    bool          // gen is running
 	readyGen   uint64        // generation that finished initialization
+	everReady  bool          // some generation was ready: the first start is over
 	ready      chan struct{} // closed when readyGen == gen; else closed and replaced to wake waiters
 	state      State
 	initFails  int       // failed initializes in a row (remote retry backoff)
