@@ -162,6 +162,8 @@ type Handler struct {
 	openFailures logLimit // "opening session failed" lines
 	parking      parking  // stateless requests waiting for input (mrtr.go)
 
+	paramTools paramTools // tools' Mcp-Param headers, from relayed lists (paramheaders.go)
+
 	limits   *limiter      // Config.Limits' state; nil: none
 	requests atomic.Uint64 // requests to targets (sessions_admin.go)
 

@@ -89,6 +89,10 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	if prob := h.checkParamHeaders(name, r.Header, msg, req.Method); prob != nil {
+		writeProblem(w, id, prob) // paramheaders.go
+		return
+	}
 	sb, ok := be.(StatelessBackend)
 	if !ok {
 		writeErrorID(w, http.StatusBadRequest, id, modern.CodeUnsupportedVersion,

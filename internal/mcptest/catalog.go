@@ -24,6 +24,10 @@ type CatalogOptions struct {
 	// with the text "NAME: MESSAGE" (its own name and arguments.message),
 	// so a test sees which name the server was called with.
 	ExtraTools []string
+	// HeaderTools are listed after ExtraTools and answer as they do, with
+	// their "message" annotated "x-mcp-header": "Message" (a 2026-07-28
+	// client mirrors it into an Mcp-Param-Message header).
+	HeaderTools []string
 	// Prompts are listed by prompts/list; prompts/get of one answers with
 	// one user message whose text is the prompt's name;
 	// completion/complete with a ref/prompt completes to its name. With
@@ -75,6 +79,10 @@ func (s *server) listTools(m message, done <-chan struct{}) {
 	for _, name := range c.ExtraTools {
 		tools = append(tools[:len(tools):len(tools)], tool(name, "Answers \"NAME: message\".", map[string]any{"message": prop("string")}))
 	}
+	for _, name := range c.HeaderTools {
+		mirrored := map[string]any{"type": "string", "x-mcp-header": "Message"}
+		tools = append(tools[:len(tools):len(tools)], tool(name, "Answers \"NAME: message\".", map[string]any{"message": mirrored}))
+	}
 	if c.ToolPageSize <= 0 {
 		s.reply(m.ID, map[string]any{"tools": tools})
 		return
@@ -103,7 +111,7 @@ func (s *server) listTools(m message, done <-chan struct{}) {
 // callExtraTool answers a call of an ExtraTools tool; false if name is
 // not one.
 func (s *server) callExtraTool(id json.RawMessage, name string, a toolArgs) bool {
-	for _, t := range s.opts.Catalog.ExtraTools {
+	for _, t := range append(s.opts.Catalog.ExtraTools[:len(s.opts.Catalog.ExtraTools):len(s.opts.Catalog.ExtraTools)], s.opts.Catalog.HeaderTools...) {
 		if t == name {
 			s.reply(id, textResult(name+": "+a.Message, false))
 			return true
