@@ -77,6 +77,10 @@ type FakeOptions struct {
 	// after it: one line, or several separated by "\n".
 	Stderr string
 
+	// Tasks makes the fake a server of tasks (protocol 2025-11-25): see
+	// tasks.go. Its task ids are global to the process.
+	Tasks bool
+
 	// ExitAtStart, when not 0, makes the fake exit with this status right
 	// after writing Stderr, before reading anything: a server that cannot
 	// start (a missing package, a bad token).

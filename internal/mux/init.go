@@ -33,9 +33,10 @@ func IsSupported(v string) bool {
 const gatewayCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`
 
 // unroutable are server capabilities a shared upstream may have that the
-// gateway cannot route per session, so it does not advertise them: task ids
-// and experimental features are global to the process.
-var unroutable = []string{"tasks", "experimental"}
+// gateway cannot route per session, so it does not advertise them:
+// experimental features are the process's own. (Tasks are: each belongs to
+// the session that created it, tasks.go.)
+var unroutable = []string{"experimental"}
 
 // initializeUpstream brings generation gen to the ready state: in shared
 // mode by the gateway's own initialize; in exclusive mode by replaying the

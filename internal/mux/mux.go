@@ -137,6 +137,9 @@ type Stats struct {
 	// ServerRequestsOverLimit counts server->client requests refused
 	// because maxServerRequests (1024) already waited for a client's answer.
 	ServerRequestsOverLimit uint64
+	// TasksForgotten counts tasks a client of a shared Mux no longer owns
+	// because it created more than maxTasksPerClient (1024) since (tasks.go).
+	TasksForgotten uint64
 }
 
 // maxQueuedPerClient bounds the requests one session may have waiting for
@@ -199,6 +202,7 @@ type Mux struct {
 	stats struct {
 		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress, queueFull atomic.Uint64
 		droppedSends, droppedNotes, livenessFailures, serverReqsOverLimit                        atomic.Uint64
+		tasksForgotten                                                                           atomic.Uint64
 	}
 
 	mu sync.Mutex
@@ -224,9 +228,10 @@ type Mux struct {
 	sending    int       // client calls written upstream and not finished
 	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
-	hub        listenHub // Modern: the clients' listens and the gateway's own (modern_listen.go)
-	level      int       // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
-	oldest     *call     // deadline list, oldest first
+	hub        listenHub          // Modern: the clients' listens and the gateway's own (modern_listen.go)
+	tasks      map[string]*Client // shared mode: task id -> the client that created it (tasks.go)
+	level      int                // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
+	oldest     *call              // deadline list, oldest first
 	newest     *call
 
 	epoch  time.Time   // deadlines count from here (monotonic)
@@ -318,6 +323,7 @@ func (m *Mux) Stats() Stats {
 		DroppedProgress: m.stats.droppedProgress.Load(), QueueFull: m.stats.queueFull.Load(),
 		DroppedSends: m.stats.droppedSends.Load(), DroppedNotifications: m.stats.droppedNotes.Load(),
 		LivenessFailures: m.stats.livenessFailures.Load(), ServerRequestsOverLimit: m.stats.serverReqsOverLimit.Load(),
+		TasksForgotten: m.stats.tasksForgotten.Load(),
 	}
 }
 

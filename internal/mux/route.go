@@ -338,6 +338,8 @@ func (m *Mux) serverNotification(msg *jsonrpc.Message) {
 		m.resourceUpdated(msg)
 	case msg.MethodIs("notifications/cancelled"):
 		m.serverCancelled(msg)
+	case msg.MethodIs("notifications/tasks/status"):
+		m.taskStatus(msg) // tasks.go: to the task's creator only
 	default:
 		m.toAttributed(msg)
 	}

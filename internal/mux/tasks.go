@@ -1,0 +1,223 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Tasks (protocol 2025-11-25) on a shared process. A task-augmented
+// request (params.task) is answered with a task id the server made up,
+// unique within the process but shared by every session on it: left
+// alone, any session could read (tasks/get, tasks/result), list or cancel
+// another's task. So a shared Mux remembers which client created each
+// task, from the CreateTaskResult it relays (before the client sees the
+// id), and:
+//
+//   - tasks/get, tasks/result and tasks/cancel of a task the client did
+//     not create are answered here as the spec answers an unknown task
+//     (-32602, "Failed to retrieve task: Task not found"), never forwarded;
+//   - a tasks/list reply keeps only the client's own tasks (a page may come
+//     back shorter, or empty with a nextCursor: cursors stay the server's);
+//   - notifications/tasks/status goes only to the creator's standalone
+//     stream, and is dropped (counted) for a task of no known client.
+//
+// A session belongs to one principal (the HTTP front checks it on every
+// request), so a task belongs to that principal too. A client remembers
+// at most maxTasksPerClient tasks: beyond, its oldest is forgotten
+// (Stats.TasksForgotten) and becomes unknown to it; a closed client's
+// tasks are forgotten with it. An exclusive Mux (one client) needs none
+// of this and does none.
+
+// maxTasksPerClient bounds the tasks a client is remembered to own.
+const maxTasksPerClient = 1024
+
+// errTaskNotFound is the message of the spec's "unknown task" error.
+const errTaskNotFound = "Failed to retrieve task: Task not found"
+
+// taskAugmented reports whether a client request asks for a task
+// (params.task present). The byte search keeps the common request off the
+// slow path.
+func taskAugmented(msg *jsonrpc.Message) bool {
+	if !bytes.Contains(msg.Raw, []byte(`"task"`)) {
+		return false
+	}
+	var p struct {
+		Task json.RawMessage `json:"task"`
+	}
+	return json.Unmarshal(paramsOf(msg.Raw), &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
+}
+
+// taskIDOf returns the string params.taskId of a message (tasks/get,
+// tasks/result, tasks/cancel, notifications/tasks/status), or "" and false.
+func taskIDOf(raw []byte) (string, bool) {
+	var p struct {
+		TaskID *string `json:"taskId"`
+	}
+	if json.Unmarshal(paramsOf(raw), &p) != nil || p.TaskID == nil {
+		return "", false
+	}
+	return *p.TaskID, true
+}
+
+// taskRequest serves tasks/get, tasks/result and tasks/cancel of a shared
+// Mux: forwarded only for a task the client created.
+func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	id := msg.Bytes(msg.ID)
+	taskID, ok := taskIDOf(msg.Raw)
+	if !ok {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "Invalid params: taskId must be a string"))
+		return
+	}
+	m := c.m
+	m.mu.Lock()
+	owned := m.tasks[taskID] == c
+	m.mu.Unlock()
+	if !owned {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, errTaskNotFound))
+		return
+	}
+	c.forward(ctx, msg, out, nil)
+}
+
+// createTask forwards a task-augmented request, recording the task its
+// CreateTaskResult names as the client's.
+func (c *Client) createTask(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	c.forward(ctx, msg, out, func(reply *jsonrpc.Message) {
+		if reply.IsError {
+			return
+		}
+		var r struct {
+			Task struct {
+				TaskID *string `json:"taskId"`
+			} `json:"task"`
+		}
+		if json.Unmarshal(resultOf(reply.Raw), &r) != nil || r.Task.TaskID == nil {
+			return // answered at once, without a task: nothing to own
+		}
+		c.m.ownTask(c, *r.Task.TaskID)
+	})
+}
+
+// ownTask records that c created task id.
+func (m *Mux) ownTask(c *Client, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.closed {
+		return // its session is gone: nobody may read the task
+	}
+	if m.tasks == nil {
+		m.tasks = map[string]*Client{}
+	}
+	if prev := m.tasks[id]; prev != nil && prev != c {
+		// A server reusing a live id: the newest creator has it.
+		prev.tasks = deleteTask(prev.tasks, id)
+	}
+	m.tasks[id] = c
+	c.tasks = append(deleteTask(c.tasks, id), id)
+	if len(c.tasks) > maxTasksPerClient {
+		old := c.tasks[0]
+		c.tasks = c.tasks[1:]
+		if m.tasks[old] == c {
+			delete(m.tasks, old)
+		}
+		m.stats.tasksForgotten.Add(1)
+	}
+}
+
+// forgetTasksLocked drops what c owns (it closed). Called with m.mu held.
+func (m *Mux) forgetTasksLocked(c *Client) {
+	for _, id := range c.tasks {
+		if m.tasks[id] == c {
+			delete(m.tasks, id)
+		}
+	}
+	c.tasks = nil
+}
+
+func deleteTask(ids []string, id string) []string {
+	for i, v := range ids {
+		if v == id {
+			return append(ids[:i], ids[i+1:]...)
+		}
+	}
+	return ids
+}
+
+// taskStatus delivers notifications/tasks/status to the client that
+// created the task, or drops it.
+func (m *Mux) taskStatus(msg *jsonrpc.Message) {
+	id, ok := taskIDOf(msg.Raw)
+	var owner *Client
+	if ok {
+		m.mu.Lock()
+		owner = m.tasks[id]
+		m.mu.Unlock()
+	}
+	if owner == nil {
+		m.stats.droppedNotes.Add(1)
+		m.log.Debug("task status dropped: no session created the task", "method", msg.MethodName())
+		return
+	}
+	owner.general.Send(bytes.Clone(msg.Raw))
+}
+
+// taskListStream is the Stream of a shared Mux's tasks/list: its reply
+// keeps the client's own tasks only.
+type taskListStream struct {
+	Stream
+	c *Client
+}
+
+func (s taskListStream) Reply(msg []byte) {
+	if msg != nil {
+		msg = s.c.m.filterTaskList(s.c, msg)
+	}
+	s.Stream.Reply(msg)
+}
+
+// filterTaskList returns a tasks/list reply (the client's id in it) with
+// only the tasks c owns. The id is copied as it is; the result is
+// re-encoded with each kept task as the server wrote it. A reply that is
+// not a list result is returned unchanged.
+func (m *Mux) filterTaskList(c *Client, reply []byte) []byte {
+	msg, err := jsonrpc.Parse(reply)
+	if err != nil || msg.IsError {
+		return reply
+	}
+	var result map[string]json.RawMessage
+	if json.Unmarshal(resultOf(reply), &result) != nil || result == nil {
+		return reply
+	}
+	var tasks []json.RawMessage
+	if json.Unmarshal(result["tasks"], &tasks) != nil {
+		return reply
+	}
+	kept := make([]json.RawMessage, 0, len(tasks))
+	m.mu.Lock()
+	for _, t := range tasks {
+		if id, ok := taskIDOfTask(t); ok && m.tasks[id] == c {
+			kept = append(kept, t)
+		}
+	}
+	m.mu.Unlock()
+	result["tasks"], _ = json.Marshal(kept)
+	body, err := json.Marshal(result)
+	if err != nil {
+		return reply
+	}
+	return jsonrpc.Response(msg.Bytes(msg.ID), body)
+}
+
+// taskIDOfTask returns a Task object's taskId.
+func taskIDOfTask(t json.RawMessage) (string, bool) {
+	var v struct {
+		TaskID *string `json:"taskId"`
+	}
+	if json.Unmarshal(t, &v) != nil || v.TaskID == nil {
+		return "", false
+	}
+	return *v.TaskID, true
+}
