@@ -108,3 +108,31 @@ func TestParamHeadersValidatedForEveryUpstream(t *testing.T) {
 		})
 	}
 }
+
+// A call to a tool no relayed tools/list has named yet (a client that kept
+// the schema from before the gateway started) is checked all the same:
+// the gateway lists the server's tools itself first, on both the
+// translated and the 2026-07-28 path. Before, it went through unchecked.
+func TestParamHeadersCheckedBeforeAnyList(t *testing.T) {
+	for _, setup := range []struct {
+		name string
+		opts mcptest.FakeOptions
+	}{
+		{name: "translated"},
+		{name: "2026-07-28 process", opts: mcptest.FakeOptions{Modern: true}},
+	} {
+		t.Run(setup.name, func(t *testing.T) {
+			opts := setup.opts
+			opts.Catalog.HeaderTools = []string{"where"}
+			opts.Catalog.ToolPageSize = 3 // "where" is on a later page
+			g := startGateway(t, newConfig(fakeServer("p", opts)))
+			call := `{"name":"where","arguments":{"message":"hi"}}`
+			if status, m := paramPost(t, g, "p", "tools/call", "where", call, map[string]string{"Mcp-Param-Message": "ho"}); status != http.StatusBadRequest || m.Error == nil || m.Error.Code != -32020 {
+				t.Errorf("first call, header differs: %d %s %+v, want 400 and -32020", status, m.Result, m.Error)
+			}
+			if status, m := paramPost(t, g, "p", "tools/call", "where", call, map[string]string{"Mcp-Param-Message": "hi"}); status != http.StatusOK || m.Error != nil {
+				t.Errorf("header agrees: %d %s %+v", status, m.Result, m.Error)
+			}
+		})
+	}
+}

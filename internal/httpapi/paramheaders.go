@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/modern"
@@ -17,8 +20,9 @@ import (
 // a request whose headers and body disagree". The schemas are those of
 // the tools/list replies the gateway relayed on each target (a tool's
 // entry is replaced by every newer list naming it); a call to a tool no
-// relayed list has named yet is forwarded unchecked, as the spec has an
-// intermediary do with headers it does not recognize.
+// relayed list has named yet is looked for in a list of the gateway's own
+// (paramfetch.go), and forwarded unchecked if still unknown, as the spec
+// has an intermediary do with headers it does not recognize.
 
 // maxParamTools bounds the tools remembered per target. Over it, the
 // target's entries are dropped and the list starts again (counted in
@@ -35,6 +39,8 @@ type paramTools struct {
 	byTarget map[string]map[string][]modern.ParamHeader
 
 	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools
+
+	fetched map[string]time.Time // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
 }
 
 // observe records the tools of a tools/list reply relayed on target.
@@ -101,10 +107,14 @@ func (p *paramTools) forget(target string) {
 }
 
 // checkParamHeaders returns the Problem refusing stateless request msg
-// (method as modern.Check read it) on target when its Mcp-Param headers
-// disagree with its arguments, or nil.
-func (h *Handler) checkParamHeaders(target string, header http.Header, msg *jsonrpc.Message, method string) *modern.Problem {
-	if method != "tools/call" {
+// (req as modern.Check read it) on target when its Mcp-Param headers
+// disagree with its arguments, or nil. A tool no relayed list named is
+// looked for in a list of the gateway's own through be first, when the
+// request has Mcp-Param headers (its client knows the tool's schema: it is
+// not the first call of a client that has not listed tools, which the
+// spec has send none) and be serves stateless requests (paramfetch.go).
+func (h *Handler) checkParamHeaders(ctx context.Context, target string, be Backend, header http.Header, msg *jsonrpc.Message, req modern.Request) *modern.Problem {
+	if req.Method != "tools/call" {
 		return nil
 	}
 	p, err := ReadParams(msg) // strictly, as the policy reads the name (params.go)
@@ -112,8 +122,22 @@ func (h *Handler) checkParamHeaders(target string, header http.Header, msg *json
 		return nil // refused with -32602 where the name is read again
 	}
 	params, ok := h.paramTools.lookup(target, p.Name)
+	if sb, serves := be.(StatelessBackend); !ok && serves && hasParamHeader(header) {
+		h.listForParams(ctx, target, sb, req, p.Name)
+		params, ok = h.paramTools.lookup(target, p.Name)
+	}
 	if !ok || len(params) == 0 {
 		return nil
 	}
 	return modern.CheckParamHeaders(header, params, p.Arguments)
+}
+
+// hasParamHeader reports whether header has an Mcp-Param-* header.
+func hasParamHeader(header http.Header) bool {
+	for k := range header {
+		if len(k) > len(modern.ParamHeaderPrefix) && strings.EqualFold(k[:len(modern.ParamHeaderPrefix)], modern.ParamHeaderPrefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The cache keeps, per target, each listed tool's annotations (none for an
@@ -52,5 +53,24 @@ func TestParamToolsObserve(t *testing.T) {
 	p.forget("a")
 	if _, ok := p.lookup("a", "t0"); ok {
 		t.Errorf("forget kept the target's tools")
+	}
+}
+
+// A target is listed by the gateway at most once per paramRefetch,
+// whatever the calls of unknown tools.
+func TestParamToolsClaimFetch(t *testing.T) {
+	var p paramTools
+	t0 := time.Unix(1000, 0)
+	if !p.claimFetch("a", t0) {
+		t.Fatal("first fetch refused")
+	}
+	if p.claimFetch("a", t0.Add(paramRefetch-time.Nanosecond)) {
+		t.Error("a second fetch within paramRefetch")
+	}
+	if !p.claimFetch("b", t0) {
+		t.Error("another target's fetch refused")
+	}
+	if !p.claimFetch("a", t0.Add(paramRefetch)) {
+		t.Error("a fetch after paramRefetch refused")
 	}
 }

@@ -89,7 +89,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if prob := h.checkParamHeaders(name, r.Header, msg, req.Method); prob != nil {
+	if prob := h.checkParamHeaders(r.Context(), name, be, r.Header, msg, req); prob != nil {
 		writeProblem(w, id, prob) // paramheaders.go
 		return
 	}
