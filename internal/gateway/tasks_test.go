@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,5 +113,54 @@ func TestTasksBelongToTheirSession(t *testing.T) {
 	}
 	if _, m := taskResult(t, a.post(t, `{"jsonrpc":"2.0","id":10,"method":"tasks/get","params":{"taskId":"`+bTask+`"}}`)); m.Error == nil || m.Error.Code != -32602 {
 		t.Errorf("A's tasks/get of B's task: %s %+v, want unknown", m.Result, m.Error)
+	}
+}
+
+// A task that needs the client's input asks its creator, and no one else:
+// the server's sampling request names the task (related-task _meta) and
+// comes while another session, B, is the only one with a request in
+// flight, which shared mode's rule would pick. It reaches A's stream; A's
+// answer completes the task. Before, B was asked for A's task.
+func TestTaskInputGoesToItsCreator(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("tasks", mcptest.FakeOptions{Tasks: true})))
+	a, b := g.client("tasks"), g.client("tasks")
+	a.connect(t) // both declare sampling
+	b.connect(t)
+	aEvents, closeA := openGET(t, a)
+	defer closeA()
+
+	// B's call stays in flight until the test ends: then B leaves, and
+	// the gateway cancels it upstream.
+	ctx, leave := context.WithCancel(context.Background())
+	bDone := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		resp, err := g.http.Do(b.request(http.MethodPost, callBody("1", "slow", map[string]any{"ms": 600000}, "")).WithContext(ctx))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() { leave(); <-bDone }()
+	waitFor(t, "B's call in flight", func() bool { return g.pending("tasks") == 1 })
+
+	tr, m := taskResult(t, a.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"for A"},"task":{}}}`))
+	if m.Error != nil || tr.Task == nil {
+		t.Fatalf("task-augmented call: %s %+v", m.Result, m.Error)
+	}
+	ask := next(t, aEvents)
+	if ask.Method != "sampling/createMessage" || !strings.Contains(string(ask.Params), "for A") {
+		t.Fatalf("A's stream: %s %s, want the task's sampling request", ask.Method, ask.Params)
+	}
+	answer := `{"jsonrpc":"2.0","id":` + string(ask.ID) + `,"result":{"role":"assistant","content":{"type":"text","text":"sampled for A"},"model":"m"}}`
+	if r := a.post(t, answer); r.Status != http.StatusAccepted {
+		t.Fatalf("A's answer: status %d", r.Status)
+	}
+	if n := next(t, aEvents); n.Method != "notifications/tasks/status" || !strings.Contains(string(n.Params), `"completed"`) {
+		t.Fatalf("A's stream: %s %s, want the task completed", n.Method, n.Params)
+	}
+	r := a.post(t, `{"jsonrpc":"2.0","id":2,"method":"tasks/result","params":{"taskId":"`+tr.Task.TaskID+`"}}`)
+	if res := string(r.final(t).Result); !strings.Contains(res, "sampled for A") {
+		t.Errorf("tasks/result: %s", res)
 	}
 }

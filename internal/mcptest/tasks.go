@@ -130,11 +130,27 @@ func (s *server) createTask(m message, tool string, a toolArgs) {
 	created := t.wire(t.Created)
 	s.tasks.mu.Unlock()
 	s.reply(m.ID, map[string]any{"task": created})
-	if tool != "echo" {
+	text := strings.TrimSpace(a.Message)
+	switch tool {
+	case "echo":
+	case "sample":
+		// The task needs the client's input: its sampling request names
+		// the task, and comes when no request of the client is in flight.
+		res, err := s.call("sampling/createMessage", map[string]any{
+			"messages":  []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": a.Prompt}}},
+			"maxTokens": 100,
+			"_meta":     map[string]any{"io.modelcontextprotocol/related-task": map[string]any{"taskId": t.ID}},
+		}, nil)
+		if err != nil {
+			text = "sampling failed: " + err.Error()
+		} else {
+			text = string(res)
+		}
+	default:
 		return
 	}
 	s.tasks.mu.Lock()
-	t.Status, t.Result = "completed", textResult(strings.TrimSpace(a.Message), false)
+	t.Status, t.Result = "completed", textResult(text, false)
 	close(t.done)
 	status := t.wire(now())
 	s.tasks.mu.Unlock()

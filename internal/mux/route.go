@@ -296,7 +296,10 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 			"refusal of a server request")
 		return
 	}
-	c, out := m.attributeLocked(capabilityFor(msg))
+	c, out, related := m.taskAttributeLocked(msg, capabilityFor(msg)) // tasks.go
+	if !related {
+		c, out = m.attributeLocked(capabilityFor(msg))
+	}
 	if c == nil {
 		m.mu.Unlock()
 		if msg.MethodIs("roots/list") {

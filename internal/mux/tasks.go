@@ -22,7 +22,12 @@ import (
 //   - a tasks/list reply keeps only the client's own tasks (a page may come
 //     back shorter, or empty with a nextCursor: cursors stay the server's);
 //   - notifications/tasks/status goes only to the creator's standalone
-//     stream, and is dropped (counted) for a task of no known client.
+//     stream, and is dropped (counted) for a task of no known client;
+//   - a server request naming a task in _meta (io.modelcontextprotocol/
+//     related-task: a task that needs input) goes to the task's creator,
+//     whether or not it has a request in flight (on its latest request's
+//     stream, else its standalone one), and to no other session: refused
+//     when the creator is gone or did not declare the capability.
 //
 // A session belongs to one principal (the HTTP front checks it on every
 // request), so a task belongs to that principal too. A client remembers
@@ -220,4 +225,35 @@ func taskIDOfTask(t json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return *v.TaskID, true
+}
+
+// relatedTaskKey is the _meta key naming the task a message belongs to.
+const relatedTaskKey = "io.modelcontextprotocol/related-task"
+
+// taskAttributeLocked attributes a server request that names a task
+// (params._meta[relatedTaskKey].taskId): related is true when it does, and
+// then c is the task's creator if it may take the request (nil: refuse),
+// out its stream. Called with m.mu held.
+func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Client, out Stream, related bool) {
+	if m.opts.Exclusive || !bytes.Contains(msg.Raw, []byte(relatedTaskKey)) {
+		return nil, nil, false
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || p.Meta[relatedTaskKey] == nil {
+		return nil, nil, false
+	}
+	id, ok := taskIDOfTask(p.Meta[relatedTaskKey])
+	if !ok {
+		return nil, nil, false
+	}
+	owner := m.tasks[id]
+	if owner == nil || owner.caps&need != need {
+		return nil, nil, true
+	}
+	if l := owner.latest; l != nil && l.out != nil && !l.queued {
+		return owner, l.out, true
+	}
+	return owner, owner.general, true
 }
