@@ -34,8 +34,8 @@ func taskResult(t *testing.T, r *reply) (taskReply, rpc) {
 // Two sessions on one shared process of a server with tasks (2025-11-25):
 // the task ids are the process's, yet a session reads, lists and cancels
 // only the tasks it created; another's is unknown to it (-32602, as the
-// spec answers an unknown task), and a task's status notification goes
-// to its creator alone. Before, the gateway hid the capability but passed
+// spec answers an unknown task), and a task's status notification and
+// later progress go to its creator alone. Before, the gateway hid the capability but passed
 // every tasks/* request on: B read and cancelled A's tasks.
 func TestTasksBelongToTheirSession(t *testing.T) {
 	g := startGateway(t, newConfig(fakeServer("tasks", mcptest.FakeOptions{Tasks: true})))
@@ -53,12 +53,16 @@ func TestTasksBelongToTheirSession(t *testing.T) {
 	bEvents, closeB := openGET(t, b)
 	defer closeB()
 
-	// A creates a task that completes at once; its status comes to A.
-	tr, m := taskResult(t, a.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"for A"},"task":{"ttl":60000}}}`))
+	// A creates a task that completes at once; its progress (after the
+	// CreateTaskResult, with A's token) and its status come to A.
+	tr, m := taskResult(t, a.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"for A"},"task":{"ttl":60000},"_meta":{"progressToken":"pA"}}}`))
 	if m.Error != nil || tr.Task == nil || tr.Task.TaskID == "" {
 		t.Fatalf("task-augmented call: %s %+v", m.Result, m.Error)
 	}
 	done := tr.Task.TaskID
+	if n := next(t, aEvents); n.Method != "notifications/progress" || !strings.Contains(string(n.Params), `"progressToken":"pA"`) {
+		t.Fatalf("A's stream: %s %s, want its task's progress with its token", n.Method, n.Params)
+	}
 	if n := next(t, aEvents); n.Method != "notifications/tasks/status" || !strings.Contains(string(n.Params), `"taskId":"`+done+`"`) {
 		t.Fatalf("A's stream: %s %s, want its task's status", n.Method, n.Params)
 	}

@@ -13,8 +13,10 @@ import (
 // and keeps one table of tasks for the whole process, as a real server
 // does, so that a gateway sharing it between sessions must keep them
 // apart. A task-augmented call of "echo" completes at once (its
-// notifications/tasks/status "completed" follows the CreateTaskResult);
-// any other tool's task stays "working" until tasks/cancel.
+// notifications/tasks/status "completed" follows the CreateTaskResult, and
+// a progress notification with the request's token, if it had one, comes
+// between them); "sample" asks the client for sampling first, naming the
+// task in _meta; any other tool's task stays "working" until tasks/cancel.
 
 // fakeTask is one task of the fake.
 type fakeTask struct {
@@ -51,13 +53,16 @@ func (s *server) handleTasks(m message, done <-chan struct{}) bool {
 			Name      string          `json:"name"`
 			Arguments json.RawMessage `json:"arguments"`
 			Task      json.RawMessage `json:"task"`
+			Meta      struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
 		}
 		if json.Unmarshal(m.Params, &p) != nil || len(p.Task) == 0 || string(p.Task) == "null" {
 			return false
 		}
 		var a toolArgs
 		_ = json.Unmarshal(p.Arguments, &a)
-		s.createTask(m, p.Name, a)
+		s.createTask(m, p.Name, a, p.Meta.ProgressToken)
 	case "tasks/get", "tasks/result", "tasks/cancel":
 		var p struct {
 			TaskID string `json:"taskId"`
@@ -118,7 +123,7 @@ func (s *server) handleTasks(m message, done <-chan struct{}) bool {
 }
 
 // createTask answers a task-augmented call with its CreateTaskResult.
-func (s *server) createTask(m message, tool string, a toolArgs) {
+func (s *server) createTask(m message, tool string, a toolArgs, token json.RawMessage) {
 	s.tasks.mu.Lock()
 	if s.tasks.tasks == nil {
 		s.tasks.tasks = map[string]*fakeTask{}
@@ -130,6 +135,10 @@ func (s *server) createTask(m message, tool string, a toolArgs) {
 	created := t.wire(t.Created)
 	s.tasks.mu.Unlock()
 	s.reply(m.ID, map[string]any{"task": created})
+	if len(token) > 0 && string(token) != "null" {
+		// The request's token stays valid for the task's lifetime.
+		s.notify("notifications/progress", map[string]any{"progressToken": token, "progress": 1, "total": 1})
+	}
 	text := strings.TrimSpace(a.Message)
 	switch tool {
 	case "echo":

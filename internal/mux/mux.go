@@ -228,10 +228,11 @@ type Mux struct {
 	sending    int       // client calls written upstream and not finished
 	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
-	hub        listenHub          // Modern: the clients' listens and the gateway's own (modern_listen.go)
-	tasks      map[string]*Client // shared mode: task id -> the client that created it (tasks.go)
-	level      int                // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
-	oldest     *call              // deadline list, oldest first
+	hub        listenHub         // Modern: the clients' listens and the gateway's own (modern_listen.go)
+	tasks      map[string]*task  // shared mode: task id -> who created it (tasks.go)
+	taskTokens map[uint64]string // shared mode: a task's upstream progress token -> its id
+	level      int               // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
+	oldest     *call             // deadline list, oldest first
 	newest     *call
 
 	epoch  time.Time   // deadlines count from here (monotonic)

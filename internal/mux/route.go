@@ -360,6 +360,8 @@ func (m *Mux) progress(msg *jsonrpc.Message) {
 	if c := m.pending[id]; ok && c != nil && c.token != nil && c.out != nil {
 		out = c.out
 		fwd = jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ProgressToken, Value: c.token})
+	} else if ok {
+		out, fwd = m.taskProgressLocked(id, msg) // tasks.go: a task's, after its CreateTaskResult
 	}
 	m.mu.Unlock()
 	if out == nil {

@@ -21,6 +21,9 @@ import (
 //     (-32602, "Failed to retrieve task: Task not found"), never forwarded;
 //   - a tasks/list reply keeps only the client's own tasks (a page may come
 //     back shorter, or empty with a nextCursor: cursors stay the server's);
+//   - progress of a task-augmented request after its CreateTaskResult (its
+//     token stays valid for the task's lifetime) goes to the creator's
+//     standalone stream, with the creator's token;
 //   - notifications/tasks/status goes only to the creator's standalone
 //     stream, and is dropped (counted) for a task of no known client;
 //   - a server request naming a task in _meta (io.modelcontextprotocol/
@@ -41,6 +44,30 @@ const maxTasksPerClient = 1024
 
 // errTaskNotFound is the message of the spec's "unknown task" error.
 const errTaskNotFound = "Failed to retrieve task: Task not found"
+
+// task is what a shared Mux knows of a task.
+type task struct {
+	owner   *Client // the client whose request created it
+	upToken uint64  // that request's progress token upstream (its upstream id); 0: it had none
+	token   []byte  // the client's own progress token
+}
+
+// ownerLocked returns the client that created task id, or nil. Called with
+// m.mu held.
+func (m *Mux) ownerLocked(id string) *Client {
+	if t := m.tasks[id]; t != nil {
+		return t.owner
+	}
+	return nil
+}
+
+// dropTaskLocked forgets task id. Called with m.mu held.
+func (m *Mux) dropTaskLocked(id string) {
+	if t := m.tasks[id]; t != nil && t.upToken != 0 && m.taskTokens[t.upToken] == id {
+		delete(m.taskTokens, t.upToken)
+	}
+	delete(m.tasks, id)
+}
 
 // taskAugmented reports whether a client request asks for a task
 // (params.task present). The byte search keeps the common request off the
@@ -78,7 +105,7 @@ func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out Stre
 	}
 	m := c.m
 	m.mu.Lock()
-	owned := m.tasks[taskID] == c
+	owned := m.ownerLocked(taskID) == c
 	m.mu.Unlock()
 	if !owned {
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, errTaskNotFound))
@@ -88,8 +115,13 @@ func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out Stre
 }
 
 // createTask forwards a task-augmented request, recording the task its
-// CreateTaskResult names as the client's.
+// CreateTaskResult names as the client's, with the request's progress
+// token.
 func (c *Client) createTask(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+	var token []byte
+	if msg.ProgressToken.Present() {
+		token = bytes.Clone(msg.Bytes(msg.ProgressToken))
+	}
 	c.forward(ctx, msg, out, func(reply *jsonrpc.Message) {
 		if reply.IsError {
 			return
@@ -102,31 +134,40 @@ func (c *Client) createTask(ctx context.Context, msg *jsonrpc.Message, out Strea
 		if json.Unmarshal(resultOf(reply.Raw), &r) != nil || r.Task.TaskID == nil {
 			return // answered at once, without a task: nothing to own
 		}
-		c.m.ownTask(c, *r.Task.TaskID)
+		var upToken uint64
+		if token != nil {
+			upToken, _ = parseUint(reply.Bytes(reply.ID)) // the request's upstream id was its token
+		}
+		c.m.ownTask(c, *r.Task.TaskID, upToken, token)
 	})
 }
 
-// ownTask records that c created task id.
-func (m *Mux) ownTask(c *Client, id string) {
+// ownTask records that c created task id with a request whose progress
+// token was upToken upstream and token for c (0 and nil: none).
+func (m *Mux) ownTask(c *Client, id string, upToken uint64, token []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c.closed {
 		return // its session is gone: nobody may read the task
 	}
 	if m.tasks == nil {
-		m.tasks = map[string]*Client{}
+		m.tasks, m.taskTokens = map[string]*task{}, map[uint64]string{}
 	}
-	if prev := m.tasks[id]; prev != nil && prev != c {
+	if prev := m.ownerLocked(id); prev != nil && prev != c {
 		// A server reusing a live id: the newest creator has it.
 		prev.tasks = deleteTask(prev.tasks, id)
 	}
-	m.tasks[id] = c
+	m.dropTaskLocked(id)
+	m.tasks[id] = &task{owner: c, upToken: upToken, token: token}
+	if upToken != 0 {
+		m.taskTokens[upToken] = id
+	}
 	c.tasks = append(deleteTask(c.tasks, id), id)
 	if len(c.tasks) > maxTasksPerClient {
 		old := c.tasks[0]
 		c.tasks = c.tasks[1:]
-		if m.tasks[old] == c {
-			delete(m.tasks, old)
+		if m.ownerLocked(old) == c {
+			m.dropTaskLocked(old)
 		}
 		m.stats.tasksForgotten.Add(1)
 	}
@@ -135,8 +176,8 @@ func (m *Mux) ownTask(c *Client, id string) {
 // forgetTasksLocked drops what c owns (it closed). Called with m.mu held.
 func (m *Mux) forgetTasksLocked(c *Client) {
 	for _, id := range c.tasks {
-		if m.tasks[id] == c {
-			delete(m.tasks, id)
+		if m.ownerLocked(id) == c {
+			m.dropTaskLocked(id)
 		}
 	}
 	c.tasks = nil
@@ -158,7 +199,7 @@ func (m *Mux) taskStatus(msg *jsonrpc.Message) {
 	var owner *Client
 	if ok {
 		m.mu.Lock()
-		owner = m.tasks[id]
+		owner = m.ownerLocked(id)
 		m.mu.Unlock()
 	}
 	if owner == nil {
@@ -203,7 +244,7 @@ func (m *Mux) filterTaskList(c *Client, reply []byte) []byte {
 	kept := make([]json.RawMessage, 0, len(tasks))
 	m.mu.Lock()
 	for _, t := range tasks {
-		if id, ok := taskIDOfTask(t); ok && m.tasks[id] == c {
+		if id, ok := taskIDOfTask(t); ok && m.ownerLocked(id) == c {
 			kept = append(kept, t)
 		}
 	}
@@ -248,7 +289,7 @@ func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Cli
 	if !ok {
 		return nil, nil, false
 	}
-	owner := m.tasks[id]
+	owner := m.ownerLocked(id)
 	if owner == nil || owner.caps&need != need {
 		return nil, nil, true
 	}
@@ -256,4 +297,16 @@ func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Cli
 		return owner, l.out, true
 	}
 	return owner, owner.general, true
+}
+
+// taskProgressLocked returns where progress with upstream token up goes
+// when no request in flight has it: the standalone stream of the client
+// whose task-augmented request had it, with that client's token; nil when
+// none. Called with m.mu held.
+func (m *Mux) taskProgressLocked(up uint64, msg *jsonrpc.Message) (Stream, []byte) {
+	t := m.tasks[m.taskTokens[up]]
+	if t == nil || t.token == nil || t.owner.closed {
+		return nil, nil
+	}
+	return t.owner.general, jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ProgressToken, Value: t.token})
 }

@@ -16,9 +16,9 @@ func TestTasksBoundedAndForgotten(t *testing.T) {
 	m, _ := startShared(t, Options{})
 	a, b := m.Join(newRec()), m.Join(newRec())
 	for i := range maxTasksPerClient + 1 {
-		m.ownTask(a, fmt.Sprintf("t%d", i))
+		m.ownTask(a, fmt.Sprintf("t%d", i), 0, nil)
 	}
-	m.ownTask(b, "b0")
+	m.ownTask(b, "b0", 0, nil)
 	if got := m.Stats().TasksForgotten; got != 1 {
 		t.Errorf("TasksForgotten %d, want 1", got)
 	}
@@ -28,7 +28,7 @@ func TestTasksBoundedAndForgotten(t *testing.T) {
 		t.Errorf("the forgotten task: %d %q", code, text)
 	}
 	m.mu.Lock()
-	owner := m.tasks["t1"]
+	owner := m.ownerLocked("t1")
 	m.mu.Unlock()
 	if owner != a {
 		t.Errorf("t1 not a's")
@@ -53,8 +53,8 @@ func TestTasksBoundedAndForgotten(t *testing.T) {
 func TestFilterTaskList(t *testing.T) {
 	m, _ := startShared(t, Options{})
 	a, b := m.Join(newRec()), m.Join(newRec())
-	m.ownTask(a, "x")
-	m.ownTask(b, "y")
+	m.ownTask(a, "x", 0, nil)
+	m.ownTask(b, "y", 0, nil)
 	reply := []byte(`{"jsonrpc":"2.0","id":123456789012345678901,"result":{"tasks":[{"taskId":"x","status":"working"},{"taskId":"y","status":"working"},{"status":"odd"}],"nextCursor":"c2"}}`)
 	got := string(m.filterTaskList(a, reply))
 	if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":123456789012345678901,`) || !strings.Contains(got, `"tasks":[{"taskId":"x","status":"working"}]`) ||
@@ -76,7 +76,7 @@ func FuzzFilterTaskList(f *testing.F) {
 	m := New(Options{Name: "f"})
 	defer m.Close()
 	c := m.Join(newRec())
-	m.ownTask(c, "x")
+	m.ownTask(c, "x", 0, nil)
 	f.Fuzz(func(t *testing.T, reply []byte) {
 		out := m.filterTaskList(c, reply)
 		if string(out) == string(reply) {
