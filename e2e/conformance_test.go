@@ -28,6 +28,10 @@ type conformanceSuite struct {
 	// reports but never scores (extensions, pending ones). It is judged by its scored scenarios
 	// only, against an optional expected-failures baseline (see runRequirements).
 	requirements string
+	// judged are scenarios of the requirement set that the suite runs but does not score
+	// (pending ones) and that the gateway must pass all the same: they are judged as the
+	// scored ones are.
+	judged []string
 }
 
 // suites are the conformance suite runs: the stable release, the alpha restricted to the
@@ -37,7 +41,10 @@ var suites = []conformanceSuite{
 	{name: "stable", pkg: "stable"},
 	{name: "alpha", pkg: "alpha", args: []string{"--spec-version", "2025-11-25"}},
 	{name: "required-2025-11-25", pkg: "alpha", requirements: "2025-11-25"},
-	{name: "modern", pkg: "alpha", requirements: modernRevision},
+	// http-custom-header-server-validation is pending in the alpha: the Mcp-Param-* headers of
+	// tools whose inputSchema asks for them are checked by the gateway (the stdio server never
+	// sees them).
+	{name: "modern", pkg: "alpha", requirements: modernRevision, judged: []string{"http-custom-header-server-validation"}},
 }
 
 // modernRevision is the stateless revision: its requirement set runs without sessions.
@@ -263,7 +270,7 @@ func runConformance(t *testing.T, s conformanceSuite, url, baseline string) {
 // scenario), reports it precisely, and fails if the suite's exit code disagrees.
 func runRequirements(t *testing.T, s conformanceSuite, url, baseline string) {
 	t.Helper()
-	scored := requiredServerScenarios(t, s)
+	scored := append(requiredServerScenarios(t, s), s.judged...)
 	var expected []baselineEntry
 	outDir := t.TempDir()
 	args := []string{conformanceJS[s.pkg], "server", "--url", url, "--requirements", s.requirements, "-o", outDir}

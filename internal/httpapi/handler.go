@@ -168,6 +168,8 @@ type Handler struct {
 	compat       compat   // client quirks accepted, requests without id dropped (compat.go)
 	parking      parking  // stateless requests waiting for input (mrtr.go)
 
+	paramTools paramTools // tools' Mcp-Param headers, from relayed lists (paramheaders.go)
+
 	limits   *limiter      // Config.Limits' state; nil: none
 	requests atomic.Uint64 // requests to targets (sessions_admin.go)
 

@@ -132,6 +132,9 @@ func (m *modernStream) Send(msg []byte) {
 }
 
 func (m *modernStream) Reply(msg []byte) {
+	if m.method == "tools/list" && msg != nil {
+		m.h.paramTools.observe(m.s.Server, msg) // paramheaders.go
+	}
 	if m.pass {
 		if m.seal && msg != nil {
 			msg = m.h.sealReply(msg, m.s.Server, m.sealOwner)

@@ -295,6 +295,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 			return
 		}
 	}
+	if v == "" && writeRetryable(w, evs) { // initretry.go
+		return
+	}
 	writeJSON(w, evs, false)
 }
 

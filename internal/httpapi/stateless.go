@@ -101,6 +101,10 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	if req.RepeatedHeader {
 		h.accepted(r, MismatchRepeated, headerLine(r.Header), req.Version)
 	}
+	if prob := h.checkParamHeaders(r.Context(), name, be, r.Header, msg, req); prob != nil {
+		writeProblem(w, id, prob) // paramheaders.go
+		return
+	}
 	sb, ok := be.(StatelessBackend)
 	if !ok {
 		writeErrorID(w, http.StatusBadRequest, id, modern.CodeUnsupportedVersion,

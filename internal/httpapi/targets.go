@@ -70,6 +70,7 @@ func (h *Handler) authenticator() auth.Authenticator { return h.tg.Load().auth }
 // after SetTargets took the target away or replaced it, so no new session
 // lands on the old one.
 func (h *Handler) CloseTarget(key, reason string) int {
+	h.paramTools.forget(key) // its tools may differ now (paramheaders.go)
 	ss := h.store.RemoveTarget(key)
 	if len(ss) == 0 {
 		return 0

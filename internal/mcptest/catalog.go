@@ -30,6 +30,11 @@ type CatalogOptions struct {
 	// answering a call as an ExtraTools tool does: a big list without a
 	// long command line.
 	GeneratedTools int
+
+	// HeaderTools are listed after ExtraTools and answer as they do, with
+	// their "message" annotated "x-mcp-header": "Message" (a 2026-07-28
+	// client mirrors it into an Mcp-Param-Message header).
+	HeaderTools []string
 	// Prompts are listed by prompts/list; prompts/get of one answers with
 	// one user message whose text is the prompt's name;
 	// completion/complete with a ref/prompt completes to its name. With
@@ -82,6 +87,11 @@ func (s *server) listTools(m message, done <-chan struct{}) {
 		tools = append(tools[:len(tools):len(tools)], tool(name, "Answers \"NAME: message\".", map[string]any{"message": prop("string")}))
 	}
 	tools = append(tools[:len(tools):len(tools)], generatedTools(c.GeneratedTools)...)
+
+	for _, name := range c.HeaderTools {
+		mirrored := map[string]any{"type": "string", "x-mcp-header": "Message"}
+		tools = append(tools[:len(tools):len(tools)], tool(name, "Answers \"NAME: message\".", map[string]any{"message": mirrored}))
+	}
 	if c.ToolPageSize <= 0 {
 		s.reply(m.ID, map[string]any{"tools": tools})
 		return
@@ -110,7 +120,7 @@ func (s *server) listTools(m message, done <-chan struct{}) {
 // callExtraTool answers a call of an ExtraTools tool; false if name is
 // not one.
 func (s *server) callExtraTool(id json.RawMessage, name string, a toolArgs) bool {
-	for _, t := range s.opts.Catalog.ExtraTools {
+	for _, t := range append(s.opts.Catalog.ExtraTools[:len(s.opts.Catalog.ExtraTools):len(s.opts.Catalog.ExtraTools)], s.opts.Catalog.HeaderTools...) {
 		if t == name {
 			s.reply(id, textResult(name+": "+a.Message, false))
 			return true

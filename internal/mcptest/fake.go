@@ -82,6 +82,21 @@ type FakeOptions struct {
 	// after it: one line, or several separated by "\n".
 	Stderr string
 
+	// Tasks makes the fake a server of tasks (protocol 2025-11-25): see
+	// tasks.go. Its task ids are global to the process.
+	Tasks bool
+
+	// ExitAtStart, when not 0, makes the fake exit with this status right
+	// after writing Stderr, before reading anything: a server that cannot
+	// start (a missing package, a bad token).
+	ExitAtStart int
+
+	// StartGate, if set, is the path of a named pipe (FIFO) the fake reads
+	// to its end at startup, before it reads stdin: it is "downloading"
+	// until the test opens the pipe for writing and closes it, the way a
+	// first `npx -y` holds a server back for a minute, without a sleep.
+	StartGate string
+
 	// Marker is placed in the fake's argv (and its grandchild's) so that
 	// [Procs] can find the processes. Use a value unique to the test.
 	Marker string
@@ -167,6 +182,15 @@ func runFake(spec fakeSpec) int {
 	}
 	if o.Stderr != "" {
 		fmt.Fprintln(os.Stderr, o.Stderr)
+	}
+	if o.ExitAtStart != 0 {
+		return o.ExitAtStart
+	}
+	if o.StartGate != "" {
+		if err := passGate(o.StartGate); err != nil {
+			fmt.Fprintf(os.Stderr, "mcptest: start gate: %v\n", err)
+			return 2
+		}
 	}
 	if o.GarbageBeforeInit {
 		os.Stdout.WriteString("this line is not JSON-RPC\n")
@@ -261,4 +285,16 @@ func rawCommand(cmd string, bw *bufio.Writer) {
 		fmt.Fprintf(os.Stderr, "mcptest: unknown raw command %q\n", verb)
 	}
 	bw.Flush()
+}
+
+// passGate blocks until the named pipe at path has had a writer and that
+// writer closed it (FakeOptions.StartGate).
+func passGate(path string) error {
+	f, err := os.Open(path) // blocks until a writer opens it
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
 }

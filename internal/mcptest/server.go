@@ -73,6 +73,8 @@ type server struct {
 	lmu     sync.Mutex
 	listens map[string]*fakeListen // guarded by lmu: open subscriptions/listen requests (Modern), by id
 
+	tasks taskTable // FakeOptions.Tasks (tasks.go)
+
 	wg sync.WaitGroup // request handlers
 }
 
@@ -280,6 +282,9 @@ func (s *server) handleRequest(m message, done <-chan struct{}) {
 			return
 		}
 	}
+	if s.handleTasks(m, done) { // tasks.go
+		return
+	}
 	switch m.Method {
 	case "initialize":
 		if s.opts.ModernOnly {
@@ -383,6 +388,9 @@ func (s *server) initialize(m message) {
 	}
 	if c := s.opts.Catalog; len(c.Prompts) > 0 || len(c.ResourceTemplates) > 0 {
 		caps["completions"] = map[string]any{}
+	}
+	if s.opts.Tasks {
+		caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
 	}
 	s.reply(m.ID, map[string]any{
 		"protocolVersion": version,

@@ -33,6 +33,7 @@ type Client struct {
 	level    int              // logging level asked for; -1 none
 	version  string           // negotiated protocol version
 	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
+	tasks    []string         // shared mode: the tasks it created, oldest first (tasks.go)
 	// exclusive mode: notifications/initialized was sent for the client's
 	// initialize (its own, or the gateway's before its first request).
 	initialized bool
@@ -139,6 +140,12 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 		c.subscribe(ctx, msg, out, true)
 	case msg.MethodIs("resources/unsubscribe"):
 		c.subscribe(ctx, msg, out, false)
+	case msg.MethodIs("tasks/get"), msg.MethodIs("tasks/result"), msg.MethodIs("tasks/cancel"):
+		c.taskRequest(ctx, msg, out) // tasks.go: only the client's own
+	case msg.MethodIs("tasks/list"):
+		c.forward(ctx, msg, taskListStream{out, c}, nil)
+	case taskAugmented(msg):
+		c.createTask(ctx, msg, out)
 	default:
 		c.forward(ctx, msg, out, nil)
 	}
@@ -165,7 +172,8 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out Stre
 	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
 	for {
 		if err := c.waitReady(ctx); err != nil {
-			refuse(out, id, onReply, jsonrpc.CodeServerError, err.Error())
+			out.Reply(errorReply(id, jsonrpc.CodeServerError, err))
+			endHook(onReply, jsonrpc.CodeServerError, err.Error())
 			return
 		}
 		m.mu.Lock()
@@ -474,6 +482,7 @@ func (c *Client) close(why error) {
 	c.closed, c.closeErr = true, why
 	c.stop() // wakes its requests waiting for the server
 	delete(m.clients, c)
+	m.forgetTasksLocked(c)
 	// The server's level follows the sessions still there (also after a
 	// timed-out setLevel left it unknown).
 	relevel := m.wantLevelLocked() != m.level

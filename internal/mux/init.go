@@ -33,9 +33,10 @@ func IsSupported(v string) bool {
 const gatewayCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`
 
 // unroutable are server capabilities a shared upstream may have that the
-// gateway cannot route per session, so it does not advertise them: task ids
-// and experimental features are global to the process.
-var unroutable = []string{"tasks", "experimental"}
+// gateway cannot route per session, so it does not advertise them:
+// experimental features are the process's own. (Tasks are: each belongs to
+// the session that created it, tasks.go.)
+var unroutable = []string{"experimental"}
 
 // initializeUpstream brings generation gen to the ready state: in shared
 // mode by the gateway's own initialize; in exclusive mode by replaying the
@@ -261,7 +262,7 @@ func (m *Mux) markReady(gen uint64) bool {
 	if m.closed || m.gen != gen || !m.running {
 		return false // the process is gone: waiters wait for the next one
 	}
-	m.readyGen, m.initFails, m.refused = gen, 0, nil
+	m.readyGen, m.initFails, m.refused, m.everReady = gen, 0, nil, true
 	m.setStateLocked(Ready, nil, time.Time{})
 	close(m.ready)
 	m.ready = make(chan struct{})
@@ -313,7 +314,7 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Strea
 	m := c.m
 	id := msg.Bytes(msg.ID)
 	if err := c.waitReady(ctx); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		out.Reply(errorReply(id, jsonrpc.CodeServerError, err))
 		return
 	}
 	var p struct {

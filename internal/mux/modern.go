@@ -182,6 +182,7 @@ func (m *Mux) Discovered(ctx context.Context) ([]byte, error) {
 		return nil, errors.New("mcpgate: the server is initialized, not probed with server/discover")
 	}
 	var timer *time.Timer
+	var wait time.Duration
 	for {
 		m.mu.Lock()
 		closed, wake, ok := m.closed, m.ready, m.readyLocked()
@@ -189,6 +190,9 @@ func (m *Mux) Discovered(ctx context.Context) ([]byte, error) {
 		var unavailable error
 		if !closed && !ok && probeErr == nil {
 			unavailable = m.unavailableLocked()
+		}
+		if timer == nil {
+			wait = m.startWaitLocked()
 		}
 		m.mu.Unlock()
 		switch {
@@ -201,7 +205,6 @@ func (m *Mux) Discovered(ctx context.Context) ([]byte, error) {
 		case unavailable != nil:
 			return nil, unavailable
 		}
-		wait := min(readyWait, m.opts.Timeout)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
@@ -213,7 +216,9 @@ func (m *Mux) Discovered(ctx context.Context) ([]byte, error) {
 		case <-m.ctx.Done():
 			return nil, errClosed
 		case <-timer.C:
-			return nil, fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return nil, m.stillStartingLocked(wait)
 		}
 	}
 }

@@ -137,6 +137,9 @@ type Stats struct {
 	// ServerRequestsOverLimit counts server->client requests refused
 	// because maxServerRequests (1024) already waited for a client's answer.
 	ServerRequestsOverLimit uint64
+	// TasksForgotten counts tasks a client of a shared Mux no longer owns
+	// because it created more than maxTasksPerClient (1024) since (tasks.go).
+	TasksForgotten uint64
 }
 
 // maxQueuedPerClient bounds the requests one session may have waiting for
@@ -199,6 +202,7 @@ type Mux struct {
 	stats struct {
 		forwarded, timedOut, garbage, unknown, unroutable, oversized, droppedProgress, queueFull atomic.Uint64
 		droppedSends, droppedNotes, livenessFailures, serverReqsOverLimit                        atomic.Uint64
+		tasksForgotten                                                                           atomic.Uint64
 	}
 
 	mu sync.Mutex
@@ -212,6 +216,7 @@ type Mux struct {
 	genStart   time.Time     // when gen started (Started): its startup time is logged once it is Ready
 	running    bool          // gen is running
 	readyGen   uint64        // generation that finished initialization
+	everReady  bool          // some generation was ready: the first start is over
 	ready      chan struct{} // closed when readyGen == gen; else closed and replaced to wake waiters
 	state      State
 	initFails  int       // failed initializes in a row (remote retry backoff)
@@ -223,9 +228,11 @@ type Mux struct {
 	sending    int       // client calls written upstream and not finished
 	waiting    []*Client // clients with queued calls, round-robin order
 	subs       map[string]int
-	hub        listenHub // Modern: the clients' listens and the gateway's own (modern_listen.go)
-	level      int       // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
-	oldest     *call     // deadline list, oldest first
+	hub        listenHub         // Modern: the clients' listens and the gateway's own (modern_listen.go)
+	tasks      map[string]*task  // shared mode: task id -> who created it (tasks.go)
+	taskTokens map[uint64]string // shared mode: a task's upstream progress token -> its id
+	level      int               // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
+	oldest     *call             // deadline list, oldest first
 	newest     *call
 
 	epoch  time.Time   // deadlines count from here (monotonic)
@@ -317,6 +324,7 @@ func (m *Mux) Stats() Stats {
 		DroppedProgress: m.stats.droppedProgress.Load(), QueueFull: m.stats.queueFull.Load(),
 		DroppedSends: m.stats.droppedSends.Load(), DroppedNotifications: m.stats.droppedNotes.Load(),
 		LivenessFailures: m.stats.livenessFailures.Load(), ServerRequestsOverLimit: m.stats.serverReqsOverLimit.Load(),
+		TasksForgotten: m.stats.tasksForgotten.Load(),
 	}
 }
 

@@ -296,7 +296,10 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 			"refusal of a server request")
 		return
 	}
-	c, out := m.attributeLocked(capabilityFor(msg))
+	c, out, related := m.taskAttributeLocked(msg, capabilityFor(msg)) // tasks.go
+	if !related {
+		c, out = m.attributeLocked(capabilityFor(msg))
+	}
 	if c == nil {
 		m.mu.Unlock()
 		if msg.MethodIs("roots/list") {
@@ -338,6 +341,8 @@ func (m *Mux) serverNotification(msg *jsonrpc.Message) {
 		m.resourceUpdated(msg)
 	case msg.MethodIs("notifications/cancelled"):
 		m.serverCancelled(msg)
+	case msg.MethodIs("notifications/tasks/status"):
+		m.taskStatus(msg) // tasks.go: to the task's creator only
 	default:
 		m.toAttributed(msg)
 	}
@@ -355,6 +360,8 @@ func (m *Mux) progress(msg *jsonrpc.Message) {
 	if c := m.pending[id]; ok && c != nil && c.token != nil && c.out != nil {
 		out = c.out
 		fwd = jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ProgressToken, Value: c.token})
+	} else if ok {
+		out, fwd = m.taskProgressLocked(id, msg) // tasks.go: a task's, after its CreateTaskResult
 	}
 	m.mu.Unlock()
 	if out == nil {

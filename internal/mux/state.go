@@ -60,8 +60,8 @@ func (p Phase) String() string {
 //	                              RetryAt set; the same process is probed
 //	                              again then
 //
-// While Starting, client requests wait (bounded by readyWait and their
-// timeout); while BackingOff or Failed they are answered at once with an
+// While Starting, client requests wait (bounded by their context and by
+// readyWait, or InitTimeout while the server has never been Ready); while BackingOff or Failed they are answered at once with an
 // error naming the Reason.
 type State struct {
 	Phase   Phase
@@ -133,12 +133,34 @@ func (m *Mux) unavailableLocked() error {
 	err := m.notAvailable(st.Reason)
 	if st.Phase == BackingOff {
 		if d := time.Until(st.RetryAt); !st.RetryAt.IsZero() && d > 0 {
-			err = fmt.Errorf("%w; retrying in %v", err, d.Round(100*time.Millisecond))
-		} else {
-			err = fmt.Errorf("%w; restarting", err)
+			return retryLater(fmt.Errorf("%w; retrying in %v", err, d.Round(100*time.Millisecond)), d)
 		}
+		return retryLater(fmt.Errorf("%w; restarting", err), time.Second)
 	}
 	return err
+}
+
+// startWaitLocked is how long a request may wait for a server that is
+// starting: readyWait (or the request timeout, if shorter) once the server
+// has been ready, and up to InitTimeout while it never was, since a first
+// `npx -y` or `uvx` start may download for a minute or more and the
+// gateway's own initialize waits that long for it. Called with m.mu held.
+func (m *Mux) startWaitLocked() time.Duration {
+	if !m.everReady {
+		return m.opts.InitTimeout
+	}
+	return min(readyWait, m.opts.Timeout)
+}
+
+// stillStartingLocked is the error of a request that waited wait for a
+// server still starting: worth retrying once the gateway's own initialize
+// of the process has had its time. Called with m.mu held.
+func (m *Mux) stillStartingLocked(wait time.Duration) error {
+	err := fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
+	if !m.everReady {
+		err = fmt.Errorf("%w (its first start; see /readyz)", err)
+	}
+	return retryLater(err, time.Until(m.genStart.Add(m.opts.InitTimeout)))
 }
 
 // notAvailable is the error clients get for a server that is down because
@@ -243,10 +265,11 @@ func (m *Mux) readyLocked() bool { return m.running && m.readyGen == m.gen }
 // waitReady blocks until the current process generation is initialized.
 // It fails at once when the server is backing off or failed (the error
 // names why), or the session or the Mux is closed (also while it waits),
-// and after readyWait (or the request timeout) while it is still starting.
+// and after startWaitLocked while it is still starting.
 func (c *Client) waitReady(ctx context.Context) error {
 	m := c.m
 	var timer *time.Timer
+	var wait time.Duration
 	for {
 		m.mu.Lock()
 		closed, ready, gone := m.closed, m.ready, c.closed
@@ -254,6 +277,9 @@ func (c *Client) waitReady(ctx context.Context) error {
 		var unavailable error
 		if !ok && !closed {
 			unavailable = m.unavailableLocked()
+		}
+		if timer == nil {
+			wait = m.startWaitLocked()
 		}
 		m.mu.Unlock()
 		switch {
@@ -269,7 +295,6 @@ func (c *Client) waitReady(ctx context.Context) error {
 		case unavailable != nil:
 			return unavailable
 		}
-		wait := min(readyWait, m.opts.Timeout)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
@@ -283,7 +308,9 @@ func (c *Client) waitReady(ctx context.Context) error {
 		case <-c.ctx.Done():
 			return c.closedErr()
 		case <-timer.C:
-			return fmt.Errorf("mcpgate: server %q is still starting after %v", m.opts.Name, wait)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.stillStartingLocked(wait)
 		}
 	}
 }

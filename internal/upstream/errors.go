@@ -46,6 +46,10 @@ type ExitError struct {
 	// Stderr holds the last few stderr lines of the process (at most
 	// stderrTailLines, each cut to stderrTailBytes), oldest first.
 	Stderr []string
+	// Cause is the stderr line that says why it failed (see CauseLine),
+	// looked for in the last 32 lines; "" when none does. Error shows it
+	// instead of the tail: the last lines of a stack trace name no cause.
+	Cause string
 	// Reason is set when the gateway killed the process: "stuck: ..." when
 	// it stopped reading stdin, "stdin closed by the server" when it closed
 	// its stdin but ran on, or the reason given to Stdio.Restart.
@@ -56,8 +60,9 @@ type ExitError struct {
 	err error // *exec.ExitError, or nil
 }
 
-// Error reads e.g. `upstream: server process exited: exit status 3 after
-// 1.2s; last stderr: "Error: bad token" | "at main.js:3"`.
+// Error reads e.g. `upstream: server process exited: exit status 1 after
+// 1.2s; stderr: "Error: Cannot find package 'zod'"` when a line names the
+// cause, else `...; last stderr: "starting" | "bye"`, the tail.
 func (e *ExitError) Error() string {
 	var b strings.Builder
 	b.WriteString(ErrExited.Error())
@@ -67,7 +72,10 @@ func (e *ExitError) Error() string {
 		fmt.Fprintf(&b, " (killed by the gateway: %s)", e.Reason)
 	}
 	fmt.Fprintf(&b, " after %v", e.Uptime.Round(time.Millisecond))
-	if len(e.Stderr) > 0 {
+	switch {
+	case e.Cause != "":
+		fmt.Fprintf(&b, "; stderr: %q", e.Cause)
+	case len(e.Stderr) > 0:
 		b.WriteString("; last stderr:")
 		for i, l := range e.Stderr {
 			if i > 0 {

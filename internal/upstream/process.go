@@ -424,6 +424,7 @@ func (p *proc) readLoop() {
 			Status: exitStatus(werr),
 			Uptime: uptime,
 			Stderr: p.tail.lines(),
+			Cause:  p.tail.cause(),
 			Reason: reason,
 			Stuck:  stuck,
 		}

@@ -23,17 +23,20 @@ const stderrBufSize = 4 << 10
 const stderrLineCost = 100
 
 // The stderr tail kept for ExitError: the last stderrTailLines lines, each
-// cut to stderrTailBytes.
+// cut to stderrTailBytes, out of a window of the last stderrCauseLines that
+// CauseLine looks through (a Node stack trace runs a dozen lines past the
+// one that names its cause).
 const (
-	stderrTailLines = 5
-	stderrTailBytes = 200
+	stderrTailLines  = 5
+	stderrCauseLines = 32
+	stderrTailBytes  = 200
 )
 
 // stderrTail is a ring of the last stderr lines. Buffers are reused, so a
 // flood of stderr costs no allocation per line. Not safe for concurrent use:
 // the stderr logger writes it, the reader reads it after errDone.
 type stderrTail struct {
-	buf  [stderrTailLines][]byte
+	buf  [stderrCauseLines][]byte
 	next int // slot of the next line
 	n    int // lines kept
 }
@@ -41,19 +44,27 @@ type stderrTail struct {
 func (t *stderrTail) add(line []byte) {
 	line = line[:min(len(line), stderrTailBytes)]
 	t.buf[t.next] = append(t.buf[t.next][:0], line...)
-	t.next = (t.next + 1) % stderrTailLines
-	t.n = min(t.n+1, stderrTailLines)
+	t.next = (t.next + 1) % stderrCauseLines
+	t.n = min(t.n+1, stderrCauseLines)
 }
 
-// lines returns the kept lines, oldest first, as valid UTF-8 (a cut may
-// have split a character).
-func (t *stderrTail) lines() []string {
-	if t.n == 0 {
+// lines returns the last stderrTailLines kept lines, oldest first.
+func (t *stderrTail) lines() []string { return t.last(stderrTailLines) }
+
+// cause returns the kept line that says why the process failed (CauseLine
+// over the whole window), or "".
+func (t *stderrTail) cause() string { return CauseLine(t.last(stderrCauseLines)) }
+
+// last returns the last n kept lines, oldest first, as valid UTF-8 (a cut
+// may have split a character).
+func (t *stderrTail) last(n int) []string {
+	n = min(n, t.n)
+	if n == 0 {
 		return nil
 	}
-	out := make([]string, 0, t.n)
-	for i := range t.n {
-		b := t.buf[(t.next-t.n+i+stderrTailLines)%stderrTailLines]
+	out := make([]string, 0, n)
+	for i := range n {
+		b := t.buf[(t.next-n+i+stderrCauseLines)%stderrCauseLines]
 		out = append(out, strings.ToValidUTF8(string(b), "\uFFFD"))
 	}
 	return out

@@ -1,0 +1,143 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/modern"
+)
+
+// This file validates the Mcp-Param-{Name} headers of stateless
+// (2026-07-28) tools/call requests against the tool's inputSchema, for
+// every kind of server: a stdio process never sees the headers, so the
+// gateway, which reads the body, is the server the spec holds to "reject
+// a request whose headers and body disagree". The schemas are those of
+// the tools/list replies the gateway relayed on each target (a tool's
+// entry is replaced by every newer list naming it); a call to a tool no
+// relayed list has named yet is looked for in a list of the gateway's own
+// (paramfetch.go), and forwarded unchecked if still unknown, as the spec
+// has an intermediary do with headers it does not recognize.
+
+// maxParamTools bounds the tools remembered per target. Over it, the
+// target's entries are dropped and the list starts again (counted in
+// paramTools.resets): a server listing more tools than that has its
+// headers checked for the tools of its latest lists only.
+const maxParamTools = 4096
+
+// paramTools is the per-target cache of the tools' x-mcp-header
+// annotations. The zero value is ready to use.
+type paramTools struct {
+	mu sync.Mutex
+	// guarded by mu: target -> tool name -> its annotations (nil: none, or
+	// an invalid annotation, which clients exclude the tool for).
+	byTarget map[string]map[string][]modern.ParamHeader
+
+	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools
+
+	fetched map[string]time.Time // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
+}
+
+// observe records the tools of a tools/list reply relayed on target.
+// A reply that is not a list result changes nothing.
+func (p *paramTools) observe(target string, reply []byte) {
+	var env struct {
+		Result struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+			} `json:"tools"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(reply, &env) != nil || len(env.Result.Tools) == 0 {
+		return
+	}
+	type entry struct {
+		name   string
+		params []modern.ParamHeader
+	}
+	entries := make([]entry, 0, len(env.Result.Tools))
+	for _, tool := range env.Result.Tools {
+		if tool.Name == "" {
+			continue
+		}
+		params, err := modern.ParamHeaders(tool.InputSchema)
+		if err != nil {
+			params = nil // an invalid tool: clients exclude it and send no headers
+		}
+		entries = append(entries, entry{tool.Name, params})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byTarget == nil {
+		p.byTarget = map[string]map[string][]modern.ParamHeader{}
+	}
+	tools := p.byTarget[target]
+	if tools == nil || len(tools)+len(entries) > maxParamTools {
+		if tools != nil {
+			p.resets.Add(1)
+		}
+		tools = make(map[string][]modern.ParamHeader, len(entries))
+		p.byTarget[target] = tools
+	}
+	for _, e := range entries[:min(len(entries), maxParamTools)] {
+		tools[e.name] = e.params
+	}
+}
+
+// lookup returns the annotations of tool on target, and whether a relayed
+// list named the tool.
+func (p *paramTools) lookup(target, tool string) ([]modern.ParamHeader, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	params, ok := p.byTarget[target][tool]
+	return params, ok
+}
+
+// forget drops what is known of target's tools (its server was replaced).
+func (p *paramTools) forget(target string) {
+	p.mu.Lock()
+	delete(p.byTarget, target)
+	p.mu.Unlock()
+}
+
+// checkParamHeaders returns the Problem refusing stateless request msg
+// (req as modern.Check read it) on target when its Mcp-Param headers
+// disagree with its arguments, or nil. A tool no relayed list named is
+// looked for in a list of the gateway's own through be first, when the
+// request has Mcp-Param headers (its client knows the tool's schema: it is
+// not the first call of a client that has not listed tools, which the
+// spec has send none) and be serves stateless requests (paramfetch.go).
+func (h *Handler) checkParamHeaders(ctx context.Context, target string, be Backend, header http.Header, msg *jsonrpc.Message, req modern.Request) *modern.Problem {
+	if req.Method != "tools/call" {
+		return nil
+	}
+	p, err := ReadParams(msg) // strictly, as the policy reads the name (params.go)
+	if err != nil {
+		return nil // refused with -32602 where the name is read again
+	}
+	params, ok := h.paramTools.lookup(target, p.Name)
+	if sb, serves := be.(StatelessBackend); !ok && serves && hasParamHeader(header) {
+		h.listForParams(ctx, target, sb, req, p.Name)
+		params, ok = h.paramTools.lookup(target, p.Name)
+	}
+	if !ok || len(params) == 0 {
+		return nil
+	}
+	return modern.CheckParamHeaders(header, params, p.Arguments)
+}
+
+// hasParamHeader reports whether header has an Mcp-Param-* header.
+func hasParamHeader(header http.Header) bool {
+	for k := range header {
+		if len(k) > len(modern.ParamHeaderPrefix) && strings.EqualFold(k[:len(modern.ParamHeaderPrefix)], modern.ParamHeaderPrefix) {
+			return true
+		}
+	}
+	return false
+}
