@@ -151,7 +151,7 @@ func (c *conn) completeLocked(k kind) bool {
 // load fetches member mc's whole list of kind k, for generation gen.
 func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	defer close(done)
-	ctx, cancel := c.memberCtx(mc.i)
+	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
 	pages, err := c.fetchAll(ctx, mc.i, k)
 	c.mu.Lock()
@@ -170,7 +170,7 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	closed := c.closed
 	c.mu.Unlock()
 	if err != nil && !closed {
-		if ok, n := c.e.leftOut[mc.i].allow(); ok {
+		if ok, n := c.e.slotAt(mc.i).leftOut.allow(); ok {
 			c.e.log.Warn("member left out of a merged list", "server", mc.m.Name, "list", kindInfo[k].method, "err", err, "suppressed", n)
 		}
 	}
@@ -183,7 +183,7 @@ func (c *conn) fetchAll(ctx context.Context, i int, k kind) ([]page, error) {
 	cursor := ""
 	for {
 		if len(pages) == maxPages {
-			return nil, fmt.Errorf("server %q: %s has more than %d pages", c.e.members[i].Name, kindInfo[k].method, maxPages)
+			return nil, fmt.Errorf("server %q: %s has more than %d pages", c.e.member(i).Name, kindInfo[k].method, maxPages)
 		}
 		p, err := c.fetchPage(ctx, i, k, cursor)
 		if err != nil {
@@ -194,7 +194,7 @@ func (c *conn) fetchAll(ctx context.Context, i int, k kind) ([]page, error) {
 			return pages, nil
 		}
 		if seen[p.next] {
-			return nil, fmt.Errorf("server %q: %s gave cursor %q twice", c.e.members[i].Name, kindInfo[k].method, p.next)
+			return nil, fmt.Errorf("server %q: %s gave cursor %q twice", c.e.member(i).Name, kindInfo[k].method, p.next)
 		}
 		seen[p.next] = true
 		cursor = p.next
@@ -213,7 +213,7 @@ func (c *conn) fetchPage(ctx context.Context, i int, k kind, cursor string) (pag
 	}
 	p, err := parsePage(k, cursor, result)
 	if err != nil {
-		return page{}, fmt.Errorf("server %q: %w", c.e.members[i].Name, err)
+		return page{}, fmt.Errorf("server %q: %w", c.e.member(i).Name, err)
 	}
 	return p, nil
 }
@@ -248,7 +248,7 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 	start, mcursor := 0, ""
 	if hasCursor {
 		var err error
-		if start, mcursor, err = decodeCursor(cursor, len(c.members)); err != nil {
+		if start, mcursor, err = decodeCursor(cursor, c.memberCount()); err != nil {
 			c.fail(p, errorf(jsonrpc.CodeInvalidParams, "invalid cursor %q: not one this endpoint gave", clip(cursor)))
 			return
 		}
@@ -301,7 +301,7 @@ func (c *conn) cachingLocked(k kind) caching {
 			cache = cache.merge(&pages[j], first)
 			first = false
 		}
-		if len(pages) > 0 && c.e.members[i].Policy != nil {
+		if len(pages) > 0 && c.e.policy(i) != nil {
 			cache.public = false
 		}
 	}

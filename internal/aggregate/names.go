@@ -162,7 +162,7 @@ func (f *Filter) globs(k kind) *Globs {
 // an item of kind k through, by its own name (tools, prompts) or URI or
 // URI template (resources, templates).
 func (e *Endpoint) allowed(member int, k kind, key string) bool {
-	return e.members[member].Filter.globs(k).allows(key) && e.opts.Filter.globs(k).allows(key)
+	return e.member(member).Filter.globs(k).allows(key) && e.opts.Filter.globs(k).allows(key)
 }
 
 // allowed is the endpoint's allowed, and the member's policy for the
@@ -171,7 +171,7 @@ func (c *conn) allowed(member int, k kind, key string) bool {
 	if !c.e.allowed(member, k, key) {
 		return false
 	}
-	pol := c.e.members[member].Policy
+	pol := c.e.policy(member)
 	return pol == nil || pol.Allows(c.principal, policyKind(k), key, nil)
 }
 

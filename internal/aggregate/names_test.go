@@ -123,7 +123,7 @@ func FuzzNames(f *testing.F) {
 		if max < minMaxNameLen || max > 256 || !utf8.ValidString(prefix) || !utf8.ValidString(name1) || !utf8.ValidString(name2) || name1 == "" || name2 == "" || name1 == name2 {
 			return
 		}
-		e := &Endpoint{opts: Options{Name: "e"}, members: []Member{{Name: "m", Prefix: prefix}},
+		e := &Endpoint{opts: Options{Name: "e"}, slots: []*slot{newSlot(Member{Name: "m", Prefix: prefix}, true, "ready")},
 			naming: naming{sep: "__", max: max, snake: snake}, log: discardLog}
 		x1, x2 := e.naming.expose(prefix, name1), e.naming.expose(prefix, name2)
 		for _, x := range []string{x1, x2} {

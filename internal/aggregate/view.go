@@ -149,7 +149,7 @@ func (e *Endpoint) buildView(k kind, lists [][]page, allowed func(int, kind, str
 				if !k.named() {
 					continue
 				}
-				name := e.naming.expose(e.members[i].Prefix, it.key)
+				name := e.naming.expose(e.member(i).Prefix, it.key)
 				if others, ok := v.collisions[name]; ok {
 					v.collisions[name] = append(others, en)
 					continue
@@ -189,7 +189,7 @@ func (e *Endpoint) warnCollision(k kind, name string, ens []entry) {
 func (e *Endpoint) describe(ens []entry) string {
 	parts := make([]string, len(ens))
 	for j, en := range ens {
-		parts[j] = fmt.Sprintf("%q (%q)", e.members[en.member].Name, en.key)
+		parts[j] = fmt.Sprintf("%q (%q)", e.member(en.member).Name, en.key)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -242,7 +242,7 @@ func (v *view) renderFresh(e *Endpoint, i int, p *page, allowed func(int, kind, 
 		}
 		name, ok := v.lets(i, it.key)
 		if !ok && v.kind.named() {
-			name = e.naming.expose(e.members[i].Prefix, it.key)
+			name = e.naming.expose(e.member(i).Prefix, it.key)
 			_, taken := v.byName[name]
 			_, collides := v.collisions[name]
 			if taken || collides {
