@@ -249,3 +249,34 @@ func TestReloadEndpointSettingsEndSessions(t *testing.T) {
 		t.Errorf("tools under the new separator: %v", names)
 	}
 }
+
+// TestReloadEndpointStartingMemberJoins: a server added by a reload that
+// takes a while to start (its command sleeps before it execs the server)
+// is not ready when the endpoint's session takes it: it joins the session
+// once it is, and the client hears list_changed then.
+func TestReloadEndpointStartingMemberJoins(t *testing.T) {
+	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
+	g, _ := startServing(t, cfg, ReloadOptions{})
+	ep := g.endpointClient("")
+	ep.connect(t)
+	events, closeGET := openGET(t, ep)
+	defer closeGET()
+	next := cloneConfig(cfg)
+	late := fakeServer("late", mcptest.FakeOptions{})
+	late.Args = append([]string{"-c", `sleep 1; exec "$0" "$@"`, late.Command}, late.Args...)
+	late.Command = "/bin/sh"
+	next.Servers["late"] = late
+	next.Endpoints["all"].Servers = []string{"a", "late"}
+	if _, err := g.gw.reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if ready, _ := g.gw.servers["late"].(interface{ Ready() (bool, string) }).Ready(); ready {
+		t.Log("late was ready at once: the test did not wait for it") // the path below still holds
+	}
+	waitMessage(t, events, "notifications/tools/list_changed")
+	waitFor(t, "late's tools listed", func() bool { return slices.Contains(toolNames(t, ep), "late__echo") })
+	if msg := callError(t, ep, "2", "late__echo"); msg != "" {
+		t.Errorf("late__echo: %s", msg)
+	}
+}
