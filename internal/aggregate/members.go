@@ -388,6 +388,19 @@ func (c *conn) attached(mc *member) bool {
 	return !c.closed && mc.i < len(c.members) && c.members[mc.i] == mc
 }
 
+// liveMembers returns the session's members that are not tombstones.
+func (c *conn) liveMembers() []*member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var live []*member
+	for _, mc := range c.members {
+		if !mc.removed {
+			live = append(live, mc)
+		}
+	}
+	return live
+}
+
 // memberAt returns the session's member i.
 func (c *conn) memberAt(i int) *member {
 	c.mu.Lock()

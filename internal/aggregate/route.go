@@ -345,19 +345,6 @@ func (c *conn) routeOther(ctx context.Context, p *pending, msg *jsonrpc.Message)
 	c.fail(p, errorf(jsonrpc.CodeMethodNotFound, "method %q is not served by endpoint %q, which merges %d servers", msg.MethodName(), c.e.opts.Name, len(live)))
 }
 
-// liveMembers returns the session's members that are not tombstones.
-func (c *conn) liveMembers() []*member {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var live []*member
-	for _, mc := range c.members {
-		if !mc.removed {
-			live = append(live, mc)
-		}
-	}
-	return live
-}
-
 // forward hands a client request to member i, answered there on p, within
 // the member's Timeout.
 func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Message) {
