@@ -35,7 +35,10 @@ func TestSetMembersAdd(t *testing.T) {
 	if err := e.SetMembers([]Member{a, b}); err != nil {
 		t.Fatal(err)
 	}
+	// Every list b has changed the endpoint's, in one burst.
 	cl.general.waitNotification(t, "notifications/tools/list_changed")
+	cl.general.waitNotification(t, "notifications/prompts/list_changed")
+	cl.general.waitNotification(t, "notifications/resources/list_changed")
 	tools := cl.tools()
 	if len(tools) != 2*builtinTools || !slices.Contains(tools, "b__echo") {
 		t.Fatalf("tools after b joined: %v", tools)
