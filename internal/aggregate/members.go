@@ -99,7 +99,9 @@ func (e *Endpoint) CheckMembers(members []Member) error {
 }
 
 // SetMembers makes members the endpoint's members, in place: the sessions
-// open stay open (see the file comment). Members are matched by Name. It
+// open stay open (see the file comment). Members are matched by Name; a
+// member's Backend and Policy are compared by identity (==), so a caller
+// passes the same objects for what did not change. It
 // fails, changing nothing, with CheckMembers's error, or when the
 // endpoint is closed. It waits for no member: the sessions of members
 // removed or renewed are closed without waiting, and the new ones opened
@@ -149,7 +151,7 @@ func (e *Endpoint) SetMembers(members []Member) error {
 			s.m, s.gen, s.removed = &m, s.gen+1, false
 			s.st = memberState{ready: states[j].ready, text: states[j].text, seq: s.st.seq + 1, wasReady: states[j].ready}
 			changed = true
-		case s.m.Policy != m.Policy:
+		case !identical(s.m.Policy, m.Policy):
 			s.m = &m
 			updated, changed = append(updated, m.Name), true
 		}
@@ -186,8 +188,22 @@ func (e *Endpoint) SetMembers(members []Member) error {
 // same backend, exposing the same things (only the policy may differ,
 // which the endpoint applies itself).
 func sameSessions(a, b *Member) bool {
-	return a.Backend == b.Backend && a.Prefix == b.Prefix && a.Critical == b.Critical &&
+	return identical(a.Backend, b.Backend) && a.Prefix == b.Prefix && a.Critical == b.Critical &&
 		a.Timeout == b.Timeout && reflect.DeepEqual(a.Filter, b.Filter)
+}
+
+// identical reports whether a and b are the same value, by ==: the same
+// Backend or Policy object (the gateway keeps an unchanged server's and
+// an unchanged policy's). A value of a type == cannot compare (it would
+// panic) counts as changed.
+func identical(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if ta := reflect.TypeOf(a); ta != reflect.TypeOf(b) || !ta.Comparable() {
+		return false
+	}
+	return a == b
 }
 
 // pollMember reads m's state (always ready without State).

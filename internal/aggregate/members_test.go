@@ -276,3 +276,33 @@ func TestSetMembersStorm(t *testing.T) {
 		})
 	}
 }
+
+// uncomparable is a Policy whose type == cannot compare.
+type uncomparable struct{ tools []string }
+
+func (p uncomparable) Allows(_ *auth.Principal, kind, name string, _ json.RawMessage) bool {
+	return kind != "tool" || slices.Contains(p.tools, name)
+}
+func (p uncomparable) AllowsAll(_ *auth.Principal, kind string) bool { return kind != "tool" }
+
+// TestIdentical: Backends and Policies are compared by identity, and a
+// value == cannot compare counts as changed instead of panicking.
+func TestIdentical(t *testing.T) {
+	p1, p2 := &allowOnly{}, &allowOnly{}
+	for _, tc := range []struct {
+		a, b any
+		want bool
+	}{
+		{nil, nil, true},
+		{p1, p1, true},
+		{p1, p2, false},
+		{p1, nil, false},
+		{nil, p1, false},
+		{uncomparable{}, uncomparable{}, false},
+		{p1, uncomparable{}, false},
+	} {
+		if got := identical(tc.a, tc.b); got != tc.want {
+			t.Errorf("identical(%#v, %#v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
