@@ -218,28 +218,46 @@ func slowInFlightVia(t *testing.T, c *mcpClient, tool string) <-chan rpc {
 
 // TestReloadEndpointSettingsEndSessions: a reload that changes what names
 // every item of an endpoint (its separator here) rebuilds it: its sessions
-// end (404 after), the reason naming the key path, and a new session
-// gets the new names. A change of the endpoint's members alone did not
-// (TestReloadEndpointKeepsSessions).
+// end (404 after; a call in flight is answered with the reason naming the
+// key path, which is logged), and a new session gets the new names. An
+// endpoint removed ends its sessions too. A change of an endpoint's
+// members alone does not (TestReloadEndpointKeepsSessions).
 func TestReloadEndpointSettingsEndSessions(t *testing.T) {
 	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
+	cfg.Endpoints["gone"] = config.NewEndpoint("gone", []string{"a"})
 	g, logs := startServing(t, cfg, ReloadOptions{})
-	ep := g.endpointClient("")
+	ep, gone := g.endpointClient(""), g.endpointClient("gone")
 	ep.connect(t)
+	gone.connect(t)
+	inFlight := slowInFlightVia(t, ep, "a__slow")
 	next := cloneConfig(cfg)
 	next.Endpoints["all"].Separator = "."
+	delete(next.Endpoints, "gone")
 	sum, err := g.gw.reload(next)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sum.EndpointsRebuilt, []string{"all"}) || len(sum.EndpointsUpdated) != 0 {
-		t.Errorf("summary %+v: want all rebuilt", sum)
-	}
-	if r := ep.post(t, callBody("2", "a__echo", map[string]string{"message": "x"}, "")); r.Status != http.StatusNotFound {
-		t.Errorf("old session after the separator changed: %d, want 404", r.Status)
+	if !slices.Equal(sum.EndpointsRebuilt, []string{"all"}) || len(sum.EndpointsUpdated) != 0 || !slices.Equal(sum.EndpointsRemoved, []string{"gone"}) {
+		t.Errorf("summary %+v: want all rebuilt, gone removed", sum)
 	}
 	const key = "gateway.endpoints.all.separator"
+	select {
+	case m := <-inFlight:
+		if m.Error == nil || !strings.Contains(m.Error.Message, key) {
+			t.Errorf("call in flight on the rebuilt endpoint: %+v, want an error naming %s", m, key)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call in flight on the rebuilt endpoint got no answer")
+	}
+	for _, c := range []*mcpClient{ep, gone} {
+		if r := c.post(t, callBody("2", "a__echo", map[string]string{"message": "x"}, "")); r.Status != http.StatusNotFound {
+			t.Errorf("old session on %s after the reload: %d, want 404", c.url, r.Status)
+		}
+	}
+	if l := logs.lines("session closed", "endpoint=gone", reasonEndpointRemoved); len(l) != 1 {
+		t.Errorf("no session of gone closed with %q: %q", reasonEndpointRemoved, logs.lines("session closed"))
+	}
 	if l := logs.lines("endpoint sessions ended by the reload", key); len(l) != 1 {
 		t.Errorf("no line naming %s: %q", key, logs.lines("endpoint sessions ended"))
 	}
