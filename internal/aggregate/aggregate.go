@@ -24,6 +24,10 @@
 // Two members exposing the same name are a collision: the name is left out
 // of the list, logged once naming both, and a call to it gets an error
 // naming both; never routed to either at random.
+//
+// Members change in place (SetMembers, members.go: a config reload): the
+// endpoint's sessions are kept, told with list_changed, and a call to a
+// member removed is answered naming it.
 package aggregate
 
 import (
