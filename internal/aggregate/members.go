@@ -177,8 +177,10 @@ func (e *Endpoint) SetMembers(members []Member) error {
 		return nil
 	}
 	// The lists of members removed or replaced are nobody's any longer
-	// (their sessions' loads under way keep what they fetch to themselves).
+	// (their sessions' loads under way keep what they fetch to themselves),
+	// nor are the merged lists made with the old members.
 	e.pruneShared()
+	e.views.clear()
 	e.log.Info("members changed in place; sessions kept",
 		"added", added, "removed", removed, "renewed", renewed, "policy_changed", updated, "sessions", len(sessions))
 	for _, c := range sessions {

@@ -112,6 +112,21 @@ func (vc *viewCache) evictLocked() {
 	}
 }
 
+// clear drops every view: SetMembers changed the members, and the views
+// made for the old ones are nobody's now (their keys name members removed
+// or replaced, or a smaller table). A build under way finishes for the
+// sessions waiting for it but is not kept.
+func (vc *viewCache) clear() {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	for _, en := range vc.entries {
+		en.elem = nil
+	}
+	vc.entries = nil
+	vc.lru.Init()
+	vc.size = 0
+}
+
 // stats returns the views kept and their bytes (for tests).
 func (vc *viewCache) stats() (views int, size int64) {
 	vc.mu.Lock()
