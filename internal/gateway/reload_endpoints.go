@@ -10,8 +10,8 @@ import (
 )
 
 // What a reload does to a running endpoint (see reload.go): members
-// changed in place keep its sessions; the keys below, which rename or
-// filter every item the endpoint exposes, rebuild it and end its sessions.
+// changed in place keep its sessions; the keys below, which rename, filter
+// or page every item the endpoint exposes, rebuild it and end its sessions.
 
 // endpointKeysChanged returns the keys of endpoint entry ep that differ
 // from old and that a running endpoint cannot take in place: every key
@@ -48,7 +48,7 @@ func endpointRebuiltReason(name string, keys []string) string {
 	for i, k := range keys {
 		paths[i] = "gateway.endpoints." + name + "." + k
 	}
-	return fmt.Sprintf("%s: %s changed, which renames or filters every item the endpoint exposes; initialize again",
+	return fmt.Sprintf("%s: %s changed, which renames, filters or pages every item the endpoint exposes; initialize again",
 		reasonEndpointChanged, strings.Join(paths, ", "))
 }
 
