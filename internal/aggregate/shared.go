@@ -30,6 +30,9 @@ import (
 // a change). A fetch under way when its list is invalidated still answers the
 // sessions that waited for it, but is not kept: the next one to ask
 // fetches again, so no list fetched before a change is kept after it.
+// The lists are kept per member index and slot generation (listsKey): a
+// member removed or replaced by SetMembers has its lists dropped, and
+// its successor at the index starts with none.
 // A member without SharedLists (session-isolated, remote: its list may
 // differ per session) is fetched by each session itself, and only the
 // memory is shared, when the contents are the same.

@@ -18,10 +18,12 @@ import (
 // A view is a pure function of its inputs: the kind, the lists of the
 // members visible to a session (interned by content, see shared.go), and
 // which of their items the session's principal may use under the
-// members' policies. The key names exactly those, so sessions with the
-// same key share one view, and a view never goes stale: a change makes a
-// new key. Building one is singleflight: sessions asking for a view being
-// built wait for it.
+// members' policies. The key names exactly those (each member by its
+// index and slot generation, and the size of the session's member table),
+// so sessions with the same key share one view, and a view never goes
+// stale: a change makes a new key. Building one is singleflight: sessions
+// asking for a view being built wait for it. SetMembers empties the
+// cache: the keys made with the old members are nobody's any longer.
 //
 // The cache is bounded in bytes by Options.MaxListBytes: past the bound,
 // the least recently used views are evicted (and built again if asked for
