@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
@@ -194,5 +197,89 @@ func TestSetMembersSharedListsBounded(t *testing.T) {
 	// was joining if the session listed then.
 	if views, _ := e.views.stats(); views > 2 {
 		t.Errorf("%d merged lists kept after %d reloads, want the last members' (at most 2)", views, 3*rounds)
+	}
+}
+
+// TestSetMembersListStorm: sessions list their tools without pause while
+// a member is removed, added back and replaced over and over: every list
+// is answered with a result in one page holding the staying member's
+// tools whole and the other's whole or not at all, and once the reloads
+// end every session lists both.
+func TestSetMembersListStorm(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	e := newEndpoint(t, Options{}, a, b1)
+	const sessions, reloads = 4, 30
+	clients := make([]*client, sessions)
+	for i := range clients {
+		clients[i] = connect(t, e, `{}`)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var lists atomic.Int64
+	for _, cl := range clients {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				out := newStream()
+				cl.handle(`{"jsonrpc":"2.0","id":"l","method":"tools/list"}`, out)
+				var r []byte
+				select {
+				case r = <-out.replied:
+				case <-time.After(wait):
+					t.Error("a tools/list got no reply")
+					return
+				}
+				lists.Add(1)
+				var m struct {
+					Result *struct {
+						Tools []struct {
+							Name string `json:"name"`
+						} `json:"tools"`
+						NextCursor *string `json:"nextCursor"`
+					} `json:"result"`
+				}
+				if err := json.Unmarshal(r, &m); err != nil || m.Result == nil || m.Result.NextCursor != nil {
+					t.Errorf("tools/list: %s, want a result in one page", r)
+					return
+				}
+				var na, nb int
+				for _, tool := range m.Result.Tools {
+					switch {
+					case strings.HasPrefix(tool.Name, "a__"):
+						na++
+					case strings.HasPrefix(tool.Name, "b__"):
+						nb++
+					}
+				}
+				if na != builtinTools || nb != 0 && nb != builtinTools || na+nb != len(m.Result.Tools) {
+					t.Errorf("tools/list gave %d of a's tools and %d of b's (of %d): want a's %d, and b's all or none", na, nb, len(m.Result.Tools), builtinTools)
+					return
+				}
+			}
+		})
+	}
+	sets := [][]Member{{a}, {a, b1}, {a, b2}}
+	for n := range reloads {
+		if err := e.SetMembers(sets[n%len(sets)]); err != nil {
+			t.Fatal(err)
+		}
+		// A few lists between two reloads, some while members join.
+		target := lists.Load() + sessions
+		waitFor(t, "lists between reloads", func() bool { return lists.Load() >= target })
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d lists from %d sessions across %d reloads", lists.Load(), sessions, reloads)
+	for _, cl := range clients {
+		waitFor(t, "b listed", func() bool { return len(cl.onePage()) == 2*builtinTools })
+	}
+	if got := e.sharedCount(); got > 2 {
+		t.Errorf("%d members' shared lists kept, want at most 2 (a, b)", got)
 	}
 }
