@@ -21,7 +21,7 @@ import (
 func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	// The states as they are now, not as last polled: a gateway that just
 	// started has its members starting, and ready a moment later.
-	for i := range c.members {
+	for i := range c.memberCount() {
 		c.e.refresh(i)
 	}
 	c.mu.Lock()
@@ -35,8 +35,9 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	}
 	c.initParams = params
 	var todo []*member
-	waited := make([]bool, len(c.members)) // not ready: given startWait at most
-	for _, mc := range c.members {
+	members := c.members                 // members joining later are initialized by join, or below
+	waited := make([]bool, len(members)) // not ready: given startWait at most
+	for _, mc := range members {
 		if mc.conn != nil {
 			mc.initing = true
 			todo = append(todo, mc)
@@ -49,24 +50,24 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	// (and is hidden), one starting is waited for, but not for long unless
 	// it is critical: a server downloading itself must not hold up the
 	// others. It is initialized when it becomes ready.
-	results := make([][]byte, len(c.members))
-	errs := make([]error, len(c.members))
+	results := make([][]byte, len(members))
+	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for _, mc := range todo {
 		wg.Go(func() {
-			mctx, cancel := c.memberCtxFrom(ctx, mc.i)
+			mctx, cancel := c.memberCtxOf(ctx, mc)
 			defer cancel()
 			if waited[mc.i] {
 				var cancelWait context.CancelFunc
 				mctx, cancelWait = context.WithTimeoutCause(mctx, startWait, deadline{startWait})
 				defer cancelWait()
 			}
-			results[mc.i], errs[mc.i] = c.call(mctx, mc.i, "initialize", params)
+			results[mc.i], errs[mc.i] = c.callMember(mctx, mc, "initialize", params)
 		})
 	}
 	wg.Wait()
 	// A member that answered is ready now, whatever was polled before.
-	for i := range c.members {
+	for i := range members {
 		c.e.refresh(i)
 	}
 
@@ -91,17 +92,19 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 			// use). Later changes of that state still hide and show it.
 			mc.ready = true
 		}
-		c.e.rememberCaps(mc.i, mc.caps)
+		c.e.rememberCaps(mc, mc.caps)
 	}
 	var result []byte
 	if critical == nil {
-		result = c.mergeInit(params, results)
+		result = c.mergeInit(params, members, results)
 		c.version = jsonVersion(result)
 		c.epoch++
 		// Members that became ready while they were waited for (their
-		// becoming ready was told while they were initializing).
+		// becoming ready was told while they were initializing), and
+		// members that joined the session meanwhile (SetMembers).
 		for _, mc := range c.members {
-			if mc.ready && !mc.up && !mc.initing && mc.conn != nil && waited[mc.i] {
+			joined := mc.i >= len(members) || members[mc.i] != mc
+			if mc.ready && !mc.up && !mc.initing && mc.conn != nil && (joined || waited[mc.i]) {
 				c.startInitLocked(mc)
 			}
 		}
@@ -109,7 +112,7 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	c.mu.Unlock()
 	for _, mc := range todo {
 		if err := errs[mc.i]; err != nil && !mc.m.Critical {
-			c.e.logHidden(mc.i, err)
+			c.e.logHidden(mc, err)
 		}
 	}
 	if critical != nil {
@@ -127,7 +130,7 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 // instructions under their names. Members not up count with the
 // capabilities they had last, or with every list when never seen: the
 // client must not skip the lists they will join.
-func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
+func (c *conn) mergeInit(params []byte, members []*member, results [][]byte) []byte {
 	var req struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -136,6 +139,9 @@ func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
 	var all caps
 	var instructions []string
 	for i, r := range results {
+		if members[i].removed {
+			continue
+		}
 		if r == nil {
 			all |= c.e.knownCaps(i)
 			continue
@@ -150,7 +156,7 @@ func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
 		}
 		all |= parseCaps(r)
 		if res.Instructions != "" {
-			instructions = append(instructions, "## "+c.e.members[i].Name+"\n\n"+res.Instructions)
+			instructions = append(instructions, "## "+members[i].m.Name+"\n\n"+res.Instructions)
 		}
 	}
 	if version == "" {
@@ -211,9 +217,9 @@ func (c *conn) startInitLocked(mc *member) {
 // logging level, as if it had been there; then the client hears of its
 // lists.
 func (c *conn) initMember(mc *member, params []byte) {
-	ctx, cancel := c.memberCtx(mc.i)
+	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
-	result, err := c.call(ctx, mc.i, "initialize", params)
+	result, err := c.callMember(ctx, mc, "initialize", params)
 	c.mu.Lock()
 	mc.initing = false
 	if c.closed {
@@ -223,7 +229,7 @@ func (c *conn) initMember(mc *member, params []byte) {
 	if err != nil {
 		mc.failed = "its initialize failed: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
 		c.mu.Unlock()
-		c.e.logHidden(mc.i, err)
+		c.e.logHidden(mc, err)
 		return
 	}
 	mc.up, mc.failed, mc.caps = true, "", parseCaps(result)
@@ -231,19 +237,19 @@ func (c *conn) initMember(mc *member, params []byte) {
 		mc.lists[k].reset()
 	}
 	c.epoch++
-	if c.visibleLocked(mc.i) {
+	if c.members[mc.i] == mc && c.visibleLocked(mc.i) {
 		c.notifyLocked(mc.caps.kinds())
 	}
 	initialized := c.initialized
 	c.mu.Unlock()
-	c.e.rememberCaps(mc.i, mc.caps)
+	c.e.rememberCaps(mc, mc.caps)
 	if initialized {
 		if msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil)); err == nil {
 			mc.conn.Handle(ctx, &msg, nil)
 		}
 	}
 	c.mu.Lock()
-	if c.visibleLocked(mc.i) {
+	if c.members[mc.i] == mc && c.visibleLocked(mc.i) {
 		c.applyLevelLocked(mc) // after initialized, as a client would
 	}
 	c.mu.Unlock()
