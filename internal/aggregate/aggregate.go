@@ -77,6 +77,10 @@ type Member struct {
 	// words ("starting", "backing off: exit status 1 ...; retrying in
 	// 3s"); nil: always ready. Polled to hide and show the member.
 	State func() (ready bool, state string)
+	// FirstStart reports whether the member is on its first start: never
+	// ready yet (a first npx -y download). A client's initialize waits
+	// longer for it (Options.FirstStartWait). nil: never.
+	FirstStart func() bool
 	// SharedLists says that one upstream serves every session of the
 	// member (a shared stdio server): its lists are the same for all, so
 	// the endpoint fetches each once and shares it, fetching again on the
@@ -122,6 +126,19 @@ type Options struct {
 	// PollInterval is how often the members' State is read, to hide and
 	// show them. Default 500ms.
 	PollInterval time.Duration
+	// StartWait is how long a client's initialize waits for a member that
+	// is starting again after it was ready (a restart), and is not
+	// critical: a member restarting must not hold up the others; it is
+	// initialized for the session when it is ready, and the client told
+	// with list_changed. Default 5s.
+	StartWait time.Duration
+	// FirstStartWait is the same wait for a member on its first start
+	// (Member.FirstStart): a first `npx -y` or `uvx` download takes up to
+	// a minute, and a connector that reads one tools/list at connect time
+	// and never again would not see the member at all. Default 45s, below
+	// the 60 s request timeout of the official SDK clients, so that a
+	// longer download still leaves the client its other members.
+	FirstStartWait time.Duration
 	// PageSize is the most items a page of a merged list holds. Default
 	// 0: the whole merged list in one page (many clients read only the
 	// first page).
@@ -141,6 +158,10 @@ const (
 	DefaultMaxNameLen   = 64
 	minMaxNameLen       = 16 // room for the hash suffix and some of the name
 	defaultPollInterval = 500 * time.Millisecond
+	// defaultStartWait and defaultFirstStartWait are the defaults of
+	// Options.StartWait and Options.FirstStartWait.
+	defaultStartWait      = 5 * time.Second
+	defaultFirstStartWait = 45 * time.Second
 	// DefaultMaxListBytes is the default of Options.MaxListBytes.
 	DefaultMaxListBytes = 256 << 20
 )
@@ -208,6 +229,12 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 	}
 	if opts.MaxListBytes <= 0 {
 		opts.MaxListBytes = DefaultMaxListBytes
+	}
+	if opts.StartWait <= 0 {
+		opts.StartWait = defaultStartWait
+	}
+	if opts.FirstStartWait <= 0 {
+		opts.FirstStartWait = defaultFirstStartWait
 	}
 	if opts.PageSize < 0 {
 		opts.PageSize = 0

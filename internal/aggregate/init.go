@@ -35,21 +35,24 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	}
 	c.initParams = params
 	var todo []*member
-	members := c.members                 // members joining later are initialized by join, or below
-	waited := make([]bool, len(members)) // not ready: given startWait at most
+	members := c.members                         // members joining later are initialized by join, or below
+	waited := make([]bool, len(members))         // not ready: given a start wait at most
+	waits := make([]time.Duration, len(members)) // how long, for those waited
 	for _, mc := range members {
 		if mc.conn != nil {
 			mc.initing = true
 			todo = append(todo, mc)
 			waited[mc.i] = !mc.ready && !mc.m.Critical
+			waits[mc.i] = c.e.startWait(mc.m)
 		}
 	}
 	c.mu.Unlock()
 
 	// Every member is sent the initialize: one backing off answers at once
 	// (and is hidden), one starting is waited for, but not for long unless
-	// it is critical: a server downloading itself must not hold up the
-	// others. It is initialized when it becomes ready.
+	// it is critical: a server restarting must not hold up the others, and
+	// one on its first start (a download) is waited for at most
+	// FirstStartWait. It is initialized when it becomes ready.
 	results := make([][]byte, len(members))
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
@@ -59,7 +62,7 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 			defer cancel()
 			if waited[mc.i] {
 				var cancelWait context.CancelFunc
-				mctx, cancelWait = context.WithTimeoutCause(mctx, startWait, deadline{startWait})
+				mctx, cancelWait = context.WithTimeoutCause(mctx, waits[mc.i], deadline{waits[mc.i]})
 				defer cancelWait()
 			}
 			results[mc.i], errs[mc.i] = c.callMember(mctx, mc, "initialize", params)
@@ -201,9 +204,15 @@ func jsonVersion(result []byte) string {
 	return r.ProtocolVersion
 }
 
-// startWait is how long a client's initialize waits for a member that is
-// not ready (starting, most likely) and not critical.
-const startWait = 5 * time.Second
+// startWait is how long a client's initialize waits for member m when it
+// is not ready and not critical: Options.FirstStartWait on its first
+// start, else Options.StartWait.
+func (e *Endpoint) startWait(m *Member) time.Duration {
+	if m.FirstStart != nil && m.FirstStart() {
+		return e.opts.FirstStartWait
+	}
+	return e.opts.StartWait
+}
 
 // startInitLocked initializes member mc for the session, which the client
 // initialized before mc was ready. Called with c.mu held.
