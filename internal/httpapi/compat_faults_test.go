@@ -107,3 +107,44 @@ func TestManyVersionHeaderLinesCostLittle(t *testing.T) {
 		t.Errorf("repeated counted %d, want 1", n)
 	}
 }
+
+// The version-header leniency, attacked (it held): a request that mixes
+// eras on another principal's session (a 2026-07-28 body under either
+// header, the newest version in the header of an older session, the same
+// value repeated) stays unknown to it, on every method; only its own
+// principal is served there.
+func TestMixedErasKeepSessionOwnership(t *testing.T) {
+	_, srv, backends := authServer(t, newFakeAuth(), Config{})
+	alice, bob := []string{"Authorization", "Bearer alice"}, []string{"Authorization", "Bearer bob"}
+	resp, body := do(t, srv, http.MethodPost, mcpPath, initBody, alice...)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("alice's initialize: %d %s", resp.StatusCode, body)
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	modern := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta + `}}`
+	plain := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+	for _, tc := range []struct {
+		method, body string
+		hdr          []string
+	}{
+		{http.MethodPost, modern, []string{"Mcp-Protocol-Version", "2025-11-25"}},
+		{http.MethodPost, modern, []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "echo"}},
+		{http.MethodPost, plain, []string{"Mcp-Protocol-Version", "2026-07-28"}},
+		{http.MethodPost, plain, []string{"Mcp-Protocol-Version", "2025-06-18, 2025-06-18"}},
+		{http.MethodGet, "", []string{"Mcp-Protocol-Version", "2026-07-28", "Accept", "text/event-stream"}},
+		{http.MethodDelete, "", []string{"Mcp-Protocol-Version", "2026-07-28"}},
+	} {
+		hdr := append(append(append([]string{}, bob...), "Mcp-Session-Id", sid), tc.hdr...)
+		if resp, body := do(t, srv, tc.method, mcpPath, tc.body, hdr...); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("bob's %s on alice's session with %q: %d %s, want 404", tc.method, tc.hdr, resp.StatusCode, body)
+		}
+	}
+	hdr := append(append([]string{}, alice...), "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2026-07-28")
+	if resp, body := do(t, srv, http.MethodPost, mcpPath, plain, hdr...); resp.StatusCode != http.StatusOK || body != `{"jsonrpc":"2.0","id":5,"result":{}}` {
+		t.Errorf("alice's own call with the newest version in the header: %d %s", resp.StatusCode, body)
+	}
+	if n := backends[0].opens.Load(); n != 1 {
+		t.Errorf("%d connections opened, want alice's one", n)
+	}
+}
