@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // Faults of compat.go's rules, found by attacking them.
@@ -147,4 +152,87 @@ func TestMixedErasKeepSessionOwnership(t *testing.T) {
 	if n := backends[0].opens.Load(); n != 1 {
 		t.Errorf("%d connections opened, want alice's one", n)
 	}
+}
+
+// Requests without a usable id, attacked (it held): an id of null, an
+// array or an object is refused with 400 -32600 (a request whose id cannot
+// be answered is malformed, not a notification); a request method without
+// an id, alone or in a batch, on a session or not, is dropped with 202;
+// none of them reaches the server, and "Notifications/x" (not the
+// notifications/ prefix) counts as a request.
+func TestRequestsWithoutUsableIDNeverForwarded(t *testing.T) {
+	fake := newFakeBackend()
+	fake.version = batchVersion // batches allowed
+	b := &recordingBackend{fakeBackend: fake}
+	h, srv := routedServer(t, Config{Backends: map[string]Backend{"x": b}})
+	sid := initSession(t, srv)
+	session := []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", batchVersion}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo"}}`,
+		`{"jsonrpc":"2.0","id":[],"method":"tools/call","params":{"name":"echo"}}`,
+		`{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{"name":"echo"}}`,
+		`[{"jsonrpc":"2.0","id":null,"method":"tools/call"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`,
+	} {
+		resp, out := do(t, srv, http.MethodPost, mcpPath, body, session...)
+		if id, _ := rpcError(t, out); resp.StatusCode != http.StatusBadRequest || !strings.Contains(out, `"code":-32600`) || id != "null" {
+			t.Errorf("POST %s: %d %s, want 400 -32600 with id null", body, resp.StatusCode, out)
+		}
+	}
+	for _, tc := range []struct {
+		body string
+		hdr  []string
+	}{
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}`, session},
+		{`{"jsonrpc":"2.0","method":"Notifications/x"}`, session},
+		{`{"jsonrpc":"2.0","method":""}`, session},
+		{`[{"jsonrpc":"2.0","method":"tools/call"},{"jsonrpc":"2.0","method":"ping"}]`, session},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}`, []string{"Mcp-Protocol-Version", "2025-11-25"}},
+		// The control: a notification goes through.
+		{`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, session},
+	} {
+		if resp, out := do(t, srv, http.MethodPost, mcpPath, tc.body, tc.hdr...); resp.StatusCode != http.StatusAccepted {
+			t.Errorf("POST %s: %d %s, want 202", tc.body, resp.StatusCode, out)
+		}
+	}
+	if got := b.methods(); strings.Join(got, ",") != "initialize,notifications/cancelled" {
+		t.Errorf("the server got %q, want the initialize and the notification only", got)
+	}
+	n := h.CompatCounts().RequestsWithoutID
+	if n[TransportStreamable] != 4 || n[TransportBatch] != 2 {
+		t.Errorf("dropped counted %v, want 4 streamable and 2 in a batch", n)
+	}
+}
+
+// recordingBackend is a fakeBackend whose connections record the method
+// of every message they are handed, notifications included.
+type recordingBackend struct {
+	*fakeBackend
+	mu  sync.Mutex
+	got []string
+}
+
+func (b *recordingBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+	c, err := b.fakeBackend.Open(ctx, general)
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{c, b}, nil
+}
+
+func (b *recordingBackend) methods() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.got...)
+}
+
+type recordingConn struct {
+	Conn
+	b *recordingBackend
+}
+
+func (c recordingConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+	c.b.mu.Lock()
+	c.b.got = append(c.b.got, msg.MethodName())
+	c.b.mu.Unlock()
+	c.Conn.Handle(ctx, msg, out)
 }
