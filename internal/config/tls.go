@@ -3,7 +3,11 @@ package config
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"syscall"
 )
 
 // TLS is the "gateway.tls" block: the gateway serves HTTPS itself (HTTP/2
@@ -54,7 +58,7 @@ func (g *Gateway) checkTLS(ps *Problems, path string) {
 			readable = false
 			continue
 		}
-		if _, err := os.ReadFile(f.file); err != nil {
+		if _, err := readPEM(f.file); err != nil {
 			ps.add(join(p, f.key), "cannot read %q: %v", f.file, unwrapPath(err))
 			readable = false
 		}
@@ -62,7 +66,7 @@ func (g *Gateway) checkTLS(ps *Problems, path string) {
 	if !readable {
 		return
 	}
-	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+	if _, err := LoadKeyPair(t.CertFile, t.KeyFile); err != nil {
 		ps.add(p, "certFile %q and keyFile %q are not a PEM certificate and its private key: %v", t.CertFile, t.KeyFile, err)
 	}
 }
@@ -74,4 +78,55 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// maxPEMFile bounds a certificate or key file: a chain is a few kilobytes.
+const maxPEMFile = 1 << 20
+
+// errNotPEMFile is the error of a certificate or key path that names no
+// regular file (a named pipe, a device, a directory).
+var errNotPEMFile = errors.New("not a regular file")
+
+// LoadKeyPair is tls.LoadX509KeyPair for files that may be swapped under
+// a running gateway: each must be a regular file of at most a megabyte,
+// and is read without waiting on anyone. A named pipe put in a
+// certificate's place would otherwise hold the read until some writer
+// came: at start, at a reload's validation, and on the handshake that
+// looks at the files again.
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := readPEM(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	key, err := readPEM(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(cert, key)
+}
+
+// readPEM reads a certificate or key file as LoadKeyPair says.
+func readPEM(name string) ([]byte, error) {
+	// O_NONBLOCK: opening a named pipe for reading does not wait for a
+	// writer; the Stat below refuses it. A regular file ignores the flag.
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &os.PathError{Op: "open", Path: name, Err: errNotPEMFile}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPEMFile {
+		return nil, &os.PathError{Op: "read", Path: name, Err: fmt.Errorf("over %d bytes: not a certificate or key", maxPEMFile)}
+	}
+	return b, nil
 }

@@ -28,6 +28,12 @@ const certReloadCheck = time.Second
 // file that cannot be loaded (half written, or a key that does not match
 // its new certificate yet) keeps the previous certificate, logs a warning
 // once per change and is tried again on a later handshake.
+//
+// One handshake at a time looks at the files, without holding mu: the
+// others meanwhile get the current certificate at once, so a slow disk
+// or a file that cannot be read holds up no handshake but that one (with
+// mu held, every handshake queued behind the one reading, and a named
+// pipe in a certificate's place stopped HTTPS for good).
 type certReloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
@@ -42,6 +48,7 @@ type certReloader struct {
 	cert      *tls.Certificate
 	stamp     [2]fileStamp // of certFile and keyFile when cert was loaded, or last tried
 	checkedAt time.Time
+	looking   bool // a handshake is looking at the files
 }
 
 // fileStamp is what tells a changed file: a rename onto the path (a new
@@ -63,7 +70,7 @@ func (a fileStamp) same(b fileStamp) bool {
 func newCertReloader(t *config.TLS, log *slog.Logger) (*certReloader, error) {
 	r := &certReloader{certFile: t.CertFile, keyFile: t.KeyFile, log: log, now: time.Now}
 	r.stamp = r.stat()
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	cert, err := config.LoadKeyPair(r.certFile, r.keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("gateway.tls: certFile %q, keyFile %q: %w", r.certFile, r.keyFile, err)
 	}
@@ -84,21 +91,34 @@ func (r *certReloader) stat() [2]fileStamp {
 
 // GetCertificate returns the current certificate, loading the files again
 // first when they changed since the last look (at most once per
-// certReloadCheck).
+// certReloadCheck, and by one handshake at a time).
 func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
-	if now.Sub(r.checkedAt) < certReloadCheck {
-		return r.cert, nil
+	if r.looking || now.Sub(r.checkedAt) < certReloadCheck {
+		cert := r.cert
+		r.mu.Unlock()
+		return cert, nil
 	}
-	r.checkedAt = now
+	r.checkedAt, r.looking = now, true
+	prev := r.stamp
+	r.mu.Unlock()
+
 	st := r.stat()
-	if st[0].same(r.stamp[0]) && st[1].same(r.stamp[1]) {
+	changed := !st[0].same(prev[0]) || !st[1].same(prev[1])
+	var cert tls.Certificate
+	var err error
+	if changed {
+		cert, err = config.LoadKeyPair(r.certFile, r.keyFile)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.looking = false
+	if !changed {
 		return r.cert, nil
 	}
 	r.stamp = st
-	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
 	if err != nil {
 		// Kept: serving the old certificate until it expires beats
 		// refusing every handshake because one file is half written.

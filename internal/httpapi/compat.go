@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,10 +136,13 @@ func (h *Handler) accepted(r *http.Request, kind, header, version string) {
 	}
 }
 
+// maxClip is the most of a header value a message or log line shows.
+const maxClip = 64
+
 // clipHeader shortens a header value for a log line.
 func clipHeader(v string) string {
-	if len(v) > 64 {
-		return v[:64]
+	if len(v) > maxClip {
+		return v[:maxClip]
 	}
 	return v
 }
@@ -175,25 +179,32 @@ func (h *Handler) sessionVersion(r *http.Request, s *session.Session) {
 	}
 }
 
-// headerLine is the MCP-Protocol-Version header's lines joined, for
-// messages.
+// headerLine is the MCP-Protocol-Version header's lines joined, clipped
+// for messages: only what a message shows is joined, so a header of tens of
+// thousands of lines (a megabyte of them fits net/http's limit) costs no
+// more than its first ones. (Joined whole, one at a time, it cost seconds
+// of CPU a request.)
 func headerLine(h http.Header) string {
 	vs := h["Mcp-Protocol-Version"]
 	if len(vs) == 1 {
-		return vs[0]
+		return clipHeader(vs[0])
 	}
-	s := ""
+	var b strings.Builder
 	for i, v := range vs {
-		if i > 0 {
-			s += ", "
+		if b.Len() >= maxClip {
+			break
 		}
-		s += v
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(clipHeader(v))
 	}
-	return s
+	return clipHeader(b.String())
 }
 
 // headerVersion is the one version MCP-Protocol-Version names, or the
-// header as it is when it names several (which the checks refuse).
+// header as headerLine shows it when it names several (which the checks
+// refuse; no version is that long or has a comma).
 func headerVersion(h http.Header) string {
 	if v, _, ok := modern.HeaderVersion(h); ok {
 		return v

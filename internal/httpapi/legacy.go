@@ -145,6 +145,11 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	}
 	// Requests cannot travel as notifications (compat.go).
 	if msgs = h.dropIDless(r, msgs, TransportLegacySSE); len(msgs) == 0 {
+		if audit != nil {
+			// No request left, so no line: not one of a POST whose
+			// messages were never read (a nil msgs).
+			audit.msgs = msgs
+		}
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte("Accepted"))
 		return

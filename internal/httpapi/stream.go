@@ -53,6 +53,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: the stream of that Last-Event-ID is gone")
 			return
 		}
+		if !st.Issued(seq) {
+			// Resumed from there it would send nothing before an event
+			// of that number: the replies of its requests never.
+			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: no event of that Last-Event-ID was sent on its stream")
+			return
+		}
 		after = seq
 	} else {
 		after = st.Undelivered()
@@ -76,11 +82,14 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 // resumeSSE serves stream st from the event after `after`, the one a
 // client's Last-Event-ID named: strictly the events after it. Unlike a new
 // stream it gets no priming event: one would bear the named event's id
-// again, and the client has that event already.
+// again, and the client has that event already. The retry time comes in a
+// block of its own, which dispatches no event (an empty "data:" line would
+// be an event of empty data, which a client of a session older than
+// 2025-11-25 parses as a message and fails on).
 func (h *Handler) resumeSSE(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, after uint64) {
 	bp := getBuf()
 	defer putBuf(bp)
-	*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry}) // no id, no data: sets the retry only
+	*bp = sse.AppendRetry(*bp, h.cfg.Retry)
 	h.stream(w, r, s, st, nil, after, bp, nil, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
 }
 

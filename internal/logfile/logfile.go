@@ -24,10 +24,19 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"syscall"
 )
 
 // ErrClosed is returned by Write after Close.
 var ErrClosed = errors.New("logfile: closed")
+
+// ErrPipe is returned by Open and Write when the path names a named pipe
+// or a socket. One put there would hold the writer for as long as its
+// reader does (opening a pipe for writing waits for a reader, forever if
+// none comes), and with it every line behind and the gateway's shutdown,
+// which waits for the lines queued. A log that rotates is a file (or a
+// device such as /dev/full); stderr has its own setting.
+var ErrPipe = errors.New("logfile: a named pipe or socket, not a file")
 
 // File is an append-only log file reopened when its path names another
 // file (rotated) or none (removed), or when Reopen asked.
@@ -113,7 +122,13 @@ func (l *File) swap() error {
 }
 
 func (l *File) open() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, l.perm)
+	if fi, err := os.Stat(l.path); err == nil && isPipe(fi) {
+		return fmt.Errorf("%w: %s", ErrPipe, l.path)
+	}
+	// O_NONBLOCK: a named pipe put at the path between the Stat and the
+	// open must not make the open wait for a reader (it fails, or opens
+	// and is refused below). A regular file or a device ignores the flag.
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, l.perm)
 	if err != nil {
 		return err
 	}
@@ -122,6 +137,15 @@ func (l *File) open() error {
 		f.Close()
 		return fmt.Errorf("logfile: %s: %w", l.path, err)
 	}
+	if isPipe(fi) {
+		f.Close()
+		return fmt.Errorf("%w: %s", ErrPipe, l.path)
+	}
 	l.f, l.fi = f, fi
 	return nil
+}
+
+// isPipe reports whether fi is a named pipe's or a socket's.
+func isPipe(fi os.FileInfo) bool {
+	return fi.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0
 }

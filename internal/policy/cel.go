@@ -8,6 +8,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
 )
 
 // maxCost bounds the work of one expression's evaluation (CEL's cost
@@ -79,15 +80,21 @@ func compileWhen(src string) (cel.Program, error) {
 	return e.Program(ast, cel.CostLimit(maxCost), cel.EvalOptions(cel.OptOptimize))
 }
 
-// eval evaluates prg: true only when it gives true (an error, such as a
-// missing claim or the cost limit, or a non-boolean result, is false).
-func eval(prg cel.Program, vars map[string]any) bool {
+// eval evaluates prg: matched only when it gives true (an error, such as
+// a missing claim, or a non-boolean result, does not match). judged is
+// false when the evaluation was cut short, at the cost limit above all:
+// then what made it costly is the request's own (a call's arguments, a
+// URI), and the caller refuses the request whatever the rule's effect (a
+// deny rule that did not match would let through exactly the requests
+// costly enough).
+func eval(prg cel.Program, vars map[string]any) (matched, judged bool) {
 	out, _, err := prg.Eval(vars)
 	if err != nil {
-		return false
+		var cut interpreter.EvalCancelledError
+		return false, !errors.As(err, &cut)
 	}
 	b, ok := out.Value().(bool)
-	return ok && b
+	return ok && b, true
 }
 
 // firstLine is CEL's error message without its source excerpt and its

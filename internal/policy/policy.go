@@ -103,7 +103,11 @@ func (p *Policy) Allows(pr *auth.Principal, kind, name string, args json.RawMess
 					return false
 				}
 			}
-			if !eval(r.when, vars) {
+			matched, judged := eval(r.when, vars)
+			if !judged {
+				return false // too costly to tell: refused (cel.go)
+			}
+			if !matched {
 				continue
 			}
 		}

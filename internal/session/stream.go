@@ -283,6 +283,15 @@ func (s *Stream) Undelivered() uint64 {
 	return max(s.delivered, oldest-1)
 }
 
+// Issued reports whether seq names an event the stream has had, or its
+// start (0): an event id of a later seq was never sent, so a resumption
+// from it would skip every event up to it, final replies included.
+func (s *Stream) Issued(seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return seq < s.next
+}
+
 // Attach marks a reader as attached; it returns false if one already is.
 func (s *Stream) Attach() bool {
 	s.mu.Lock()

@@ -45,6 +45,21 @@ func Write(w io.Writer, ev Event) error {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
+// AppendRetry appends a block holding only a retry field of d (in whole
+// milliseconds, rounded down, at least 1), or nothing when d is 0. With no
+// data field it dispatches no event: the reader takes the reconnection
+// time and gives its application nothing, where an empty "data:" line
+// would make an event of empty data (which clients before the priming
+// event of 2025-11-25 try to parse as a message).
+func AppendRetry(dst []byte, d time.Duration) []byte {
+	if d <= 0 {
+		return dst
+	}
+	dst = append(dst, "retry: "...)
+	dst = strconv.AppendInt(dst, max(int64(d/time.Millisecond), 1), 10)
+	return append(dst, "\n\n"...)
+}
+
 // AppendEvent appends ev in the format Write writes to dst and returns it.
 // It does not allocate when dst has room. On error dst is returned as is.
 func AppendEvent(dst []byte, ev Event) ([]byte, error) {

@@ -161,3 +161,31 @@ func BenchmarkWrite1KB(b *testing.B) {
 		}
 	}
 }
+
+// AppendRetry writes a retry field alone: a Reader takes the time and
+// gets no event before the next one; no retry time writes nothing.
+func TestAppendRetry(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, ""},
+		{-time.Second, ""},
+		{time.Microsecond, "retry: 1\n\n"},
+		{1500 * time.Millisecond, "retry: 1500\n\n"},
+	} {
+		if got := string(AppendRetry([]byte("x"), c.d)); got != "x"+c.want {
+			t.Errorf("AppendRetry(%v) = %q, want %q", c.d, got, "x"+c.want)
+		}
+	}
+	b := AppendRetry(nil, 2*time.Second)
+	b, _ = AppendEvent(b, Event{ID: "1-1", Data: []byte(`{"a":1}`)})
+	r := NewReader(bytes.NewReader(b), 1<<10)
+	ev, err := r.Next()
+	if err != nil || ev.ID != "1-1" || string(ev.Data) != `{"a":1}` {
+		t.Errorf("first event after a retry block: %+v, %v; want the data event", ev, err)
+	}
+	if r.Retry() != 2*time.Second {
+		t.Errorf("retry read as %v, want 2s", r.Retry())
+	}
+}
