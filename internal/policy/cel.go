@@ -87,14 +87,14 @@ func compileWhen(src string) (cel.Program, error) {
 // URI), and the caller refuses the request whatever the rule's effect (a
 // deny rule that did not match would let through exactly the requests
 // costly enough).
-func eval(prg cel.Program, vars map[string]any) (matched, judged bool) {
+func eval(prg cel.Program, vars map[string]any) (matched bool, failed, cut bool) {
 	out, _, err := prg.Eval(vars)
 	if err != nil {
-		var cut interpreter.EvalCancelledError
-		return false, !errors.As(err, &cut)
+		var cancelled interpreter.EvalCancelledError
+		return false, true, errors.As(err, &cancelled)
 	}
 	b, ok := out.Value().(bool)
-	return ok && b, true
+	return ok && b, false, false
 }
 
 // firstLine is CEL's error message without its source excerpt and its

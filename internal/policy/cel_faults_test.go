@@ -39,3 +39,43 @@ func TestCostlyDenyRuleRefuses(t *testing.T) {
 		t.Error("a tool no rule is about was refused")
 	}
 }
+
+// A deny rule whose expression fails on a request (an argument of another
+// type, a missing claim) refuses it: skipped, it would let exactly those
+// requests through ({"path": ["/etc/shadow"]} past a rule on a string
+// path). An allow rule that fails does not match: the next rule decides.
+func TestFailingDenyRuleRefuses(t *testing.T) {
+	p := compile(t, config.PolicyAllow,
+		config.PolicyRule{Effect: config.PolicyDeny, Tools: []string{"read"}, When: `arguments.path.startsWith("/etc/")`},
+		config.PolicyRule{Effect: config.PolicyDeny, Tools: []string{"team"}, When: `principal.claims.team == "contractors"`},
+	)
+	for _, tc := range []struct {
+		what, tool, args string
+		allow            bool
+	}{
+		{"a path outside /etc/", "read", `{"path":"/home/a"}`, true},
+		{"a path under /etc/", "read", `{"path":"/etc/shadow"}`, false},
+		{"the path as an array", "read", `{"path":["/etc/shadow"]}`, false},
+		{"the path as a number", "read", `{"path":1}`, false},
+		{"no path", "read", `{}`, false},
+		{"a claim the principal lacks", "team", `{}`, false},
+		{"a tool no rule is about", "write", `{"path":["/etc/shadow"]}`, true},
+	} {
+		if got := p.Allows(alice, Tool, tc.tool, json.RawMessage(tc.args)); got != tc.allow {
+			t.Errorf("%s: allowed %v, want %v", tc.what, got, tc.allow)
+		}
+	}
+	guarded := compile(t, config.PolicyAllow,
+		config.PolicyRule{Effect: config.PolicyDeny, Tools: []string{"team"}, When: `has(principal.claims.team) && principal.claims.team == "contractors"`},
+	)
+	if !guarded.Allows(alice, Tool, "team", json.RawMessage(`{}`)) {
+		t.Error("a guarded deny rule refused a principal without the claim")
+	}
+	allowFails := compile(t, config.PolicyDeny,
+		config.PolicyRule{Effect: config.PolicyAllow, Tools: []string{"read"}, When: `arguments.path.startsWith("/home/")`},
+		config.PolicyRule{Effect: config.PolicyAllow, Tools: []string{"read"}},
+	)
+	if !allowFails.Allows(alice, Tool, "read", json.RawMessage(`{"path":[1]}`)) {
+		t.Error("an allow rule that failed stopped the next rule from deciding")
+	}
+}

@@ -103,12 +103,17 @@ func (p *Policy) Allows(pr *auth.Principal, kind, name string, args json.RawMess
 					return false
 				}
 			}
-			matched, judged := eval(r.when, vars)
-			if !judged {
+			matched, failed, cut := eval(r.when, vars)
+			switch {
+			case cut:
 				return false // too costly to tell: refused (cel.go)
-			}
-			if !matched {
-				continue
+			case failed && !r.allow:
+				// A deny rule that cannot tell whether it applies (an
+				// argument of another type, a missing claim) refuses:
+				// skipping it would let exactly such requests through.
+				return false
+			case !matched:
+				continue // an allow rule that failed does not match
 			}
 		}
 		return r.allow
