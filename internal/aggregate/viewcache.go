@@ -189,11 +189,12 @@ func (c *conn) policyKeyLocked(mc *member, k kind, l *memberList) string {
 		return pk.key
 	}
 	pol := c.e.members[mc.i].Policy
+	who := c.who()
 	key := "*"
-	if !pol.AllowsAll(c.principal, policyKind(k)) {
+	if !pol.AllowsAll(who, policyKind(k)) {
 		bits := make([]byte, (len(l.items)+7)/8)
 		for j, it := range l.items {
-			if pol.Allows(c.principal, policyKind(k), it.key, nil) {
+			if pol.Allows(who, policyKind(k), it.key, nil) {
 				bits[j/8] |= 1 << (j % 8)
 			}
 		}
