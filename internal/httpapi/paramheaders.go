@@ -78,7 +78,16 @@ func (p *paramTools) observe(target string, reply []byte) {
 		p.byTarget = map[string]map[string][]modern.ParamHeader{}
 	}
 	tools := p.byTarget[target]
-	if tools == nil || len(tools)+len(entries) > maxParamTools {
+	// Only names the cache lacks count against the bound: a server's
+	// lists named again (every client lists) must not start it over each
+	// time, which dropped the tools of its other pages until listed again.
+	added := 0
+	for _, e := range entries {
+		if _, known := tools[e.name]; !known {
+			added++
+		}
+	}
+	if tools == nil || len(tools)+added > maxParamTools {
 		if tools != nil {
 			p.resets.Add(1)
 		}
