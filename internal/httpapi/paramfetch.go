@@ -44,7 +44,8 @@ func (p *paramTools) claimFetch(target string, now time.Time) bool {
 }
 
 // listForParams lists target's tools through sb for tool's annotations
-// (see above), feeding every page to the cache.
+// (see above), feeding every page to the cache; target is a paramKey (the
+// list is the request's principal's: ctx carries it).
 func (h *Handler) listForParams(ctx context.Context, target string, sb StatelessBackend, req modern.Request, tool string) {
 	if !h.paramTools.claimFetch(target, time.Now()) {
 		return

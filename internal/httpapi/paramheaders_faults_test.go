@@ -57,3 +57,21 @@ func TestParamToolsRelistedKeepsEveryPage(t *testing.T) {
 		t.Errorf("%d resets past maxParamTools, want 1", n)
 	}
 }
+
+// The (target, principal) pairs are bounded: principals without end (a
+// token issuer's every subject) cannot grow the cache without end.
+func TestParamToolsKeysBounded(t *testing.T) {
+	var p paramTools
+	for i := range 3 * maxParamKeys {
+		p.observe(paramKey("s", fmt.Sprint("key\x00p", i)), toolsPage(0, 1))
+	}
+	p.mu.Lock()
+	n := len(p.byTarget)
+	p.mu.Unlock()
+	if n > maxParamKeys {
+		t.Errorf("%d keys kept, bound %d", n, maxParamKeys)
+	}
+	if p.resets.Load() == 0 {
+		t.Errorf("the keys dropped uncounted")
+	}
+}
