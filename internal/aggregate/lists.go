@@ -209,7 +209,8 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 }
 
 // fetchAll fetches every page of member i's list of kind k, kept once
-// per content by the endpoint. A list over MaxListBytes is refused.
+// per content by the endpoint. A list over MaxListBytes (its items and
+// the cursors it took to fetch them) is refused.
 func (c *conn) fetchAll(ctx context.Context, i int, k kind) (*memberList, error) {
 	var pages []page
 	var size int64
@@ -224,6 +225,10 @@ func (c *conn) fetchAll(ctx context.Context, i int, k kind) (*memberList, error)
 			return nil, err
 		}
 		pages = append(pages, p)
+		// The cursors count too: each is kept (seen, and the page's) until
+		// the list is whole, and a member may hand out big ones with
+		// pages of nothing.
+		size += int64(len(p.next))
 		for _, it := range p.items {
 			size += int64(len(it.raw))
 		}
