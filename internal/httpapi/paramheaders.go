@@ -63,8 +63,10 @@ type paramTools struct {
 	byTarget map[string]map[string][]modern.ParamHeader
 
 	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools
+	joined atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
 
-	fetched map[string]time.Time // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
+	fetched map[string]time.Time     // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
+	flights map[string]chan struct{} // guarded by mu: each target's list under way, closed when it ends
 }
 
 // observe records the tools of a tools/list reply relayed on target (a

@@ -1,12 +1,19 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/modern"
+	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // toolsPage is a tools/list reply naming tools t<from> to t<to-1>, each
@@ -73,5 +80,104 @@ func TestParamToolsKeysBounded(t *testing.T) {
 	}
 	if p.resets.Load() == 0 {
 		t.Errorf("the keys dropped uncounted")
+	}
+}
+
+// heldLister is a StatelessBackend whose tools/list replies wait for
+// release: a server slow to list (a first npx start). It lists "where",
+// whose "message" is annotated Message.
+type heldLister struct {
+	listed  chan struct{} // gets a value when a tools/list arrives
+	release chan struct{}
+	lists   atomic.Int64
+}
+
+func (b *heldLister) Open(context.Context, mux.Stream) (Conn, error) {
+	return nil, errors.New("stateless only")
+}
+
+func (b *heldLister) OpenStateless(context.Context, mux.Stream, string, []byte) (StatelessConn, error) {
+	return heldListerConn{b}, nil
+}
+
+type heldListerConn struct{ b *heldLister }
+
+func (c heldListerConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+	if msg.Kind != jsonrpc.KindRequest || !msg.MethodIs("tools/list") {
+		return
+	}
+	c.b.lists.Add(1)
+	c.b.listed <- struct{}{}
+	id := bytes.Clone(msg.Bytes(msg.ID))
+	go func() {
+		select {
+		case <-c.b.release:
+		case <-ctx.Done():
+			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "cancelled"))
+			return
+		}
+		out.Reply(jsonrpc.Response(id, []byte(`{"tools":[{"name":"where","inputSchema":{"type":"object","properties":{"message":{"type":"string","x-mcp-header":"Message"}}}}]}`)))
+	}()
+}
+func (heldListerConn) Version() string                            { return "2026-07-28" }
+func (heldListerConn) Abandon(mux.Stream)                         {}
+func (heldListerConn) Close()                                     {}
+func (heldListerConn) ServerInit(context.Context) ([]byte, error) { return []byte(testInit), nil }
+func (heldListerConn) Passthrough() bool                          { return true }
+
+// A call with a disagreeing Mcp-Param header, sent while the gateway
+// lists the target for another call, waits for that list and is refused;
+// so is one sent after a call that made the gateway list and hung up at
+// once. On the old code the first went through unchecked (the list was
+// claimed, the tool not known yet), and the second's list was cancelled
+// with its caller, leaving every call unchecked for paramRefetch.
+func TestParamFetchJoinedByConcurrentCalls(t *testing.T) {
+	h := New(Config{Logger: slog.New(slog.DiscardHandler)})
+	call, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"where","arguments":{"message":"hi"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := modern.Request{Method: "tools/call", Version: "2026-07-28", Capabilities: []byte(`{}`)}
+	header := http.Header{}
+	header.Set("Mcp-Param-Message", "ho")
+	check := func(ctx context.Context, target string, be Backend) *modern.Problem {
+		return h.checkParamHeaders(ctx, target, be, header, &call, req)
+	}
+
+	// Beside a list under way.
+	be := &heldLister{listed: make(chan struct{}, 4), release: make(chan struct{})}
+	first, second := make(chan *modern.Problem, 1), make(chan *modern.Problem, 1)
+	go func() { first <- check(context.Background(), "a", be) }()
+	<-be.listed
+	go func() { second <- check(context.Background(), "a", be) }()
+	waitForCond(t, "the second call to wait for the list", func() bool { return h.paramTools.joined.Load() == 1 })
+	select {
+	case prob := <-second:
+		t.Fatalf("the call beside the list answered before it ended: %v", prob)
+	case <-be.listed:
+		t.Fatal("a second list")
+	default:
+	}
+	close(be.release)
+	for name, ch := range map[string]chan *modern.Problem{"first": first, "second": second} {
+		if prob := <-ch; prob == nil || prob.Code != modern.CodeHeaderMismatch {
+			t.Errorf("%s call: %v, want the header mismatch", name, prob)
+		}
+	}
+
+	// After a caller that hung up at once.
+	be = &heldLister{listed: make(chan struct{}, 4), release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan struct{})
+	go func() { check(ctx, "b", be); close(gone) }()
+	<-be.listed
+	cancel()
+	close(be.release)
+	<-gone
+	if prob := check(context.Background(), "b", be); prob == nil || prob.Code != modern.CodeHeaderMismatch {
+		t.Errorf("after a caller that left: %v, want the header mismatch", prob)
+	}
+	if n := be.lists.Load(); n != 1 {
+		t.Errorf("%d lists, want 1", n)
 	}
 }

@@ -72,16 +72,16 @@ func TestParamToolsObserve(t *testing.T) {
 func TestParamToolsClaimFetch(t *testing.T) {
 	var p paramTools
 	t0 := time.Unix(1000, 0)
-	if !p.claimFetch("a", t0) {
+	if _, ok := p.claimFetch("a", t0); !ok {
 		t.Fatal("first fetch refused")
 	}
-	if p.claimFetch("a", t0.Add(paramRefetch-time.Nanosecond)) {
+	if _, ok := p.claimFetch("a", t0.Add(paramRefetch-time.Nanosecond)); ok {
 		t.Error("a second fetch within paramRefetch")
 	}
-	if !p.claimFetch("b", t0) {
+	if _, ok := p.claimFetch("b", t0); !ok {
 		t.Error("another target's fetch refused")
 	}
-	if !p.claimFetch("a", t0.Add(paramRefetch)) {
+	if _, ok := p.claimFetch("a", t0.Add(paramRefetch)); !ok {
 		t.Error("a fetch after paramRefetch refused")
 	}
 }
