@@ -30,10 +30,15 @@ import (
 // refusal would name the tool's annotated arguments where the policy says
 // the tool does not exist: found by TestParamHeadersPerPrincipal).
 
-// maxParamKeys bounds the (target, principal) pairs remembered: past it,
-// every entry is dropped (counted in paramTools.resets) and the cache
-// starts again.
-const maxParamKeys = 1024
+// maxParamKeys bounds the (target, principal) pairs remembered, and
+// maxParamTotal the tools remembered for all of them (a server of 4,096
+// tools listed by 1,024 principals would otherwise cost 4 million
+// entries): past either, every entry is dropped (counted in
+// paramTools.resets) and the cache starts again.
+const (
+	maxParamKeys  = 1024
+	maxParamTotal = 16 * maxParamTools
+)
 
 // paramKey is the cache's key of target for the principal whose owner key
 // (ownerKey; "" without authentication) is owner.
@@ -62,7 +67,8 @@ type paramTools struct {
 	// or an invalid annotation, which clients exclude the tool for).
 	byTarget map[string]map[string][]modern.ParamHeader
 
-	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools
+	total  int           // guarded by mu: the tools in byTarget, all keys together
+	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools, maxParamKeys or maxParamTotal
 	joined atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
 
 	fetched map[string]time.Time     // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
@@ -104,11 +110,7 @@ func (p *paramTools) observe(target string, reply []byte) {
 		p.byTarget = map[string]map[string][]modern.ParamHeader{}
 	}
 	tools := p.byTarget[target]
-	if tools == nil && len(p.byTarget) >= maxParamKeys {
-		clear(p.byTarget)
-		p.resets.Add(1)
-	}
-	// Only names the cache lacks count against the bound: a server's
+	// Only names the cache lacks count against the bounds: a server's
 	// lists named again (every client lists) must not start it over each
 	// time, which dropped the tools of its other pages until listed again.
 	added := 0
@@ -117,14 +119,23 @@ func (p *paramTools) observe(target string, reply []byte) {
 			added++
 		}
 	}
+	if tools == nil && len(p.byTarget) >= maxParamKeys || p.total+added > maxParamTotal {
+		clear(p.byTarget)
+		p.total, tools, added = 0, nil, len(entries)
+		p.resets.Add(1)
+	}
 	if tools == nil || len(tools)+added > maxParamTools {
 		if tools != nil {
 			p.resets.Add(1)
 		}
+		p.total -= len(tools)
 		tools = make(map[string][]modern.ParamHeader, len(entries))
 		p.byTarget[target] = tools
 	}
 	for _, e := range entries[:min(len(entries), maxParamTools)] {
+		if _, known := tools[e.name]; !known {
+			p.total++
+		}
 		tools[e.name] = e.params
 	}
 }
@@ -143,8 +154,9 @@ func (p *paramTools) lookup(target, tool string) ([]modern.ParamHeader, bool) {
 func (p *paramTools) forget(target string) {
 	prefix := paramKey(target, "")
 	p.mu.Lock()
-	for key := range p.byTarget {
+	for key, tools := range p.byTarget {
 		if strings.HasPrefix(key, prefix) {
+			p.total -= len(tools)
 			delete(p.byTarget, key)
 		}
 	}

@@ -81,6 +81,34 @@ func TestParamToolsKeysBounded(t *testing.T) {
 	if p.resets.Load() == 0 {
 		t.Errorf("the keys dropped uncounted")
 	}
+
+	// A server of maxParamTools tools listed by principal after
+	// principal: the tools kept for all of them stay bounded, and the
+	// count of them is true.
+	big := toolsPage(0, maxParamTools)
+	for i := range maxParamTotal/maxParamTools + 2 {
+		p.observe(paramKey("big", fmt.Sprint("key\x00p", i)), big)
+		p.mu.Lock()
+		sum := 0
+		for _, tools := range p.byTarget {
+			sum += len(tools)
+		}
+		total := p.total
+		p.mu.Unlock()
+		if sum != total || total > maxParamTotal {
+			t.Fatalf("after %d principals: %d tools kept, counted %d, bound %d", i+1, sum, total, maxParamTotal)
+		}
+	}
+	p.forget("big")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sum := 0
+	for _, tools := range p.byTarget {
+		sum += len(tools)
+	}
+	if sum != p.total {
+		t.Errorf("after forget: %d tools kept, counted %d", sum, p.total)
+	}
 }
 
 // heldLister is a StatelessBackend whose tools/list replies wait for
