@@ -3,6 +3,7 @@ package aggregate
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -114,4 +115,67 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 	if n := e.views.builds.Load(); n != builds {
 		t.Errorf("bob's list built again (%d builds, was %d): alice's without the scope is the same", n, builds)
 	}
+}
+
+// TestPolicyViewsUnderConcurrentFirstLists: sessions of alice and bob on
+// one endpoint, whose member's policy gives each only their own tools,
+// all list at once while the member's one shared fetch is held (every
+// session waits for the same list), then again after the member's
+// list_changed: every session sees exactly its principal's tools of the
+// member's current list, never the other's, and the member is fetched
+// once per version.
+func TestPolicyViewsUnderConcurrentFirstLists(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"alice_1", "bob_1"}}})
+	direct := a.Backend
+	a.Policy = prefixPolicy{}
+	tap := newListTap(a)
+	e := newEndpoint(t, Options{}, tap.member)
+	type session struct {
+		who string
+		cl  *client
+	}
+	var sessions []session
+	for range 4 {
+		for _, who := range []string{"alice", "bob"} {
+			general := newStream()
+			c, err := e.Open(httpapi.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey}), general)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			cl := &client{t: t, conn: c, general: general}
+			cl.result(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+			cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+			sessions = append(sessions, session{who, cl})
+		}
+	}
+	listAll := func(version int64) {
+		t.Helper()
+		held := tap.holdNext()
+		outs := make([]*stream, len(sessions))
+		for i, s := range sessions {
+			outs[i] = s.cl.send(`{"jsonrpc":"2.0","id":"l","method":"tools/list"}`)
+		}
+		held.waitEntered(t)
+		close(held.released)
+		for i, s := range sessions {
+			r := string(outs[i].reply(t))
+			other := map[string]string{"alice": "bob", "bob": "alice"}[s.who]
+			if !strings.Contains(r, `"a__`+s.who+`_1"`) || strings.Contains(r, `"a__`+other+`_1"`) || strings.Contains(r, fmt.Sprintf(`"a__v%d"`, version)) {
+				t.Errorf("version %d, %s's session %d: %.300s", version, s.who, i, r)
+			}
+		}
+		if n := tap.fetches.Load(); n != version {
+			t.Errorf("%d fetches after version %d, want one per version", n, version)
+		}
+	}
+	listAll(1)
+	tap.version.Store(2)
+	if got := text(t, openDirect(t, direct).callTool(1, "list_changed", `{}`)); got != "ok" {
+		t.Fatalf("list_changed: %q", got)
+	}
+	for _, s := range sessions {
+		s.cl.general.waitNotification(t, "notifications/tools/list_changed")
+	}
+	listAll(2)
 }
