@@ -3,6 +3,7 @@ package deploy
 import (
 	"net"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -209,4 +210,35 @@ func TestHelmConfigJSON(t *testing.T) {
 		t.Errorf("config.json = %q, want examples/quickstart.json verbatim", got)
 	}
 	checkRendered(t, r)
+}
+
+// TestHelmConfigChangeKeepsPods: by default a changed config renders the
+// same pod template (no checksum annotation), so the pods are not rolled
+// and the gateway's file watch applies it, keeping sessions; the config
+// is mounted as a directory (a subPath mount is never updated). With
+// restartOnConfigChange the pod template changes with the config.
+func TestHelmConfigChangeKeepsPods(t *testing.T) {
+	podTemplate := func(values map[string]any) any {
+		return dig(t, renderChart(t, chartDir, values).object(t, "Deployment"), "spec", "template")
+	}
+	changed := func(restart bool) map[string]any {
+		v := defaultValues(t)
+		v["restartOnConfigChange"] = restart
+		v["config"] = map[string]any{"mcpServers": map[string]any{"other": map[string]any{"command": "npx", "args": []any{"-y", "other"}}}}
+		return v
+	}
+	base := defaultValues(t)
+	if a, b := podTemplate(base), podTemplate(changed(false)); !reflect.DeepEqual(a, b) {
+		t.Errorf("a config change alters the pod template (pods would restart, ending sessions):\n%v\n%v", a, b)
+	}
+	withRestart := defaultValues(t)
+	withRestart["restartOnConfigChange"] = true
+	if a, b := podTemplate(withRestart), podTemplate(changed(true)); reflect.DeepEqual(a, b) {
+		t.Error("restartOnConfigChange: a config change leaves the pod template as it was")
+	}
+	for _, m := range dig(t, renderChart(t, chartDir, base).object(t, "Deployment"), "spec", "template", "spec", "containers").([]any)[0].(map[string]any)["volumeMounts"].([]any) {
+		if mm := m.(map[string]any); mm["name"] == "config" && mm["subPath"] != nil {
+			t.Errorf("the config is mounted with subPath %v: never updated in place", mm["subPath"])
+		}
+	}
 }

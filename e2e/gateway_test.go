@@ -51,7 +51,13 @@ func startGateway(t *testing.T, cfg any) (baseURL string) {
 // URL before it starts (an authorization server bound to the gateway's resource URL).
 func startGatewayOn(t *testing.T, cfg any, listen string) (baseURL string) {
 	t.Helper()
-	bin := gatewayBinary(t)
+	return startGatewayFile(t, writeGatewayConfig(t, cfg), listen)
+}
+
+// writeGatewayConfig writes cfg as JSON into a new file of the test's temporary directory and
+// returns its path.
+func writeGatewayConfig(t *testing.T, cfg any) string {
+	t.Helper()
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +67,14 @@ func startGatewayOn(t *testing.T, cfg any, listen string) (baseURL string) {
 		t.Fatal(err)
 	}
 	t.Logf("gateway config %s:\n%s", path, data)
+	return path
+}
 
+// startGatewayFile is startGatewayOn with the config file at path, which the gateway watches:
+// a test that rewrites it reloads the gateway.
+func startGatewayFile(t *testing.T, path, listen string) (baseURL string) {
+	t.Helper()
+	bin := gatewayBinary(t)
 	listening := make(chan string, 1)
 	cmd := exec.Command(bin, "serve", "--config", path, "--listen", listen)
 	p := startProcess(t, "mcpgate", cmd, func(line string) {

@@ -27,6 +27,10 @@
 // Two members exposing the same name are a collision: the name is left out
 // of the list, logged once naming both, and a call to it gets an error
 // naming both; never routed to either at random.
+//
+// Members change in place (SetMembers, members.go: a config reload): the
+// endpoint's sessions are kept, told with list_changed, and a call to a
+// member removed is answered naming it.
 package aggregate
 
 import (
@@ -73,6 +77,10 @@ type Member struct {
 	// words ("starting", "backing off: exit status 1 ...; retrying in
 	// 3s"); nil: always ready. Polled to hide and show the member.
 	State func() (ready bool, state string)
+	// FirstStart reports whether the member is on its first start: never
+	// ready yet (a first npx -y download). A client's initialize waits
+	// longer for it (Options.FirstStartWait). nil: never.
+	FirstStart func() bool
 	// SharedLists says that one upstream serves every session of the
 	// member (a shared stdio server): its lists are the same for all, so
 	// the endpoint fetches each once and shares it, fetching again on the
@@ -118,6 +126,19 @@ type Options struct {
 	// PollInterval is how often the members' State is read, to hide and
 	// show them. Default 500ms.
 	PollInterval time.Duration
+	// StartWait is how long a client's initialize waits for a member that
+	// is starting again after it was ready (a restart), and is not
+	// critical: a member restarting must not hold up the others; it is
+	// initialized for the session when it is ready, and the client told
+	// with list_changed. Default 5s.
+	StartWait time.Duration
+	// FirstStartWait is the same wait for a member on its first start
+	// (Member.FirstStart): a first `npx -y` or `uvx` download takes up to
+	// a minute, and a connector that reads one tools/list at connect time
+	// and never again would not see the member at all. Default 45s, below
+	// the 60 s request timeout of the official SDK clients, so that a
+	// longer download still leaves the client its other members.
+	FirstStartWait time.Duration
 	// PageSize is the most items a page of a merged list holds. Default
 	// 0: the whole merged list in one page (many clients read only the
 	// first page).
@@ -137,6 +158,10 @@ const (
 	DefaultMaxNameLen   = 64
 	minMaxNameLen       = 16 // room for the hash suffix and some of the name
 	defaultPollInterval = 500 * time.Millisecond
+	// defaultStartWait and defaultFirstStartWait are the defaults of
+	// Options.StartWait and Options.FirstStartWait.
+	defaultStartWait      = 5 * time.Second
+	defaultFirstStartWait = 45 * time.Second
 	// DefaultMaxListBytes is the default of Options.MaxListBytes.
 	DefaultMaxListBytes = 256 << 20
 )
@@ -144,24 +169,20 @@ const (
 // Endpoint serves one endpoint's client sessions. See the package comment.
 type Endpoint struct {
 	// Static after New.
-	opts    Options
-	members []Member
-	naming  naming
-	log     *slog.Logger
-	nonce   string // in the ids of the endpoint's own requests
+	opts   Options
+	naming naming
+	log    *slog.Logger
+	nonce  string // in the ids of the endpoint's own requests
 
 	nextID   atomic.Uint64
 	inflight atomic.Int64 // client requests and the endpoint's own, in flight
 	warned   sync.Map     // collisions logged
-	leftOut  []rateLimit  // per member: "left out of a merged list" lines
-	hidden   []rateLimit  // per member: "hidden from a session" lines
 
 	// The lists, shared by every session (shared.go, viewcache.go).
 	lists  interner
 	views  viewCache
 	lmu    sync.Mutex
-	shared map[*Member]*memberLists // guarded by lmu, as their contents
-	tokens uint64                   // guarded by lmu: the last memberLists.token
+	shared map[listsKey]*memberLists // guarded by lmu, as their contents
 
 	stop chan struct{} // closed by Close: polling ends
 	once sync.Once
@@ -171,7 +192,10 @@ type Endpoint struct {
 	// guarded by mu:
 	closed   bool
 	sessions map[*conn]struct{}
-	states   []memberState
+	// slots are the members by index, set by New and SetMembers
+	// (members.go): an index is never given to another member's name.
+	slots    []*slot
+	tableVer uint64 // bumped by every SetMembers that changed a slot
 }
 
 // memberState is a member's state as last polled, and the capabilities it
@@ -206,77 +230,36 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 	if opts.MaxListBytes <= 0 {
 		opts.MaxListBytes = DefaultMaxListBytes
 	}
+	if opts.StartWait <= 0 {
+		opts.StartWait = defaultStartWait
+	}
+	if opts.FirstStartWait <= 0 {
+		opts.FirstStartWait = defaultFirstStartWait
+	}
 	if opts.PageSize < 0 {
 		opts.PageSize = 0
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	where := fmt.Sprintf("endpoint %q", opts.Name)
-	switch {
-	case len(members) == 0:
-		return nil, fmt.Errorf("%s: no servers", where)
-	case opts.MaxNameLen < minMaxNameLen:
-		return nil, fmt.Errorf("%s: MaxNameLen %d is under %d, too short for a shortened name", where, opts.MaxNameLen, minMaxNameLen)
-	}
-	for _, f := range []struct {
-		name string
-		g    Globs
-	}{{"tools", opts.Filter.Tools}, {"prompts", opts.Filter.Prompts}, {"resources", opts.Filter.Resources}} {
-		if err := f.g.check(where + ": " + f.name); err != nil {
-			return nil, err
-		}
-	}
-	byName, byPrefix := map[string]bool{}, map[string]string{}
 	names := naming{sep: opts.Separator, max: opts.MaxNameLen, snake: opts.SnakeCase}
-	prefixOf := map[string]string{}
-	for _, m := range members {
-		switch {
-		case m.Name == "":
-			return nil, fmt.Errorf("%s: a server without a name", where)
-		case m.Backend == nil:
-			return nil, fmt.Errorf("%s: server %q has no backend", where, m.Name)
-		case byName[m.Name]:
-			return nil, fmt.Errorf("%s: server %q is listed twice", where, m.Name)
-		}
-		byName[m.Name] = true
-		// Prefixes compared as exposed: with SnakeCase, "MyServer" and
-		// "my-server" are one prefix, and every name of the two would
-		// collide (found by the fault tests).
-		exposed := names.exposedPrefix(m.Prefix)
-		if other, dup := byPrefix[exposed]; dup && m.Prefix != "" {
-			if prefixOf[other] != m.Prefix {
-				return nil, fmt.Errorf("%s: servers %q and %q have prefixes %q and %q, the same in snake_case: their names would collide", where, other, m.Name, prefixOf[other], m.Prefix)
-			}
-			return nil, fmt.Errorf("%s: servers %q and %q have the same prefix %q: their names would collide", where, other, m.Name, m.Prefix)
-		}
-		byPrefix[exposed], prefixOf[m.Name] = m.Name, m.Prefix
-		for _, f := range []struct {
-			name string
-			g    Globs
-		}{{"tools", m.Filter.Tools}, {"prompts", m.Filter.Prompts}, {"resources", m.Filter.Resources}} {
-			if err := f.g.check(fmt.Sprintf("%s: server %q: %s", where, m.Name, f.name)); err != nil {
-				return nil, err
-			}
-		}
+	if err := checkMembers(opts, names, members); err != nil {
+		return nil, err
 	}
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	e := &Endpoint{
-		opts: opts, members: append([]Member(nil), members...),
+		opts:     opts,
 		naming:   names,
 		log:      opts.Logger.With("endpoint", opts.Name),
 		nonce:    hex.EncodeToString(nonce[:]),
-		leftOut:  make([]rateLimit, len(members)),
-		hidden:   make([]rateLimit, len(members)),
 		stop:     make(chan struct{}),
 		sessions: map[*conn]struct{}{},
-		states:   make([]memberState, len(members)),
 	}
 	e.views.max = opts.MaxListBytes
-	for i := range e.members {
-		e.states[i].ready, e.states[i].text = e.poll(i)
-		e.states[i].wasReady = e.states[i].ready
+	for _, m := range members {
+		ready, text := pollMember(&m)
+		e.slots = append(e.slots, newSlot(m, ready, text))
 	}
 	e.wg.Add(1)
 	go e.pollLoop()
@@ -314,13 +297,15 @@ func (e *Endpoint) openSession(ctx context.Context, general mux.Stream, stateles
 		return nil, errClosed
 	}
 	e.sessions[c] = struct{}{}
-	states := append([]memberState(nil), e.states...)
 	e.mu.Unlock()
-	// States polled while the members' sessions opened (a session takes
-	// a state only if newer than what it has: the poller may be telling
-	// it at the same time).
-	for i, st := range states {
-		c.memberState(i, st.ready, st.seq)
+	// Members set while the members' sessions opened (SetMembers told
+	// the sessions registered then, not this one), and the states polled
+	// meanwhile (a session takes a state only if newer than what it has:
+	// the poller may be telling it at the same time).
+	c.reconcile()
+	tab, _ := e.table()
+	for i, s := range tab {
+		c.memberState(i, s.gen, s.st.ready, s.st.seq)
 	}
 	return c, nil
 }
@@ -347,11 +332,13 @@ func (e *Endpoint) Pending() int { return int(e.inflight.Load()) }
 // Ready reports whether every critical member is ready and, if not, the
 // first one's state, for the gateway's readiness.
 func (e *Endpoint) Ready() (bool, string) {
-	for i, m := range e.members {
-		if !m.Critical {
+	tab, _ := e.table()
+	for _, s := range tab {
+		m := s.m
+		if !m.Critical || s.removed || m.State == nil {
 			continue
 		}
-		if ready, state := e.poll(i); !ready {
+		if ready, state := m.State(); !ready {
 			return false, fmt.Sprintf("server %q (critical in endpoint %q) is %s", m.Name, e.opts.Name, state)
 		}
 	}

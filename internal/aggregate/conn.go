@@ -34,10 +34,19 @@ type conn struct {
 	principal atomic.Pointer[auth.Principal] // member policies apply to it (principal.go)
 	ctx       context.Context                // ended by Close
 	stop      context.CancelFunc
-	members   []*member
+	// stateless: a stateless request's session, its members' sessions
+	// opened with OpenStateless and caps (static after open).
+	stateless bool
+	caps      []byte
 
 	mu sync.Mutex
 	// guarded by mu:
+	// members is the session's table of members, by index (the
+	// endpoint's slots, members.go): replaced, never modified in place,
+	// when the endpoint's members change, so a *member taken under mu
+	// may be used after.
+	members     []*member
+	tableVer    uint64 // the endpoint's table members was made from
 	closed      bool
 	closeText   string // what requests are told once closed
 	version     string // negotiated by initialize; "" before
@@ -54,19 +63,24 @@ type conn struct {
 
 // member is a session's connection to one member.
 type member struct {
-	i    int
-	m    *Member
-	conn httpapi.Conn // nil while Open failed
+	i   int
+	m   *Member // the member as the session opened it
+	gen uint64  // the endpoint's generation of slot i it belongs to
 	// apart: its session is on the member's processes for stateless
 	// requests (OpenStateless), whose state Member.State (the state of
 	// the process of its sessions) does not tell.
 	apart bool
+	// removed: a tombstone of a member removed by SetMembers, with
+	// what it listed; never visible.
+	removed bool
 	// guarded by conn.mu:
-	ready   bool   // the member's state as the endpoint last saw it
-	seq     uint64 // the endpoint's count of its state changes, at ready
-	up      bool   // initialized in this session
-	initing bool   // an initialize of it is under way
-	failed  string // why its Open or initialize failed, "" if it did not
+	conn    httpapi.Conn // nil while Open failed or is under way, and in a tombstone
+	seen    *Member      // the endpoint's member its lists were loaded for (a policy change reloads them)
+	ready   bool         // the member's state as the endpoint last saw it
+	seq     uint64       // the endpoint's count of its state changes, at ready
+	up      bool         // initialized in this session
+	initing bool         // an initialize of it is under way
+	failed  string       // why its Open or initialize failed, "" if it did not
 	caps    caps
 	level   []byte // the logging/setLevel params last sent to it
 	lists   [numKinds]listState
@@ -80,7 +94,8 @@ type pending struct {
 	key    string // string(id)
 	id     []byte
 	out    mux.Stream
-	member int // the member it was forwarded to; -1 before. Written once, before forwarding.
+	member int     // the member it was forwarded to; -1 before. Written once, before forwarding.
+	mc     *member // that member (the session's entry may be replaced since)
 	// guarded by c.mu:
 	done   bool
 	timer  *time.Timer        // the member's Timeout
@@ -103,26 +118,33 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
-	c := &conn{e: e, general: general, pending: map[string]*pending{}}
+	c := &conn{e: e, general: general, pending: map[string]*pending{}, stateless: stateless, caps: caps}
 	c.principal.Store(httpapi.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())
-	c.members = make([]*member, len(e.members))
-	conns := make([]httpapi.Conn, len(e.members))
-	errs := make([]error, len(e.members))
+	tab, ver := e.table()
+	members := make([]*member, len(tab))
+	conns := make([]httpapi.Conn, len(tab))
+	errs := make([]error, len(tab))
 	var wg sync.WaitGroup
-	for i := range e.members {
-		mc := &member{i: i, m: &e.members[i], apart: stateless && e.members[i].OpenStateless != nil}
-		st := e.state(i)
-		mc.ready, mc.seq = st.ready, st.seq
-		c.members[i] = mc
+	for i, s := range tab {
+		mc := &member{i: i, m: s.m, gen: s.gen, seen: s.m, removed: s.removed, apart: stateless && s.m.OpenStateless != nil}
+		mc.ready, mc.seq = s.st.ready, s.st.seq
+		members[i] = mc
+		if s.removed {
+			mc.failed = removedReason(s.m.Name, e.opts.Name)
+			continue
+		}
 		wg.Go(func() {
-			if m := &e.members[i]; stateless && m.OpenStateless != nil {
-				conns[i], errs[i] = m.OpenStateless(ctx, memberGeneral{c, i}, caps)
+			if m := s.m; mc.apart {
+				conns[i], errs[i] = m.OpenStateless(ctx, memberGeneral{c, mc}, caps)
 			} else {
-				conns[i], errs[i] = m.Backend.Open(ctx, memberGeneral{c, i})
+				conns[i], errs[i] = m.Backend.Open(ctx, memberGeneral{c, mc})
 			}
 		})
 	}
+	c.mu.Lock()
+	c.members, c.tableVer = members, ver
+	c.mu.Unlock()
 	wg.Wait()
 	// Under mu: the members opened first may already be sending.
 	c.mu.Lock()
@@ -144,7 +166,7 @@ func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool,
 	}
 	for i, err := range errs {
 		if err != nil {
-			e.log.Info("member not available to a session", "server", e.members[i].Name, "err", err)
+			e.log.Info("member not available to a session", "server", tab[i].m.Name, "err", err)
 		}
 	}
 	return c, nil
@@ -292,20 +314,24 @@ func (c *conn) fail(p *pending, err error) {
 // reply (their client left and cannot resume), cancelling them upstream.
 func (c *conn) Abandon(out mux.Stream) {
 	type abandoned struct {
-		p      *pending
-		member int
+		p    *pending
+		conn httpapi.Conn
 	}
 	c.mu.Lock()
 	var mine []abandoned
 	for _, p := range c.pending {
 		if p.out == out {
-			mine = append(mine, abandoned{p, p.member})
+			a := abandoned{p: p}
+			if p.mc != nil {
+				a.conn = p.mc.conn
+			}
+			mine = append(mine, a)
 		}
 	}
 	c.mu.Unlock()
 	for _, a := range mine {
-		if a.member >= 0 {
-			c.members[a.member].conn.Abandon(a.p) // cancelled upstream, without a reply
+		if a.conn != nil {
+			a.conn.Abandon(a.p) // cancelled upstream, without a reply
 		}
 		c.finish(a.p, nil, false)
 	}
@@ -349,16 +375,23 @@ func (c *conn) CloseWith(reason string) {
 	}
 }
 
-// closeMembers ends every member's session, telling it why.
+// closeMembers ends every member's session, telling it why. A member
+// session still opening (join) closes itself when it sees the session
+// closed.
 func (c *conn) closeMembers(reason string) {
+	c.mu.Lock()
+	conns := make([]httpapi.Conn, 0, len(c.members))
 	for _, mc := range c.members {
-		if mc == nil || mc.conn == nil {
-			continue
+		if mc != nil && mc.conn != nil {
+			conns = append(conns, mc.conn)
 		}
-		if cw, ok := mc.conn.(httpapi.ConnCloseWith); ok && reason != "" {
+	}
+	c.mu.Unlock()
+	for _, mconn := range conns {
+		if cw, ok := mconn.(httpapi.ConnCloseWith); ok && reason != "" {
 			cw.CloseWith(reason)
 		}
-		mc.conn.Close()
+		mconn.Close()
 	}
 }
 
@@ -370,10 +403,14 @@ func (c *conn) visibleLocked(i int) bool {
 	return mc.ready && mc.up && mc.conn != nil
 }
 
-// unavailable is the error for a request to member i while it is not
-// visible: its state, or why its session failed.
-func (c *conn) unavailable(i int, failed string) error {
-	name := c.e.members[i].Name
+// unavailable is the error for a request to member mc while it is not
+// visible: removed from the endpoint, its state, or why its session
+// failed.
+func (c *conn) unavailable(mc *member, failed string) error {
+	name, i := mc.m.Name, mc.i
+	if mc.removed {
+		return errorf(jsonrpc.CodeInvalidParams, "%s", removedReason(name, c.e.opts.Name))
+	}
 	if st := c.e.state(i); !st.ready {
 		return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, st.text)
 	}

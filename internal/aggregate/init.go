@@ -21,7 +21,7 @@ import (
 func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	// The states as they are now, not as last polled: a gateway that just
 	// started has its members starting, and ready a moment later.
-	for i := range c.members {
+	for i := range c.memberCount() {
 		c.e.refresh(i)
 	}
 	c.mu.Lock()
@@ -35,38 +35,42 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	}
 	c.initParams = params
 	var todo []*member
-	waited := make([]bool, len(c.members)) // not ready: given startWait at most
-	for _, mc := range c.members {
+	members := c.members                         // members joining later are initialized by join, or below
+	waited := make([]bool, len(members))         // not ready: given a start wait at most
+	waits := make([]time.Duration, len(members)) // how long, for those waited
+	for _, mc := range members {
 		if mc.conn != nil {
 			mc.initing = true
 			todo = append(todo, mc)
 			waited[mc.i] = !mc.ready && !mc.m.Critical
+			waits[mc.i] = c.e.startWait(mc.m)
 		}
 	}
 	c.mu.Unlock()
 
 	// Every member is sent the initialize: one backing off answers at once
 	// (and is hidden), one starting is waited for, but not for long unless
-	// it is critical: a server downloading itself must not hold up the
-	// others. It is initialized when it becomes ready.
-	results := make([][]byte, len(c.members))
-	errs := make([]error, len(c.members))
+	// it is critical: a server restarting must not hold up the others, and
+	// one on its first start (a download) is waited for at most
+	// FirstStartWait. It is initialized when it becomes ready.
+	results := make([][]byte, len(members))
+	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for _, mc := range todo {
 		wg.Go(func() {
-			mctx, cancel := c.memberCtxFrom(ctx, mc.i)
+			mctx, cancel := c.memberCtxOf(ctx, mc)
 			defer cancel()
 			if waited[mc.i] {
 				var cancelWait context.CancelFunc
-				mctx, cancelWait = context.WithTimeoutCause(mctx, startWait, deadline{startWait})
+				mctx, cancelWait = context.WithTimeoutCause(mctx, waits[mc.i], deadline{waits[mc.i]})
 				defer cancelWait()
 			}
-			results[mc.i], errs[mc.i] = c.call(mctx, mc.i, "initialize", params)
+			results[mc.i], errs[mc.i] = c.callMember(mctx, mc, "initialize", params)
 		})
 	}
 	wg.Wait()
 	// A member that answered is ready now, whatever was polled before.
-	for i := range c.members {
+	for i := range members {
 		c.e.refresh(i)
 	}
 
@@ -91,17 +95,19 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 			// use). Later changes of that state still hide and show it.
 			mc.ready = true
 		}
-		c.e.rememberCaps(mc.i, mc.caps)
+		c.e.rememberCaps(mc, mc.caps)
 	}
 	var result []byte
 	if critical == nil {
-		result = c.mergeInit(params, results)
+		result = c.mergeInit(params, members, results)
 		c.version = jsonVersion(result)
 		c.epoch++
 		// Members that became ready while they were waited for (their
-		// becoming ready was told while they were initializing).
+		// becoming ready was told while they were initializing), and
+		// members that joined the session meanwhile (SetMembers).
 		for _, mc := range c.members {
-			if mc.ready && !mc.up && !mc.initing && mc.conn != nil && waited[mc.i] {
+			joined := mc.i >= len(members) || members[mc.i] != mc
+			if mc.ready && !mc.up && !mc.initing && mc.conn != nil && (joined || waited[mc.i]) {
 				c.startInitLocked(mc)
 			}
 		}
@@ -109,7 +115,7 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 	c.mu.Unlock()
 	for _, mc := range todo {
 		if err := errs[mc.i]; err != nil && !mc.m.Critical {
-			c.e.logHidden(mc.i, err)
+			c.e.logHidden(mc, err)
 		}
 	}
 	if critical != nil {
@@ -127,7 +133,7 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 // instructions under their names. Members not up count with the
 // capabilities they had last, or with every list when never seen: the
 // client must not skip the lists they will join.
-func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
+func (c *conn) mergeInit(params []byte, members []*member, results [][]byte) []byte {
 	var req struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -136,6 +142,9 @@ func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
 	var all caps
 	var instructions []string
 	for i, r := range results {
+		if members[i].removed {
+			continue
+		}
 		if r == nil {
 			all |= c.e.knownCaps(i)
 			continue
@@ -150,7 +159,7 @@ func (c *conn) mergeInit(params []byte, results [][]byte) []byte {
 		}
 		all |= parseCaps(r)
 		if res.Instructions != "" {
-			instructions = append(instructions, "## "+c.e.members[i].Name+"\n\n"+res.Instructions)
+			instructions = append(instructions, "## "+members[i].m.Name+"\n\n"+res.Instructions)
 		}
 	}
 	if version == "" {
@@ -195,9 +204,15 @@ func jsonVersion(result []byte) string {
 	return r.ProtocolVersion
 }
 
-// startWait is how long a client's initialize waits for a member that is
-// not ready (starting, most likely) and not critical.
-const startWait = 5 * time.Second
+// startWait is how long a client's initialize waits for member m when it
+// is not ready and not critical: Options.FirstStartWait on its first
+// start, else Options.StartWait.
+func (e *Endpoint) startWait(m *Member) time.Duration {
+	if m.FirstStart != nil && m.FirstStart() {
+		return e.opts.FirstStartWait
+	}
+	return e.opts.StartWait
+}
 
 // startInitLocked initializes member mc for the session, which the client
 // initialized before mc was ready. Called with c.mu held.
@@ -211,9 +226,9 @@ func (c *conn) startInitLocked(mc *member) {
 // logging level, as if it had been there; then the client hears of its
 // lists.
 func (c *conn) initMember(mc *member, params []byte) {
-	ctx, cancel := c.memberCtx(mc.i)
+	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
-	result, err := c.call(ctx, mc.i, "initialize", params)
+	result, err := c.callMember(ctx, mc, "initialize", params)
 	c.mu.Lock()
 	mc.initing = false
 	if c.closed {
@@ -223,7 +238,7 @@ func (c *conn) initMember(mc *member, params []byte) {
 	if err != nil {
 		mc.failed = "its initialize failed: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
 		c.mu.Unlock()
-		c.e.logHidden(mc.i, err)
+		c.e.logHidden(mc, err)
 		return
 	}
 	mc.up, mc.failed, mc.caps = true, "", parseCaps(result)
@@ -231,19 +246,19 @@ func (c *conn) initMember(mc *member, params []byte) {
 		mc.lists[k].reset()
 	}
 	c.epoch++
-	if c.visibleLocked(mc.i) {
+	if c.members[mc.i] == mc && c.visibleLocked(mc.i) {
 		c.notifyLocked(mc.caps.kinds())
 	}
 	initialized := c.initialized
 	c.mu.Unlock()
-	c.e.rememberCaps(mc.i, mc.caps)
+	c.e.rememberCaps(mc, mc.caps)
 	if initialized {
 		if msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil)); err == nil {
 			mc.conn.Handle(ctx, &msg, nil)
 		}
 	}
 	c.mu.Lock()
-	if c.visibleLocked(mc.i) {
+	if c.members[mc.i] == mc && c.visibleLocked(mc.i) {
 		c.applyLevelLocked(mc) // after initialized, as a client would
 	}
 	c.mu.Unlock()

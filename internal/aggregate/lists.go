@@ -177,14 +177,14 @@ func (c *conn) loadingLocked(mc *member, k kind) chan struct{} {
 // load fetches member mc's whole list of kind k, for generation gen.
 func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	defer close(done)
-	ctx, cancel := c.memberCtx(mc.i)
+	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
 	var list *memberList
 	var err error
 	if mc.m.SharedLists && !mc.apart {
 		list, err = c.sharedList(ctx, mc, k)
 	} else {
-		list, err = c.fetchAll(ctx, mc.i, k)
+		list, err = c.fetchAll(ctx, mc, k)
 	}
 	c.mu.Lock()
 	ls := &mc.lists[k]
@@ -202,25 +202,27 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	closed := c.closed
 	c.mu.Unlock()
 	if err != nil && !closed {
-		if ok, n := c.e.leftOut[mc.i].allow(); ok {
+		if ok, n := c.e.slotAt(mc.i).leftOut.allow(); ok {
 			c.e.log.Warn("member left out of a merged list", "server", mc.m.Name, "list", kindInfo[k].method, "err", err, "suppressed", n)
 		}
 	}
 }
 
-// fetchAll fetches every page of member i's list of kind k, kept once
+// fetchAll fetches every page of member mc's list of kind k, kept once
 // per content by the endpoint. A list over MaxListBytes (its items and
-// the cursors it took to fetch them) is refused.
-func (c *conn) fetchAll(ctx context.Context, i int, k kind) (*memberList, error) {
+// the cursors it took to fetch them) is refused. It asks mc itself, not
+// whoever holds its index now: a load of a member renewed meanwhile must
+// not keep the new one's list as the old one's.
+func (c *conn) fetchAll(ctx context.Context, mc *member, k kind) (*memberList, error) {
 	var pages []page
 	var size int64
 	seen := map[string]bool{"": true}
 	cursor := ""
 	for {
 		if len(pages) == maxPages {
-			return nil, fmt.Errorf("server %q: %s has more than %d pages", c.e.members[i].Name, kindInfo[k].method, maxPages)
+			return nil, fmt.Errorf("server %q: %s has more than %d pages", mc.m.Name, kindInfo[k].method, maxPages)
 		}
-		p, err := c.fetchPage(ctx, i, k, cursor)
+		p, err := c.fetchPage(ctx, mc, k, cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -233,32 +235,32 @@ func (c *conn) fetchAll(ctx context.Context, i int, k kind) (*memberList, error)
 			size += int64(len(it.raw))
 		}
 		if size > c.e.opts.MaxListBytes {
-			return nil, overBound{c.e.tooBig(fmt.Sprintf("the %s of server %q", kindInfo[k].method, c.e.members[i].Name), size)}
+			return nil, overBound{c.e.tooBig(fmt.Sprintf("the %s of server %q", kindInfo[k].method, mc.m.Name), size)}
 		}
 		if p.next == "" {
 			return c.e.lists.intern(pages), nil
 		}
 		if seen[p.next] {
-			return nil, fmt.Errorf("server %q: %s gave cursor %q twice", c.e.members[i].Name, kindInfo[k].method, p.next)
+			return nil, fmt.Errorf("server %q: %s gave cursor %q twice", mc.m.Name, kindInfo[k].method, p.next)
 		}
 		seen[p.next] = true
 		cursor = p.next
 	}
 }
 
-// fetchPage fetches member i's page of kind k at cursor.
-func (c *conn) fetchPage(ctx context.Context, i int, k kind, cursor string) (page, error) {
+// fetchPage fetches member mc's page of kind k at cursor.
+func (c *conn) fetchPage(ctx context.Context, mc *member, k kind, cursor string) (page, error) {
 	var params []byte
 	if cursor != "" {
 		params = append(append([]byte(`{"cursor":`), quote(cursor)...), '}')
 	}
-	result, err := c.call(ctx, i, kindInfo[k].method, params)
+	result, err := c.callMember(ctx, mc, kindInfo[k].method, params)
 	if err != nil {
 		return page{}, err
 	}
 	p, err := parsePage(k, cursor, result)
 	if err != nil {
-		return page{}, fmt.Errorf("server %q: %w", c.e.members[i].Name, err)
+		return page{}, fmt.Errorf("server %q: %w", mc.m.Name, err)
 	}
 	return p, nil
 }
@@ -280,7 +282,7 @@ func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasC
 	member, offset := 0, 0
 	if hasCursor {
 		var err error
-		if member, offset, err = decodeCursor(cursor, len(c.members)); err != nil {
+		if member, offset, err = decodeCursor(cursor, c.memberCount()); err != nil {
 			c.fail(p, errorf(jsonrpc.CodeInvalidParams, "invalid cursor %q: not one this endpoint gave", clip(cursor)))
 			return
 		}

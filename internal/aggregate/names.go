@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/auth"
 )
 
 // This file is the naming of the endpoint's tools and prompts and the
@@ -162,7 +164,15 @@ func (f *Filter) globs(k kind) *Globs {
 // an item of kind k through, by its own name (tools, prompts) or URI or
 // URI template (resources, templates).
 func (e *Endpoint) allowed(member int, k kind, key string) bool {
-	return e.members[member].Filter.globs(k).allows(key) && e.opts.Filter.globs(k).allows(key)
+	return e.member(member).Filter.globs(k).allows(key) && e.opts.Filter.globs(k).allows(key)
+}
+
+// admits reports whether member m's filter and policy (for principal p)
+// and the endpoint's filter let an item of kind k through: allowed, for
+// the member as a session's table has it (the views are built so).
+func (e *Endpoint) admits(m *Member, p *auth.Principal, k kind, key string) bool {
+	return m.Filter.globs(k).allows(key) && e.opts.Filter.globs(k).allows(key) &&
+		(m.Policy == nil || m.Policy.Allows(p, policyKind(k), key, nil))
 }
 
 // allowed is the endpoint's allowed, and the member's policy for the
@@ -171,7 +181,7 @@ func (c *conn) allowed(member int, k kind, key string) bool {
 	if !c.e.allowed(member, k, key) {
 		return false
 	}
-	pol := c.e.members[member].Policy
+	pol := c.e.policy(member)
 	return pol == nil || pol.Allows(c.who(), policyKind(k), key, nil)
 }
 

@@ -135,7 +135,7 @@ func FuzzNames(f *testing.F) {
 		if max < minMaxNameLen || max > 256 || !utf8.ValidString(prefix) || !utf8.ValidString(name1) || !utf8.ValidString(name2) || name1 == "" || name2 == "" || name1 == name2 {
 			return
 		}
-		e := &Endpoint{opts: Options{Name: "e"}, members: []Member{{Name: "m", Prefix: prefix}},
+		e := &Endpoint{opts: Options{Name: "e"}, slots: []*slot{newSlot(Member{Name: "m", Prefix: prefix}, true, "ready")},
 			naming: naming{sep: "__", max: max, snake: snake}, log: discardLog}
 		x1, x2 := e.naming.expose(prefix, name1), e.naming.expose(prefix, name2)
 		for _, x := range []string{x1, x2} {
@@ -148,7 +148,7 @@ func FuzzNames(f *testing.F) {
 		}
 		raw := func(name string) json.RawMessage { return append(append([]byte(`{"name":`), quote(name)...), '}') }
 		l := &memberList{items: []item{{raw: raw(name1), key: name1}, {raw: raw(name2), key: name2}}}
-		v := e.buildView(kindTools, []*memberList{l}, e.allowed)
+		v := e.buildView(kindTools, []*memberList{l}, []*Member{e.member(0)}, e.allowed)
 		if !json.Valid(v.whole) {
 			t.Fatalf("the merged list is not JSON: %s", v.whole)
 		}
@@ -234,12 +234,15 @@ func TestMergedCaching(t *testing.T) {
 		if tc.policy {
 			members[1].Policy = denyAll{}
 		}
-		e := &Endpoint{opts: Options{Name: "e"}, members: members, naming: naming{sep: "__", max: 64}, log: discardLog}
+		e := &Endpoint{opts: Options{Name: "e"}, naming: naming{sep: "__", max: 64}, log: discardLog}
+		for _, m := range members {
+			e.slots = append(e.slots, newSlot(m, true, "ready"))
+		}
 		lists := make([]*memberList, 2)
 		for i, pages := range tc.members {
 			lists[i] = in.intern(pages)
 		}
-		if got := string(e.buildView(kindTools, lists, e.allowed).whole); got != tc.want {
+		if got := string(e.buildView(kindTools, lists, []*Member{e.member(0), e.member(1)}, e.allowed).whole); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

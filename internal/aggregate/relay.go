@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -21,8 +22,8 @@ const listChangedDelay = 20 * time.Millisecond
 // memberGeneral is the general stream a member's session gets: what the
 // member sends outside the client's requests.
 type memberGeneral struct {
-	c *conn
-	i int
+	c  *conn
+	mc *member
 }
 
 func (g memberGeneral) Send(msg []byte) {
@@ -30,18 +31,22 @@ func (g memberGeneral) Send(msg []byte) {
 	if err != nil {
 		return // the members' sessions send valid JSON-RPC
 	}
+	if !g.c.attached(g.mc) {
+		return // a member removed or renewed since: it has nothing more to tell
+	}
+	i := g.mc.i
 	if m.Kind == jsonrpc.KindNotification {
 		// A member's list changed: the endpoint's did too, and what it
 		// knows of the member's is stale. One notification per kind goes
 		// to the client, for all members at once.
 		for k := range numKinds {
 			if m.MethodIs(kindInfo[k].changed) {
-				g.c.listChanged(g.i, kindSet(1)<<k|sameNotification(k))
+				g.c.listChanged(i, kindSet(1)<<k|sameNotification(k))
 				return
 			}
 		}
 	}
-	g.c.relayParsed(g.i, &m, g.c.general)
+	g.c.relayParsed(i, &m, g.c.general)
 }
 
 // Reply is not used on a general stream by the members' sessions; a reply
@@ -83,14 +88,17 @@ func (c *conn) relayParsed(i int, m *jsonrpc.Message, out mux.Stream) {
 // response carries the client's answer to a server request back to the
 // member that asked, with the member's id.
 func (c *conn) response(ctx context.Context, msg *jsonrpc.Message) {
-	i, id, ok := decodeServerID(msg.Bytes(msg.ID), len(c.members))
+	i, id, ok := decodeServerID(msg.Bytes(msg.ID), c.memberCount())
 	if !ok {
 		c.e.log.Debug("client answered an unknown server request", "id", string(msg.Bytes(msg.ID)))
 		return
 	}
 	back, err := jsonrpc.Parse(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: id}))
-	if mc := c.members[i]; err == nil && mc.conn != nil {
-		mc.conn.Handle(ctx, &back, nil)
+	c.mu.Lock()
+	mconn := c.members[i].conn
+	c.mu.Unlock()
+	if err == nil && mconn != nil {
+		mconn.Handle(ctx, &back, nil)
 	}
 }
 
@@ -106,15 +114,15 @@ func (c *conn) notification(ctx context.Context, msg *jsonrpc.Message) {
 	if msg.MethodIs("notifications/initialized") {
 		c.initialized = true // members initialized later get it then
 	}
-	var to []*member
+	var to []httpapi.Conn
 	for _, mc := range c.members {
 		if mc.up && mc.conn != nil {
-			to = append(to, mc)
+			to = append(to, mc.conn)
 		}
 	}
 	c.mu.Unlock()
-	for _, mc := range to {
-		mc.conn.Handle(ctx, msg, nil)
+	for _, mconn := range to {
+		mconn.Handle(ctx, msg, nil)
 	}
 }
 
@@ -127,32 +135,28 @@ func (c *conn) cancel(ctx context.Context, msg *jsonrpc.Message) {
 	}
 	c.mu.Lock()
 	p := c.pending[string(msg.Bytes(msg.CancelRequestID))]
-	i := -1
-	if p != nil {
-		i = p.member
+	var mconn httpapi.Conn
+	if p != nil && p.mc != nil {
+		mconn = p.mc.conn
 	}
 	c.mu.Unlock()
 	if p == nil {
 		return
 	}
-	if i >= 0 {
-		c.members[i].conn.Handle(ctx, msg, nil)
+	if mconn != nil {
+		mconn.Handle(ctx, msg, nil)
 	}
 	c.finish(p, nil, true) // if the member did not already
 }
 
-// cancelUpstream tells member i's session that the request with id is
+// cancelUpstream tells a member's session that the request with id is
 // over for the endpoint (its timeout passed): it ends it without a reply.
-func (c *conn) cancelUpstream(i int, id []byte, reason string) {
-	mc := c.members[i]
-	if mc.conn == nil {
-		return
-	}
+func cancelUpstream(mconn httpapi.Conn, id []byte, reason string) {
 	params := append(append([]byte(`{"requestId":`), id...), `,"reason":`...)
 	params = append(append(params, quote(reason)...), '}')
 	msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/cancelled", params))
 	if err == nil {
-		mc.conn.Handle(context.Background(), &msg, nil)
+		mconn.Handle(context.Background(), &msg, nil)
 	}
 }
 
@@ -168,7 +172,9 @@ func (c *conn) listChanged(i int, kinds kindSet) {
 			mc.lists[k].reset()
 		}
 	}
-	c.e.invalidate(mc.m, kinds)
+	if mc.m.SharedLists {
+		c.e.invalidate(listsKey{i, mc.gen}, kinds)
+	}
 	c.epoch++
 	if c.visibleLocked(i) {
 		c.notifyLocked(kinds)
@@ -204,15 +210,18 @@ func (c *conn) sendChanged() {
 	}
 }
 
-// memberState is called by the endpoint when member i becomes ready or
-// stops being ready (seq counts these changes: an older one is ignored).
-// Its items leave or join the lists (the client is told); a member this
-// session has not initialized yet is initialized now.
-func (c *conn) memberState(i int, ready bool, seq uint64) {
+// memberState is called by the endpoint when member i (of generation
+// gen) becomes ready or stops being ready (seq counts these changes: an
+// older one is ignored). Its items leave or join the lists (the client is
+// told); a member this session has not initialized yet is initialized now.
+func (c *conn) memberState(i int, gen uint64, ready bool, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed || i >= len(c.members) {
+		return // a member the session has not taken yet: it takes its state then
+	}
 	mc := c.members[i]
-	if c.closed || seq <= mc.seq {
+	if mc.gen != gen || mc.removed || seq <= mc.seq {
 		return
 	}
 	mc.seq = seq

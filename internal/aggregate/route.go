@@ -75,7 +75,7 @@ func (c *conn) certainLocked(k kind, name string) (entry, bool) {
 		if !c.visibleLocked(j) || !mc.caps.has(k) || mc.lists[k].loaded || mc.lists[k].err != nil {
 			continue // its names are known, or it has none to give
 		}
-		pre := c.e.naming.exposedPrefix(c.e.members[j].Prefix)
+		pre := c.e.naming.exposedPrefix(mc.m.Prefix)
 		if pre == "" || len(pre) > c.e.naming.max-hashLen || strings.HasPrefix(name, pre) {
 			return entry{}, false
 		}
@@ -177,7 +177,7 @@ func (c *conn) resolveNameLocked(k kind, name string) (entry, error) {
 			// Its list changed while the session loaded it.
 			return entry{}, errorf(jsonrpc.CodeServerError, "server %q is listing its %ss again; retry", mc.m.Name, noun)
 		}
-		return entry{}, c.unavailable(i, mc.failed)
+		return entry{}, c.unavailable(mc, mc.failed)
 	}
 	return entry{}, errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", noun, name)
 }
@@ -186,7 +186,7 @@ func (c *conn) resolveNameLocked(k kind, name string) (entry, error) {
 // the session can tell without its list: it carries the member's prefix,
 // or the member listed it before it went down. Called with c.mu held.
 func (c *conn) belongsLocked(i int, k kind, name string) bool {
-	m := &c.e.members[i]
+	m := c.members[i].m
 	if pre := c.e.naming.exposedPrefix(m.Prefix); pre != "" && strings.HasPrefix(name, pre) {
 		return true
 	}
@@ -273,7 +273,7 @@ func (c *conn) resolveURILocked(uri string) (int, error) {
 		}
 		names := make([]string, len(allowed))
 		for j, i := range allowed {
-			names[j] = fmt.Sprintf("%q", c.e.members[i].Name)
+			names[j] = fmt.Sprintf("%q", c.members[i].m.Name)
 		}
 		return -1, errorf(jsonrpc.CodeInvalidParams, "resource %q is ambiguous in endpoint %q: each of servers %s %s it",
 			uri, c.e.opts.Name, strings.Join(names, ", "), how)
@@ -286,7 +286,7 @@ func (c *conn) resolveURILocked(uri string) (int, error) {
 			only, n = i, n+1
 		case !c.visibleLocked(i):
 			if c.listedBeforeLocked(i, uri) {
-				return -1, c.unavailable(i, mc.failed)
+				return -1, c.unavailable(mc, mc.failed)
 			}
 			down = append(down, fmt.Sprintf("%q", mc.m.Name))
 		}
@@ -343,22 +343,23 @@ func (c *conn) routeCompletion(ctx context.Context, p *pending, msg *jsonrpc.Mes
 // whose it is.
 func (c *conn) routeOther(ctx context.Context, p *pending, msg *jsonrpc.Message) {
 	up := c.upMembers()
+	live := c.liveMembers()
 	switch {
 	case len(up) == 1:
 		c.forward(ctx, p, up[0].i, msg)
 		return
-	case len(c.members) == 1:
-		c.forward(ctx, p, 0, msg) // down: forward says so
+	case len(live) == 1:
+		c.forward(ctx, p, live[0].i, msg) // down: forward says so
 		return
 	}
-	c.fail(p, errorf(jsonrpc.CodeMethodNotFound, "method %q is not served by endpoint %q, which merges %d servers", msg.MethodName(), c.e.opts.Name, len(c.members)))
+	c.fail(p, errorf(jsonrpc.CodeMethodNotFound, "method %q is not served by endpoint %q, which merges %d servers", msg.MethodName(), c.e.opts.Name, len(live)))
 }
 
 // forward hands a client request to member i, answered there on p, within
 // the member's Timeout.
 func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Message) {
-	mc := c.members[i]
 	c.mu.Lock()
+	mc := c.members[i]
 	if p.done {
 		c.mu.Unlock()
 		return
@@ -366,10 +367,11 @@ func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Mess
 	if !c.visibleLocked(i) {
 		failed := mc.failed
 		c.mu.Unlock()
-		c.fail(p, c.unavailable(i, failed))
+		c.fail(p, c.unavailable(mc, failed))
 		return
 	}
-	p.member = i
+	p.member, p.mc = i, mc
+	mconn := mc.conn
 	if d := mc.m.Timeout; d > 0 {
 		p.timer = time.AfterFunc(d, func() {
 			// The member's call ends first, by its stream (p), not by
@@ -378,13 +380,13 @@ func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Mess
 			// end that new call, or the member would refuse it as a
 			// duplicate (found by the fault tests). A member that has
 			// answered already has nothing to abandon.
-			mc.conn.Abandon(p)
+			mconn.Abandon(p)
 			text := fmt.Sprintf("mcpgate: request timed out: server %q did not answer within %v", mc.m.Name, d)
 			c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeRequestTimeout, text), true)
 		})
 	}
 	c.mu.Unlock()
-	mc.conn.Handle(ctx, msg, p)
+	mconn.Handle(ctx, msg, p)
 	// Answered while the member was taking it (the client left or
 	// cancelled, the timeout passed, before the member had registered
 	// the call, so their cancellation found nothing there): end it at
@@ -394,7 +396,7 @@ func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Mess
 	done := p.done
 	c.mu.Unlock()
 	if done {
-		mc.conn.Abandon(p)
+		mconn.Abandon(p)
 	}
 }
 
@@ -418,9 +420,9 @@ func (c *conn) setLevel(ctx context.Context, p *pending, params []byte) {
 	ok := 0
 	for _, mc := range to {
 		wg.Go(func() {
-			mctx, cancel := c.memberCtxFrom(ctx, mc.i)
+			mctx, cancel := c.memberCtxOf(ctx, mc)
 			defer cancel()
-			_, err := c.call(mctx, mc.i, "logging/setLevel", params)
+			_, err := c.callMember(mctx, mc, "logging/setLevel", params)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -448,9 +450,9 @@ func (c *conn) applyLevelLocked(mc *member) {
 	mc.level = c.level
 	level := c.level
 	go func() {
-		ctx, cancel := c.memberCtx(mc.i)
+		ctx, cancel := c.memberCtxOf(c.ctx, mc)
 		defer cancel()
-		if _, err := c.call(ctx, mc.i, "logging/setLevel", level); err != nil {
+		if _, err := c.callMember(ctx, mc, "logging/setLevel", level); err != nil {
 			c.e.log.Debug("logging level not set on a member that came up", "server", mc.m.Name, "err", err)
 		}
 	}()
@@ -476,10 +478,19 @@ func (ic *internalCall) Reply(msg []byte) {
 // client can guess) to member i and returns its result, or an error: the
 // member's error answer, or a timeout when ctx ends first.
 func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([]byte, error) {
-	mc := c.members[i]
-	if mc.conn == nil {
+	return c.callMember(ctx, c.memberAt(i), method, params)
+}
+
+// callMember is call to the session's member mc (which may have been
+// removed or renewed since: then its session is closed, and answers so).
+func (c *conn) callMember(ctx context.Context, mc *member, method string, params []byte) ([]byte, error) {
+	c.mu.Lock()
+	mconn := mc.conn
+	c.mu.Unlock()
+	if mconn == nil {
 		return nil, errorf(jsonrpc.CodeServerError, "server %q has no session", mc.m.Name)
 	}
+	i := mc.i
 	id := c.e.internalID()
 	msg, err := jsonrpc.Parse(jsonrpc.Request(id, method, params))
 	if err != nil {
@@ -488,7 +499,7 @@ func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([
 	ic := &internalCall{c: c, i: i, reply: make(chan []byte, 1)}
 	c.e.inflight.Add(1)
 	defer c.e.inflight.Add(-1)
-	mc.conn.Handle(ctx, &msg, ic)
+	mconn.Handle(ctx, &msg, ic)
 	select {
 	case r := <-ic.reply:
 		if ctx.Err() == nil {
@@ -498,7 +509,7 @@ func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([
 			return resultOf(r)
 		}
 	case <-ctx.Done():
-		c.cancelUpstream(i, id, "mcpgate: no longer waited for")
+		cancelUpstream(mconn, id, "mcpgate: no longer waited for")
 	}
 	return nil, c.ended(ctx, i, method)
 }
@@ -506,7 +517,7 @@ func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([
 // ended is the error of a request of the endpoint's own to member i that
 // ctx ended: its time limit, or the session's end.
 func (c *conn) ended(ctx context.Context, i int, method string) error {
-	name := c.e.members[i].Name
+	name := c.e.member(i).Name
 	var dl deadline
 	if errors.As(context.Cause(ctx), &dl) && c.ctx.Err() == nil {
 		return errorf(jsonrpc.CodeRequestTimeout, "server %q did not answer %s within %v", name, method, dl.d)
@@ -526,7 +537,12 @@ func (c *conn) memberCtx(i int) (context.Context, context.CancelFunc) {
 }
 
 func (c *conn) memberCtxFrom(ctx context.Context, i int) (context.Context, context.CancelFunc) {
-	if d := c.e.members[i].Timeout; d > 0 {
+	return c.memberCtxOf(ctx, c.memberAt(i))
+}
+
+// memberCtxOf bounds ctx by member mc's Timeout.
+func (c *conn) memberCtxOf(ctx context.Context, mc *member) (context.Context, context.CancelFunc) {
+	if d := mc.m.Timeout; d > 0 {
 		return context.WithTimeoutCause(ctx, d, deadline{d})
 	}
 	return context.WithCancel(ctx)
@@ -536,7 +552,7 @@ func (c *conn) memberCtxFrom(ctx context.Context, i int) (context.Context, conte
 // against the member's policy with the call's arguments (lists checked it
 // without them).
 func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
-	pol := c.e.members[en.member].Policy
+	pol := c.e.policy(en.member)
 	if pol == nil {
 		return nil
 	}
@@ -561,5 +577,5 @@ func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
 	if p != nil {
 		who = fmt.Sprintf(" for %q", p.Name)
 	}
-	return errorf(jsonrpc.CodeInvalidParams, "%s %q is not allowed%s by the policy of server %q", kind, en.key, who, c.e.members[en.member].Name)
+	return errorf(jsonrpc.CodeInvalidParams, "%s %q is not allowed%s by the policy of server %q", kind, en.key, who, c.e.member(en.member).Name)
 }

@@ -30,6 +30,9 @@ import (
 // a change). A fetch under way when its list is invalidated still answers the
 // sessions that waited for it, but is not kept: the next one to ask
 // fetches again, so no list fetched before a change is kept after it.
+// The lists are kept per member index and slot generation (listsKey): a
+// member removed or replaced by SetMembers has its lists dropped, and
+// its successor at the index starts with none.
 // A member without SharedLists (session-isolated, remote: its list may
 // differ per session) is fetched by each session itself, and only the
 // memory is shared, when the contents are the same.
@@ -141,41 +144,60 @@ type listFlight struct {
 }
 
 // memberLists is what the endpoint keeps for one member: its shared
-// lists, by kind, and a token naming it in the keys of the views.
+// lists, by kind.
 type memberLists struct {
-	token uint64
 	kinds [numKinds]sharedList
 }
 
-// sharedOf returns member m's lists. Keyed by the member, so that a member
-// replaced in the endpoint starts with nothing, and with a token of its
-// own: views built with the member it replaced are not its views, even
-// at the same index with the same list.
-func (e *Endpoint) sharedOf(m *Member) *memberLists {
+// listsKey names a member as the shared lists know it: its index and the
+// generation of its slot (members.go). SetMembers bumps the generation
+// when the member's backend, prefix or filter changes or the member is
+// removed, so a member replaced at its index starts with nothing; a
+// change of policy alone keeps the lists (the endpoint filters them
+// itself). The same pair names the member in the keys of the views.
+type listsKey struct {
+	i   int
+	gen uint64
+}
+
+// sharedOf returns the lists of member key. Only a current member's are
+// kept: a session not yet told of a SetMembers that replaced or removed
+// its member gets lists of its own, kept by nobody, so that an entry
+// SetMembers dropped is not made again. Lock order: lmu before mu.
+func (e *Endpoint) sharedOf(key listsKey) *memberLists {
 	e.lmu.Lock()
 	defer e.lmu.Unlock()
-	s := e.shared[m]
-	if s == nil {
-		if e.shared == nil {
-			e.shared = map[*Member]*memberLists{}
-		}
-		e.tokens++
-		s = &memberLists{token: e.tokens}
-		e.shared[m] = s
+	if s := e.shared[key]; s != nil {
+		return s
 	}
+	s := &memberLists{}
+	if !e.isCurrent(key) {
+		return s
+	}
+	if e.shared == nil {
+		e.shared = map[listsKey]*memberLists{}
+	}
+	e.shared[key] = s
 	return s
 }
 
-// invalidate drops member m's shared lists of kinds: they changed. A list
-// neither known nor being fetched has nothing to drop (every session of a
-// shared member hears each list_changed: the first one counts).
-func (e *Endpoint) invalidate(m *Member, kinds kindSet) {
-	if !m.SharedLists {
-		return
-	}
-	sl := e.sharedOf(m)
+// isCurrent reports whether key is the member at its index now.
+func (e *Endpoint) isCurrent(key listsKey) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return key.i < len(e.slots) && e.slots[key.i].gen == key.gen && !e.slots[key.i].removed
+}
+
+// invalidate drops member key's shared lists of kinds: they changed. A
+// list neither known nor being fetched has nothing to drop (every session
+// of a shared member hears each list_changed: the first one counts).
+func (e *Endpoint) invalidate(key listsKey, kinds kindSet) {
 	e.lmu.Lock()
 	defer e.lmu.Unlock()
+	sl := e.shared[key]
+	if sl == nil {
+		return
+	}
 	for k := range numKinds {
 		if s := &sl.kinds[k]; kinds.has(k) && (s.list != nil || s.flight != nil) {
 			s.gen++
@@ -187,15 +209,38 @@ func (e *Endpoint) invalidate(m *Member, kinds kindSet) {
 // dropShared invalidates every shared list: no session is left to hear
 // that one changed, so none can be trusted by the next session.
 func (e *Endpoint) dropShared() {
+	e.pruneShared()
 	e.lmu.Lock()
-	members := make([]*Member, 0, len(e.shared))
-	for m := range e.shared {
-		members = append(members, m)
+	keys := make([]listsKey, 0, len(e.shared))
+	for key := range e.shared {
+		keys = append(keys, key)
 	}
 	e.lmu.Unlock()
-	for _, m := range members {
-		e.invalidate(m, 1<<numKinds-1)
+	for _, key := range keys {
+		e.invalidate(key, 1<<numKinds-1)
 	}
+}
+
+// pruneShared drops the lists of members that are no longer current
+// (removed, or replaced at their index): SetMembers calls it, so that the
+// lists kept grow with the endpoint's members, not with its reloads. A
+// fetch under way for one still answers the sessions waiting for it.
+func (e *Endpoint) pruneShared() {
+	e.lmu.Lock()
+	defer e.lmu.Unlock()
+	for key := range e.shared {
+		if !e.isCurrent(key) {
+			delete(e.shared, key)
+		}
+	}
+}
+
+// sharedCount returns how many members' lists the endpoint keeps (for
+// tests).
+func (e *Endpoint) sharedCount() int {
+	e.lmu.Lock()
+	defer e.lmu.Unlock()
+	return len(e.shared)
 }
 
 // sharedList returns member mc's list of kind k as every session shares
@@ -203,7 +248,7 @@ func (e *Endpoint) dropShared() {
 // this session's member session (within ctx).
 func (c *conn) sharedList(ctx context.Context, mc *member, k kind) (*memberList, error) {
 	e := c.e
-	s := &e.sharedOf(mc.m).kinds[k]
+	s := &e.sharedOf(listsKey{mc.i, mc.gen}).kinds[k]
 	for {
 		e.lmu.Lock()
 		if l := s.list; l != nil {
@@ -218,7 +263,7 @@ func (c *conn) sharedList(ctx context.Context, mc *member, k kind) (*memberList,
 		}
 		e.lmu.Unlock()
 		if mine {
-			list, err := c.fetchAll(ctx, mc.i, k)
+			list, err := c.fetchAll(ctx, mc, k)
 			e.lmu.Lock()
 			f.list, f.err = list, err
 			f.orphaned = err != nil && c.ctx.Err() != nil

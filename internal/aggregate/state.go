@@ -9,19 +9,11 @@ import (
 // (Member.State) to hide a member that is down from every session and show
 // it again, and read afresh when a client initializes.
 
-// poll reads member i's state.
-func (e *Endpoint) poll(i int) (bool, string) {
-	if e.members[i].State == nil {
-		return true, "ready"
-	}
-	return e.members[i].State()
-}
-
 // state returns member i's state as last polled.
 func (e *Endpoint) state(i int) memberState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.states[i]
+	return e.slots[i].st
 }
 
 // pollLoop polls the members' states until Close.
@@ -35,7 +27,10 @@ func (e *Endpoint) pollLoop() {
 			return
 		case <-t.C:
 		}
-		for i := range e.members {
+		e.mu.Lock()
+		n := len(e.slots)
+		e.mu.Unlock()
+		for i := range n {
 			e.refresh(i)
 		}
 	}
@@ -43,15 +38,25 @@ func (e *Endpoint) pollLoop() {
 
 // refresh reads member i's state now and, when it became ready or stopped
 // being ready, tells every session (seq orders what two refreshes at once
-// tell). It returns the state.
+// tell). It returns the state. A removed member's state is left as it is.
 func (e *Endpoint) refresh(i int) memberState {
-	m := &e.members[i]
-	if m.State == nil {
+	e.mu.Lock()
+	s := e.slots[i]
+	m, gen, removed := s.m, s.gen, s.removed
+	e.mu.Unlock()
+	if removed || m.State == nil {
 		return e.state(i)
 	}
 	ready, text := m.State()
 	e.mu.Lock()
-	st := &e.states[i]
+	st := &s.st
+	if s.gen != gen {
+		// SetMembers replaced the member meanwhile: what was read is the
+		// old one's.
+		cur := *st
+		e.mu.Unlock()
+		return cur
+	}
 	changed := st.ready != ready
 	st.ready, st.text = ready, text
 	var sessions []*conn
@@ -72,7 +77,7 @@ func (e *Endpoint) refresh(i int) memberState {
 	}
 	if ready {
 		// Back from a restart, it may list other things.
-		e.invalidate(m, 1<<numKinds-1)
+		e.invalidate(listsKey{i, gen}, 1<<numKinds-1)
 	}
 	switch {
 	case back:
@@ -85,16 +90,18 @@ func (e *Endpoint) refresh(i int) memberState {
 		e.log.Debug("member not ready", "server", m.Name, "state", text)
 	}
 	for _, c := range sessions {
-		c.memberState(i, ready, cur.seq)
+		c.memberState(i, gen, ready, cur.seq)
 	}
 	return cur
 }
 
-// rememberCaps records what member i initialized with, for sessions that
+// rememberCaps records what member mc initialized with, for sessions that
 // initialize while it is down.
-func (e *Endpoint) rememberCaps(i int, c caps) {
+func (e *Endpoint) rememberCaps(mc *member, c caps) {
 	e.mu.Lock()
-	e.states[i].caps, e.states[i].known = c, true
+	if s := e.slots[mc.i]; s.gen == mc.gen {
+		s.st.caps, s.st.known = c, true
+	}
 	e.mu.Unlock()
 }
 
@@ -103,17 +110,17 @@ func (e *Endpoint) rememberCaps(i int, c caps) {
 func (e *Endpoint) knownCaps(i int) caps {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.states[i].known {
+	if !e.slots[i].st.known {
 		return capTools | capPrompts | capResources
 	}
-	return e.states[i].caps
+	return e.slots[i].st.caps
 }
 
-// logHidden logs that member i is hidden from a session (every session
+// logHidden logs that member mc is hidden from a session (every session
 // initialized while it is down would say so: one line a second).
-func (e *Endpoint) logHidden(i int, err error) {
-	if ok, n := e.hidden[i].allow(); ok {
-		e.log.Info("member hidden from a session: its initialize failed", "server", e.members[i].Name, "err", err, "suppressed", n)
+func (e *Endpoint) logHidden(mc *member, err error) {
+	if ok, n := e.slotAt(mc.i).hidden.allow(); ok {
+		e.log.Info("member hidden from a session: its initialize failed", "server", mc.m.Name, "err", err, "suppressed", n)
 	}
 }
 

@@ -150,8 +150,9 @@ type span struct{ start, end int }
 
 // buildView makes the view of kind k from lists[i], member i's list (nil:
 // the member is not visible, has no such list, or its list could not be
-// had), letting through what allowed allows.
-func (e *Endpoint) buildView(k kind, lists []*memberList, allowed func(int, kind, string) bool) *view {
+// had) and members[i], the member it is of (its prefix and policy),
+// letting through what allowed allows.
+func (e *Endpoint) buildView(k kind, lists []*memberList, members []*Member, allowed func(int, kind, string) bool) *view {
 	v := &view{kind: k, byName: map[string]entry{}, exposed: map[entry]string{}, keys: map[entry]bool{}}
 	type listed struct {
 		en entry
@@ -179,7 +180,7 @@ func (e *Endpoint) buildView(k kind, lists []*memberList, allowed func(int, kind
 			if !k.named() {
 				continue
 			}
-			name := e.naming.expose(e.members[i].Prefix, it.key)
+			name := e.naming.expose(members[i].Prefix, it.key)
 			if others, ok := v.collisions[name]; ok {
 				v.collisions[name] = append(others, en)
 				continue
@@ -209,7 +210,7 @@ func (e *Endpoint) buildView(k kind, lists []*memberList, allowed func(int, kind
 		}
 		v.cache = v.cache.mergeAll(l.cache, first)
 		first = false
-		if e.members[i].Policy != nil {
+		if members[i].Policy != nil {
 			v.cache.public = false // another principal's differs
 		}
 	}
@@ -259,7 +260,7 @@ func (e *Endpoint) warnCollision(k kind, name string, ens []entry) {
 func (e *Endpoint) describe(ens []entry) string {
 	parts := make([]string, len(ens))
 	for j, en := range ens {
-		parts[j] = fmt.Sprintf("%q (%q)", e.members[en.member].Name, en.key)
+		parts[j] = fmt.Sprintf("%q (%q)", e.member(en.member).Name, en.key)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -18,10 +18,12 @@ import (
 // A view is a pure function of its inputs: the kind, the lists of the
 // members visible to a session (interned by content, see shared.go), and
 // which of their items the session's principal may use under the
-// members' policies. The key names exactly those, so sessions with the
-// same key share one view, and a view never goes stale: a change makes a
-// new key. Building one is singleflight: sessions asking for a view being
-// built wait for it.
+// members' policies. The key names exactly those (each member by its
+// index and slot generation, and the size of the session's member table),
+// so sessions with the same key share one view, and a view never goes
+// stale: a change makes a new key. Building one is singleflight: sessions
+// asking for a view being built wait for it. SetMembers empties the
+// cache: the keys made with the old members are nobody's any longer.
 //
 // The cache is bounded in bytes by Options.MaxListBytes: past the bound,
 // the least recently used views are evicted (and built again if asked for
@@ -112,6 +114,21 @@ func (vc *viewCache) evictLocked() {
 	}
 }
 
+// clear drops every view: SetMembers changed the members, and the views
+// made for the old ones are nobody's now (their keys name members removed
+// or replaced, or a smaller table). A build under way finishes for the
+// sessions waiting for it but is not kept.
+func (vc *viewCache) clear() {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	for _, en := range vc.entries {
+		en.elem = nil
+	}
+	vc.entries = nil
+	vc.lru.Init()
+	vc.size = 0
+}
+
 // stats returns the views kept and their bytes (for tests).
 func (vc *viewCache) stats() (views int, size int64) {
 	vc.mu.Lock()
@@ -135,25 +152,28 @@ func (e *Endpoint) tooBig(what string, size int64) error {
 }
 
 // viewKeyLocked returns the key of the view of kind k this session has:
-// per member that contributes (visible, with the capability, its list
-// loaded), its index, its token (the member itself: its prefix and
-// filters), its list and the policy's say on it. Cached per session epoch (every
-// change of a member's list or visibility bumps it). Called with c.mu
-// held.
+// the size of its table of members (the view's positions per member, which
+// cursors name), then per member that contributes (visible, with the
+// capability, its list loaded), its index and generation (the member
+// itself: its prefix and filters; a member replaced at its index has a
+// new one), its list and its policy's say on it. Cached per session epoch
+// (every change of a member's list or visibility, and every change of the
+// session's members, bumps it). Called with c.mu held.
 func (c *conn) viewKeyLocked(k kind) string {
 	if c.keyEpoch[k] == c.epoch && c.viewKeys[k] != "" {
 		return c.viewKeys[k]
 	}
-	b := []byte{byte('0' + k)}
+	b := []byte{byte('0' + k), '/'}
+	b = strconv.AppendInt(b, int64(len(c.members)), 10)
 	for i, mc := range c.members {
 		l := c.listedLocked(i, k)
 		if l == nil {
 			continue
 		}
 		b = strconv.AppendInt(append(b, ' '), int64(i), 10)
-		b = strconv.AppendUint(append(b, ':'), c.e.sharedOf(mc.m).token, 10)
+		b = strconv.AppendUint(append(b, ':'), mc.gen, 10)
 		b = strconv.AppendUint(append(b, ':'), l.id, 10)
-		if c.e.members[i].Policy != nil {
+		if mc.seen.Policy != nil {
 			b = append(append(b, ':'), c.policyKeyLocked(mc, k, l)...)
 		}
 	}
@@ -162,16 +182,22 @@ func (c *conn) viewKeyLocked(k kind) string {
 }
 
 // viewLocked returns the view of kind k for this session: the endpoint's
-// shared one, built if no session had it. Called with c.mu held (a build
-// takes no lock of a session).
+// shared one, built if no session had it. The view is built from the
+// members as the session's table has them (mc.seen), exactly what its key
+// names, even while a SetMembers is telling the sessions of a change.
+// Called with c.mu held (a build takes no lock of a session).
 func (c *conn) viewLocked(k kind) (*view, error) {
 	key := c.viewKeyLocked(k)
 	v, err := c.e.views.get(key, func() (*view, error) {
 		lists := make([]*memberList, len(c.members))
-		for i := range c.members {
-			lists[i] = c.listedLocked(i, k)
+		members := make([]*Member, len(c.members))
+		for i, mc := range c.members {
+			lists[i], members[i] = c.listedLocked(i, k), mc.seen
 		}
-		return c.e.buildView(k, lists, c.allowed), nil
+		allowed := func(i int, k kind, key string) bool {
+			return c.e.admits(members[i], c.who(), k, key)
+		}
+		return c.e.buildView(k, lists, members, allowed), nil
 	})
 	if big := (errTooBig{}); errors.As(err, &big) {
 		return nil, c.e.tooBig("the merged "+kindInfo[k].method+" of endpoint "+strconv.Quote(c.e.opts.Name), big.size)
@@ -182,13 +208,14 @@ func (c *conn) viewLocked(k kind) (*view, error) {
 // policyKeyLocked returns what member mc's policy lets this session's
 // principal list of l: "*" for everything, else a digest of its decision
 // on each item. Sessions whose principals get the same decisions share
-// the view, whoever they are. Cached per list. Called with c.mu held.
+// the view, whoever they are. Cached per list and policy (a change of
+// policy alone keeps the list). Called with c.mu held.
 func (c *conn) policyKeyLocked(mc *member, k kind, l *memberList) string {
 	pk := &mc.policy[k]
-	if pk.id == l.id && pk.key != "" {
+	if pk.id == l.id && pk.of == mc.seen && pk.key != "" {
 		return pk.key
 	}
-	pol := c.e.members[mc.i].Policy
+	pol := mc.seen.Policy
 	who := c.who()
 	key := "*"
 	if !pol.AllowsAll(who, policyKind(k)) {
@@ -201,12 +228,13 @@ func (c *conn) policyKeyLocked(mc *member, k kind, l *memberList) string {
 		sum := sha256.Sum256(bits)
 		key = hex.EncodeToString(sum[:16])
 	}
-	pk.id, pk.key = l.id, key
+	pk.id, pk.of, pk.key = l.id, mc.seen, key
 	return key
 }
 
 // policyKey is a member policy's say on one list of a session.
 type policyKey struct {
-	id  uint64 // the list's
+	id  uint64  // the list's
+	of  *Member // whose Policy it is
 	key string
 }

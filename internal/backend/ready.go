@@ -39,6 +39,31 @@ func (s *shared) Ready() (bool, string) {
 	return true, "" // the reverse bridge's process starts on demand
 }
 
+// FirstStarter is an optional interface of a Server whose first start is
+// known: a shared server, while its process has never been ready (a first
+// npx -y download). An endpoint waits longer for such a member when a
+// client initializes.
+type FirstStarter interface {
+	FirstStart() bool
+}
+
+// FirstStart implements FirstStarter from the process that serves the
+// sessions, as Ready does.
+func (s *shared) FirstStart() bool {
+	s.mu.Lock()
+	closed, reverse, mp := s.closed, s.reverse, s.modern
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return false
+	case s.p != nil && !reverse:
+		return s.p.m.FirstStart()
+	case mp != nil:
+		return mp.m.FirstStart()
+	}
+	return false
+}
+
 // stateText words a mux State for Readier.
 func stateText(st mux.State) (bool, string) {
 	text := st.Phase.String()

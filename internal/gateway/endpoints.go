@@ -55,6 +55,9 @@ func (g *Gateway) members(ep *config.Endpoint) []aggregate.Member {
 		if r, ok := be.(backend.Readier); ok {
 			m.State = r.Ready
 		}
+		if f, ok := be.(backend.FirstStarter); ok {
+			m.FirstStart = f.FirstStart
+		}
 		// Its stateless requests' processes serve the endpoint's.
 		m.OpenStateless = backend.StatelessSession(be, g.log.With("server", name))
 		ms = append(ms, m)

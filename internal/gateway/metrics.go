@@ -107,6 +107,6 @@ func counters(c backend.Counters) *metrics.Counters {
 		UnknownReplies: st.UnknownReplies, Unroutable: st.Unroutable, OversizedLines: st.OversizedLines,
 		DroppedProgress: st.DroppedProgress, QueueFull: st.QueueFull, DroppedSends: st.DroppedSends,
 		DroppedNotifications: st.DroppedNotifications, LivenessFailures: st.LivenessFailures,
-		ServerRequestsOverLimit: st.ServerRequestsOverLimit,
+		ServerRequestsOverLimit: st.ServerRequestsOverLimit, TasksForgotten: st.TasksForgotten,
 	}
 }

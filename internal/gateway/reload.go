@@ -17,19 +17,26 @@ import (
 )
 
 // This file applies a new config to a running gateway (Reload): servers
-// added are started, removed ones stopped, changed ones replaced; the
-// endpoints built on a changed server (or whose own entry changed) are
-// rebuilt; API keys, OAuth issuers and policies apply to the requests that
-// come after. Everything else is left running untouched: an unchanged
-// server keeps its processes and its sessions.
+// added are started, removed ones stopped, changed ones replaced; an
+// endpoint whose members were added, removed, replaced or given another
+// policy changes its members in place, keeping its sessions (see
+// aggregate.Endpoint.SetMembers: list_changed, calls to a removed member
+// answered naming it); an endpoint whose own settings that shape every
+// exposed name or filter changed (separator, maxNameLength, snakeCase,
+// tools, prompts, resources) is rebuilt, its sessions ended with a reason
+// naming the keys; API keys, OAuth issuers and policies apply to the
+// requests that come after. Everything else is left running untouched: an
+// unchanged server keeps its processes and its sessions.
 //
 // A reload is all or nothing: the new config is checked (policies compile,
 // no critical server's command is missing, the auth block can be served),
 // the new servers started and the new endpoints built before anything is
 // swapped; any failure stops what was started and leaves the old config
-// running. The swap itself is one Handler.SetTargets; then the sessions of
-// the targets taken away or replaced are ended (endpoints first: their
-// sessions are sessions of the servers) and the old backends stopped.
+// running. The swap itself is one Handler.SetTargets; then the endpoints
+// kept are given their new members (their sessions of replaced or removed
+// servers end there, with the reason), the sessions of the targets taken
+// away or replaced are ended (endpoints first: their sessions are sessions
+// of the servers) and the old backends stopped.
 // Sessions are ended by target key, so a session a client opened on a
 // replaced target in the instant between the swap and that end is ended
 // too (its client gets 404 and initializes again, on the new one): never
@@ -92,9 +99,10 @@ func (g *Gateway) current() (*config.Config, map[string]backend.Server, map[stri
 // ReloadSummary is what a reload did, by name, sorted.
 type ReloadSummary struct {
 	Added, Removed, Changed, Unchanged []string // servers
-	// EndpointsRebuilt are the endpoints built anew: added, changed, or
-	// on a server added, changed or removed; EndpointsRemoved are gone.
-	EndpointsRebuilt, EndpointsRemoved []string
+	// EndpointsRebuilt are the endpoints built anew (added, or settings
+	// changed: their sessions ended); EndpointsUpdated kept their
+	// sessions, their members changed in place; EndpointsRemoved are gone.
+	EndpointsRebuilt, EndpointsUpdated, EndpointsRemoved []string
 	// Restart lists the gateway keys that changed but apply only at the
 	// next start ("gateway.listen").
 	Restart []string
@@ -129,7 +137,8 @@ func (g *Gateway) reload(cfg *config.Config) (ReloadSummary, error) {
 	g.log.Info("config reloaded",
 		"servers_added", strings.Join(s.Added, ","), "servers_removed", strings.Join(s.Removed, ","),
 		"servers_changed", strings.Join(s.Changed, ","), "servers_unchanged", len(s.Unchanged),
-		"endpoints_rebuilt", strings.Join(s.EndpointsRebuilt, ","), "endpoints_removed", strings.Join(s.EndpointsRemoved, ","))
+		"endpoints_rebuilt", strings.Join(s.EndpointsRebuilt, ","), "endpoints_updated", strings.Join(s.EndpointsUpdated, ","),
+		"endpoints_removed", strings.Join(s.EndpointsRemoved, ","))
 	return s, nil
 }
 
@@ -140,9 +149,15 @@ type plan struct {
 	started   []string                       // servers started for this reload (added, changed)
 	endpoints map[string]*aggregate.Endpoint // the new set: unchanged ones and the built ones
 	built     []string                       // endpoints built for this reload
-	auth      auth.Authenticator
-	policies  policy.Set
-	sum       ReloadSummary
+	// rebuilt: why each endpoint built for this reload replaces the
+	// running one (its sessions are ended with it).
+	rebuilt map[string]string
+	// members are the new members of the endpoints kept whose members
+	// change (SetMembers, checked already).
+	members  map[string][]aggregate.Member
+	auth     auth.Authenticator
+	policies policy.Set
+	sum      ReloadSummary
 }
 
 // prepare checks cfg against the running config, starts the servers it
@@ -150,7 +165,8 @@ type plan struct {
 // it started is stopped.
 func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 	old := g.cfg
-	p := &plan{cfg: cfg, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}}
+	p := &plan{cfg: cfg, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{},
+		rebuilt: map[string]string{}, members: map[string][]aggregate.Member{}}
 	var errs []error
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
@@ -159,6 +175,7 @@ func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	keepPolicies(g.cfg, g.policies, cfg, pols)
 	p.policies = pols
 	replaced := map[string]bool{} // servers added, changed or removed: their endpoints are rebuilt
 	for _, name := range cfg.Names() {
@@ -222,8 +239,18 @@ func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 	next := &Gateway{cfg: cfg, log: g.log, servers: p.servers, policies: pols}
 	for _, name := range cfg.EndpointNames() {
 		ep := cfg.Endpoints[name]
-		if e, ok := g.endpoints[name]; ok && !endpointChanged(old, cfg, name, replaced) {
+		e, ok := g.endpoints[name]
+		keys := endpointKeysChanged(old.Endpoints[name], ep)
+		if ok && len(keys) == 0 {
 			p.endpoints[name] = e
+			if membersChanged(old, cfg, name, replaced) {
+				ms := next.members(ep)
+				if err := e.CheckMembers(ms); err != nil {
+					return fail(err) // it names the endpoint
+				}
+				p.members[name] = ms
+				p.sum.EndpointsUpdated = append(p.sum.EndpointsUpdated, name)
+			}
 			continue
 		}
 		e, err := aggregate.New(endpointOptions(ep, g.log), next.members(ep))
@@ -232,6 +259,9 @@ func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 		}
 		p.endpoints[name] = e
 		p.built = append(p.built, name)
+		if ok {
+			p.rebuilt[name] = endpointRebuiltReason(name, keys)
+		}
 	}
 	p.sum.EndpointsRebuilt = slices.Clone(p.built)
 	for _, name := range old.EndpointNames() {
@@ -283,15 +313,23 @@ func (g *Gateway) apply(p *plan) {
 	g.cfg, g.servers, g.endpoints, g.auth, g.policies = &cfg, p.servers, p.endpoints, p.auth, p.policies
 	g.rl.state.Unlock()
 
+	// Before any old server stops: the endpoints end their sessions of
+	// it themselves, telling the requests in flight which member left.
+	for name, ms := range p.members {
+		if err := p.endpoints[name].SetMembers(ms); err != nil {
+			g.log.Error("endpoint members not changed", "endpoint", name, "err", err) // checked in prepare: not expected
+		}
+	}
 	var wg sync.WaitGroup
 	for name, e := range oldEndpoints {
 		if p.endpoints[name] == e {
 			continue
 		}
-		reason := reasonEndpointChanged
-		if _, ok := p.endpoints[name]; !ok {
+		reason, ok := p.rebuilt[name]
+		if !ok {
 			reason = reasonEndpointRemoved
 		}
+		g.log.Info("endpoint sessions ended by the reload", "endpoint", name, "reason", reason)
 		wg.Go(func() {
 			g.Handler.CloseTarget(httpapi.EndpointKey(name), reason)
 			e.Close()
@@ -326,18 +364,17 @@ func sameServer(a, b *config.Server) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// endpointChanged reports whether endpoint name of config a must be
-// rebuilt for config b: its entry changed (but for auth and policy, which
-// the handler applies), or a member was replaced, or a member's policy
-// (which the endpoint applies itself) changed.
-func endpointChanged(a, b *config.Config, name string, replaced map[string]bool) bool {
+// membersChanged reports whether the members of endpoint name differ
+// between configs a and b: one was added, removed or replaced (a server
+// of replaced), or its policy (which the endpoint applies itself)
+// changed. Their order alone is no change: a running endpoint lists its
+// members in the order they joined it.
+func membersChanged(a, b *config.Config, name string, replaced map[string]bool) bool {
 	old, ep := a.Endpoints[name], b.Endpoints[name]
-	if old == nil {
-		return true
-	}
-	x, y := *old, *ep
-	x.Auth, y.Auth, x.Policy, y.Policy = nil, nil, nil, nil
-	if !reflect.DeepEqual(x, y) {
+	x, y := slices.Clone(old.Servers), slices.Clone(ep.Servers)
+	slices.Sort(x)
+	slices.Sort(y)
+	if !slices.Equal(x, y) {
 		return true
 	}
 	for _, m := range ep.Servers {

@@ -80,10 +80,10 @@ func TestReloadFaultsParkedRequest(t *testing.T) {
 
 // TestReloadFaultsEndpointMemberChangedMidCall: a reload changes one
 // member (b) of an endpoint while the endpoint's session has a call in
-// flight on its other member (a), and a's own session has one too: the
-// endpoint's call is answered once, with the endpoint's reason; a's own
-// call is untouched and completes on the same process; the endpoint
-// serves again after a new initialize.
+// flight on each member, and a's own session has one too: the endpoint's
+// call on b is answered once, with the reason naming b; its call on a and
+// a's own call are untouched and complete on the same process; the same
+// endpoint session then calls b's new process.
 func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: fmt.Sprintf("rle-a-%d-x", stamp)}),
@@ -95,18 +95,18 @@ func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	a := g.client("a")
 	a.connect(t)
 	aPID := pidOf(t, a)
+	bPID := pidVia(t, ep, "b__pid")
 
-	// The endpoint's call in flight on a.
-	epDone := make(chan *reply, 1)
-	go func() {
-		epDone <- ep.do(t, ep.request(http.MethodPost, callBody("5", "a__slow", map[string]any{"ms": 600000}, "")), nil)
-	}()
-	// a's own call, short enough to finish after the reload.
-	aDone := make(chan *reply, 1)
-	go func() {
-		aDone <- a.do(t, a.request(http.MethodPost, callBody("6", "slow", map[string]any{"ms": 1500}, "")), nil)
-	}()
-	waitFor(t, "both calls upstream", func() bool { return g.gw.servers["a"].Pending() >= 2 })
+	call := func(c *mcpClient, id, tool string, ms int) <-chan *reply {
+		done := make(chan *reply, 1)
+		go func() {
+			done <- c.do(t, c.request(http.MethodPost, callBody(id, tool, map[string]any{"ms": ms}, "")), nil)
+		}()
+		return done
+	}
+	// Short enough to finish after the reload; b's lasts.
+	epA, epB, aOwn := call(ep, "5", "a__slow", 1500), call(ep, "6", "b__slow", 600000), call(a, "7", "slow", 1500)
+	waitFor(t, "the calls upstream", func() bool { return g.gw.servers["a"].Pending() >= 2 && g.gw.servers["b"].Pending() >= 1 })
 
 	next := cloneConfig(cfg)
 	next.Servers["b"] = fakeServer("b", mcptest.FakeOptions{Marker: fmt.Sprintf("rle-b2-%d-x", stamp)})
@@ -114,40 +114,40 @@ func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sum.EndpointsRebuilt, []string{"all"}) || !slices.Equal(sum.Changed, []string{"b"}) {
+	if !slices.Equal(sum.EndpointsUpdated, []string{"all"}) || !slices.Equal(sum.Changed, []string{"b"}) {
 		t.Errorf("summary %+v", sum)
 	}
-	select {
-	case r := <-epDone:
-		if len(r.Msgs) != 1 {
-			t.Fatalf("endpoint call: %d messages %s", len(r.Msgs), r.Body)
+	answer := func(what string, done <-chan *reply) rpc {
+		t.Helper()
+		select {
+		case r := <-done:
+			if r.Status != http.StatusOK || len(r.Msgs) != 1 {
+				t.Fatalf("%s: %d, %d messages %s", what, r.Status, len(r.Msgs), r.Body)
+			}
+			return r.final(t)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s got no answer", what)
+			return rpc{}
 		}
-		m := r.final(t)
-		if m.Error == nil || !strings.Contains(m.Error.Message, reasonEndpointChanged) || string(m.ID) != "5" {
-			t.Errorf("endpoint call in flight: %s, want an error naming %q", r.Msgs[0], reasonEndpointChanged)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the endpoint's call in flight got no answer")
 	}
-	select {
-	case r := <-aDone:
-		if r.Status != http.StatusOK || len(r.Msgs) != 1 || r.final(t).Error != nil {
-			t.Errorf("a's own call across the reload: %d %s %s", r.Status, r.Body, r.Msgs)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("a's own call got no answer")
+	const reason = `server "b" of endpoint "all" was replaced by a config reload`
+	if m := answer("the endpoint's call on b", epB); m.Error == nil || !strings.Contains(m.Error.Message, reason) || string(m.ID) != "6" {
+		t.Errorf("the endpoint's call in flight on b: %+v, want an error naming %q", m, reason)
+	}
+	if m := answer("the endpoint's call on a", epA); m.Error != nil || toolText(t, m) != "done" {
+		t.Errorf("the endpoint's call on a across the reload: %+v", m)
+	}
+	if m := answer("a's own call", aOwn); m.Error != nil {
+		t.Errorf("a's own call across the reload: %+v", m)
 	}
 	if got := pidOf(t, a); got != aPID {
 		t.Errorf("a's pid %s, was %s", got, aPID)
 	}
-	// The upstream request of the endpoint's call was cancelled: nothing
-	// pending on a but what is asked now.
 	waitFor(t, "a's pending requests to drain", func() bool { return g.gw.servers["a"].Pending() == 0 })
-	ep2 := g.endpointClient("all")
-	ep2.connect(t)
-	if r := ep2.post(t, callBody("7", "b__echo", map[string]string{"message": "nb"}, "")); r.Status != 200 || toolText(t, r.final(t)) != "nb" {
-		t.Errorf("endpoint after the reload: %d %s", r.Status, r.Body)
-	}
+	waitFor(t, "b's new process in the endpoint's session", func() bool {
+		m := ep.post(t, callBody("8", "b__pid", map[string]string{}, "")).final(t)
+		return m.Error == nil && toolText(t, m) != bPID
+	})
 }
 
 // TestReloadFaultsLegacySession: a 2024-11-05 HTTP+SSE session with a

@@ -83,8 +83,8 @@ func TestReloadOnFileChange(t *testing.T) {
 		if r.err != nil || !slices.Equal(r.sum.Added, []string{"b"}) || !slices.Equal(r.sum.Unchanged, []string{"a"}) {
 			t.Fatalf("first reload: %+v, %v; want b added, a unchanged", r.sum, r.err)
 		}
-		if !slices.Equal(r.sum.EndpointsRebuilt, []string{"all"}) {
-			t.Errorf("endpoints rebuilt %v, want [all]", r.sum.EndpointsRebuilt)
+		if !slices.Equal(r.sum.EndpointsUpdated, []string{"all"}) {
+			t.Errorf("endpoints updated %v, want [all]", r.sum.EndpointsUpdated)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("no reload after the file changed")

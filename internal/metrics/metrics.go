@@ -70,6 +70,7 @@ type Counters struct {
 	DroppedNotifications    uint64 // server notifications with no single session to go to
 	LivenessFailures        uint64 // liveness pings unanswered or refused
 	ServerRequestsOverLimit uint64 // server requests refused: too many waiting for clients
+	TasksForgotten          uint64 // tasks forgotten: their session created more than its bound
 }
 
 // Metrics is one gateway's metrics: a registry of its own.

@@ -48,7 +48,7 @@ func TestScrapeCollector(t *testing.T) {
 	src := &fakeSource{
 		sessions: []Sessions{{Target: "a", Kind: "server", Era: "2025-11-25", N: 2}, {Target: "all", Kind: "endpoint", Era: "legacy-sse", N: 1}},
 		servers: []Server{
-			{Name: "a", State: StateBackoff, Pending: 4, Counters: &Counters{Restarts: 5, Unroutable: 6, DroppedProgress: 7}},
+			{Name: "a", State: StateBackoff, Pending: 4, Counters: &Counters{Restarts: 5, Unroutable: 6, DroppedProgress: 7, TasksForgotten: 8}},
 			{Name: "b", State: StatePerSession, Up: true},
 		},
 		dropped: 9, audit: true,
@@ -64,6 +64,9 @@ mcpgate_inflight_requests 3
 # HELP mcpgate_mux_dropped_progress_total Progress notifications for requests no longer pending.
 # TYPE mcpgate_mux_dropped_progress_total counter
 mcpgate_mux_dropped_progress_total{server="a"} 7
+# HELP mcpgate_mux_tasks_forgotten_total Tasks of a shared server forgotten because their session created more than 1,024: the oldest becomes unknown to every session.
+# TYPE mcpgate_mux_tasks_forgotten_total counter
+mcpgate_mux_tasks_forgotten_total{server="a"} 8
 # HELP mcpgate_mux_unroutable_total Server-to-client requests refused: no single session to route them to.
 # TYPE mcpgate_mux_unroutable_total counter
 mcpgate_mux_unroutable_total{server="a"} 6
@@ -84,7 +87,7 @@ mcpgate_sessions{era="2025-11-25",kind="server",target="a"} 2
 mcpgate_sessions{era="legacy-sse",kind="endpoint",target="all"} 1
 `
 	names := []string{"mcpgate_audit_dropped_total", "mcpgate_inflight_requests", "mcpgate_mux_dropped_progress_total",
-		"mcpgate_mux_unroutable_total", "mcpgate_server_restarts_total", "mcpgate_server_up", "mcpgate_server_pending_requests", "mcpgate_sessions"}
+		"mcpgate_mux_tasks_forgotten_total", "mcpgate_mux_unroutable_total", "mcpgate_server_restarts_total", "mcpgate_server_up", "mcpgate_server_pending_requests", "mcpgate_sessions"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}

@@ -28,6 +28,7 @@ var counterDescs = []counterDesc{
 	counter("mcpgate_mux_dropped_notifications_total", "Server notifications dropped: no single session to deliver them to.", func(c *Counters) uint64 { return c.DroppedNotifications }),
 	counter("mcpgate_mux_liveness_failures_total", "Liveness pings unanswered in time or refused.", func(c *Counters) uint64 { return c.LivenessFailures }),
 	counter("mcpgate_mux_server_requests_over_limit_total", "Server-to-client requests refused: too many waiting for a client's answer.", func(c *Counters) uint64 { return c.ServerRequestsOverLimit }),
+	counter("mcpgate_mux_tasks_forgotten_total", "Tasks of a shared server forgotten because their session created more than 1,024: the oldest becomes unknown to every session.", func(c *Counters) uint64 { return c.TasksForgotten }),
 }
 
 func counter(name, help string, get func(*Counters) uint64) counterDesc {

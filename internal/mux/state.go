@@ -77,6 +77,15 @@ func (m *Mux) State() State {
 	return m.state
 }
 
+// FirstStart reports whether no process generation has been ready yet:
+// the server is on its first start (a first npx -y download), which
+// requests wait longer for (startWaitLocked).
+func (m *Mux) FirstStart() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.everReady
+}
+
 // logReady logs that generation gen became Ready, with its startup time:
 // from Started (just after the process started, or the remote session was
 // opened) to the gateway's initialize answered (a Modern Mux: its probe).
