@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
@@ -30,8 +31,8 @@ import (
 type conn struct {
 	e         *Endpoint
 	general   mux.Stream
-	principal *auth.Principal // the session's (member policies)
-	ctx       context.Context // ended by Close
+	principal atomic.Pointer[auth.Principal] // member policies apply to it (principal.go)
+	ctx       context.Context                // ended by Close
 	stop      context.CancelFunc
 	// stateless: a stateless request's session, its members' sessions
 	// opened with OpenStateless and caps (static after open).
@@ -117,8 +118,8 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
-	c := &conn{e: e, general: general, principal: httpapi.Principal(ctx), pending: map[string]*pending{},
-		stateless: stateless, caps: caps}
+	c := &conn{e: e, general: general, pending: map[string]*pending{}, stateless: stateless, caps: caps}
+	c.principal.Store(httpapi.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	tab, ver := e.table()
 	members := make([]*member, len(tab))
@@ -200,6 +201,7 @@ func (c *conn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream
 	if p == nil {
 		return
 	}
+	c.requestPrincipal(ctx)
 	method := msg.MethodName()
 	for k := range numKinds {
 		if method == kindInfo[k].method {

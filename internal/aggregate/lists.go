@@ -209,9 +209,10 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 }
 
 // fetchAll fetches every page of member mc's list of kind k, kept once
-// per content by the endpoint. A list over MaxListBytes is refused. It
-// asks mc itself, not whoever holds its index now: a load of a member
-// renewed meanwhile must not keep the new one's list as the old one's.
+// per content by the endpoint. A list over MaxListBytes (its items and
+// the cursors it took to fetch them) is refused. It asks mc itself, not
+// whoever holds its index now: a load of a member renewed meanwhile must
+// not keep the new one's list as the old one's.
 func (c *conn) fetchAll(ctx context.Context, mc *member, k kind) (*memberList, error) {
 	var pages []page
 	var size int64
@@ -226,6 +227,10 @@ func (c *conn) fetchAll(ctx context.Context, mc *member, k kind) (*memberList, e
 			return nil, err
 		}
 		pages = append(pages, p)
+		// The cursors count too: each is kept (seen, and the page's) until
+		// the list is whole, and a member may hand out big ones with
+		// pages of nothing.
+		size += int64(len(p.next))
 		for _, it := range p.items {
 			size += int64(len(it.raw))
 		}

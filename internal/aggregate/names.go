@@ -182,7 +182,7 @@ func (c *conn) allowed(member int, k kind, key string) bool {
 		return false
 	}
 	pol := c.e.policy(member)
-	return pol == nil || pol.Allows(c.principal, policyKind(k), key, nil)
+	return pol == nil || pol.Allows(c.who(), policyKind(k), key, nil)
 }
 
 // policyKind is the Policy kind of items of kind k.

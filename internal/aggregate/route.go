@@ -569,12 +569,13 @@ func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
 	if err != nil {
 		return errorf(jsonrpc.CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "mcpgate: "))
 	}
-	if pol.Allows(c.principal, kind, en.key, json.RawMessage(cp.Arguments)) {
+	p := c.who()
+	if pol.Allows(p, kind, en.key, json.RawMessage(cp.Arguments)) {
 		return nil
 	}
 	who := ""
-	if c.principal != nil {
-		who = fmt.Sprintf(" for %q", c.principal.Name)
+	if p != nil {
+		who = fmt.Sprintf(" for %q", p.Name)
 	}
 	return errorf(jsonrpc.CodeInvalidParams, "%s %q is not allowed%s by the policy of server %q", kind, en.key, who, c.e.member(en.member).Name)
 }

@@ -195,7 +195,7 @@ func (c *conn) viewLocked(k kind) (*view, error) {
 			lists[i], members[i] = c.listedLocked(i, k), mc.seen
 		}
 		allowed := func(i int, k kind, key string) bool {
-			return c.e.admits(members[i], c.principal, k, key)
+			return c.e.admits(members[i], c.who(), k, key)
 		}
 		return c.e.buildView(k, lists, members, allowed), nil
 	})
@@ -216,11 +216,12 @@ func (c *conn) policyKeyLocked(mc *member, k kind, l *memberList) string {
 		return pk.key
 	}
 	pol := mc.seen.Policy
+	who := c.who()
 	key := "*"
-	if !pol.AllowsAll(c.principal, policyKind(k)) {
+	if !pol.AllowsAll(who, policyKind(k)) {
 		bits := make([]byte, (len(l.items)+7)/8)
 		for j, it := range l.items {
-			if pol.Allows(c.principal, policyKind(k), it.key, nil) {
+			if pol.Allows(who, policyKind(k), it.key, nil) {
 				bits[j/8] |= 1 << (j % 8)
 			}
 		}

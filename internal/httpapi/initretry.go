@@ -30,8 +30,17 @@ func writeRetryable(w http.ResponseWriter, evs []session.Event) bool {
 	return true
 }
 
+// maxRetryAfter bounds the Retry-After of a failed initialize. The error
+// may be a server's own (a session-isolated or remote server answers the
+// client's initialize itself), so its retryAfter is the server's to make
+// up: a client told to wait a year would never come back. The gateway's
+// own values (a backoff, the end of a first start's initTimeout) are
+// rarely longer; a client retrying sooner is told again.
+const maxRetryAfter = 300
+
 // retryAfterOf returns the error data's "retryAfter" of a JSON-RPC error
-// response, when it is a positive whole number of seconds.
+// response, when it is a positive whole number of seconds, at most
+// maxRetryAfter.
 func retryAfterOf(reply []byte) (int64, bool) {
 	var env struct {
 		Error *struct {
@@ -43,5 +52,5 @@ func retryAfterOf(reply []byte) (int64, bool) {
 	if json.Unmarshal(reply, &env) != nil || env.Error == nil || env.Error.Data.RetryAfter <= 0 {
 		return 0, false
 	}
-	return env.Error.Data.RetryAfter, true
+	return min(env.Error.Data.RetryAfter, maxRetryAfter), true
 }

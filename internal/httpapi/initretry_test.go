@@ -43,7 +43,7 @@ func FuzzRetryAfterOf(f *testing.F) {
 	f.Add([]byte(`{"error":{"data":{"retryAfter":-1}}}`))
 	f.Add([]byte(`{"error":null}`))
 	f.Fuzz(func(t *testing.T, reply []byte) {
-		if secs, ok := retryAfterOf(reply); ok && secs <= 0 {
+		if secs, ok := retryAfterOf(reply); ok && (secs <= 0 || secs > maxRetryAfter) {
 			t.Fatalf("retryAfter %d accepted", secs)
 		}
 	})

@@ -133,7 +133,7 @@ func (m *modernStream) Send(msg []byte) {
 
 func (m *modernStream) Reply(msg []byte) {
 	if m.method == "tools/list" && msg != nil {
-		m.h.paramTools.observe(m.s.Server, msg) // paramheaders.go
+		m.h.paramTools.observe(paramKey(m.s.Server, m.s.Owner), msg) // paramheaders.go
 	}
 	if m.pass {
 		if m.seal && msg != nil {

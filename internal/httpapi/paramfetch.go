@@ -17,7 +17,11 @@ import (
 // or until the tool shows up, within paramListTimeout. So that calls of
 // names no server has cannot make the gateway list tools on every call, a
 // target is listed at most once per paramRefetch; a call that finds the
-// tool still unknown goes unchecked, as a header no annotation names.
+// tool still unknown goes unchecked, as a header no annotation names. A
+// call that comes while the target is being listed waits for that list
+// (within its own context): it went unchecked, and a client sending its
+// disagreeing call beside one that makes the gateway list had it through
+// (found by TestParamFetchJoinedByConcurrentCalls).
 
 const (
 	paramRefetch     = 10 * time.Second
@@ -26,30 +30,57 @@ const (
 )
 
 // claimFetch reports whether target may be listed now, and if so records
-// that it is.
-func (p *paramTools) claimFetch(target string, now time.Time) bool {
+// that it is, with the channel to close when the list ends (endFetch);
+// if not, it returns the channel of the list under way, if any.
+func (p *paramTools) claimFetch(target string, now time.Time) (chan struct{}, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fetched == nil {
-		p.fetched = map[string]time.Time{}
+		p.fetched, p.flights = map[string]time.Time{}, map[string]chan struct{}{}
 	}
 	if last, ok := p.fetched[target]; ok && now.Sub(last) < paramRefetch {
-		return false
+		return p.flights[target], false
 	}
 	if len(p.fetched) >= maxParamTools {
 		clear(p.fetched) // a bound, not a schedule: targets are few
 	}
 	p.fetched[target] = now
-	return true
+	done := make(chan struct{})
+	p.flights[target] = done
+	return done, true
+}
+
+// endFetch ends the list of target that claimFetch gave done.
+func (p *paramTools) endFetch(target string, done chan struct{}) {
+	p.mu.Lock()
+	if p.flights[target] == done {
+		delete(p.flights, target)
+	}
+	p.mu.Unlock()
+	close(done)
 }
 
 // listForParams lists target's tools through sb for tool's annotations
-// (see above), feeding every page to the cache.
+// (see above), feeding every page to the cache; target is a paramKey (the
+// list is the request's principal's: ctx carries it).
 func (h *Handler) listForParams(ctx context.Context, target string, sb StatelessBackend, req modern.Request, tool string) {
-	if !h.paramTools.claimFetch(target, time.Now()) {
+	done, mine := h.paramTools.claimFetch(target, time.Now())
+	if !mine {
+		if done != nil {
+			h.paramTools.joined.Add(1)
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, paramListTimeout)
+	defer h.paramTools.endFetch(target, done)
+	// Not ended by the caller leaving: the list is claimed for
+	// paramRefetch, so a client that made the gateway list and hung up at
+	// once would have its next calls go unchecked that long. It keeps the
+	// caller's values (its principal: the list is that principal's).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), paramListTimeout)
 	defer cancel()
 	conn, err := sb.OpenStateless(ctx, discardStream{}, req.Version, req.Capabilities)
 	if err != nil {

@@ -24,6 +24,35 @@ import (
 // (paramfetch.go), and forwarded unchecked if still unknown, as the spec
 // has an intermediary do with headers it does not recognize.
 
+// The cache is kept per target and principal (paramKey): what a principal
+// may use is what its own lists show, and a tool another principal's
+// policy hides from it must not have its headers checked for it (the
+// refusal would name the tool's annotated arguments where the policy says
+// the tool does not exist: found by TestParamHeadersPerPrincipal).
+
+// maxParamKeys bounds the (target, principal) pairs remembered, and
+// maxParamTotal the tools remembered for all of them (a server of 4,096
+// tools listed by 1,024 principals would otherwise cost 4 million
+// entries): past either, every entry is dropped (counted in
+// paramTools.resets) and the cache starts again.
+const (
+	maxParamKeys  = 1024
+	maxParamTotal = 16 * maxParamTools
+)
+
+// paramKey is the cache's key of target for the principal whose owner key
+// (ownerKey; "" without authentication) is owner.
+func paramKey(target, owner string) string { return target + "\x00" + owner }
+
+// paramKeyOf is the cache's key of target for the request of ctx.
+func (h *Handler) paramKeyOf(ctx context.Context, target string) string {
+	owner := ""
+	if h.authenticator() != nil {
+		owner = ownerKey(Principal(ctx))
+	}
+	return paramKey(target, owner)
+}
+
 // maxParamTools bounds the tools remembered per target. Over it, the
 // target's entries are dropped and the list starts again (counted in
 // paramTools.resets): a server listing more tools than that has its
@@ -34,17 +63,20 @@ const maxParamTools = 4096
 // annotations. The zero value is ready to use.
 type paramTools struct {
 	mu sync.Mutex
-	// guarded by mu: target -> tool name -> its annotations (nil: none, or
-	// an invalid annotation, which clients exclude the tool for).
+	// guarded by mu: paramKey -> tool name -> its annotations (nil: none,
+	// or an invalid annotation, which clients exclude the tool for).
 	byTarget map[string]map[string][]modern.ParamHeader
 
-	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools
+	total  int           // guarded by mu: the tools in byTarget, all keys together
+	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools, maxParamKeys or maxParamTotal
+	joined atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
 
-	fetched map[string]time.Time // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
+	fetched map[string]time.Time     // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
+	flights map[string]chan struct{} // guarded by mu: each target's list under way, closed when it ends
 }
 
-// observe records the tools of a tools/list reply relayed on target.
-// A reply that is not a list result changes nothing.
+// observe records the tools of a tools/list reply relayed on target (a
+// paramKey). A reply that is not a list result changes nothing.
 func (p *paramTools) observe(target string, reply []byte) {
 	var env struct {
 		Result struct {
@@ -78,14 +110,32 @@ func (p *paramTools) observe(target string, reply []byte) {
 		p.byTarget = map[string]map[string][]modern.ParamHeader{}
 	}
 	tools := p.byTarget[target]
-	if tools == nil || len(tools)+len(entries) > maxParamTools {
+	// Only names the cache lacks count against the bounds: a server's
+	// lists named again (every client lists) must not start it over each
+	// time, which dropped the tools of its other pages until listed again.
+	added := 0
+	for _, e := range entries {
+		if _, known := tools[e.name]; !known {
+			added++
+		}
+	}
+	if tools == nil && len(p.byTarget) >= maxParamKeys || p.total+added > maxParamTotal {
+		clear(p.byTarget)
+		p.total, tools, added = 0, nil, len(entries)
+		p.resets.Add(1)
+	}
+	if tools == nil || len(tools)+added > maxParamTools {
 		if tools != nil {
 			p.resets.Add(1)
 		}
+		p.total -= len(tools)
 		tools = make(map[string][]modern.ParamHeader, len(entries))
 		p.byTarget[target] = tools
 	}
 	for _, e := range entries[:min(len(entries), maxParamTools)] {
+		if _, known := tools[e.name]; !known {
+			p.total++
+		}
 		tools[e.name] = e.params
 	}
 }
@@ -99,10 +149,22 @@ func (p *paramTools) lookup(target, tool string) ([]modern.ParamHeader, bool) {
 	return params, ok
 }
 
-// forget drops what is known of target's tools (its server was replaced).
+// forget drops what is known of target's tools (its server was
+// replaced), for every principal.
 func (p *paramTools) forget(target string) {
+	prefix := paramKey(target, "")
 	p.mu.Lock()
-	delete(p.byTarget, target)
+	for key, tools := range p.byTarget {
+		if strings.HasPrefix(key, prefix) {
+			p.total -= len(tools)
+			delete(p.byTarget, key)
+		}
+	}
+	for key := range p.fetched {
+		if strings.HasPrefix(key, prefix) {
+			delete(p.fetched, key)
+		}
+	}
 	p.mu.Unlock()
 }
 
@@ -121,10 +183,11 @@ func (h *Handler) checkParamHeaders(ctx context.Context, target string, be Backe
 	if err != nil {
 		return nil // refused with -32602 where the name is read again
 	}
-	params, ok := h.paramTools.lookup(target, p.Name)
+	key := h.paramKeyOf(ctx, target)
+	params, ok := h.paramTools.lookup(key, p.Name)
 	if sb, serves := be.(StatelessBackend); !ok && serves && hasParamHeader(header) {
-		h.listForParams(ctx, target, sb, req, p.Name)
-		params, ok = h.paramTools.lookup(target, p.Name)
+		h.listForParams(ctx, key, sb, req, p.Name)
+		params, ok = h.paramTools.lookup(key, p.Name)
 	}
 	if !ok || len(params) == 0 {
 		return nil

@@ -50,9 +50,20 @@ func TestParamToolsObserve(t *testing.T) {
 	if _, ok := p.lookup("a", fmt.Sprintf("t%d", maxParamTools-1)); !ok {
 		t.Errorf("the newest list's tools not kept")
 	}
-	p.forget("a")
-	if _, ok := p.lookup("a", "t0"); ok {
+	// The cache is keyed by target and principal: forget drops the
+	// target's for every principal, and no other target's.
+	p.observe(paramKey("s", "key\x00alice"), []byte(`{"result":{"tools":[{"name":"x","inputSchema":{}}]}}`))
+	p.observe(paramKey("s", ""), []byte(`{"result":{"tools":[{"name":"x","inputSchema":{}}]}}`))
+	p.observe(paramKey("s2", ""), []byte(`{"result":{"tools":[{"name":"x","inputSchema":{}}]}}`))
+	p.forget("s")
+	if _, ok := p.lookup(paramKey("s", "key\x00alice"), "x"); ok {
 		t.Errorf("forget kept the target's tools")
+	}
+	if _, ok := p.lookup(paramKey("s", ""), "x"); ok {
+		t.Errorf("forget kept the target's tools")
+	}
+	if _, ok := p.lookup(paramKey("s2", ""), "x"); !ok {
+		t.Errorf("forget dropped another target's tools")
 	}
 }
 
@@ -61,16 +72,16 @@ func TestParamToolsObserve(t *testing.T) {
 func TestParamToolsClaimFetch(t *testing.T) {
 	var p paramTools
 	t0 := time.Unix(1000, 0)
-	if !p.claimFetch("a", t0) {
+	if _, ok := p.claimFetch("a", t0); !ok {
 		t.Fatal("first fetch refused")
 	}
-	if p.claimFetch("a", t0.Add(paramRefetch-time.Nanosecond)) {
+	if _, ok := p.claimFetch("a", t0.Add(paramRefetch-time.Nanosecond)); ok {
 		t.Error("a second fetch within paramRefetch")
 	}
-	if !p.claimFetch("b", t0) {
+	if _, ok := p.claimFetch("b", t0); !ok {
 		t.Error("another target's fetch refused")
 	}
-	if !p.claimFetch("a", t0.Add(paramRefetch)) {
+	if _, ok := p.claimFetch("a", t0.Add(paramRefetch)); !ok {
 		t.Error("a fetch after paramRefetch refused")
 	}
 }

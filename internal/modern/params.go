@@ -1,14 +1,18 @@
 package modern
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // This file holds the rules of the Mcp-Param-{Name} headers
@@ -144,8 +148,10 @@ func CheckParamHeaders(h http.Header, params []ParamHeader, arguments []byte) *P
 	for _, ph := range params {
 		name := ParamHeaderPrefix + ph.Name
 		vs := h.Values(name)
-		value, present := valueAt(arguments, ph.Path)
+		value, present, ambiguous := valueAt(arguments, ph.Path)
 		switch {
+		case ambiguous:
+			return paramMismatch(fmt.Sprintf("arguments.%s is named twice, or in another case too: which would the server read?", strings.Join(ph.Path, ".")))
 		case len(vs) > 1:
 			return paramMismatch(fmt.Sprintf("%s header given %d times", name, len(vs)))
 		case !present && len(vs) == 1:
@@ -171,24 +177,56 @@ func paramMismatch(msg string) *Problem {
 }
 
 // valueAt returns the raw value at path in the arguments object, and
-// whether it is there and not null.
-func valueAt(arguments []byte, path []string) (json.RawMessage, bool) {
-	v := json.RawMessage(arguments)
+// whether it is there and not null. ambiguous reports an object on the
+// path naming a member of it twice, or in another case ("Region", alone
+// or beside "region"): a server decoding with Go's encoding/json reads the
+// last of them whatever its case, one reading exact names the exact one
+// or nothing, so no header (or its absence) can be said to stand for the
+// value the server uses.
+func valueAt(arguments []byte, path []string) (value json.RawMessage, present, ambiguous bool) {
+	v := arguments
 	for _, name := range path {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(v, &obj) != nil || obj == nil {
-			return nil, false
-		}
-		var ok bool
-		if v, ok = obj[name]; !ok {
-			return nil, false
+		var found bool
+		var err error
+		if v, found, ambiguous, err = argMember(v, name); err != nil || !found || ambiguous {
+			return nil, false, ambiguous
 		}
 	}
 	if len(v) == 0 || string(v) == "null" {
-		return nil, false
+		return nil, false, false
 	}
-	return v, true
+	return v, true, false
 }
+
+// argMember returns the value of obj's member name, read token by token:
+// whether it is there, and whether it is ambiguous (see valueAt).
+func argMember(obj []byte, name string) (value []byte, found, ambiguous bool, err error) {
+	d := jsontext.NewDecoder(bytes.NewReader(obj), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
+		return nil, false, false, errNotObject
+	}
+	seen := 0
+	for d.PeekKind() != '}' {
+		t, err := d.ReadToken()
+		if err != nil {
+			return nil, false, false, err
+		}
+		k := t.String() // before the next read voids t
+		v, err := d.ReadValue()
+		if err != nil {
+			return nil, false, false, err
+		}
+		if strings.EqualFold(k, name) {
+			seen++
+			if k == name {
+				value, found = bytes.Clone(v), true
+			}
+		}
+	}
+	return value, found, seen > 1 || seen == 1 && !found, nil
+}
+
+var errNotObject = errors.New("not a JSON object")
 
 // headerStandsFor reports whether the decoded header value h stands for the
 // JSON value v: a string equal to it, a number equal to it (compared as
@@ -206,7 +244,19 @@ func headerStandsFor(h string, v json.RawMessage) bool {
 	if h == "" || !(h[0] == '-' || h[0] >= '0' && h[0] <= '9') || !json.Valid([]byte(h)) {
 		return false // JSON number syntax only: no "0x10", "Inf" or "NaN"
 	}
+	if len(v) <= maxExactNumber && len(h) <= maxExactNumber && !bytes.ContainsAny(v, "eE") && !strings.ContainsAny(h, "eE") {
+		// Exactly: as float64, 9007199254740993 and 9007199254740992
+		// agree, and a server with exact integers (Python's) would use
+		// the one the header does not say.
+		bv, ok1 := new(big.Rat).SetString(string(v))
+		hv, ok2 := new(big.Rat).SetString(h)
+		return ok1 && ok2 && bv.Cmp(hv) == 0
+	}
 	bv, err1 := strconv.ParseFloat(string(v), 64)
 	hv, err2 := strconv.ParseFloat(h, 64)
 	return err1 == nil && err2 == nil && !math.IsInf(bv, 0) && bv == hv
 }
+
+// maxExactNumber bounds the numbers compared exactly (without an
+// exponent, whose digits a client could make cost without end).
+const maxExactNumber = 400

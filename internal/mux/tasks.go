@@ -84,23 +84,19 @@ func taskAugmented(msg *jsonrpc.Message) bool {
 
 // taskIDOf returns the string params.taskId of a message (tasks/get,
 // tasks/result, tasks/cancel, notifications/tasks/status), or "" and false.
+// It reads a client's request as strictly as taskid.go says.
 func taskIDOf(raw []byte) (string, bool) {
-	var p struct {
-		TaskID *string `json:"taskId"`
-	}
-	if json.Unmarshal(paramsOf(raw), &p) != nil || p.TaskID == nil {
-		return "", false
-	}
-	return *p.TaskID, true
+	id, err := strictTaskID(raw)
+	return id, err == nil
 }
 
 // taskRequest serves tasks/get, tasks/result and tasks/cancel of a shared
 // Mux: forwarded only for a task the client created.
 func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
 	id := msg.Bytes(msg.ID)
-	taskID, ok := taskIDOf(msg.Raw)
-	if !ok {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "Invalid params: taskId must be a string"))
+	taskID, err := strictTaskID(msg.Raw)
+	if err != nil {
+		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
 	}
 	m := c.m
