@@ -103,7 +103,7 @@ type pending struct {
 
 // Send relays what the member sends about the request (progress, log
 // messages, its server requests) to the client's stream for it.
-func (p *pending) Send(msg []byte) { p.c.relay(p.member, msg, p.out) }
+func (p *pending) Send(msg []byte) { p.c.relay(p.mc, msg, p.out) }
 
 // Reply is the member's answer (or nil: cancelled by the client).
 func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }

@@ -461,11 +461,11 @@ func (c *conn) applyLevelLocked(mc *member) {
 // internalCall is the Stream of a request of the endpoint's own to member i.
 type internalCall struct {
 	c     *conn
-	i     int
+	mc    *member
 	reply chan []byte
 }
 
-func (ic *internalCall) Send(msg []byte) { ic.c.relay(ic.i, msg, ic.c.general) }
+func (ic *internalCall) Send(msg []byte) { ic.c.relay(ic.mc, msg, ic.c.general) }
 
 func (ic *internalCall) Reply(msg []byte) {
 	select {
@@ -496,7 +496,7 @@ func (c *conn) callMember(ctx context.Context, mc *member, method string, params
 	if err != nil {
 		return nil, err // unreachable: params are built or checked JSON
 	}
-	ic := &internalCall{c: c, i: i, reply: make(chan []byte, 1)}
+	ic := &internalCall{c: c, mc: mc, reply: make(chan []byte, 1)}
 	c.e.inflight.Add(1)
 	defer c.e.inflight.Add(-1)
 	mconn.Handle(ctx, &msg, ic)

@@ -1,0 +1,86 @@
+package aggregate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcptest"
+)
+
+// Fault tests of membership changed in place (members.go): what a config
+// reload must not mix up in a running session.
+
+// TestFaultServerRequestAcrossRenewal: a member's server request still
+// open at the client when the member is replaced (or removed and added
+// back) by a reload. The new member's process numbers its own requests
+// as the old one did, under the same index: the client must see two
+// distinct ids, and its late answer to the old request must reach neither
+// the new process nor the new call, which gets its own answer.
+func TestFaultServerRequestAcrossRenewal(t *testing.T) {
+	isolated := func(s *config.Server) { s.Isolation = config.IsolationSession }
+	for _, tc := range []struct {
+		name   string
+		reload func(e *Endpoint, a, b1, b2 Member) error
+	}{
+		{"replaced", func(e *Endpoint, a, _, b2 Member) error { return e.SetMembers([]Member{a, b2}) }},
+		{"removed and added back", func(e *Endpoint, a, b1, _ Member) error {
+			if err := e.SetMembers([]Member{a}); err != nil {
+				return err
+			}
+			return e.SetMembers([]Member{a, b1})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := fakeMember(t, "a", mcptest.FakeOptions{})
+			b1 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")}, isolated)
+			b2 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")}, isolated)
+			e := newEndpoint(t, Options{}, a, b1)
+			cl := connect(t, e, `{"sampling":{}}`)
+			cl.tools()
+			ask := func(id, prompt string) (*stream, serverAsk) {
+				t.Helper()
+				out := cl.send(toolCall(id, "b__sample", `{"prompt":"`+prompt+`"}`))
+				sa := readAsk(t, out)
+				if sa.prompt != prompt {
+					t.Fatalf("server request %+v on the stream of %s", sa, prompt)
+				}
+				return out, sa
+			}
+			oldOut, oldAsk := ask("1", "old")
+
+			if err := tc.reload(e, a, b1, b2); err != nil {
+				t.Fatal(err)
+			}
+			if got := text(t, oldOut.reply(t)); !strings.HasPrefix(got, "error") {
+				t.Errorf("the old call: %q, want an error", got)
+			}
+			// b's new session up, with nothing sent to b meanwhile: the
+			// new process has the old one's history (initialize, one
+			// tools/list, the sample), so it numbers its request alike.
+			tab, _ := e.table()
+			sess := cl.conn.(*conn)
+			waitFor(t, "b's new session", func() bool {
+				sess.mu.Lock()
+				defer sess.mu.Unlock()
+				mc := sess.members[1]
+				return mc.gen == tab[1].gen && mc.up
+			})
+			cl.tools()
+			newOut, newAsk := ask("2", "new")
+			t.Logf("the old process's request %s, the new one's %s", oldAsk.id, newAsk.id)
+			if newAsk.id == oldAsk.id {
+				t.Errorf("the new process's request has the id %s of the old one's, still open at the client", newAsk.id)
+			}
+			// The client answers the old request late, then the new one.
+			cl.handle(answerTo(oldAsk.id, "stale answer to the old request"), nil)
+			cl.handle(answerTo(newAsk.id, "answer to the new request"), nil)
+			if got := text(t, newOut.reply(t)); got != "answer to the new request" {
+				t.Errorf("the new call: %q, want its own answer (the old request's reached the new process)", got)
+			}
+			if n := newOut.replyCount(); n != 1 {
+				t.Errorf("the new call got %d replies", n)
+			}
+		})
+	}
+}
