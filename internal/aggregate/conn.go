@@ -47,11 +47,12 @@ type conn struct {
 	members     []*member
 	tableVer    uint64 // the endpoint's table members was made from
 	closed      bool
-	closeText   string // what requests are told once closed
-	version     string // negotiated by initialize; "" before
-	initParams  []byte // the client's initialize params, for members that come up later
-	initialized bool   // the client sent notifications/initialized
-	level       []byte // the client's last logging/setLevel params, likewise
+	closeText   string         // what requests are told once closed
+	version     string         // negotiated by initialize; "" before
+	initParams  []byte         // the client's initialize params, for members that come up later
+	initialized bool           // the client sent notifications/initialized
+	level       []byte         // the client's last logging/setLevel params, likewise
+	subs        map[string]int // the client's resources/subscribe URIs, to the member index each went to (subscriptions.go)
 	pending     map[string]*pending
 	changed     kindSet          // list_changed notifications due
 	flush       *time.Timer      // sends them; nil when none is due
@@ -118,7 +119,7 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
 	c := &conn{e: e, general: general, principal: httpapi.Principal(ctx), pending: map[string]*pending{},
-		stateless: stateless, caps: caps}
+		subs: map[string]int{}, stateless: stateless, caps: caps}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	tab, ver := e.table()
 	members := make([]*member, len(tab))

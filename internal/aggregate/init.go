@@ -251,6 +251,7 @@ func (c *conn) initMember(mc *member, params []byte) {
 	c.mu.Lock()
 	if c.members[mc.i] == mc && c.visibleLocked(mc.i) {
 		c.applyLevelLocked(mc) // after initialized, as a client would
+		c.resubscribeLocked(mc)
 	}
 	c.mu.Unlock()
 }

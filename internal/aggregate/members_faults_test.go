@@ -84,3 +84,51 @@ func TestFaultServerRequestAcrossRenewal(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultSubscriptionAcrossRenewal: the client subscribed to a member's
+// resource; a reload replaces the member. The client is not told its
+// subscription ended (nothing in the protocol says so), so the member
+// that replaces it must have it too: the new process's resources/updated
+// for that URI reaches the client.
+func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
+	catalog := mcptest.CatalogOptions{ResourceTemplates: []string{"note://{id}"}}
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1"), Catalog: catalog})
+	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2"), Catalog: catalog})
+	e := newEndpoint(t, Options{}, a, b1)
+	cl := connect(t, e, `{}`)
+	cl.result(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"note://7"}}`)
+	if got := text(t, cl.callTool(2, "b__touch", `{"uri":"note://7"}`)); got != "touched" {
+		t.Fatalf("touch: %q", got)
+	}
+	cl.general.waitNotification(t, "notifications/resources/updated")
+
+	if err := e.SetMembers([]Member{a, b2}); err != nil {
+		t.Fatal(err)
+	}
+	tab, _ := e.table()
+	sess := cl.conn.(*conn)
+	waitFor(t, "b's new session", func() bool {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		mc := sess.members[1]
+		return mc.gen == tab[1].gen && mc.up
+	})
+	before := cl.general.countSent("notifications/resources/updated")
+	id := 100
+	waitFor(t, "resources/updated from the new b", func() bool {
+		id++
+		if got := text(t, cl.callTool(id, "b__touch", `{"uri":"note://7"}`)); got != "touched" {
+			t.Fatalf("touch on the new b: %q", got)
+		}
+		return cl.general.countSent("notifications/resources/updated") > before
+	})
+	// Unsubscribed, the next replacement does not subscribe again.
+	cl.result(`{"jsonrpc":"2.0","id":3,"method":"resources/unsubscribe","params":{"uri":"note://7"}}`)
+	sess.mu.Lock()
+	n := len(sess.subs)
+	sess.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d subscriptions kept after the client unsubscribed", n)
+	}
+}

@@ -221,7 +221,7 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 			c.fail(p, err)
 			return
 		}
-		c.forward(ctx, p, i, msg)
+		c.forwardURI(ctx, p, i, msg, uri)
 		return
 	}
 	raw := bytes.Clone(msg.Raw)
@@ -238,7 +238,7 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 			return
 		}
 		m, _ := jsonrpc.Parse(raw)
-		c.forward(ctx, p, i, &m)
+		c.forwardURI(ctx, p, i, &m, uri)
 	})
 }
 
