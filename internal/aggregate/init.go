@@ -77,7 +77,12 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 		mc.initing = false
 		if err := errs[mc.i]; err != nil {
 			mc.failed = "its initialize failed: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
-			if mc.m.Critical && critical == nil {
+			// A member a reload replaced or removed meanwhile (its session
+			// closed under the initialize) is not the session's any
+			// longer: its successor joins in the background, and the
+			// client's initialize does not fail for it (found by the
+			// fault tests).
+			if mc.m.Critical && critical == nil && c.members[mc.i] == mc {
 				critical = errorf(jsonrpc.CodeServerError, "server %q, critical in endpoint %q, failed to initialize: %s",
 					mc.m.Name, c.e.opts.Name, strings.TrimPrefix(err.Error(), "mcpgate: "))
 			}

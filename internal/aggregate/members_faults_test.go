@@ -1,10 +1,14 @@
 package aggregate
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
 
@@ -131,4 +135,59 @@ func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%d subscriptions kept after the client unsubscribed", n)
 	}
+}
+
+// TestFaultCriticalMemberReplacedDuringInitialize: a reload replaces a
+// critical member while a client's initialize waits for it. The old
+// member's session is closed under the initialize, which must not fail
+// the client's initialize ("critical ... failed"): the member that
+// replaces it joins the session as any member added does.
+func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	b1.Critical, b2.Critical = true, true
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	defer released.Do(func() { close(release) })
+	b1.Backend = &gateBackend{Backend: b1.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
+		if !msg.MethodIs("initialize") {
+			return nil
+		}
+		var held <-chan struct{}
+		once.Do(func() {
+			close(entered)
+			held = release
+		})
+		return held
+	}}
+	e := newEndpoint(t, Options{}, a, b1)
+	general := newStream()
+	c, err := e.Open(context.Background(), general)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := &client{t: t, conn: c, general: general}
+	out := cl.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	select {
+	case <-entered:
+	case <-time.After(wait):
+		t.Fatal("b's initialize never reached b")
+	}
+	if err := e.SetMembers([]Member{a, b2}); err != nil {
+		t.Fatal(err)
+	}
+	// b1's session is closed now: its initialize goes on, and is
+	// answered with the reason.
+	released.Do(func() { close(release) })
+	if r := out.reply(t); strings.Contains(string(r), `"error"`) {
+		t.Fatalf("initialize with b replaced meanwhile: %s, want a result", r)
+	}
+	cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	id := 0
+	waitFor(t, "the new b in the session", func() bool {
+		id++
+		return text(t, cl.callTool(id, "b__echo", `{"message":"new b"}`)) == "new b"
+	})
 }
