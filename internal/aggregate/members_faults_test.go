@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // Fault tests of membership changed in place (members.go): what a config
@@ -184,6 +187,80 @@ func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
 	if r := out.reply(t); strings.Contains(string(r), `"error"`) {
 		t.Fatalf("initialize with b replaced meanwhile: %s, want a result", r)
 	}
+	cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	id := 0
+	waitFor(t, "the new b in the session", func() bool {
+		id++
+		return text(t, cl.callTool(id, "b__echo", `{"message":"new b"}`)) == "new b"
+	})
+}
+
+// holdOpen is a member backend whose Open waits for release before it
+// opens the real one; entered is closed when the first Open arrives.
+type holdOpen struct {
+	httpapi.Backend
+	once     sync.Once
+	entered  chan struct{}
+	released chan struct{}
+}
+
+func (h *holdOpen) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+	h.once.Do(func() { close(h.entered) })
+	select {
+	case <-h.released:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Backend.Open(ctx, general)
+}
+
+// TestFaultCriticalMemberReplacedDuringOpen: a session opens while a
+// reload replaces a critical member and stops its old server (as the
+// gateway does right after SetMembers). The old member's Open fails on the
+// stopped server; the session must not fail for it: it is on a table
+// older than the endpoint's, and takes the new member when it registers.
+func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	b1.Critical, b2.Critical = true, true
+	old := b1.Backend.(backend.Server)
+	h := &holdOpen{Backend: old, entered: make(chan struct{}), released: make(chan struct{})}
+	b1.Backend = h
+	e := newEndpoint(t, Options{}, a, b1)
+
+	type opened struct {
+		c   httpapi.Conn
+		err error
+	}
+	done := make(chan opened, 1)
+	general := newStream()
+	go func() {
+		c, err := e.Open(context.Background(), general)
+		done <- opened{c, err}
+	}()
+	select {
+	case <-h.entered:
+	case <-time.After(wait):
+		t.Fatal("the session never opened b")
+	}
+	if err := e.SetMembers([]Member{a, b2}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close() // the gateway stops the replaced server
+	close(h.released)
+	var o opened
+	select {
+	case o = <-done:
+	case <-time.After(wait):
+		t.Fatal("Open never returned")
+	}
+	if o.err != nil {
+		t.Fatalf("a session opened while its critical member was replaced: %v, want it opened on the new member", o.err)
+	}
+	t.Cleanup(o.c.Close)
+	cl := &client{t: t, conn: o.c, general: general}
+	cl.init = cl.result(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 	id := 0
 	waitFor(t, "the new b in the session", func() bool {
