@@ -268,3 +268,57 @@ func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
 		return text(t, cl.callTool(id, "b__echo", `{"message":"new b"}`)) == "new b"
 	})
 }
+
+// TestFaultRenewalStormLeaksNothing: a member with a process per session
+// replaced by 40 reloads in a row, under two sessions, some of which end
+// while their member's new session is still joining: at the end each
+// session still open has one process of the member, the ones closed none,
+// and the session's table and the endpoint's slots did not grow.
+func TestFaultRenewalStormLeaksNothing(t *testing.T) {
+	isolated := func(s *config.Server) { s.Isolation = config.IsolationSession }
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	m1, m2 := marker(t, "b1"), marker(t, "b2")
+	b1 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: m1}, isolated)
+	b2 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: m2}, isolated)
+	e := newEndpoint(t, Options{}, a, b1)
+	kept := connect(t, e, `{}`)
+	const reloads = 40
+	for n := range reloads {
+		// A session opened in the storm, closed in the middle of it.
+		short := connect(t, e, `{}`)
+		b := []Member{b2, b1}[n%2]
+		if err := e.SetMembers([]Member{a, b}); err != nil {
+			t.Fatal(err)
+		}
+		short.conn.Close()
+	}
+	// Reload n sets b2 when n is even: an even number of reloads ends on b1.
+	last := m1
+	if reloads%2 == 1 {
+		last = m2
+	}
+	waitFor(t, "b's last session up", func() bool {
+		return !strings.HasPrefix(text(t, kept.callTool(1, "b__pid", `{}`)), "error")
+	})
+	other := m2
+	if last == m2 {
+		other = m1
+	}
+	if left := mcptest.WaitProcsGone(other, wait); len(left) > 0 {
+		t.Errorf("processes of the replaced b left: %v", left)
+	}
+	waitFor(t, "one process of the last b (the open session's)", func() bool {
+		return len(mcptest.Procs(last)) == 1
+	})
+	if n := kept.conn.(*conn).memberCount(); n != 2 {
+		t.Errorf("the session's table has %d members after %d reloads, want 2", n, reloads)
+	}
+	tab, _ := e.table()
+	if len(tab) != 2 {
+		t.Errorf("the endpoint has %d slots after %d reloads, want 2", len(tab), reloads)
+	}
+	kept.conn.Close()
+	if left := mcptest.WaitProcsGone(last, wait); len(left) > 0 {
+		t.Errorf("processes of b left after the last session closed: %v", left)
+	}
+}
