@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -321,4 +322,42 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 	if left := mcptest.WaitProcsGone(last, wait); len(left) > 0 {
 		t.Errorf("processes of b left after the last session closed: %v", left)
 	}
+}
+
+// TestFaultMemberAddedBringsCapabilities: a session initialized while the
+// endpoint's members had no completions; a reload adds a member with
+// prompts and completions. A client checks the capabilities it was given
+// before it calls a method (the TypeScript SDK's complete() refuses
+// without "completions"), and a session's capabilities cannot change: so
+// the endpoint, whose members can, declares from the start every
+// capability a member joining later may bring, and the new member's
+// completions work in the kept session.
+func TestFaultMemberAddedBringsCapabilities(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{Prompts: []string{"greet"}}})
+	e := newEndpoint(t, Options{}, a)
+	cl := connect(t, e, `{}`)
+	var init struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+	}
+	if err := json.Unmarshal(cl.init, &init); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"tools", "prompts", "resources", "completions", "logging"} {
+		if init.Capabilities[c] == nil {
+			t.Errorf("capabilities %s: no %q, which a member added later may bring", cl.init, c)
+		}
+	}
+	for _, c := range []string{"tools", "prompts", "resources"} {
+		if !strings.Contains(string(init.Capabilities[c]), `"listChanged":true`) {
+			t.Errorf("capabilities.%s %s: want listChanged (members join and leave)", c, init.Capabilities[c])
+		}
+	}
+	if err := e.SetMembers([]Member{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's completions in the session", func() bool {
+		r := cl.do(`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"b__greet"},"argument":{"name":"x","value":""}}}`)
+		return strings.Contains(string(r), `"values":["greet"]`)
+	})
 }
