@@ -73,6 +73,11 @@ type member struct {
 	// removed: a tombstone of a member removed by SetMembers, with
 	// what it listed; never visible.
 	removed bool
+	// joinCtx bounds the Open of a member that joined after the session
+	// opened (join); stopJoin ends it, also when reconcile replaces the
+	// entry. Set before join starts, nil for the others.
+	joinCtx  context.Context
+	stopJoin context.CancelFunc
 	// guarded by conn.mu:
 	conn    httpapi.Conn // nil while Open failed or is under way, and in a tombstone
 	seen    *Member      // the endpoint's member its lists were loaded for (a policy change reloads them)

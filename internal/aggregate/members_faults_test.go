@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -359,5 +360,48 @@ func TestFaultMemberAddedBringsCapabilities(t *testing.T) {
 	waitFor(t, "b's completions in the session", func() bool {
 		r := cl.do(`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"b__greet"},"argument":{"name":"x","value":""}}}`)
 		return strings.Contains(string(r), `"values":["greet"]`)
+	})
+}
+
+// stuckOpen is a member backend whose Open never succeeds: it waits for
+// its context (a server at its process cap, a remote that does not
+// answer), counting the Opens under way.
+type stuckOpen struct {
+	httpapi.Backend
+	waiting atomic.Int64
+}
+
+func (s *stuckOpen) Open(ctx context.Context, _ mux.Stream) (httpapi.Conn, error) {
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestFaultSupersededJoinsEnd: reloads replace a member whose Open hangs,
+// again and again, under an open session. Each replacement starts the
+// member's session anew (join); the joins of the entries replaced since
+// are nobody's and must end then, not pile up until the session ends.
+func TestFaultSupersededJoinsEnd(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	e := newEndpoint(t, Options{}, a, b)
+	cl := connect(t, e, `{}`)
+	stuck := []*stuckOpen{{Backend: b.Backend}, {Backend: b.Backend}}
+	const reloads = 20
+	for n := range reloads {
+		m := b
+		m.Backend = stuck[n%2]
+		if err := e.SetMembers([]Member{a, m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the joins of replaced entries to end", func() bool {
+		return stuck[0].waiting.Load()+stuck[1].waiting.Load() <= 1
+	})
+	// The last one is the session's: it waits until the session ends.
+	cl.conn.Close()
+	waitFor(t, "the last join to end with the session", func() bool {
+		return stuck[0].waiting.Load()+stuck[1].waiting.Load() == 0
 	})
 }
