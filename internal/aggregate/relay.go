@@ -45,6 +45,15 @@ func (g memberGeneral) Send(msg []byte) {
 				return
 			}
 		}
+		// A resource the member's filters or policy hide (since a
+		// reload, maybe: its subscription at the member was made before)
+		// is not the client's to hear of, as it is not its to read
+		// (found by the fault tests).
+		if m.MethodIs("notifications/resources/updated") {
+			if uri, _, ok := findString(m.Raw, "params", "uri"); ok && !g.c.allowed(i, kindResources, uri) {
+				return
+			}
+		}
 	}
 	g.c.relayParsed(g.mc, &m, g.c.general)
 }

@@ -41,7 +41,7 @@ func (c *conn) forwardURI(ctx context.Context, p *pending, i int, msg *jsonrpc.M
 func (c *conn) resubscribeLocked(mc *member) {
 	var uris []string
 	for uri, i := range c.subs {
-		if i == mc.i {
+		if i == mc.i && c.allowed(i, kindResources, uri) { // the member's policy now
 			uris = append(uris, uri)
 		}
 	}
