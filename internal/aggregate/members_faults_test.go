@@ -459,3 +459,59 @@ func TestFaultPolicyTightenedStopsResourceUpdates(t *testing.T) {
 		t.Errorf("%d resources/updated of note://7, which the policy now hides, reached the client", n)
 	}
 }
+
+// TestFaultSessionsOpenedDuringReloads: sessions open (and initialize)
+// while reloads swap members in and out. Once the reloads are over, every
+// session's table is the endpoint's: each index of the generation the
+// endpoint has, a tombstone exactly where the endpoint has one; never a
+// mix of an older table and a newer one.
+func TestFaultSessionsOpenedDuringReloads(t *testing.T) {
+	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	c := fakeMember(t, "c", mcptest.FakeOptions{})
+	b2 := fakeMember(t, "b", mcptest.FakeOptions{})
+	e := newEndpoint(t, Options{}, a, b)
+	sets := [][]Member{{a, c}, {a, b2}, {b, c}, {a}, {a, b, c}}
+	const openers, each, reloads = 3, 6, 25
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var clients []*client
+	for range openers {
+		wg.Go(func() {
+			for range each {
+				cl := connect(t, e, `{}`)
+				mu.Lock()
+				clients = append(clients, cl)
+				mu.Unlock()
+			}
+		})
+	}
+	for n := range reloads {
+		if err := e.SetMembers(sets[n%len(sets)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	tab, ver := e.table()
+	for k, cl := range clients {
+		s := cl.conn.(*conn)
+		s.mu.Lock()
+		if s.tableVer != ver || len(s.members) != len(tab) {
+			t.Errorf("session %d: table version %d of %d members, the endpoint's %d of %d", k, s.tableVer, len(s.members), ver, len(tab))
+		} else {
+			for i, mc := range s.members {
+				if mc.gen != tab[i].gen || mc.removed != tab[i].removed || mc.seen != tab[i].m {
+					t.Errorf("session %d: member %d is %q gen %d removed %v, the endpoint's %q gen %d removed %v",
+						k, i, mc.m.Name, mc.gen, mc.removed, tab[i].m.Name, tab[i].gen, tab[i].removed)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	// And they work: the last set is a, b, c.
+	for k, cl := range clients {
+		waitFor(t, "c in every session", func() bool {
+			return text(t, cl.callTool(100+k, "c__echo", `{"message":"end"}`)) == "end"
+		})
+	}
+}
