@@ -134,8 +134,12 @@ func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
 		}
 		return cl.general.countSent("notifications/resources/updated") > before
 	})
-	// Unsubscribed, the next replacement does not subscribe again.
-	cl.result(`{"jsonrpc":"2.0","id":3,"method":"resources/unsubscribe","params":{"uri":"note://7"}}`)
+	// Unsubscribed while b is removed (whatever the answer), it is not
+	// subscribed again when b comes back.
+	if err := e.SetMembers([]Member{a}); err != nil {
+		t.Fatal(err)
+	}
+	cl.do(`{"jsonrpc":"2.0","id":3,"method":"resources/unsubscribe","params":{"uri":"note://7"}}`)
 	sess.mu.Lock()
 	n := len(sess.subs)
 	sess.mu.Unlock()

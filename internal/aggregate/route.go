@@ -209,6 +209,9 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
 		return
 	}
+	if msg.MethodIs("resources/unsubscribe") {
+		c.unsubscribed(uri)
+	}
 	c.mu.Lock()
 	known := c.completeLocked(kindResources) && c.completeLocked(kindTemplates)
 	i, err := -1, error(nil)

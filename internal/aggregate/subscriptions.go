@@ -17,20 +17,25 @@ import (
 // it is up.
 
 // forwardURI is forward of a request naming uri to member i, noting a
-// resources/subscribe or unsubscribe first: the client's intent is what
-// a member that replaces this one is given, whatever this one answers.
+// resources/subscribe first: the client's intent is what a member that
+// replaces this one is given, whatever this one answers.
 func (c *conn) forwardURI(ctx context.Context, p *pending, i int, msg *jsonrpc.Message, uri string) {
-	switch {
-	case msg.MethodIs("resources/subscribe"):
+	if msg.MethodIs("resources/subscribe") {
 		c.mu.Lock()
 		c.subs[uri] = i
 		c.mu.Unlock()
-	case msg.MethodIs("resources/unsubscribe"):
-		c.mu.Lock()
-		delete(c.subs, uri)
-		c.mu.Unlock()
 	}
 	c.forward(ctx, p, i, msg)
+}
+
+// unsubscribed forgets the client's subscription to uri as soon as it asks,
+// before it is routed: also when its member is removed or down (the
+// client is answered with an error), a member that takes the index again
+// must not be subscribed to it.
+func (c *conn) unsubscribed(uri string) {
+	c.mu.Lock()
+	delete(c.subs, uri)
+	c.mu.Unlock()
 }
 
 // resubscribeLocked sends member mc, up in the session in place of an
