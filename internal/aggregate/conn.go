@@ -48,11 +48,12 @@ type conn struct {
 	members     []*member
 	tableVer    uint64 // the endpoint's table members was made from
 	closed      bool
-	closeText   string // what requests are told once closed
-	version     string // negotiated by initialize; "" before
-	initParams  []byte // the client's initialize params, for members that come up later
-	initialized bool   // the client sent notifications/initialized
-	level       []byte // the client's last logging/setLevel params, likewise
+	closeText   string         // what requests are told once closed
+	version     string         // negotiated by initialize; "" before
+	initParams  []byte         // the client's initialize params, for members that come up later
+	initialized bool           // the client sent notifications/initialized
+	level       []byte         // the client's last logging/setLevel params, likewise
+	subs        map[string]int // the client's resources/subscribe URIs, to the member index each went to (subscriptions.go)
 	pending     map[string]*pending
 	changed     kindSet          // list_changed notifications due
 	flush       *time.Timer      // sends them; nil when none is due
@@ -73,6 +74,11 @@ type member struct {
 	// removed: a tombstone of a member removed by SetMembers, with
 	// what it listed; never visible.
 	removed bool
+	// joinCtx bounds the Open of a member that joined after the session
+	// opened (join); stopJoin ends it, also when reconcile replaces the
+	// entry. Set before join starts, nil for the others.
+	joinCtx  context.Context
+	stopJoin context.CancelFunc
 	// guarded by conn.mu:
 	conn    httpapi.Conn // nil while Open failed or is under way, and in a tombstone
 	seen    *Member      // the endpoint's member its lists were loaded for (a policy change reloads them)
@@ -104,7 +110,7 @@ type pending struct {
 
 // Send relays what the member sends about the request (progress, log
 // messages, its server requests) to the client's stream for it.
-func (p *pending) Send(msg []byte) { p.c.relay(p.member, msg, p.out) }
+func (p *pending) Send(msg []byte) { p.c.relay(p.mc, msg, p.out) }
 
 // Reply is the member's answer (or nil: cancelled by the client).
 func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
@@ -118,7 +124,7 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
-	c := &conn{e: e, general: general, pending: map[string]*pending{}, stateless: stateless, caps: caps}
+	c := &conn{e: e, general: general, pending: map[string]*pending{}, subs: map[string]int{}, stateless: stateless, caps: caps}
 	c.principal.Store(httpapi.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	tab, ver := e.table()

@@ -73,37 +73,60 @@ func decodeCursor(c string, members int) (member, offset int, err error) {
 // client's answer is routed back by it. Nothing is stored: a forged id
 // reaches at most a member's own check of its server requests (which only
 // accepts answers from the session it asked).
+//
+// A member replaced under the same index by a config reload (its slot's
+// generation bumped, members.go) numbers its requests anew, so the
+// generation is in the id too, "m<index>.<gen>:<id>" (left out while it is
+// 0): an answer the client gives late to the old member's request must not
+// reach the new member as the answer to its own request with the same id
+// (found by the fault tests). Only the canonical spelling decodes.
 
-// encodeServerID returns the id (a JSON string) under which member's
-// server request with the raw JSON id is sent to the client.
-func encodeServerID(member int, id []byte) []byte {
-	s := "m" + strconv.Itoa(member) + ":" + string(id)
+// encodeServerID returns the id (a JSON string) under which the server
+// request with the raw JSON id of member (of generation gen) is sent to the
+// client.
+func encodeServerID(member int, gen uint64, id []byte) []byte {
+	s := "m" + strconv.Itoa(member)
+	if gen != 0 {
+		s += "." + strconv.FormatUint(gen, 10)
+	}
+	s += ":" + string(id)
 	q, _ := jsontext.AppendQuote(nil, s) // id is valid JSON, so UTF-8
 	return q
 }
 
-// decodeServerID reads an id made by encodeServerID: the member and its
-// raw JSON id; ok false for anything else.
-func decodeServerID(raw []byte, members int) (member int, id []byte, ok bool) {
+// decodeServerID reads an id made by encodeServerID: the member, its
+// generation and its raw JSON id; ok false for anything else.
+func decodeServerID(raw []byte, members int) (member int, gen uint64, id []byte, ok bool) {
 	if len(raw) < 2 || raw[0] != '"' {
-		return 0, nil, false
+		return 0, 0, nil, false
 	}
 	u, err := jsontext.AppendUnquote(nil, raw)
 	if err != nil {
-		return 0, nil, false
+		return 0, 0, nil, false
 	}
 	s, found := strings.CutPrefix(string(u), "m")
 	if !found {
-		return 0, nil, false
+		return 0, 0, nil, false
 	}
-	idx, rest, found := strings.Cut(s, ":")
+	head, rest, found := strings.Cut(s, ":")
+	if !found {
+		return 0, 0, nil, false
+	}
+	idx, g, dotted := strings.Cut(head, ".")
+	if dotted {
+		n, err := strconv.ParseUint(g, 10, 64)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != g {
+			return 0, 0, nil, false
+		}
+		gen = n
+	}
 	n, err := strconv.Atoi(idx)
-	if !found || err != nil || n < 0 || n >= members || strconv.Itoa(n) != idx {
-		return 0, nil, false
+	if err != nil || n < 0 || n >= members || strconv.Itoa(n) != idx {
+		return 0, 0, nil, false
 	}
 	v := jsontext.Value(rest)
 	if !v.IsValid() || (v.Kind() != '"' && v.Kind() != '0') {
-		return 0, nil, false
+		return 0, 0, nil, false
 	}
-	return n, []byte(rest), true
+	return n, gen, []byte(rest), true
 }

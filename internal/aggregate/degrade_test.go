@@ -48,8 +48,8 @@ func TestServerRequestsRoutedBack(t *testing.T) {
 		t.Fatalf("server requests %+v and %+v: want each on its call's stream, with distinct ids", ra, rb)
 	}
 	// The members numbered them alike: only the endpoint's ids tell them apart.
-	_, ida, _ := decodeServerID([]byte(ra.id), 2)
-	_, idb, _ := decodeServerID([]byte(rb.id), 2)
+	_, _, ida, _ := decodeServerID([]byte(ra.id), 2)
+	_, _, idb, _ := decodeServerID([]byte(rb.id), 2)
 	t.Logf("ids %s and %s, the members' own %s and %s", ra.id, rb.id, ida, idb)
 	if len(ida) == 0 || string(ida) != string(idb) {
 		t.Errorf("the members' own ids %s and %s: the test means them to collide", ida, idb)

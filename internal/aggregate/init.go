@@ -80,7 +80,12 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 		mc.initing = false
 		if err := errs[mc.i]; err != nil {
 			mc.failed = "its initialize failed: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
-			if mc.m.Critical && critical == nil {
+			// A member a reload replaced or removed meanwhile (its session
+			// closed under the initialize) is not the session's any
+			// longer: its successor joins in the background, and the
+			// client's initialize does not fail for it (found by the
+			// fault tests).
+			if mc.m.Critical && critical == nil && c.members[mc.i] == mc {
 				critical = errorf(jsonrpc.CodeServerError, "server %q, critical in endpoint %q, failed to initialize: %s",
 					mc.m.Name, c.e.opts.Name, strings.TrimPrefix(err.Error(), "mcpgate: "))
 			}
@@ -127,12 +132,17 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 
 // mergeInit returns the endpoint's initialize result from the members'
 // (nil for those not up): the oldest protocol version any member agreed
-// (every member speaks it), the union of the capabilities the endpoint
-// merges (list changes always announced: the endpoint announces members
-// leaving and joining), serverInfo naming the endpoint, and the members'
-// instructions under their names. Members not up count with the
-// capabilities they had last, or with every list when never seen: the
-// client must not skip the lists they will join.
+// (every member speaks it), the capabilities the endpoint serves,
+// serverInfo naming the endpoint, and the members' instructions under
+// their names. The capabilities are every list, completions and logging
+// whatever the members have now (list changes always announced: the
+// endpoint announces members leaving and joining): a session's
+// capabilities cannot change, and a member a reload adds joins the
+// session with what it has; a client checks them before it calls (found
+// by the fault tests). An endpoint without such a member answers with
+// empty lists, and setLevel with nothing to set. Resource subscriptions
+// are declared when a member has them (members not up count with the
+// capabilities they had last).
 func (c *conn) mergeInit(params []byte, members []*member, results [][]byte) []byte {
 	var req struct {
 		ProtocolVersion string `json:"protocolVersion"`
@@ -166,22 +176,13 @@ func (c *conn) mergeInit(params []byte, members []*member, results [][]byte) []b
 		version = mux.Negotiate(req.ProtocolVersion, "")
 	}
 	type object = map[string]any
-	capabilities := object{}
 	listed := object{"listChanged": true}
-	if all&capTools != 0 {
-		capabilities["tools"] = listed
-	}
-	if all&capPrompts != 0 {
-		capabilities["prompts"] = listed
-	}
-	if all&capResources != 0 {
-		capabilities["resources"] = object{"listChanged": true, "subscribe": all&capSubscribe != 0}
-	}
-	if all&capLogging != 0 {
-		capabilities["logging"] = object{}
-	}
-	if all&capCompletions != 0 {
-		capabilities["completions"] = object{}
+	capabilities := object{
+		"tools":       listed,
+		"prompts":     listed,
+		"resources":   object{"listChanged": true, "subscribe": all&capSubscribe != 0},
+		"logging":     object{},
+		"completions": object{},
 	}
 	out := object{
 		"protocolVersion": version,
@@ -260,6 +261,7 @@ func (c *conn) initMember(mc *member, params []byte) {
 	c.mu.Lock()
 	if c.members[mc.i] == mc && c.visibleLocked(mc.i) {
 		c.applyLevelLocked(mc) // after initialized, as a client would
+		c.resubscribeLocked(mc)
 	}
 	c.mu.Unlock()
 }

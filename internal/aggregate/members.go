@@ -329,6 +329,9 @@ func (c *conn) reconcile() {
 		}
 		mc := &member{i: i, m: s.m, gen: s.gen, seen: s.m, ready: s.st.ready, seq: s.st.seq}
 		if old != nil {
+			if old.stopJoin != nil {
+				old.stopJoin() // its Open is nobody's now (found by the fault tests)
+			}
 			if old.conn != nil {
 				ended = append(ended, ending{old.conn, reason})
 			}
@@ -348,6 +351,7 @@ func (c *conn) reconcile() {
 			}
 		} else {
 			mc.apart = c.stateless && s.m.OpenStateless != nil
+			mc.joinCtx, mc.stopJoin = c.memberCtxOf(c.ctx, mc)
 			joins = append(joins, mc)
 		}
 		members[i] = mc
@@ -370,9 +374,12 @@ func (c *conn) reconcile() {
 // join opens the session of member mc, which joined the endpoint (or was
 // renewed) after the session opened, and initializes it if the client has
 // initialized and the member is ready (else memberState will, when it
-// becomes ready). It is bounded by the member's Timeout and the session.
+// becomes ready). It is bounded by the member's Timeout, the session, and
+// mc's staying the session's member (reconcile ends it when a later
+// reload replaces mc: else reload after reload of a member whose Open
+// hangs would leave one goroutine each until the session ends).
 func (c *conn) join(mc *member) {
-	ctx, cancel := c.memberCtxOf(c.ctx, mc)
+	ctx, cancel := mc.joinCtx, mc.stopJoin
 	defer cancel()
 	var mconn httpapi.Conn
 	var err error

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/httpapi"
 	"github.com/mcpgate/mcpgate/internal/mux"
@@ -165,21 +167,31 @@ func FuzzNames(f *testing.F) {
 }
 
 // FuzzServerID: a member's server request id survives the round trip to
-// the client and back; anything else a client sends as an id is refused
-// or names a member that exists.
+// the client and back, with the member's generation; anything else a
+// client sends as an id is refused or names a member that exists, in one
+// spelling only.
 func FuzzServerID(f *testing.F) {
-	f.Add(0, []byte(`17`), []byte(`"m0:17"`))
-	f.Add(3, []byte(`"s-1"`), []byte(`"m3:\"x\""`))
-	f.Fuzz(func(t *testing.T, member int, id, client []byte) {
-		if m, raw, ok := decodeServerID(client, 4); ok && (m < 0 || m >= 4 || len(raw) == 0) {
-			t.Fatalf("decoded %q as member %d id %q", client, m, raw)
+	f.Add(0, uint64(0), []byte(`17`), []byte(`"m0:17"`))
+	f.Add(3, uint64(2), []byte(`"s-1"`), []byte(`"m3.2:\"x\""`))
+	f.Add(1, uint64(1), []byte(`4`), []byte(`"m1.0:4"`))
+	f.Fuzz(func(t *testing.T, member int, gen uint64, id, client []byte) {
+		if m, g, raw, ok := decodeServerID(client, 4); ok {
+			if m < 0 || m >= 4 || len(raw) == 0 {
+				t.Fatalf("decoded %q as member %d id %q", client, m, raw)
+			}
+			// Escapes aside (the id is a JSON string), one spelling.
+			got, _ := jsontext.AppendUnquote(nil, client)
+			want, _ := jsontext.AppendUnquote(nil, encodeServerID(m, g, raw))
+			if string(got) != string(want) {
+				t.Fatalf("decoded %q as (%d, %d, %s), which is spelled %s", client, m, g, raw, want)
+			}
 		}
 		if member < 0 || member >= 4 || !validID(id) {
 			return
 		}
-		m, raw, ok := decodeServerID(encodeServerID(member, id), 4)
-		if !ok || m != member || string(raw) != string(id) {
-			t.Fatalf("(%d, %s) came back as (%d, %s, %v)", member, id, m, raw, ok)
+		m, g, raw, ok := decodeServerID(encodeServerID(member, gen, id), 4)
+		if !ok || m != member || g != gen || string(raw) != string(id) {
+			t.Fatalf("(%d, %d, %s) came back as (%d, %d, %s, %v)", member, gen, id, m, g, raw, ok)
 		}
 	})
 }
@@ -187,7 +199,7 @@ func FuzzServerID(f *testing.F) {
 // validID reports whether b is an id a member's session may use: a JSON
 // string or number, as it is.
 func validID(b []byte) bool {
-	_, raw, ok := decodeServerID(append(append([]byte(`"m0:`), jsonEscape(b)...), '"'), 1)
+	_, _, raw, ok := decodeServerID(append(append([]byte(`"m0:`), jsonEscape(b)...), '"'), 1)
 	return ok && string(raw) == string(b)
 }
 

@@ -45,8 +45,17 @@ func (g memberGeneral) Send(msg []byte) {
 				return
 			}
 		}
+		// A resource the member's filters or policy hide (since a
+		// reload, maybe: its subscription at the member was made before)
+		// is not the client's to hear of, as it is not its to read
+		// (found by the fault tests).
+		if m.MethodIs("notifications/resources/updated") {
+			if uri, _, ok := findString(m.Raw, "params", "uri"); ok && !g.c.allowed(i, kindResources, uri) {
+				return
+			}
+		}
 	}
-	g.c.relayParsed(i, &m, g.c.general)
+	g.c.relayParsed(g.mc, &m, g.c.general)
 }
 
 // Reply is not used on a general stream by the members' sessions; a reply
@@ -62,42 +71,51 @@ func sameNotification(k kind) kindSet {
 	return 0
 }
 
-// relay sends a message of member i to the client on out, with the ids of
-// its server requests (and of its cancellations of them) made the
-// endpoint's: two members may use the same ids.
-func (c *conn) relay(i int, msg []byte, out mux.Stream) {
+// relay sends a message of the session's member mc to the client on
+// out, with the ids of its server requests (and of its cancellations of
+// them) made the endpoint's: two members, or a member and the one that
+// replaced it, may use the same ids.
+func (c *conn) relay(mc *member, msg []byte, out mux.Stream) {
 	m, err := jsonrpc.Parse(msg)
-	if err != nil || i < 0 {
+	if err != nil || mc == nil {
 		return // the members' sessions send valid JSON-RPC, for requests forwarded to them
 	}
-	c.relayParsed(i, &m, out)
+	c.relayParsed(mc, &m, out)
 }
 
 // relayParsed is relay of a message parsed already.
-func (c *conn) relayParsed(i int, m *jsonrpc.Message, out mux.Stream) {
+func (c *conn) relayParsed(mc *member, m *jsonrpc.Message, out mux.Stream) {
 	msg := m.Raw
 	switch {
 	case m.Kind == jsonrpc.KindRequest:
-		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.ID, Value: encodeServerID(i, m.Bytes(m.ID))})
+		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.ID, Value: encodeServerID(mc.i, mc.gen, m.Bytes(m.ID))})
 	case m.Kind == jsonrpc.KindNotification && m.MethodIs("notifications/cancelled") && m.CancelRequestID.Present():
-		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.CancelRequestID, Value: encodeServerID(i, m.Bytes(m.CancelRequestID))})
+		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.CancelRequestID, Value: encodeServerID(mc.i, mc.gen, m.Bytes(m.CancelRequestID))})
 	}
 	out.Send(msg)
 }
 
 // response carries the client's answer to a server request back to the
-// member that asked, with the member's id.
+// member that asked, with the member's id; an answer to a member replaced
+// or removed since reaches nobody (the member that asked is gone).
 func (c *conn) response(ctx context.Context, msg *jsonrpc.Message) {
-	i, id, ok := decodeServerID(msg.Bytes(msg.ID), c.memberCount())
+	i, gen, id, ok := decodeServerID(msg.Bytes(msg.ID), c.memberCount())
 	if !ok {
 		c.e.log.Debug("client answered an unknown server request", "id", string(msg.Bytes(msg.ID)))
 		return
 	}
 	back, err := jsonrpc.Parse(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: id}))
 	c.mu.Lock()
-	mconn := c.members[i].conn
+	var mconn httpapi.Conn
+	if mc := c.members[i]; mc.gen == gen {
+		mconn = mc.conn
+	}
 	c.mu.Unlock()
-	if err == nil && mconn != nil {
+	if mconn == nil {
+		c.e.log.Debug("client answered a server request of a member replaced or removed since", "id", string(msg.Bytes(msg.ID)))
+		return
+	}
+	if err == nil {
 		mconn.Handle(ctx, &back, nil)
 	}
 }

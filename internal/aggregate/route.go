@@ -209,6 +209,9 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
 		return
 	}
+	if msg.MethodIs("resources/unsubscribe") {
+		c.unsubscribed(uri)
+	}
 	c.mu.Lock()
 	known := c.completeLocked(kindResources) && c.completeLocked(kindTemplates)
 	i, err := -1, error(nil)
@@ -221,7 +224,7 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 			c.fail(p, err)
 			return
 		}
-		c.forward(ctx, p, i, msg)
+		c.forwardURI(ctx, p, i, msg, uri)
 		return
 	}
 	raw := bytes.Clone(msg.Raw)
@@ -238,7 +241,7 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 			return
 		}
 		m, _ := jsonrpc.Parse(raw)
-		c.forward(ctx, p, i, &m)
+		c.forwardURI(ctx, p, i, &m, uri)
 	})
 }
 
@@ -461,11 +464,11 @@ func (c *conn) applyLevelLocked(mc *member) {
 // internalCall is the Stream of a request of the endpoint's own to member i.
 type internalCall struct {
 	c     *conn
-	i     int
+	mc    *member
 	reply chan []byte
 }
 
-func (ic *internalCall) Send(msg []byte) { ic.c.relay(ic.i, msg, ic.c.general) }
+func (ic *internalCall) Send(msg []byte) { ic.c.relay(ic.mc, msg, ic.c.general) }
 
 func (ic *internalCall) Reply(msg []byte) {
 	select {
@@ -496,7 +499,7 @@ func (c *conn) callMember(ctx context.Context, mc *member, method string, params
 	if err != nil {
 		return nil, err // unreachable: params are built or checked JSON
 	}
-	ic := &internalCall{c: c, i: i, reply: make(chan []byte, 1)}
+	ic := &internalCall{c: c, mc: mc, reply: make(chan []byte, 1)}
 	c.e.inflight.Add(1)
 	defer c.e.inflight.Add(-1)
 	mconn.Handle(ctx, &msg, ic)

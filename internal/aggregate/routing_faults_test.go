@@ -160,8 +160,8 @@ func TestFaultServerRequestsForgedAnswers(t *testing.T) {
 	if asks[0].ask.id == asks[1].ask.id || asks[2].ask.id == asks[3].ask.id {
 		t.Fatalf("server request ids %+v: want a session's two distinct", asks)
 	}
-	_, innerA, _ := decodeServerID([]byte(asks[0].ask.id), 2)
-	_, innerB, _ := decodeServerID([]byte(asks[1].ask.id), 2)
+	_, _, innerA, _ := decodeServerID([]byte(asks[0].ask.id), 2)
+	_, _, innerB, _ := decodeServerID([]byte(asks[1].ask.id), 2)
 	t.Logf("session 1: a's request %s (its own %s), b's %s (its own %s); session 2: %s, %s",
 		asks[0].ask.id, innerA, asks[1].ask.id, innerB, asks[2].ask.id, asks[3].ask.id)
 
@@ -228,7 +228,7 @@ func TestFaultServerRequestsForgedAnswers(t *testing.T) {
 	c1.tools()
 	out := c1.send(toolCall("1", "sh__sample", `{"prompt":"p1"}`))
 	ask := readAsk(t, out)
-	_, inner, ok := decodeServerID([]byte(ask.id), 2)
+	_, _, inner, ok := decodeServerID([]byte(ask.id), 2)
 	n, err := strconv.Atoi(string(inner))
 	if !ok || err != nil {
 		t.Fatalf("server request id %s", ask.id)
