@@ -361,11 +361,40 @@ func TestReloadPolicy(t *testing.T) {
 	if got := pidOf(t, after); got != pid {
 		t.Errorf("pid %s after a policy change, was %s", got, pid)
 	}
-	m := after.post(t, callBody("2", "echo", map[string]string{"message": "x"}, "")).final(t)
-	if m.Error == nil || m.Error.Code != -32602 {
-		t.Errorf("echo in a session opened after the policy: %+v, want -32602", m)
+	denied := func(c *mcpClient, tool, what string) {
+		t.Helper()
+		m := c.post(t, callBody("2", tool, map[string]string{"message": "x"}, "")).final(t)
+		if m.Error == nil || m.Error.Code != -32602 {
+			t.Errorf("%s in a session %s: %+v, want -32602", tool, what, m)
+		}
 	}
-	echoOK(t, before, "opened before the policy")
+	denied(after, "echo", "opened after the policy")
+	// Sessions outlive reloads: a policy applies to the open ones at once,
+	// or a tightened one would never reach a long-lived client.
+	denied(before, "echo", "opened before the policy")
+
+	// An endpoint's own policy, added where it had none, applies to its
+	// open sessions too; lifting both policies allows again.
+	ep := g.endpointClient("all")
+	ep.connect(t)
+	echoAt := func(c *mcpClient, tool, msg string) {
+		t.Helper()
+		r := c.post(t, callBody("3", tool, map[string]string{"message": msg}, ""))
+		if got := toolText(t, r.final(t)); got != msg {
+			t.Fatalf("%s on %s: %q, want %q", tool, c.url, got, msg)
+		}
+	}
+	next2 := cloneConfig(cfg)
+	next2.Endpoints["all"].Policy = &config.Policy{Default: "allow", Rules: []config.PolicyRule{{Effect: "deny", Tools: []string{"a__echo"}}}}
+	if _, err := g.gw.reload(next2); err != nil {
+		t.Fatal(err)
+	}
+	denied(ep, "a__echo", "of the endpoint opened before its policy")
+	echoOK(t, before, "the server's policy lifted")
+	if _, err := g.gw.reload(cloneConfig(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	echoAt(ep, "a__echo", "the endpoint's policy lifted")
 }
 
 // TestReloadAfterShutdown: Reload refuses once shutdown began.

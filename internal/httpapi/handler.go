@@ -234,7 +234,7 @@ func New(cfg Config) *Handler {
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   newLimiter(cfg.Limits),
 	}
-	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}), cfg.Tracer))
+	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf), cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error
 		if h.publicOrigin, h.publicPath, err = parsePublicURL(cfg.PublicURL); err != nil {

@@ -54,11 +54,18 @@ var listKinds = map[string]struct{ kind, array, key string }{
 	"resources/templates/list": {policyResource, "resourceTemplates", "uriTemplate"},
 }
 
-// guardedBackend is a Backend under a policy.
+// policyOf returns the policy of a target key (a server's name, or
+// EndpointKey of an endpoint) in the current targets; nil: none.
+type policyOf func(key string) Policy
+
+// guardedBackend is a Backend under its target's policy. The policy is
+// looked up when each request arrives, never kept from the session's
+// open: a reload that adds, tightens or lifts a policy applies to the
+// open sessions at once (sessions outlive reloads).
 type guardedBackend struct {
 	Backend
-	pol    Policy
 	target string
+	policy policyOf
 }
 
 // guardedStatelessBackend is one that also serves stateless requests.
@@ -67,12 +74,11 @@ type guardedStatelessBackend struct {
 	sb StatelessBackend
 }
 
-// guard wraps be under pol (nil: be as it is).
-func guard(be Backend, pol Policy, target string) Backend {
-	if pol == nil {
-		return be
-	}
-	g := guardedBackend{Backend: be, pol: pol, target: target}
+// guard wraps be under the policy of target, as current has it when each
+// request arrives. Every target is wrapped, with a policy or not: one may
+// be added by a reload while its sessions are open.
+func guard(be Backend, target string, current policyOf) Backend {
+	g := guardedBackend{Backend: be, target: target, policy: current}
 	if sb, ok := be.(StatelessBackend); ok {
 		return &guardedStatelessBackend{guardedBackend: g, sb: sb}
 	}
@@ -96,13 +102,13 @@ func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general mux
 }
 
 func (b *guardedBackend) wrap(ctx context.Context, c Conn) *guardedConn {
-	return &guardedConn{Conn: c, pol: b.pol, target: b.target, principal: Principal(ctx), lists: map[mux.Stream]map[*listStream]struct{}{}}
+	return &guardedConn{Conn: c, policy: b.policy, target: b.target, principal: Principal(ctx), lists: map[mux.Stream]map[*listStream]struct{}{}}
 }
 
-// guardedConn is a Conn under a policy.
+// guardedConn is a Conn under its target's policy.
 type guardedConn struct {
 	Conn
-	pol       Policy
+	policy    policyOf // looked up per request
 	target    string
 	principal *auth.Principal // the session's, for requests without one in their context
 
@@ -130,7 +136,11 @@ func (c *guardedConn) CloseWith(reason string) {
 // Handle refuses a request naming an item the principal may not use, and
 // filters the reply of a list request.
 func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
-	if msg.Kind != jsonrpc.KindRequest || out == nil {
+	var pol Policy
+	if msg.Kind == jsonrpc.KindRequest && out != nil {
+		pol = c.policy(c.target)
+	}
+	if pol == nil {
 		c.Conn.Handle(ctx, msg, out)
 		return
 	}
@@ -142,17 +152,17 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.
 	if lk, ok := listKinds[method]; ok {
 		// Even a list left whole is one other principals do not get: its
 		// cacheScope, if any, becomes "private".
-		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, p: p, kind: lk.kind, array: lk.array, key: lk.key, all: c.pol.AllowsAll(p, lk.kind)}))
+		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, pol: pol, p: p, kind: lk.kind, array: lk.array, key: lk.key, all: pol.AllowsAll(p, lk.kind)}))
 		return
 	}
 	if method == "subscriptions/listen" {
 		// A listen of 2026-07-28 subscribes to resources by URI, and its
 		// stream carries their updates.
-		if err := c.checkListen(p, msg); err != nil {
+		if err := c.checkListen(pol, p, msg); err != nil {
 			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), CodePolicyDenied, err.Error()))
 			return
 		}
-		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, p: p}))
+		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, pol: pol, p: p}))
 		return
 	}
 	kind, name, args, ok, err := named(method, msg)
@@ -160,7 +170,7 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.
 		out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeInvalidParams, err.Error()))
 		return
 	}
-	if ok && !c.pol.Allows(p, kind, name, args) {
+	if ok && !pol.Allows(p, kind, name, args) {
 		out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), CodePolicyDenied, c.denial(p, kind, name)))
 		return
 	}
@@ -210,11 +220,11 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 }
 
 // guardAll returns backends, each under the policy of its target's key
-// (prefix + its name), in a map of its own.
-func guardAll(backends map[string]Backend, policies map[string]Policy, prefix string) map[string]Backend {
+// (prefix + its name) as current has it, in a map of its own.
+func guardAll(backends map[string]Backend, prefix string, current policyOf) map[string]Backend {
 	out := make(map[string]Backend, len(backends))
 	for name, be := range backends {
-		out[name] = guard(be, policies[prefix+name], prefix+name)
+		out[name] = guard(be, prefix+name, current)
 	}
 	return out
 }

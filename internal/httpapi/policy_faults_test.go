@@ -20,8 +20,8 @@ func (denySecret) AllowsAll(*auth.Principal, string) bool { return false }
 
 // faultsList returns the listStream of a tools/list under denySecret.
 func faultsList(kind, array, key string) *listStream {
-	c := &guardedConn{pol: denySecret{}, target: "s"}
-	return &listStream{c: c, kind: kind, array: array, key: key}
+	c := &guardedConn{policy: func(string) Policy { return denySecret{} }, target: "s"}
+	return &listStream{c: c, pol: denySecret{}, kind: kind, array: array, key: key}
 }
 
 // Malformed list replies from the server never crash the filter, and

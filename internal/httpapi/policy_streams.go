@@ -25,13 +25,14 @@ import (
 type listStream struct {
 	mux.Stream
 	c                *guardedConn
+	pol              Policy // the policy in force when the request arrived
 	p                *auth.Principal
 	kind, array, key string
 	all              bool // the principal may see every item
 }
 
 func (l *listStream) Send(msg []byte) {
-	if !hidesUpdate(l.c.pol, l.p, msg) {
+	if !hidesUpdate(l.pol, l.p, msg) {
 		l.Stream.Send(msg)
 	}
 }
@@ -90,7 +91,7 @@ func (l *listStream) filter(reply []byte) []byte {
 			if err != nil || jsonv2.Unmarshal(item[l.key], &name) != nil {
 				continue // not an item, or an ambiguous one: nobody may see it
 			}
-			if l.c.pol.Allows(l.p, l.kind, name, nil) {
+			if l.pol.Allows(l.p, l.kind, name, nil) {
 				kept = append(kept, it)
 			}
 		}
@@ -124,12 +125,12 @@ func (c *guardedConn) track(l *listStream) *listStream {
 // resource updates the principal may not see are dropped.
 type updateStream struct {
 	mux.Stream
-	pol Policy
-	p   *auth.Principal
+	b *guardedBackend // its target's policy, looked up per update
+	p *auth.Principal
 }
 
 func (u *updateStream) Send(msg []byte) {
-	if !hidesUpdate(u.pol, u.p, msg) {
+	if !hidesUpdate(u.b.policy(u.b.target), u.p, msg) {
 		u.Stream.Send(msg)
 	}
 }
@@ -139,13 +140,13 @@ func (b *guardedBackend) updates(ctx context.Context, general mux.Stream) mux.St
 	if general == nil {
 		return nil
 	}
-	return &updateStream{Stream: general, pol: b.pol, p: Principal(ctx)}
+	return &updateStream{Stream: general, b: b, p: Principal(ctx)}
 }
 
 // hidesUpdate reports whether msg is a notifications/resources/updated of
 // a URI p may not use (or whose URI is ambiguous).
 func hidesUpdate(pol Policy, p *auth.Principal, msg []byte) bool {
-	if !bytes.Contains(msg, []byte("updated")) && bytes.IndexByte(msg, '\\') < 0 {
+	if pol == nil || !bytes.Contains(msg, []byte("updated")) && bytes.IndexByte(msg, '\\') < 0 {
 		return false
 	}
 	m, err := jsonrpc.Parse(msg)
@@ -158,7 +159,7 @@ func hidesUpdate(pol Policy, p *auth.Principal, msg []byte) bool {
 
 // checkListen refuses a subscriptions/listen subscribing to a resource p
 // may not use.
-func (c *guardedConn) checkListen(p *auth.Principal, msg *jsonrpc.Message) error {
+func (c *guardedConn) checkListen(pol Policy, p *auth.Principal, msg *jsonrpc.Message) error {
 	top, err := members(msg.Raw, watchedTop)
 	if err != nil {
 		return errors.New("mcpgate: the request " + err.Error())
@@ -184,7 +185,7 @@ func (c *guardedConn) checkListen(p *auth.Principal, msg *jsonrpc.Message) error
 		return errors.New("mcpgate: params.notifications.resourceSubscriptions must be an array of strings")
 	}
 	for _, uri := range uris {
-		if !c.pol.Allows(p, policyResource, uri, nil) {
+		if !pol.Allows(p, policyResource, uri, nil) {
 			return errors.New(c.denial(p, policyResource, uri))
 		}
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 
@@ -16,9 +17,11 @@ import (
 // hot path) and sees one consistent configuration to its end, while
 // SetTargets swaps in the next one for the requests that come after.
 //
-// Sessions keep what they were opened with: their connection (and the
-// policy it was opened under) and their owner. A session whose target is
-// gone or replaced is ended by its owner with CloseTarget.
+// Sessions keep what they were opened with: their connection and their
+// owner; their requests are judged by the policy of the current snapshot
+// (policyOf), so a reload's policy applies to open sessions at once. A
+// session whose target is gone or replaced is ended by its owner with
+// CloseTarget.
 
 // Targets are the parts of Config that SetTargets replaces: see the fields
 // of the same names in Config.
@@ -34,15 +37,17 @@ type Targets struct {
 type targets struct {
 	backends  map[string]Backend
 	endpoints map[string]Backend
+	policies  map[string]Policy // by target key (policy.go)
 	auth      auth.Authenticator
 }
 
 // newTargets builds the snapshot of t; the maps are copied (wrapped when
 // a policy applies), so the caller may reuse its own.
-func newTargets(t Targets) *targets {
+func newTargets(t Targets, current policyOf) *targets {
 	return &targets{
-		backends:  guardAll(t.Backends, t.Policies, ""),
-		endpoints: guardAll(t.Endpoints, t.Policies, endpointKeyPrefix),
+		backends:  guardAll(t.Backends, "", current),
+		endpoints: guardAll(t.Endpoints, endpointKeyPrefix, current),
+		policies:  maps.Clone(t.Policies),
 		auth:      t.Auth,
 	}
 }
@@ -53,8 +58,13 @@ func newTargets(t Targets) *targets {
 // to call concurrently with requests; calls must not overlap each other
 // (the gateway serializes its reloads).
 func (h *Handler) SetTargets(t Targets) {
-	h.tg.Store(traced(newTargets(t), h.cfg.Tracer))
+	h.tg.Store(traced(newTargets(t, h.policyOf), h.cfg.Tracer))
 }
+
+// policyOf is the policy of target key in the current targets (nil:
+// none): each request of a session is judged by the policy in force when
+// it arrives.
+func (h *Handler) policyOf(key string) Policy { return h.tg.Load().policies[key] }
 
 // loadTargets returns the current snapshot.
 func (h *Handler) loadTargets() *targets { return h.tg.Load() }
