@@ -140,15 +140,20 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.
 	if msg.Kind == jsonrpc.KindRequest && out != nil {
 		pol = c.policy(c.target)
 	}
-	if pol == nil {
-		c.Conn.Handle(ctx, msg, out)
-		return
-	}
 	p := Principal(ctx)
 	if p == nil {
 		p = c.principal
 	}
 	method := msg.MethodName()
+	if pol == nil {
+		if method == "subscriptions/listen" && out != nil {
+			// Its updates are judged as they come: a reload may add a
+			// policy while it is open.
+			out = c.track(&listStream{Stream: out, c: c, p: p})
+		}
+		c.Conn.Handle(ctx, msg, out)
+		return
+	}
 	if lk, ok := listKinds[method]; ok {
 		// Even a list left whole is one other principals do not get: its
 		// cacheScope, if any, becomes "private".
