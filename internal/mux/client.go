@@ -34,9 +34,11 @@ type Client struct {
 	version  string           // negotiated protocol version
 	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
 	tasks    []string         // shared mode: the tasks it created, oldest first (tasks.go)
-	// exclusive mode: notifications/initialized was sent for the client's
-	// initialize (its own, or the gateway's before its first request).
-	initialized bool
+	// exclusive mode: the process generation that was sent
+	// notifications/initialized for the client's initialize (the client's
+	// own, the gateway's before its first request, or the replay's after a
+	// restart); 0: none yet. One per generation, never two.
+	initGen uint64
 }
 
 // Join adds a client session; messages not tied to one of its requests go to

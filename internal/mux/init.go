@@ -80,6 +80,15 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 		return errGenGone
 	}
 	m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+	if m.opts.Exclusive {
+		// The replay's is the generation's: neither the session's next
+		// request nor the client's own late one sends another.
+		m.mu.Lock()
+		for c := range m.clients {
+			c.initGen = gen
+		}
+		m.mu.Unlock()
+	}
 	if !m.markReady(gen) {
 		return errGenGone
 	}
@@ -443,27 +452,34 @@ func resultOf(raw []byte) []byte {
 // Mcp-Session-Id (anthropics/claude-ai-mcp#99), which the front accepts
 // with 202 but cannot deliver; a server that waits for it (the Python
 // SDK's refuse every request until it arrives) would refuse every call.
-// Written to the same queue as the request, before it.
+// Written to the same queue as the request, before it, and only to a
+// ready generation: one being initialized by the replay of a restart gets
+// the replay's, after its initialize.
 func (c *Client) ensureInitialized() {
 	m := c.m
 	m.mu.Lock()
-	send := c.init != nil && !c.initialized
-	c.initialized = c.initialized || send
+	gen := m.gen
+	send := c.init != nil && c.initGen != gen && m.readyLocked()
+	if send {
+		c.initGen = gen
+	}
 	m.mu.Unlock()
 	if send {
-		m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+		m.trySendGen(gen, jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
 	}
 }
 
 // markInitialized records that the client's own notifications/initialized
-// goes to the upstream; false if one was sent already.
+// goes to the current generation; false if that one was sent one already
+// (before an earlier request, or by a restart's replay), or is being
+// initialized by the replay, which sends its own.
 func (c *Client) markInitialized() bool {
 	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c.initialized {
+	if c.initGen == m.gen || !m.readyLocked() {
 		return false
 	}
-	c.initialized = true
+	c.initGen = m.gen
 	return true
 }
