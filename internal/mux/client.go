@@ -39,6 +39,11 @@ type Client struct {
 	// own, the gateway's before its first request, or the replay's after a
 	// restart); 0: none yet. One per generation, never two.
 	initGen uint64
+	// initWritten, while not nil, is closed once the notifications/initialized
+	// claimed for initGen is handed to the upstream: the session's other
+	// requests wait for it (initHeld of them), so that none overtakes it.
+	initWritten chan struct{}
+	initHeld    int
 }
 
 // Join adds a client session; messages not tied to one of its requests go to
@@ -368,9 +373,13 @@ func (c *Client) notification(msg *jsonrpc.Message) {
 	case msg.MethodIs("notifications/initialized") && !m.opts.Exclusive:
 		return // the gateway initialized the server itself
 	case msg.MethodIs("notifications/initialized"):
-		if !c.markInitialized() {
+		written := c.markInitialized()
+		if written == nil {
 			return // sent already, before an earlier request
 		}
+		m.trySend(msg.Raw, msg.MethodName())
+		c.initSent(written)
+		return
 	case msg.MethodIs("notifications/cancelled"):
 		c.cancel(msg)
 		return

@@ -460,26 +460,54 @@ func (c *Client) ensureInitialized() {
 	m.mu.Lock()
 	gen := m.gen
 	send := c.init != nil && c.initGen != gen && m.readyLocked()
-	if send {
-		c.initGen = gen
+	var written chan struct{}
+	switch {
+	case send:
+		c.initGen, written = gen, make(chan struct{})
+		c.initWritten = written
+	case c.initWritten != nil && c.initGen == gen:
+		// Another request of the session (or the client's own
+		// notification) is writing it: this one goes after it.
+		written = c.initWritten
+		c.initHeld++
 	}
 	m.mu.Unlock()
 	if send {
 		m.trySendGen(gen, jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+		c.initSent(written)
+		return
+	}
+	if written != nil {
+		<-written // a non-blocking write away
+		m.mu.Lock()
+		c.initHeld--
+		m.mu.Unlock()
 	}
 }
 
-// markInitialized records that the client's own notifications/initialized
-// goes to the current generation; false if that one was sent one already
-// (before an earlier request, or by a restart's replay), or is being
-// initialized by the replay, which sends its own.
-func (c *Client) markInitialized() bool {
+// markInitialized claims the current generation for the client's own
+// notifications/initialized; nil if that one was sent one already (before
+// an earlier request, or by a restart's replay), or is being initialized
+// by the replay, which sends its own. Else the caller writes it and then
+// calls initSent with the channel returned.
+func (c *Client) markInitialized() chan struct{} {
 	m := c.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c.initGen == m.gen || !m.readyLocked() {
-		return false
+		return nil
 	}
-	c.initGen = m.gen
-	return true
+	c.initGen, c.initWritten = m.gen, make(chan struct{})
+	return c.initWritten
+}
+
+// initSent releases the requests waiting for the notifications/initialized
+// that written stands for: it has been handed to the upstream.
+func (c *Client) initSent(written chan struct{}) {
+	c.m.mu.Lock()
+	if c.initWritten == written {
+		c.initWritten = nil
+	}
+	c.m.mu.Unlock()
+	close(written)
 }
