@@ -103,3 +103,78 @@ type allowAllPolicy struct{}
 
 func (allowAllPolicy) Allows(*auth.Principal, string, string, json.RawMessage) bool { return true }
 func (allowAllPolicy) AllowsAll(*auth.Principal, string) bool                       { return true }
+
+// replyRecorder is a mux.Stream recording its reply.
+type replyRecorder struct {
+	mu    sync.Mutex
+	reply []byte
+}
+
+func (r *replyRecorder) Send([]byte)      {}
+func (r *replyRecorder) Reply(msg []byte) { r.mu.Lock(); r.reply = msg; r.mu.Unlock() }
+func (r *replyRecorder) got() []byte      { r.mu.Lock(); defer r.mu.Unlock(); return r.reply }
+
+// A reload that removes a target (or an endpoint) under a policy ends its
+// sessions with CloseTarget only after the swap, once the endpoints'
+// sessions are ended: meanwhile the open sessions of the removed target
+// still take requests. Those were judged by the current snapshot, where
+// the target and so its policy are gone: no policy, every call let
+// through. A target gone from the snapshot keeps the policy last in force
+// (one a reload added after the session opened included).
+func TestPolicyFaultsRemovedTargetKeepsPolicy(t *testing.T) {
+	for _, tc := range []struct{ endpoint, tightened bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		endpoint, tightened := tc.endpoint, tc.tightened
+		name := "server"
+		if endpoint {
+			name = "endpoint"
+		}
+		if tightened {
+			name += " policy added before"
+		}
+		t.Run(name, func(t *testing.T) {
+			server := &keepStreamConn{}
+			targets := map[string]Backend{"s": server}
+			key := "s"
+			cfg := Config{Backends: targets}
+			if endpoint {
+				key = EndpointKey("s")
+				cfg = Config{Endpoints: targets}
+			}
+			if !tightened {
+				cfg.Policies = map[string]Policy{key: denySecret{}}
+			}
+			h := New(cfg)
+			t.Cleanup(h.Close)
+			tg := h.loadTargets()
+			be := tg.backends["s"]
+			if endpoint {
+				be = tg.endpoints["s"]
+			}
+			c, err := be.Open(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tightened {
+				// Opened without a policy; a reload adds one, the next
+				// removes the target: the policy last in force holds.
+				h.SetTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: map[string]Policy{key: denySecret{}}})
+			}
+			h.SetTargets(Targets{}) // the reload removing it; CloseTarget comes later
+			msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"secret","arguments":{}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := &replyRecorder{}
+			c.Handle(context.Background(), &msg, out)
+			server.mu.Lock()
+			reached := len(server.outs)
+			server.mu.Unlock()
+			if reached != 0 {
+				t.Fatal("a call the removed target's policy denies reached its server")
+			}
+			if r := string(out.got()); !strings.Contains(r, "not allowed") {
+				t.Errorf("reply %q, want the policy's denial", r)
+			}
+		})
+	}
+}
