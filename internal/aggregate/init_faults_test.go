@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,4 +80,37 @@ func TestFaultFirstStartCrashEndsWait(t *testing.T) {
 	if tools := cl.tools(); !slices.Contains(tools, "slow__echo") {
 		t.Errorf("tools %v after slow started, want its tools too", tools)
 	}
+}
+
+// Many sessions initializing while a member is on its first start wait
+// for it (one call of the endpoint's own each, counted in Pending), and
+// all of them end when their clients leave, the member still starting:
+// nothing waits out FirstStartWait (an hour here). Passes on the old
+// code; kept as a guard.
+func TestFaultFirstStartWaitersEndWithSessions(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "download")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	slow := fakeMember(t, "slow", mcptest.FakeOptions{StartGate: gate, Marker: marker(t, "slow")})
+	slow.FirstStart = slow.Backend.(backend.FirstStarter).FirstStart
+	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour}, slow)
+	const sessions = 20
+	var conns []*client
+	for i := range sessions {
+		general := newStream()
+		c, err := e.Open(context.Background(), general)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := &client{t: t, conn: c, general: general}
+		conns = append(conns, cl)
+		cl.send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	}
+	// Each session's initialize and its call to slow.
+	waitFor(t, "every session waiting for slow", func() bool { return e.Pending() == 2*sessions })
+	for _, cl := range conns {
+		cl.conn.Close()
+	}
+	waitFor(t, "the waits ended with the sessions", func() bool { return e.Pending() == 0 })
 }
