@@ -55,8 +55,9 @@ var listKinds = map[string]struct{ kind, array, key string }{
 }
 
 // policyOf returns the policy of a target key (a server's name, or
-// EndpointKey of an endpoint) in the current targets; nil: none.
-type policyOf func(key string) Policy
+// EndpointKey of an endpoint) in the current targets (nil: none), and
+// whether they serve that key at all.
+type policyOf func(key string) (Policy, bool)
 
 // guardedBackend is a Backend under its target's policy. The policy is
 // looked up when each request arrives, never kept from the session's
@@ -65,7 +66,7 @@ type policyOf func(key string) Policy
 type guardedBackend struct {
 	Backend
 	target string
-	policy policyOf
+	policy func(key string) Policy
 }
 
 // guardedStatelessBackend is one that also serves stateless requests.
@@ -77,7 +78,7 @@ type guardedStatelessBackend struct {
 // guard wraps be under the policy of target, as current has it when each
 // request arrives. Every target is wrapped, with a policy or not: one may
 // be added by a reload while its sessions are open.
-func guard(be Backend, target string, current policyOf) Backend {
+func guard(be Backend, target string, current func(key string) Policy) Backend {
 	g := guardedBackend{Backend: be, target: target, policy: current}
 	if sb, ok := be.(StatelessBackend); ok {
 		return &guardedStatelessBackend{guardedBackend: g, sb: sb}
@@ -108,7 +109,7 @@ func (b *guardedBackend) wrap(ctx context.Context, c Conn) *guardedConn {
 // guardedConn is a Conn under its target's policy.
 type guardedConn struct {
 	Conn
-	policy    policyOf // looked up per request
+	policy    func(key string) Policy // looked up per request
 	target    string
 	principal *auth.Principal // the session's, for requests without one in their context
 
@@ -140,15 +141,20 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.
 	if msg.Kind == jsonrpc.KindRequest && out != nil {
 		pol = c.policy(c.target)
 	}
-	if pol == nil {
-		c.Conn.Handle(ctx, msg, out)
-		return
-	}
 	p := Principal(ctx)
 	if p == nil {
 		p = c.principal
 	}
 	method := msg.MethodName()
+	if pol == nil {
+		if method == "subscriptions/listen" && out != nil {
+			// Its updates are judged as they come: a reload may add a
+			// policy while it is open.
+			out = c.track(&listStream{Stream: out, c: c, p: p})
+		}
+		c.Conn.Handle(ctx, msg, out)
+		return
+	}
 	if lk, ok := listKinds[method]; ok {
 		// Even a list left whole is one other principals do not get: its
 		// cacheScope, if any, becomes "private".
@@ -220,11 +226,20 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 }
 
 // guardAll returns backends, each under the policy of its target's key
-// (prefix + its name) as current has it, in a map of its own.
-func guardAll(backends map[string]Backend, prefix string, current policyOf) map[string]Backend {
+// (prefix + its name) as current has it, in a map of its own. A target a
+// reload removed keeps its policy in policies until its sessions end: the
+// gateway ends them (CloseTarget) only after the swap, and they must not
+// go unguarded meanwhile.
+func guardAll(backends map[string]Backend, policies map[string]Policy, prefix string, current policyOf) map[string]Backend {
 	out := make(map[string]Backend, len(backends))
 	for name, be := range backends {
-		out[name] = guard(be, prefix+name, current)
+		key, own := prefix+name, policies[prefix+name]
+		out[name] = guard(be, key, func(key string) Policy {
+			if pol, ok := current(key); ok {
+				return pol
+			}
+			return own
+		})
 	}
 	return out
 }

@@ -25,14 +25,17 @@ import (
 type listStream struct {
 	mux.Stream
 	c                *guardedConn
-	pol              Policy // the policy in force when the request arrived
+	pol              Policy // the policy in force when the request arrived (its reply's filter)
 	p                *auth.Principal
 	kind, array, key string
 	all              bool // the principal may see every item
 }
 
+// Send drops a resource update the policy in force now hides: a listen
+// outlives reloads, and one that tightens or adds a policy applies to it
+// at once, as to the session's general stream.
 func (l *listStream) Send(msg []byte) {
-	if !hidesUpdate(l.pol, l.p, msg) {
+	if !hidesUpdate(l.c.policy(l.c.target), l.p, msg) {
 		l.Stream.Send(msg)
 	}
 }

@@ -38,15 +38,19 @@ type targets struct {
 	backends  map[string]Backend
 	endpoints map[string]Backend
 	policies  map[string]Policy // by target key (policy.go)
-	auth      auth.Authenticator
+	// gone are the policies of the targets the previous snapshot served
+	// and this one does not: their sessions stay open until the reload's
+	// CloseTarget, under the policy last in force.
+	gone map[string]Policy
+	auth auth.Authenticator
 }
 
 // newTargets builds the snapshot of t; the maps are copied (wrapped when
 // a policy applies), so the caller may reuse its own.
 func newTargets(t Targets, current policyOf) *targets {
 	return &targets{
-		backends:  guardAll(t.Backends, "", current),
-		endpoints: guardAll(t.Endpoints, endpointKeyPrefix, current),
+		backends:  guardAll(t.Backends, t.Policies, "", current),
+		endpoints: guardAll(t.Endpoints, t.Policies, endpointKeyPrefix, current),
 		policies:  maps.Clone(t.Policies),
 		auth:      t.Auth,
 	}
@@ -58,13 +62,48 @@ func newTargets(t Targets, current policyOf) *targets {
 // to call concurrently with requests; calls must not overlap each other
 // (the gateway serializes its reloads).
 func (h *Handler) SetTargets(t Targets) {
-	h.tg.Store(traced(newTargets(t, h.policyOf), h.cfg.Tracer))
+	next := newTargets(t, h.policyOf)
+	prev := h.tg.Load()
+	keep := func(key string) {
+		if !next.serves(key) {
+			if next.gone == nil {
+				next.gone = map[string]Policy{}
+			}
+			next.gone[key] = prev.policies[key] // nil: it had none
+		}
+	}
+	for name := range prev.backends {
+		keep(name)
+	}
+	for name := range prev.endpoints {
+		keep(endpointKeyPrefix + name)
+	}
+	h.tg.Store(traced(next, h.cfg.Tracer))
+}
+
+// serves reports whether the snapshot has a target at key.
+func (t *targets) serves(key string) bool {
+	if name, isEndpoint := strings.CutPrefix(key, endpointKeyPrefix); isEndpoint {
+		_, ok := t.endpoints[name]
+		return ok
+	}
+	_, ok := t.backends[key]
+	return ok
 }
 
 // policyOf is the policy of target key in the current targets (nil:
 // none): each request of a session is judged by the policy in force when
-// it arrives.
-func (h *Handler) policyOf(key string) Policy { return h.tg.Load().policies[key] }
+// it arrives. A key a reload just removed has the policy it had last
+// (gone); false: one the current targets know nothing of, whose sessions
+// keep the policy they were opened under (guardAll).
+func (h *Handler) policyOf(key string) (Policy, bool) {
+	t := h.tg.Load()
+	if t.serves(key) {
+		return t.policies[key], true
+	}
+	pol, ok := t.gone[key]
+	return pol, ok
+}
 
 // loadTargets returns the current snapshot.
 func (h *Handler) loadTargets() *targets { return h.tg.Load() }

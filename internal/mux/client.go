@@ -34,9 +34,16 @@ type Client struct {
 	version  string           // negotiated protocol version
 	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
 	tasks    []string         // shared mode: the tasks it created, oldest first (tasks.go)
-	// exclusive mode: notifications/initialized was sent for the client's
-	// initialize (its own, or the gateway's before its first request).
-	initialized bool
+	// exclusive mode: the process generation that was sent
+	// notifications/initialized for the client's initialize (the client's
+	// own, the gateway's before its first request, or the replay's after a
+	// restart); 0: none yet. One per generation, never two.
+	initGen uint64
+	// initWritten, while not nil, is closed once the notifications/initialized
+	// claimed for initGen is handed to the upstream: the session's other
+	// requests wait for it (initHeld of them), so that none overtakes it.
+	initWritten chan struct{}
+	initHeld    int
 }
 
 // Join adds a client session; messages not tied to one of its requests go to
@@ -366,9 +373,13 @@ func (c *Client) notification(msg *jsonrpc.Message) {
 	case msg.MethodIs("notifications/initialized") && !m.opts.Exclusive:
 		return // the gateway initialized the server itself
 	case msg.MethodIs("notifications/initialized"):
-		if !c.markInitialized() {
+		written := c.markInitialized()
+		if written == nil {
 			return // sent already, before an earlier request
 		}
+		m.trySend(msg.Raw, msg.MethodName())
+		c.initSent(written)
+		return
 	case msg.MethodIs("notifications/cancelled"):
 		c.cancel(msg)
 		return

@@ -80,6 +80,15 @@ func (m *Mux) initializeUpstream(gen uint64) error {
 		return errGenGone
 	}
 	m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+	if m.opts.Exclusive {
+		// The replay's is the generation's: neither the session's next
+		// request nor the client's own late one sends another.
+		m.mu.Lock()
+		for c := range m.clients {
+			c.initGen = gen
+		}
+		m.mu.Unlock()
+	}
 	if !m.markReady(gen) {
 		return errGenGone
 	}
@@ -435,35 +444,4 @@ func resultOf(raw []byte) []byte {
 	}
 	_ = json.Unmarshal(raw, &env)
 	return env.Result
-}
-
-// ensureInitialized sends notifications/initialized to an exclusive
-// upstream before the first request that follows the client's initialize,
-// when the client has not sent it. claude.ai has sent it without
-// Mcp-Session-Id (anthropics/claude-ai-mcp#99), which the front accepts
-// with 202 but cannot deliver; a server that waits for it (the Python
-// SDK's refuse every request until it arrives) would refuse every call.
-// Written to the same queue as the request, before it.
-func (c *Client) ensureInitialized() {
-	m := c.m
-	m.mu.Lock()
-	send := c.init != nil && !c.initialized
-	c.initialized = c.initialized || send
-	m.mu.Unlock()
-	if send {
-		m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
-	}
-}
-
-// markInitialized records that the client's own notifications/initialized
-// goes to the upstream; false if one was sent already.
-func (c *Client) markInitialized() bool {
-	m := c.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c.initialized {
-		return false
-	}
-	c.initialized = true
-	return true
 }
