@@ -1,19 +1,14 @@
 package aggregate
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcptest"
 )
 
@@ -24,39 +19,15 @@ import (
 // when its next start succeeds. Passes on the old code (the mux wakes
 // its waiters on the crash); kept as a guard.
 func TestFaultFirstStartCrashEndsWait(t *testing.T) {
-	gate := filepath.Join(t.TempDir(), "download")
-	if err := syscall.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mark := marker(t, "slow")
-	slow := fakeMember(t, "slow", mcptest.FakeOptions{StartGate: gate, Marker: mark})
-	slow.FirstStart = slow.Backend.(backend.FirstStarter).FirstStart
-	entered := make(chan struct{})
-	var once sync.Once
-	slow.Backend = &gateBackend{Backend: slow.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
-		if msg.MethodIs("initialize") {
-			once.Do(func() { close(entered) })
-		}
-		return nil
-	}}
+	slow := gatedFirstStart(t, "slow")
 	fast := fakeMember(t, "fast", mcptest.FakeOptions{Marker: marker(t, "fast")})
 	fast.FirstStart = fast.Backend.(backend.FirstStarter).FirstStart // as the gateway sets it
-	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour, PollInterval: 5 * time.Millisecond}, slow, fast)
+	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour, PollInterval: 5 * time.Millisecond}, slow.Member, fast)
 
-	general := newStream()
-	c, err := e.Open(context.Background(), general)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl := &client{t: t, conn: c, general: general}
-	out := cl.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	select {
-	case <-entered:
-	case <-time.After(wait):
-		t.Fatal("the initialize never reached the member on its first start")
-	}
-	pids := mcptest.Procs(mark)
+	cl := openSession(t, e)
+	out := cl.send(initializeBody)
+	slow.waitEntered(t)
+	pids := mcptest.Procs(slow.mark)
 	if len(pids) != 1 {
 		t.Fatalf("slow's processes: %v", pids)
 	}
@@ -70,12 +41,7 @@ func TestFaultFirstStartCrashEndsWait(t *testing.T) {
 	if tools := cl.tools(); slices.Contains(tools, "slow__echo") || !slices.Contains(tools, "fast__echo") {
 		t.Fatalf("tools %v, want fast's only while slow backs off", tools)
 	}
-	// Its next start passes the gate: it joins the session.
-	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	slow.open(t) // its next start passes the gate: it joins the session
 	cl.general.waitNotification(t, "notifications/tools/list_changed")
 	if tools := cl.tools(); !slices.Contains(tools, "slow__echo") {
 		t.Errorf("tools %v after slow started, want its tools too", tools)
@@ -88,22 +54,12 @@ func TestFaultFirstStartCrashEndsWait(t *testing.T) {
 // nothing waits out FirstStartWait (an hour here). Passes on the old
 // code; kept as a guard.
 func TestFaultFirstStartWaitersEndWithSessions(t *testing.T) {
-	gate := filepath.Join(t.TempDir(), "download")
-	if err := syscall.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	slow := fakeMember(t, "slow", mcptest.FakeOptions{StartGate: gate, Marker: marker(t, "slow")})
-	slow.FirstStart = slow.Backend.(backend.FirstStarter).FirstStart
-	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour}, slow)
+	slow := gatedFirstStart(t, "slow")
+	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour}, slow.Member)
 	const sessions = 20
 	var conns []*client
 	for i := range sessions {
-		general := newStream()
-		c, err := e.Open(context.Background(), general)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl := &client{t: t, conn: c, general: general}
+		cl := openSession(t, e)
 		conns = append(conns, cl)
 		cl.send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	}

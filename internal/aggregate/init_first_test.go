@@ -22,51 +22,19 @@ import (
 // time would otherwise never see the member. Without the first-start
 // wait, StartWait (1 ns here) would hide it at once.
 func TestInitializeWaitsForMemberOnFirstStart(t *testing.T) {
-	gate := filepath.Join(t.TempDir(), "download")
-	if err := syscall.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	slow := fakeMember(t, "slow", mcptest.FakeOptions{StartGate: gate, Marker: marker(t, "slow")})
-	fs, ok := slow.Backend.(backend.FirstStarter)
-	if !ok {
-		t.Fatalf("a shared server's backend %T does not tell its first start", slow.Backend)
-	}
+	slow := gatedFirstStart(t, "slow")
+	fs := slow.Backend.(*gateBackend).Backend.(backend.FirstStarter)
 	if !fs.FirstStart() {
 		t.Fatal("a server held at its start gate is not on its first start")
 	}
-	slow.FirstStart = fs.FirstStart // as the gateway sets it
-	entered := make(chan struct{})
-	var once sync.Once
-	slow.Backend = &gateBackend{Backend: slow.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
-		if msg.MethodIs("initialize") {
-			once.Do(func() { close(entered) })
-		}
-		return nil
-	}}
 	fast := fakeMember(t, "fast", mcptest.FakeOptions{Marker: marker(t, "fast")})
 	fast.FirstStart = fast.Backend.(backend.FirstStarter).FirstStart
-	e := newEndpoint(t, Options{StartWait: time.Nanosecond}, slow, fast)
+	e := newEndpoint(t, Options{StartWait: time.Nanosecond}, slow.Member, fast)
 
-	general := newStream()
-	c, err := e.Open(context.Background(), general)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl := &client{t: t, conn: c, general: general}
-	out := cl.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	select {
-	case <-entered:
-	case <-time.After(wait):
-		t.Fatal("the initialize never reached the member on its first start")
-	}
-	// The download ends: opening the pipe waits for the fake to reach it;
-	// closing it lets the fake go on.
-	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	cl := openSession(t, e)
+	out := cl.send(initializeBody)
+	slow.waitEntered(t)
+	slow.open(t)
 	if r := out.reply(t); !strings.Contains(string(r), `"result"`) {
 		t.Fatalf("initialize: %s", r)
 	}
@@ -78,4 +46,69 @@ func TestInitializeWaitsForMemberOnFirstStart(t *testing.T) {
 	if fs.FirstStart() {
 		t.Error("a server that has been ready is still on its first start")
 	}
+}
+
+// initializeBody is a client's initialize.
+const initializeBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// firstStart is a shared member held at its start gate (a first npx -y
+// download, as the gateway reports it through FirstStart).
+type firstStart struct {
+	Member
+	gate    string        // the FIFO the fake waits on at startup
+	mark    string        // its processes' marker
+	entered chan struct{} // closed when a client's initialize reaches it
+}
+
+// gatedFirstStart returns member name on its first start, held at its
+// start gate until open.
+func gatedFirstStart(t *testing.T, name string) *firstStart {
+	t.Helper()
+	f := &firstStart{gate: filepath.Join(t.TempDir(), "download"), mark: marker(t, name), entered: make(chan struct{})}
+	if err := syscall.Mkfifo(f.gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Member = fakeMember(t, name, mcptest.FakeOptions{StartGate: f.gate, Marker: f.mark})
+	f.FirstStart = f.Backend.(backend.FirstStarter).FirstStart // as the gateway sets it
+	var once sync.Once
+	f.Backend = &gateBackend{Backend: f.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
+		if msg.MethodIs("initialize") {
+			once.Do(func() { close(f.entered) })
+		}
+		return nil
+	}}
+	return f
+}
+
+// waitEntered waits for a client's initialize to reach the member.
+func (f *firstStart) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.entered:
+	case <-time.After(wait):
+		t.Fatal("the initialize never reached the member on its first start")
+	}
+}
+
+// open ends the download: opening the pipe waits for the fake to reach
+// it; closing it lets the fake go on.
+func (f *firstStart) open(t *testing.T) {
+	t.Helper()
+	w, err := os.OpenFile(f.gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+}
+
+// openSession opens a session of e, not initialized yet.
+func openSession(t *testing.T, e *Endpoint) *client {
+	t.Helper()
+	general := newStream()
+	c, err := e.Open(context.Background(), general)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &client{t: t, conn: c, general: general}
 }

@@ -119,14 +119,8 @@ func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
 		return held
 	}}
 	e := newEndpoint(t, Options{}, a, b1)
-	general := newStream()
-	c, err := e.Open(context.Background(), general)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl := &client{t: t, conn: c, general: general}
-	out := cl.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	cl := openSession(t, e)
+	out := cl.send(initializeBody)
 	select {
 	case <-entered:
 	case <-time.After(wait):
