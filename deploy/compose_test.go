@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/upstream"
+	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
 )
 
 // stopBudget is the least time a supervisor must give the gateway between
@@ -18,7 +18,7 @@ import (
 // StopGrace, SIGTERM to its group, StopGrace, SIGKILL; servers stop in
 // parallel).
 func stopBudget(cfg *config.Config) time.Duration {
-	return cfg.Gateway.DrainTimeout + 2*upstream.DefaultStopGrace
+	return cfg.Gateway.DrainTimeout + 2*stdio.DefaultStopGrace
 }
 
 // composeFacts is what the probe test needs from the compose file.

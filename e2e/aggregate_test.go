@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -360,7 +360,7 @@ func TestAggregateMemberDown(t *testing.T) {
 	if err := os.WriteFile(downFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	procs := mcptest.Procs(mark + "-flaky")
+	procs := testkit.Procs(mark + "-flaky")
 	if len(procs) == 0 {
 		t.Fatal("no process of flaky found")
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestAuditLogRotation: the real binary's audit log through a logrotate
@@ -23,7 +23,7 @@ func TestAuditLogRotation(t *testing.T) {
 	dir := t.TempDir()
 	audit := filepath.Join(dir, "audit.jsonl")
 	mark := fmt.Sprintf("e2e-audit-%d", time.Now().UnixNano())
-	cmd, args, env := mcptest.Command(mcptest.FakeOptions{Marker: mark})
+	cmd, args, env := testkit.Command(testkit.FakeOptions{Marker: mark})
 	path := writeFaultConfig(t, map[string]any{
 		"gateway":    map[string]any{"audit": map[string]any{"file": audit}},
 		"mcpServers": map[string]any{"fake": fakeEntry(cmd, args, env, nil)},

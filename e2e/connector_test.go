@@ -17,7 +17,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The README's connector recipe, end to end: a TLS proxy in front of a loopback gateway, keeping
@@ -49,7 +49,7 @@ func startConnectorProxy(t *testing.T, target string) *connectorProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile := mcptest.WriteCert(t, t.TempDir(), "proxy", publicHost)
+	certFile, keyFile := testkit.WriteCert(t, t.TempDir(), "proxy", publicHost)
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		t.Fatal(err)

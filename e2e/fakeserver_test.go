@@ -35,7 +35,7 @@ type pagedServer struct {
 // envPagedServer carries a pagedServer's JSON to the re-executed test binary.
 const envPagedServer = "E2E_PAGED_SERVER"
 
-// pagedMarkerFlag carries the marker in argv, where mcptest.FindProcs sees it. It is a flag, so
+// pagedMarkerFlag carries the marker in argv, where testkit.FindProcs sees it. It is a flag, so
 // that a test binary started without $E2E_PAGED_SERVER fails loudly instead of running tests.
 const pagedMarkerFlag = "-e2e.paged="
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The fault scenarios that need the real binary: signals and exit codes.
@@ -22,8 +22,8 @@ import (
 // internal/faults.
 
 // init lets the gateway binary run this test binary as a fake or chaos
-// MCP server (mcptest re-exec); it returns at once in the test process.
-func init() { mcptest.Main() }
+// MCP server (testkit re-exec); it returns at once in the test process.
+func init() { testkit.Main() }
 
 // fakeEntry is a config entry running this test binary as a server.
 func fakeEntry(cmd string, args, env []string, extra map[string]any) map[string]any {
@@ -82,8 +82,8 @@ func faultSession(t *testing.T, url, version string) string {
 // within drainTimeout + a bounded stop time, leaving no process behind.
 func TestFaultSIGTERMWithStuckServers(t *testing.T) {
 	mark := fmt.Sprintf("e2e-fault-sigterm-%d", time.Now().UnixNano())
-	stuckCmd, stuckArgs, stuckEnv := mcptest.ChaosCommand(mcptest.ChaosOptions{Marker: mark, StopReadingAfter: 1, IgnoreSIGTERM: true, SpawnGrandchild: true})
-	isoCmd, isoArgs, isoEnv := mcptest.Command(mcptest.FakeOptions{Marker: mark, IgnoreSIGTERM: true, IgnoreStdinEOF: true, SpawnGrandchild: true})
+	stuckCmd, stuckArgs, stuckEnv := testkit.ChaosCommand(testkit.ChaosOptions{Marker: mark, StopReadingAfter: 1, IgnoreSIGTERM: true, SpawnGrandchild: true})
+	isoCmd, isoArgs, isoEnv := testkit.Command(testkit.FakeOptions{Marker: mark, IgnoreSIGTERM: true, IgnoreStdinEOF: true, SpawnGrandchild: true})
 	const drain = 2 * time.Second
 	cfg := map[string]any{
 		"gateway": map[string]any{"drainTimeout": drain.String()},
@@ -108,7 +108,7 @@ func TestFaultSIGTERMWithStuckServers(t *testing.T) {
 			faultPost(t, base+"/servers/iso/mcp", id, "2025-11-25", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":600000}}}`)
 		})
 	}
-	if n := len(mcptest.Procs(mark)); n < 4 {
+	if n := len(testkit.Procs(mark)); n < 4 {
 		t.Fatalf("%d fake processes running, want at least 4", n)
 	}
 	time.Sleep(500 * time.Millisecond) // let the batch reach the full queue; shutdown must cope either way
@@ -118,7 +118,7 @@ func TestFaultSIGTERMWithStuckServers(t *testing.T) {
 	start := time.Now()
 	p.stop(t, syscall.SIGTERM, bound, true)
 	t.Logf("SIGTERM to exit: %v (bound %v)", time.Since(start).Round(time.Millisecond), bound)
-	if live := mcptest.WaitProcsGone(mark, 5*time.Second); len(live) > 0 {
+	if live := testkit.WaitProcsGone(mark, 5*time.Second); len(live) > 0 {
 		t.Errorf("processes left after the gateway exited: %v", live)
 	}
 }
@@ -177,7 +177,7 @@ func writeFaultConfig(t *testing.T, cfg any) string {
 // client gets an error naming the command. Cleanup checks the clean exit.
 func TestFaultMissingCommandServesOthers(t *testing.T) {
 	mark := fmt.Sprintf("e2e-fault-missing-%d", time.Now().UnixNano())
-	okCmd, okArgs, okEnv := mcptest.Command(mcptest.FakeOptions{Marker: mark})
+	okCmd, okArgs, okEnv := testkit.Command(testkit.FakeOptions{Marker: mark})
 	const missing = "mcpgate-e2e-no-such-uvx"
 	base := startGateway(t, map[string]any{"mcpServers": map[string]any{
 		"fetch": map[string]any{"command": missing, "args": []string{"mcp-server-fetch"}},

@@ -20,13 +20,13 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// TestMain lets the test binary run as a fake MCP server (mcptest.Command)
+// TestMain lets the test binary run as a fake MCP server (testkit.Command)
 // for the tests that start the real gateway.
 func TestMain(m *testing.M) {
-	mcptest.Main()
+	testkit.Main()
 	os.Exit(m.Run())
 }
 
@@ -398,13 +398,13 @@ func TestSecondSignalKillsServerGroups(t *testing.T) {
 	}
 	mk := fmt.Sprintf("mk-%d-%d-second-signal", os.Getpid(), time.Now().UnixNano())
 	t.Cleanup(func() { // whatever the outcome, leave nothing running
-		for _, pid := range mcptest.Procs(mk) {
+		for _, pid := range testkit.Procs(mk) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 	// A server that outlives stdin EOF and SIGTERM keeps the drain going
 	// (two StopGraces) while the second signal comes.
-	cmd, args, env := mcptest.Command(mcptest.FakeOptions{
+	cmd, args, env := testkit.Command(testkit.FakeOptions{
 		IgnoreStdinEOF: true, IgnoreSIGTERM: true, SpawnGrandchild: true, Marker: mk,
 	})
 	envObj := map[string]string{}
@@ -454,9 +454,9 @@ func TestSecondSignalKillsServerGroups(t *testing.T) {
 	}()
 
 	deadline := time.Now().Add(15 * time.Second)
-	for len(mcptest.Procs(mk)) != 2 {
+	for len(testkit.Procs(mk)) != 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server and its grandchild never ran: %v", mcptest.Procs(mk))
+			t.Fatalf("the server and its grandchild never ran: %v", testkit.Procs(mk))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -495,7 +495,7 @@ wait:
 	if !errors.As(werr, &xe) || xe.ExitCode() != exitFailure {
 		t.Errorf("gateway exit: %v, want status %d", werr, exitFailure)
 	}
-	if left := mcptest.WaitProcsGone(mk, 10*time.Second); len(left) > 0 {
+	if left := testkit.WaitProcsGone(mk, 10*time.Second); len(left) > 0 {
 		t.Fatalf("processes left after the gateway exited: %v", left)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/gateway"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // `mcpgate serve -- COMMAND` serves its one server at /mcp as well as at
@@ -21,7 +21,7 @@ import (
 // /messages.
 func TestServeCommandAtBareMCP(t *testing.T) {
 	call := stubGateway(t, nil)
-	cmd, args, env := mcptest.Command(mcptest.FakeOptions{})
+	cmd, args, env := testkit.Command(testkit.FakeOptions{})
 	if r := runCLI(append([]string{"serve", "--listen", "127.0.0.1:0", "--", cmd}, args...)...); r.code != 0 {
 		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
 	}
@@ -68,7 +68,7 @@ func TestServeCommandAtBareMCP(t *testing.T) {
 	}
 	resp, body := post("/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
-	if resp.StatusCode != http.StatusOK || sid == "" || !strings.Contains(body, mcptest.FakeServerName) {
+	if resp.StatusCode != http.StatusOK || sid == "" || !strings.Contains(body, testkit.FakeServerName) {
 		t.Fatalf("initialize at /mcp: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := post("/mcp", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {

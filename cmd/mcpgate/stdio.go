@@ -13,7 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/bridge"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 var stdioCmd = command{

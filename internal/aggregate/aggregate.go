@@ -5,9 +5,9 @@
 // (SERVER__NAME by default), filtered, and routed back to their owner.
 //
 // The package sits between the HTTP front and the configured servers: an
-// Endpoint is an httpapi.Backend built on the members' own Backends, so
+// Endpoint is an front.Backend built on the members' own Backends, so
 // every isolation mode, remote and era of a member works behind it
-// unchanged. It imports httpapi, jsonrpc, modern and mux (for Stream)
+// unchanged. It imports front, jsonrpc, modern and mux (for Stream)
 // only; gateway builds it from the config.
 //
 // The session eras (conn.go and the files it uses): one client session is
@@ -45,7 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
@@ -54,8 +54,8 @@ type Member struct {
 	// Name is the server's name in the config.
 	Name string
 	// Backend opens the member's sessions (and, if it is also an
-	// httpapi.StatelessBackend, its requests of the stateless revision).
-	Backend httpapi.Backend
+	// front.StatelessBackend, its requests of the stateless revision).
+	Backend front.Backend
 	// Prefix is put before the member's tool and prompt names, followed by
 	// the endpoint's separator; "" puts nothing (the names must not
 	// collide with another member's). Resources keep their URIs.
@@ -69,7 +69,7 @@ type Member struct {
 	Timeout time.Duration
 	// Policy, if set, decides which of the member's items (by their own
 	// names) each principal may list and use, as at the member's own URL.
-	Policy httpapi.Policy
+	Policy front.Policy
 	// Filter selects the member's tools, prompts and resources the
 	// endpoint exposes (by their names before the prefix, and by URI).
 	Filter Filter
@@ -92,7 +92,7 @@ type Member struct {
 	// of the stateless revision declaring caps (raw JSON): a Conn of the
 	// session eras on the processes that serve the member's stateless
 	// requests (backend.StatelessSession). nil: Backend.Open.
-	OpenStateless func(ctx context.Context, general mux.Stream, caps []byte) (httpapi.Conn, error)
+	OpenStateless func(ctx context.Context, general mux.Stream, caps []byte) (front.Conn, error)
 }
 
 // Filter is allow/deny globs (path.Match syntax) per kind. An empty allow
@@ -269,7 +269,7 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 // Open opens a client session of the endpoint: a session of each member.
 // A critical member whose session cannot be opened fails it (its error,
 // RetryAfter included, named); another is down for this session.
-func (e *Endpoint) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+func (e *Endpoint) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
 	c, err := e.openSession(ctx, general, false, nil)
 	if err != nil {
 		return nil, err // not a nil *conn in an interface

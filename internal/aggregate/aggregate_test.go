@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // builtinTools is the number of tools the fake lists.
@@ -20,7 +20,7 @@ const builtinTools = 16
 // tools in its own order, every name prefixed, and no nextCursor: a client
 // that reads one page sees every server.
 func TestMergedListOnePage(t *testing.T) {
-	paged := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ToolPageSize: 3}}
+	paged := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ToolPageSize: 3}}
 	a := fakeMember(t, "a", paged)
 	b := fakeMember(t, "b", paged)
 	e := newEndpoint(t, Options{}, a, b)
@@ -75,8 +75,8 @@ func TestMergedListOnePage(t *testing.T) {
 // member gave it, with the client's id byte for byte.
 func TestCallRoutedWithIDs(t *testing.T) {
 	ma, mb := marker(t, "a"), marker(t, "b")
-	a := fakeMember(t, "a", mcptest.FakeOptions{Marker: ma, Catalog: mcptest.CatalogOptions{ExtraTools: []string{"hello"}}})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Marker: mb, Catalog: mcptest.CatalogOptions{ExtraTools: []string{"hello"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Marker: ma, Catalog: testkit.CatalogOptions{ExtraTools: []string{"hello"}}})
+	b := fakeMember(t, "b", testkit.FakeOptions{Marker: mb, Catalog: testkit.CatalogOptions{ExtraTools: []string{"hello"}}})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 
@@ -86,7 +86,7 @@ func TestCallRoutedWithIDs(t *testing.T) {
 		if !strings.HasPrefix(string(r), `{"jsonrpc":"2.0","id":`+id+`,`) {
 			t.Errorf("reply %s: want the client's id %s byte for byte", r, id)
 		}
-		pids := mcptest.Procs(mb)
+		pids := testkit.Procs(mb)
 		if got := text(t, r); len(pids) != 1 || got != strconv.Itoa(pids[0]) {
 			t.Errorf("b__pid answered %q, want b's process %v", got, pids)
 		}
@@ -109,8 +109,8 @@ func TestCallRoutedWithIDs(t *testing.T) {
 // names: those are left out of the list, logged naming both, and a call
 // to one gets an error naming both; the others are served.
 func TestCollisionReported(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"alpha"}}})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"beta"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"alpha"}}})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"beta"}}})
 	a.Prefix, b.Prefix = "", ""
 	log, logs := newLog(t)
 	e := newEndpoint(t, Options{Logger: log}, a, b)
@@ -136,7 +136,7 @@ func TestCollisionReported(t *testing.T) {
 // stable hash and still calls the member's own name.
 func TestLongNameShortened(t *testing.T) {
 	long := strings.Repeat("very_long_tool_name_", 4) + "end" // 83 characters
-	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{long, long + "2"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{long, long + "2"}}})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	var short []string
@@ -165,7 +165,7 @@ func TestLongNameShortened(t *testing.T) {
 // TestSnakeCase: names in snake_case, called back by their exact original
 // names; two names of one member that become the same are reported.
 func TestSnakeCase(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"getUserInfo", "fooBar", "foo-bar"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"getUserInfo", "fooBar", "foo-bar"}}})
 	a.Prefix = "MyServer"
 	e := newEndpoint(t, Options{SnakeCase: true}, a)
 	cl := connect(t, e, `{}`)
@@ -184,7 +184,7 @@ func TestSnakeCase(t *testing.T) {
 // TestFilters: the member's filter and the endpoint's apply to lists and
 // calls; a filtered tool or resource is unknown, as if it did not exist.
 func TestFilters(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	a.Filter = Filter{Tools: Globs{Deny: []string{"crash"}}, Resources: Globs{Deny: []string{"mem://b"}}}
 	e := newEndpoint(t, Options{Filter: Filter{Tools: Globs{Allow: []string{"echo", "crash", "p*"}}}}, a)
 	cl := connect(t, e, `{}`)
@@ -213,8 +213,8 @@ func TestFilters(t *testing.T) {
 // template), an ambiguous or unknown URI told precisely, prompts and
 // completions routed by name and ref.
 func TestResourcesPromptsCompletion(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{
 		Resources: []string{"file:///b1", "mem://a"}, ResourceTemplates: []string{"note://{id}"}, Prompts: []string{"greet"},
 	}})
 	e := newEndpoint(t, Options{}, a, b)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -80,13 +80,13 @@ type member struct {
 	joinCtx  context.Context
 	stopJoin context.CancelFunc
 	// guarded by conn.mu:
-	conn    httpapi.Conn // nil while Open failed or is under way, and in a tombstone
-	seen    *Member      // the endpoint's member its lists were loaded for (a policy change reloads them)
-	ready   bool         // the member's state as the endpoint last saw it
-	seq     uint64       // the endpoint's count of its state changes, at ready
-	up      bool         // initialized in this session
-	initing bool         // an initialize of it is under way
-	failed  string       // why its Open or initialize failed, "" if it did not
+	conn    front.Conn // nil while Open failed or is under way, and in a tombstone
+	seen    *Member    // the endpoint's member its lists were loaded for (a policy change reloads them)
+	ready   bool       // the member's state as the endpoint last saw it
+	seq     uint64     // the endpoint's count of its state changes, at ready
+	up      bool       // initialized in this session
+	initing bool       // an initialize of it is under way
+	failed  string     // why its Open or initialize failed, "" if it did not
 	caps    caps
 	level   []byte // the logging/setLevel params last sent to it
 	lists   [numKinds]listState
@@ -125,11 +125,11 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
 	c := &conn{e: e, general: general, pending: map[string]*pending{}, subs: map[string]int{}, stateless: stateless, caps: caps}
-	c.principal.Store(httpapi.Principal(ctx))
+	c.principal.Store(front.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	tab, ver := e.table()
 	members := make([]*member, len(tab))
-	conns := make([]httpapi.Conn, len(tab))
+	conns := make([]front.Conn, len(tab))
 	errs := make([]error, len(tab))
 	var wg sync.WaitGroup
 	for i, s := range tab {
@@ -321,7 +321,7 @@ func (c *conn) fail(p *pending, err error) {
 func (c *conn) Abandon(out mux.Stream) {
 	type abandoned struct {
 		p    *pending
-		conn httpapi.Conn
+		conn front.Conn
 	}
 	c.mu.Lock()
 	var mine []abandoned
@@ -386,7 +386,7 @@ func (c *conn) CloseWith(reason string) {
 // closed.
 func (c *conn) closeMembers(reason string) {
 	c.mu.Lock()
-	conns := make([]httpapi.Conn, 0, len(c.members))
+	conns := make([]front.Conn, 0, len(c.members))
 	for _, mc := range c.members {
 		if mc != nil && mc.conn != nil {
 			conns = append(conns, mc.conn)
@@ -394,7 +394,7 @@ func (c *conn) closeMembers(reason string) {
 	}
 	c.mu.Unlock()
 	for _, mconn := range conns {
-		if cw, ok := mconn.(httpapi.ConnCloseWith); ok && reason != "" {
+		if cw, ok := mconn.(front.ConnCloseWith); ok && reason != "" {
 			cw.CloseWith(reason)
 		}
 		mconn.Close()

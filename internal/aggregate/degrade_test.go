@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestServerRequestsRoutedBack: two members ask the client for sampling
 // at the same time, with the same ids of their own; each answer goes back
 // to the member that asked.
 func TestServerRequestsRoutedBack(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{"sampling":{}}`)
 	cl.tools() // both members' sessions now made the same requests
@@ -66,7 +66,7 @@ func TestServerRequestsRoutedBack(t *testing.T) {
 	}
 }
 
-// hold holds a fake member down (see mcptest.CatalogOptions.DownFile)
+// hold holds a fake member down (see testkit.CatalogOptions.DownFile)
 // until release is called.
 func hold(t *testing.T, path string) (release func()) {
 	t.Helper()
@@ -86,8 +86,8 @@ func hold(t *testing.T, path string) (release func()) {
 // (list_changed) and serves.
 func TestMemberDownAndBack(t *testing.T) {
 	mb, down := marker(t, "b"), filepath.Join(t.TempDir(), "down")
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Marker: mb, Catalog: mcptest.CatalogOptions{DownFile: down}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Marker: mb, Catalog: testkit.CatalogOptions{DownFile: down}})
 	if b.State == nil {
 		t.Skip("the backend does not report its readiness")
 	}
@@ -96,7 +96,7 @@ func TestMemberDownAndBack(t *testing.T) {
 	if n := len(cl.tools()); n != 2*builtinTools {
 		t.Fatalf("%d tools before", n)
 	}
-	pids := mcptest.Procs(mb)
+	pids := testkit.Procs(mb)
 	if len(pids) != 1 {
 		t.Fatalf("b's processes: %v", pids)
 	}
@@ -139,8 +139,8 @@ func TestMemberDownAndBack(t *testing.T) {
 func TestMemberDownAtInitialize(t *testing.T) {
 	down := filepath.Join(t.TempDir(), "down")
 	release := hold(t, down)
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{DownFile: down}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{DownFile: down}})
 	if b.State == nil {
 		t.Skip("the backend does not report its readiness")
 	}
@@ -174,12 +174,12 @@ func TestCriticalMemberFailsInitialize(t *testing.T) {
 	cfg := g.NewServer("broken")
 	cfg.Command = "mcpgate-test-no-such-command"
 	log, _ := newLog(t)
-	srv, err := backend.New(cfg, "test", log)
+	srv, err := servers.New(cfg, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	for _, critical := range []bool{false, true} {
 		broken := Member{Name: "broken", Prefix: "broken", Backend: srv, Critical: critical}
 		e := newEndpoint(t, Options{}, a, broken)
@@ -207,8 +207,8 @@ func TestCriticalMemberFailsInitialize(t *testing.T) {
 // merged list after its timeout, never delaying it beyond; a call to its
 // tools says why.
 func TestSlowMemberLeftOut(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ListDelay: time.Hour}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ListDelay: time.Hour}})
 	b.Timeout = 300 * time.Millisecond
 	log, logs := newLog(t)
 	e := newEndpoint(t, Options{Logger: log}, a, b)
@@ -234,7 +234,7 @@ func TestSlowMemberLeftOut(t *testing.T) {
 // TestMemberTimeoutAnswersCall: a call to a member that does not answer
 // within its Timeout gets -32001, and is cancelled at the member.
 func TestMemberTimeoutAnswersCall(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	a.Timeout = 200 * time.Millisecond
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
@@ -252,8 +252,8 @@ func TestMemberTimeoutAnswersCall(t *testing.T) {
 // flight once (calls at members, a list waiting for a slow member, a call
 // waiting for names), and nothing after.
 func TestCloseAnswersInFlight(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	slow := fakeMember(t, "slow", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ListDelay: time.Hour}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	slow := fakeMember(t, "slow", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ListDelay: time.Hour}})
 	e := newEndpoint(t, Options{}, a, slow)
 	cl := connect(t, e, `{}`)
 	var streams []*stream
@@ -287,7 +287,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 // TestCancelAndAbandon: a client's cancellation ends its request at the
 // member without a reply; an abandoned stream's requests end silently.
 func TestCancelAndAbandon(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	cl.tools()
@@ -366,7 +366,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestEndpointCloseEndsSessions: closing the endpoint ends the sessions
 // still open, answering their requests in flight.
 func TestEndpointCloseEndsSessions(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	cl.tools()

@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // Helpers of the fault tests (*_faults_test.go): hostile clients and
-// members on real member backends (the mcptest fake behind a
+// members on real member backends (the testkit fake behind a
 // backend.Server), and the accounting that tells what went wrong.
 
 // hookStream is a client stream that runs onReply (if set) synchronously
@@ -122,7 +122,7 @@ func settleGoroutines(t *testing.T, limit int, what string) int {
 func withStateless(t *testing.T, m Member) Member {
 	t.Helper()
 	log, _ := newLog(t)
-	m.OpenStateless = backend.StatelessSession(m.Backend.(backend.Server), log)
+	m.OpenStateless = servers.StatelessSession(m.Backend.(servers.Server), log)
 	return m
 }
 
@@ -131,11 +131,11 @@ func withStateless(t *testing.T, m Member) Member {
 // member's seeing it: Handle of a request for which hold returns a channel
 // waits on it (bounded by the test's wait) before the real Handle.
 type gateBackend struct {
-	httpapi.Backend
+	front.Backend
 	hold func(msg *jsonrpc.Message) <-chan struct{}
 }
 
-func (g *gateBackend) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+func (g *gateBackend) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
 	c, err := g.Backend.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func (g *gateBackend) Open(ctx context.Context, general mux.Stream) (httpapi.Con
 }
 
 type gateConn struct {
-	httpapi.Conn
+	front.Conn
 	hold func(msg *jsonrpc.Message) <-chan struct{}
 }
 
@@ -161,7 +161,7 @@ func (g *gateConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Str
 }
 
 func (g *gateConn) CloseWith(reason string) {
-	if cw, ok := g.Conn.(httpapi.ConnCloseWith); ok {
+	if cw, ok := g.Conn.(front.ConnCloseWith); ok {
 		cw.CloseWith(reason)
 	}
 }

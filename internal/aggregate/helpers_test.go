@@ -11,16 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	mcptest.Main()
+	testkit.Main()
 	goleak.VerifyTestMain(m)
 }
 
@@ -52,17 +52,17 @@ func newLog(t testing.TB) (*slog.Logger, *logBuffer) {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo})), b
 }
 
-// fakeMember starts a shared server running the mcptest fake and returns
+// fakeMember starts a shared server running the testkit fake and returns
 // it as a member named name, prefixed with its name.
-func fakeMember(t *testing.T, name string, opts mcptest.FakeOptions) Member {
+func fakeMember(t *testing.T, name string, opts testkit.FakeOptions) Member {
 	t.Helper()
 	return fakeMemberWith(t, name, opts, nil)
 }
 
 // fakeMemberWith is fakeMember with the server's config adjusted by edit.
-func fakeMemberWith(t *testing.T, name string, opts mcptest.FakeOptions, edit func(*config.Server)) Member {
+func fakeMemberWith(t *testing.T, name string, opts testkit.FakeOptions, edit func(*config.Server)) Member {
 	t.Helper()
-	cmd, args, env := mcptest.Command(opts)
+	cmd, args, env := testkit.Command(opts)
 	g := config.Defaults()
 	cfg := g.NewServer(name)
 	cfg.Command, cfg.Args, cfg.Env = cmd, args, map[string]string{}
@@ -74,7 +74,7 @@ func fakeMemberWith(t *testing.T, name string, opts mcptest.FakeOptions, edit fu
 		edit(cfg)
 	}
 	log, _ := newLog(t)
-	srv, err := backend.New(cfg, "test", log)
+	srv, err := servers.New(cfg, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func (s *stream) waitNotification(t *testing.T, method string) {
 // client is one client session of an endpoint.
 type client struct {
 	t       *testing.T
-	conn    httpapi.Conn
+	conn    front.Conn
 	general *stream
 	init    []byte // the initialize result
 }
@@ -218,7 +218,7 @@ func (cl *client) handle(raw string, out *stream) {
 	if err != nil {
 		cl.t.Fatalf("%s: %v", raw, err)
 	}
-	var o httpapi.Conn = cl.conn
+	var o front.Conn = cl.conn
 	if out == nil {
 		o.Handle(context.Background(), &m, nil)
 		return

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A member that crashes during its first start (backing off) ends the
@@ -20,14 +20,14 @@ import (
 // its waiters on the crash); kept as a guard.
 func TestFaultFirstStartCrashEndsWait(t *testing.T) {
 	slow := gatedFirstStart(t, "slow")
-	fast := fakeMember(t, "fast", mcptest.FakeOptions{Marker: marker(t, "fast")})
-	fast.FirstStart = fast.Backend.(backend.FirstStarter).FirstStart // as the gateway sets it
+	fast := fakeMember(t, "fast", testkit.FakeOptions{Marker: marker(t, "fast")})
+	fast.FirstStart = fast.Backend.(servers.FirstStarter).FirstStart // as the gateway sets it
 	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour, PollInterval: 5 * time.Millisecond}, slow.Member, fast)
 
 	cl := openSession(t, e)
 	out := cl.send(initializeBody)
 	slow.waitEntered(t)
-	pids := mcptest.Procs(slow.mark)
+	pids := testkit.Procs(slow.mark)
 	if len(pids) != 1 {
 		t.Fatalf("slow's processes: %v", pids)
 	}

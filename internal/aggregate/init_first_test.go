@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A member on its first start (a first `npx -y` download) is waited for by
@@ -23,12 +23,12 @@ import (
 // wait, StartWait (1 ns here) would hide it at once.
 func TestInitializeWaitsForMemberOnFirstStart(t *testing.T) {
 	slow := gatedFirstStart(t, "slow")
-	fs := slow.Backend.(*gateBackend).Backend.(backend.FirstStarter)
+	fs := slow.Backend.(*gateBackend).Backend.(servers.FirstStarter)
 	if !fs.FirstStart() {
 		t.Fatal("a server held at its start gate is not on its first start")
 	}
-	fast := fakeMember(t, "fast", mcptest.FakeOptions{Marker: marker(t, "fast")})
-	fast.FirstStart = fast.Backend.(backend.FirstStarter).FirstStart
+	fast := fakeMember(t, "fast", testkit.FakeOptions{Marker: marker(t, "fast")})
+	fast.FirstStart = fast.Backend.(servers.FirstStarter).FirstStart
 	e := newEndpoint(t, Options{StartWait: time.Nanosecond}, slow.Member, fast)
 
 	cl := openSession(t, e)
@@ -68,8 +68,8 @@ func gatedFirstStart(t *testing.T, name string) *firstStart {
 	if err := syscall.Mkfifo(f.gate, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.Member = fakeMember(t, name, mcptest.FakeOptions{StartGate: f.gate, Marker: f.mark})
-	f.FirstStart = f.Backend.(backend.FirstStarter).FirstStart // as the gateway sets it
+	f.Member = fakeMember(t, name, testkit.FakeOptions{StartGate: f.gate, Marker: f.mark})
+	f.FirstStart = f.Backend.(servers.FirstStarter).FirstStart // as the gateway sets it
 	var once sync.Once
 	f.Backend = &gateBackend{Backend: f.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
 		if msg.MethodIs("initialize") {

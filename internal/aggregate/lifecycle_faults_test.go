@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on the endpoint's lifecycle: members hung, killed, flooding;
@@ -29,8 +29,8 @@ import (
 // waits for the hung list once at most, and not again while the hung
 // member's list stays failed.
 func TestFaultHungListMember(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ListDelay: time.Hour}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ListDelay: time.Hour}})
 	b.Timeout = time.Second
 	e := newEndpoint(t, Options{}, a, b)
 	const sessions = 8
@@ -100,8 +100,8 @@ func TestFaultHungListMember(t *testing.T) {
 // killed member serves again once restarted.
 func TestFaultMemberKilledMidCall(t *testing.T) {
 	ma := marker(t, "a")
-	a := fakeMember(t, "a", mcptest.FakeOptions{Marker: ma})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{Marker: ma})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{PollInterval: 5 * time.Millisecond}, a, b)
 	const sessions = 6
 	clients := make([]*client, sessions)
@@ -116,7 +116,7 @@ func TestFaultMemberKilledMidCall(t *testing.T) {
 		sb.next(t)
 		onA, onB = append(onA, sa), append(onB, sb)
 	}
-	pids := mcptest.Procs(ma)
+	pids := testkit.Procs(ma)
 	if len(pids) != 1 {
 		t.Fatalf("a's processes %v", pids)
 	}
@@ -159,8 +159,8 @@ func TestFaultMemberKilledMidCall(t *testing.T) {
 // notifications (coalesced), every list is answered, and the goroutines
 // return to what they were.
 func TestFaultListChangedStorm(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	const sessions = 4
 	clients := make([]*client, sessions)
@@ -255,7 +255,7 @@ var raceRequests = []string{
 
 // fire sends every race request to conn on streams of its own, each from
 // a goroutine of its own, and returns the streams at once.
-func fire(t *testing.T, conn httpapi.Conn, wg *sync.WaitGroup) []*stream {
+func fire(t *testing.T, conn front.Conn, wg *sync.WaitGroup) []*stream {
 	outs := make([]*stream, len(raceRequests))
 	for j, raw := range raceRequests {
 		outs[j] = newStream()
@@ -302,9 +302,9 @@ func until(cond func() bool) bool {
 // racingMembers returns shared members a and b and a member "hung" whose
 // tools/list never comes, within its timeout.
 func racingMembers(t *testing.T, hungTimeout time.Duration) []Member {
-	hung := fakeMember(t, "hung", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ListDelay: time.Hour}})
+	hung := fakeMember(t, "hung", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ListDelay: time.Hour}})
 	hung.Timeout = hungTimeout
-	return []Member{fakeMember(t, "a", mcptest.FakeOptions{}), fakeMember(t, "b", mcptest.FakeOptions{}), hung}
+	return []Member{fakeMember(t, "a", testkit.FakeOptions{}), fakeMember(t, "b", testkit.FakeOptions{}), hung}
 }
 
 // TestFaultCloseRacesEverything: a session closed while its initialize,
@@ -339,7 +339,7 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 				until(func() bool { return outs[5].replyCount() > 0 && outs[2].replyCount() > 0 })
 			}
 			start := time.Now()
-			conn.(httpapi.ConnCloseWith).CloseWith("the client deleted the session")
+			conn.(front.ConnCloseWith).CloseWith("the client deleted the session")
 			conn.Close()
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("iteration %d: Close took %v", iter, d)
@@ -482,7 +482,7 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 	for _, how := range []string{"abandon", "cancel", "timeout"} {
 		t.Run(how, func(t *testing.T) {
 			g := newGate("slow")
-			a := fakeMember(t, "a", mcptest.FakeOptions{})
+			a := fakeMember(t, "a", testkit.FakeOptions{})
 			a.Backend = &gateBackend{Backend: a.Backend, hold: g.hold}
 			if how == "timeout" {
 				a.Timeout = 200 * time.Millisecond
@@ -532,7 +532,7 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 // moment its timeout is answered (allowed: the id is no longer in flight)
 // gets its new call answered, not cancelled by the old one's cancellation.
 func TestFaultTimeoutThenSameID(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	a.Timeout = 300 * time.Millisecond
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -20,7 +20,7 @@ type cursorBomb struct {
 	pages     atomic.Int64
 }
 
-func (b *cursorBomb) Open(context.Context, mux.Stream) (httpapi.Conn, error) {
+func (b *cursorBomb) Open(context.Context, mux.Stream) (front.Conn, error) {
 	return &cursorBombConn{b}, nil
 }
 

@@ -11,26 +11,26 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // pagedMembers returns members a (tools in pages of 3) and b (pages of 4,
 // session-isolated: its list is fetched by each session), with prompts,
 // resources and templates of their own.
 func pagedMembers(t *testing.T) []Member {
-	cat := func(name string, pageSize int) mcptest.CatalogOptions {
-		return mcptest.CatalogOptions{
+	cat := func(name string, pageSize int) testkit.CatalogOptions {
+		return testkit.CatalogOptions{
 			ToolPageSize:      pageSize,
 			Prompts:           []string{name + "-p1", name + "-p2"},
 			Resources:         []string{"mem://" + name + "/1", "mem://" + name + "/2"},
 			ResourceTemplates: []string{"mem://" + name + "/t/{id}"},
 		}
 	}
-	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: cat("a", 3)})
-	b := fakeMemberWith(t, "b", mcptest.FakeOptions{Catalog: cat("b", 4)}, func(s *config.Server) { s.Isolation = config.IsolationSession })
+	a := fakeMember(t, "a", testkit.FakeOptions{Catalog: cat("a", 3)})
+	b := fakeMemberWith(t, "b", testkit.FakeOptions{Catalog: cat("b", 4)}, func(s *config.Server) { s.Isolation = config.IsolationSession })
 	return []Member{a, b}
 }
 
@@ -122,7 +122,7 @@ func TestMergedListPageSize(t *testing.T) {
 // own endpoint session) get the whole merged list in one page; with
 // PageSize, pages whose cursors work across requests.
 func TestMergedListStateless(t *testing.T) {
-	paged := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ToolPageSize: 3}}
+	paged := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ToolPageSize: 3}}
 	a := withStateless(t, fakeMember(t, "a", paged))
 	b := withStateless(t, fakeMember(t, "b", paged))
 	list := func(e *Endpoint, cursor string) (names []string, next string) {
@@ -181,10 +181,10 @@ func TestMergedListStateless(t *testing.T) {
 // fetched before the change is not kept for the endpoint (a new session
 // gets the new one without fetching).
 func TestListChangedMidListRetried(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	direct := a.Backend // the member's own server, for a client of its own
 	tap := newListTap(a)
-	e := newEndpoint(t, Options{}, tap.member, fakeMember(t, "b", mcptest.FakeOptions{}))
+	e := newEndpoint(t, Options{}, tap.member, fakeMember(t, "b", testkit.FakeOptions{}))
 	cl := connect(t, e, `{}`)
 	held := tap.holdNext()
 	out := cl.send(`{"jsonrpc":"2.0","id":"mid","method":"tools/list"}`)
@@ -214,7 +214,7 @@ func TestListChangedMidListRetried(t *testing.T) {
 
 // openDirect opens and initializes a session of a server itself, not
 // through an endpoint.
-func openDirect(t *testing.T, be httpapi.Backend) *client {
+func openDirect(t *testing.T, be front.Backend) *client {
 	t.Helper()
 	general := newStream()
 	c, err := be.Open(context.Background(), general)
@@ -276,11 +276,11 @@ func (tap *listTap) holdFor(msg *jsonrpc.Message) <-chan struct{} {
 }
 
 type tapBackend struct {
-	httpapi.Backend
+	front.Backend
 	tap *listTap
 }
 
-func (b tapBackend) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+func (b tapBackend) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
 	c, err := b.Backend.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -289,7 +289,7 @@ func (b tapBackend) Open(ctx context.Context, general mux.Stream) (httpapi.Conn,
 }
 
 type tapConn struct {
-	httpapi.Conn
+	front.Conn
 	tap *listTap
 }
 

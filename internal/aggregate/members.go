@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 )
 
 // This file is the endpoint's membership: the members by index (slots),
@@ -82,7 +82,7 @@ func (e *Endpoint) member(i int) *Member {
 
 // policy returns member i's Policy as last set: a change of policy alone
 // applies to the member's sessions in place.
-func (e *Endpoint) policy(i int) httpapi.Policy { return e.member(i).Policy }
+func (e *Endpoint) policy(i int) front.Policy { return e.member(i).Policy }
 
 // slotAt returns slot i, for its rate limits.
 func (e *Endpoint) slotAt(i int) *slot {
@@ -298,7 +298,7 @@ func (c *conn) reconcile() {
 	c.tableVer = ver
 	members := slices.Clone(c.members)
 	type ending struct {
-		conn   httpapi.Conn
+		conn   front.Conn
 		reason string
 	}
 	var ended []ending
@@ -361,7 +361,7 @@ func (c *conn) reconcile() {
 	c.notifyLocked(changed)
 	c.mu.Unlock()
 	for _, x := range ended {
-		if cw, ok := x.conn.(httpapi.ConnCloseWith); ok {
+		if cw, ok := x.conn.(front.ConnCloseWith); ok {
 			cw.CloseWith(x.reason)
 		}
 		x.conn.Close()
@@ -381,7 +381,7 @@ func (c *conn) reconcile() {
 func (c *conn) join(mc *member) {
 	ctx, cancel := mc.joinCtx, mc.stopJoin
 	defer cancel()
-	var mconn httpapi.Conn
+	var mconn front.Conn
 	var err error
 	if mc.apart {
 		mconn, err = mc.m.OpenStateless(ctx, memberGeneral{c, mc}, c.caps)

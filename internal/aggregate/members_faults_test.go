@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Fault tests of membership changed in place (members.go): what a config
@@ -41,9 +41,9 @@ func TestFaultServerRequestAcrossRenewal(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := fakeMember(t, "a", mcptest.FakeOptions{})
-			b1 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")}, isolated)
-			b2 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")}, isolated)
+			a := fakeMember(t, "a", testkit.FakeOptions{})
+			b1 := fakeMemberWith(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")}, isolated)
+			b2 := fakeMemberWith(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")}, isolated)
 			e := newEndpoint(t, Options{}, a, b1)
 			cl := connect(t, e, `{"sampling":{}}`)
 			cl.tools()
@@ -100,9 +100,9 @@ func TestFaultServerRequestAcrossRenewal(t *testing.T) {
 // the client's initialize ("critical ... failed"): the member that
 // replaces it joins the session as any member added does.
 func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")})
 	b1.Critical, b2.Critical = true, true
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once, released sync.Once
@@ -146,13 +146,13 @@ func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
 // holdOpen is a member backend whose Open waits for release before it
 // opens the real one; entered is closed when the first Open arrives.
 type holdOpen struct {
-	httpapi.Backend
+	front.Backend
 	once     sync.Once
 	entered  chan struct{}
 	released chan struct{}
 }
 
-func (h *holdOpen) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, error) {
+func (h *holdOpen) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
 	h.once.Do(func() { close(h.entered) })
 	select {
 	case <-h.released:
@@ -168,17 +168,17 @@ func (h *holdOpen) Open(ctx context.Context, general mux.Stream) (httpapi.Conn, 
 // stopped server; the session must not fail for it: it is on a table
 // older than the endpoint's, and takes the new member when it registers.
 func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")})
 	b1.Critical, b2.Critical = true, true
-	old := b1.Backend.(backend.Server)
+	old := b1.Backend.(servers.Server)
 	h := &holdOpen{Backend: old, entered: make(chan struct{}), released: make(chan struct{})}
 	b1.Backend = h
 	e := newEndpoint(t, Options{}, a, b1)
 
 	type opened struct {
-		c   httpapi.Conn
+		c   front.Conn
 		err error
 	}
 	done := make(chan opened, 1)
@@ -224,10 +224,10 @@ func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
 // and the session's table and the endpoint's slots did not grow.
 func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 	isolated := func(s *config.Server) { s.Isolation = config.IsolationSession }
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	m1, m2 := marker(t, "b1"), marker(t, "b2")
-	b1 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: m1}, isolated)
-	b2 := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: m2}, isolated)
+	b1 := fakeMemberWith(t, "b", testkit.FakeOptions{Marker: m1}, isolated)
+	b2 := fakeMemberWith(t, "b", testkit.FakeOptions{Marker: m2}, isolated)
 	e := newEndpoint(t, Options{}, a, b1)
 	kept := connect(t, e, `{}`)
 	const reloads = 40
@@ -252,11 +252,11 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 	if last == m2 {
 		other = m1
 	}
-	if left := mcptest.WaitProcsGone(other, wait); len(left) > 0 {
+	if left := testkit.WaitProcsGone(other, wait); len(left) > 0 {
 		t.Errorf("processes of the replaced b left: %v", left)
 	}
 	waitFor(t, "one process of the last b (the open session's)", func() bool {
-		return len(mcptest.Procs(last)) == 1
+		return len(testkit.Procs(last)) == 1
 	})
 	if n := kept.conn.(*conn).memberCount(); n != 2 {
 		t.Errorf("the session's table has %d members after %d reloads, want 2", n, reloads)
@@ -266,7 +266,7 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 		t.Errorf("the endpoint has %d slots after %d reloads, want 2", len(tab), reloads)
 	}
 	kept.conn.Close()
-	if left := mcptest.WaitProcsGone(last, wait); len(left) > 0 {
+	if left := testkit.WaitProcsGone(last, wait); len(left) > 0 {
 		t.Errorf("processes of b left after the last session closed: %v", left)
 	}
 }
@@ -280,8 +280,8 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 // capability a member joining later may bring, and the new member's
 // completions work in the kept session.
 func TestFaultMemberAddedBringsCapabilities(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{Prompts: []string{"greet"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{Prompts: []string{"greet"}}})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	var init struct {
@@ -313,11 +313,11 @@ func TestFaultMemberAddedBringsCapabilities(t *testing.T) {
 // its context (a server at its process cap, a remote that does not
 // answer), counting the Opens under way.
 type stuckOpen struct {
-	httpapi.Backend
+	front.Backend
 	waiting atomic.Int64
 }
 
-func (s *stuckOpen) Open(ctx context.Context, _ mux.Stream) (httpapi.Conn, error) {
+func (s *stuckOpen) Open(ctx context.Context, _ mux.Stream) (front.Conn, error) {
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
 	<-ctx.Done()
@@ -329,8 +329,8 @@ func (s *stuckOpen) Open(ctx context.Context, _ mux.Stream) (httpapi.Conn, error
 // member's session anew (join); the joins of the entries replaced since
 // are nobody's and must end then, not pile up until the session ends.
 func TestFaultSupersededJoinsEnd(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 	stuck := []*stuckOpen{{Backend: b.Backend}, {Backend: b.Backend}}
@@ -358,10 +358,10 @@ func TestFaultSupersededJoinsEnd(t *testing.T) {
 // endpoint has, a tombstone exactly where the endpoint has one; never a
 // mix of an older table and a newer one.
 func TestFaultSessionsOpenedDuringReloads(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
-	c := fakeMember(t, "c", mcptest.FakeOptions{})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
+	c := fakeMember(t, "c", testkit.FakeOptions{})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	sets := [][]Member{{a, c}, {a, b2}, {b, c}, {a}, {a, b, c}}
 	const openers, each, reloads = 3, 6, 25

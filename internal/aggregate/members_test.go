@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // slowStarted sends a slow call of member's tool that lasts until the test
@@ -25,8 +25,8 @@ func slowStarted(t *testing.T, cl *client, id, tool string) *stream {
 // TestSetMembersAdd: a member added keeps the session: the client hears
 // tools/list_changed, lists the new member's tools and calls them.
 func TestSetMembersAdd(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	if n := len(cl.tools()); n != builtinTools {
@@ -61,9 +61,9 @@ func TestSetMembersAdd(t *testing.T) {
 // and the reload, the other members keep working, and the client hears
 // tools/list_changed.
 func TestSetMembersRemove(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	mb := marker(t, "b")
-	b := fakeMember(t, "b", mcptest.FakeOptions{Marker: mb})
+	b := fakeMember(t, "b", testkit.FakeOptions{Marker: mb})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 	cl.tools()
@@ -103,9 +103,9 @@ func TestSetMembersRemove(t *testing.T) {
 // replaced) gets a session on the new backend in the running session; its
 // call in flight on the old one is answered with the reason.
 func TestSetMembersRenew(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")})
 	e := newEndpoint(t, Options{}, a, b1)
 	cl := connect(t, e, `{}`)
 	pid1 := text(t, cl.callTool(1, "b__pid", `{}`))
@@ -139,7 +139,7 @@ func (p *allowOnly) AllowsAll(_ *auth.Principal, kind string) bool { return kind
 // session (the same process serves the call in flight to its end), and
 // the session's lists and calls follow the new policy.
 func TestSetMembersPolicy(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	cl.tools()
@@ -166,8 +166,8 @@ func TestSetMembersPolicy(t *testing.T) {
 // TestSetMembersRefused: members New would refuse are refused, and change
 // nothing.
 func TestSetMembersRefused(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	b.Prefix = "a"
@@ -192,9 +192,9 @@ func TestSetMembersRefused(t *testing.T) {
 // the sessions stay open and end up with the last members, and nothing is
 // left running (the package's goleak).
 func TestSetMembersStorm(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
-	c := fakeMember(t, "c", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
+	c := fakeMember(t, "c", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	const sessions, reloads = 4, 60
 	clients := make([]*client, sessions)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // These tests are of SetMembers (members.go) under the endpoint's shared
@@ -32,8 +32,8 @@ func (cl *client) onePage() []string {
 // running session has the new member's tools, after the others', and the
 // sessions share the one merged list made of it.
 func TestSetMembersAddedInSharedView(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a)
 	one, two := connect(t, e, `{}`), connect(t, e, `{}`)
 	for _, cl := range []*client{one, two} {
@@ -66,8 +66,8 @@ func TestSetMembersAddedInSharedView(t *testing.T) {
 // list every session shares (and a session opened after shares it too),
 // and the endpoint no longer keeps its shared lists.
 func TestSetMembersRemovedFromSharedView(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	one, two := connect(t, e, `{}`), connect(t, e, `{}`)
 	for _, cl := range []*client{one, two} {
@@ -102,7 +102,7 @@ func TestSetMembersRemovedFromSharedView(t *testing.T) {
 // list follows the new policy: the policy's say is part of the view's key
 // for that policy, not only for the list.
 func TestSetMembersPolicyRebuildsView(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
 	a.Policy = &allowOnly{tools: []string{"echo", "pid", "slow"}}
 	tap := newListTap(a)
 	e := newEndpoint(t, Options{}, tap.member)
@@ -133,8 +133,8 @@ func TestSetMembersPolicyRebuildsView(t *testing.T) {
 // from a view made for that table, never one made before the member was
 // added (whose positions stop one member short).
 func TestSetMembersCursorOfJoiningMember(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	b.State = func() (bool, string) { return false, "starting" }
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
@@ -166,9 +166,9 @@ func TestSetMembersCursorOfJoiningMember(t *testing.T) {
 // session lists its tools after each: the endpoint keeps the shared lists
 // of its current members only, not one more per reload.
 func TestSetMembersSharedListsBounded(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")})
 	e := newEndpoint(t, Options{}, a, b1)
 	cl := connect(t, e, `{}`)
 	cl.onePage()
@@ -206,9 +206,9 @@ func TestSetMembersSharedListsBounded(t *testing.T) {
 // tools whole and the other's whole or not at all, and once the reloads
 // end every session lists both.
 func TestSetMembersListStorm(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1")})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2")})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")})
 	e := newEndpoint(t, Options{}, a, b1)
 	const sessions, reloads = 4, 30
 	clients := make([]*client, sessions)

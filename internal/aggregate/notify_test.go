@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestListChangedCoalesced: members' list changes reach the client as one
 // notification per kind for a burst, and make the session list again.
 func TestListChangedCoalesced(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 	cl.tools()
@@ -44,8 +44,8 @@ func TestListChangedCoalesced(t *testing.T) {
 // TestResourceUpdatedForwarded: a member's resources/updated for a URI the
 // client subscribed to (through the endpoint) reaches the client.
 func TestResourceUpdatedForwarded(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ResourceTemplates: []string{"note://{id}"}, Resources: []string{"file:///x"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ResourceTemplates: []string{"note://{id}"}, Resources: []string{"file:///x"}}})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 	cl.result(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"note://7"}}`)
@@ -59,8 +59,8 @@ func TestResourceUpdatedForwarded(t *testing.T) {
 // initialized with the client's initialize and ended with the session.
 func TestSessionIsolatedMember(t *testing.T) {
 	mb := marker(t, "b")
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMemberWith(t, "b", mcptest.FakeOptions{Marker: mb}, func(s *config.Server) { s.Isolation = config.IsolationSession })
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMemberWith(t, "b", testkit.FakeOptions{Marker: mb}, func(s *config.Server) { s.Isolation = config.IsolationSession })
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{"roots":{}}`)
 	if got := text(t, cl.callTool(1, "b__capabilities", `{}`)); got != `{"roots":{}}` {
@@ -69,11 +69,11 @@ func TestSessionIsolatedMember(t *testing.T) {
 	if got := text(t, cl.callTool(2, "b__initialized", `{}`)); got != "true" {
 		t.Errorf("b initialized: %q", got)
 	}
-	if n := len(mcptest.Procs(mb)); n != 1 {
+	if n := len(testkit.Procs(mb)); n != 1 {
 		t.Errorf("%d processes of b", n)
 	}
 	cl.conn.Close()
-	if left := mcptest.WaitProcsGone(mb, wait); len(left) > 0 {
+	if left := testkit.WaitProcsGone(mb, wait); len(left) > 0 {
 		t.Errorf("b's process outlived the session: %v", left)
 	}
 }

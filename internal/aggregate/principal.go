@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 )
 
 // A session belongs to one principal by name (the HTTP front lets only
@@ -28,7 +28,7 @@ func (c *conn) who() *auth.Principal { return c.principal.Load() }
 // requestPrincipal makes the principal of a request's ctx, if any, the
 // session's.
 func (c *conn) requestPrincipal(ctx context.Context) {
-	p := httpapi.Principal(ctx)
+	p := front.Principal(ctx)
 	if p == nil || p == c.who() {
 		return
 	}

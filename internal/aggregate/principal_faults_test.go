@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // scopePolicy lets a principal use the items named "admin_*" only with
@@ -34,13 +34,13 @@ func (scopePolicy) AllowsAll(p *auth.Principal, _ string) bool {
 // tool is hers again; and bob's session, of the same decisions as alice
 // without the scope, shares that view.
 func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
-	m := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"admin_1", "open_1"}}})
+	m := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"admin_1", "open_1"}}})
 	m.Policy = scopePolicy{}
 	e := newEndpoint(t, Options{}, m)
 	admin := &auth.Principal{Name: "alice", Kind: auth.KindKey, Scopes: []string{"admin"}}
 	plain := &auth.Principal{Name: "alice", Kind: auth.KindKey, Scopes: []string{}}
 
-	c, err := e.Open(httpapi.WithPrincipal(t.Context(), admin), newStream())
+	c, err := e.Open(front.WithPrincipal(t.Context(), admin), newStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := newStream()
-		c.Handle(httpapi.WithPrincipal(context.Background(), p), &msg, out)
+		c.Handle(front.WithPrincipal(context.Background(), p), &msg, out)
 		return out.reply(t)
 	}
 	tools := func(p *auth.Principal) []string {
@@ -102,7 +102,7 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 	}
 
 	builds := e.views.builds.Load()
-	bob, err := e.Open(httpapi.WithPrincipal(t.Context(), &auth.Principal{Name: "bob", Kind: auth.KindKey}), newStream())
+	bob, err := e.Open(front.WithPrincipal(t.Context(), &auth.Principal{Name: "bob", Kind: auth.KindKey}), newStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 // member's current list, never the other's, and the member is fetched
 // once per version.
 func TestPolicyViewsUnderConcurrentFirstLists(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"alice_1", "bob_1"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"alice_1", "bob_1"}}})
 	direct := a.Backend
 	a.Policy = prefixPolicy{}
 	tap := newListTap(a)
@@ -138,7 +138,7 @@ func TestPolicyViewsUnderConcurrentFirstLists(t *testing.T) {
 	for range 4 {
 		for _, who := range []string{"alice", "bob"} {
 			general := newStream()
-			c, err := e.Open(httpapi.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey}), general)
+			c, err := e.Open(front.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey}), general)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -106,7 +106,7 @@ func (c *conn) response(ctx context.Context, msg *jsonrpc.Message) {
 	}
 	back, err := jsonrpc.Parse(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: id}))
 	c.mu.Lock()
-	var mconn httpapi.Conn
+	var mconn front.Conn
 	if mc := c.members[i]; mc.gen == gen {
 		mconn = mc.conn
 	}
@@ -132,7 +132,7 @@ func (c *conn) notification(ctx context.Context, msg *jsonrpc.Message) {
 	if msg.MethodIs("notifications/initialized") {
 		c.initialized = true // members initialized later get it then
 	}
-	var to []httpapi.Conn
+	var to []front.Conn
 	for _, mc := range c.members {
 		if mc.up && mc.conn != nil {
 			to = append(to, mc.conn)
@@ -153,7 +153,7 @@ func (c *conn) cancel(ctx context.Context, msg *jsonrpc.Message) {
 	}
 	c.mu.Lock()
 	p := c.pending[string(msg.Bytes(msg.CancelRequestID))]
-	var mconn httpapi.Conn
+	var mconn front.Conn
 	if p != nil && p.mc != nil {
 		mconn = p.mc.conn
 	}
@@ -169,7 +169,7 @@ func (c *conn) cancel(ctx context.Context, msg *jsonrpc.Message) {
 
 // cancelUpstream tells a member's session that the request with id is
 // over for the endpoint (its timeout passed): it ends it without a reply.
-func cancelUpstream(mconn httpapi.Conn, id []byte, reason string) {
+func cancelUpstream(mconn front.Conn, id []byte, reason string) {
 	params := append(append([]byte(`{"requestId":`), id...), `,"reason":`...)
 	params = append(append(params, quote(reason)...), '}')
 	msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/cancelled", params))

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -568,7 +568,7 @@ func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
 	default:
 		return nil
 	}
-	cp, err := httpapi.ReadParams(msg) // strictly: what the member will read
+	cp, err := front.ReadParams(msg) // strictly: what the member will read
 	if err != nil {
 		return errorf(jsonrpc.CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "mcpgate: "))
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on what the endpoint routes: replies, progress and server
@@ -26,8 +26,8 @@ import (
 // carries its own id byte for byte and its own text, each stream only its
 // own progress with its own token. crossed = 0.
 func TestFaultConcurrentSessionsNoCrossing(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	const sessions, calls = 40, 20
 	clients := make([]*client, sessions)
@@ -129,8 +129,8 @@ func TestFaultServerRequestsForgedAnswers(t *testing.T) {
 	// one session has a request written to it, so four requests open at
 	// once need four processes, each numbering its own requests alike.
 	isolated := func(s *config.Server) { s.Isolation = config.IsolationSession }
-	a := fakeMemberWith(t, "a", mcptest.FakeOptions{}, isolated)
-	b := fakeMemberWith(t, "b", mcptest.FakeOptions{}, isolated)
+	a := fakeMemberWith(t, "a", testkit.FakeOptions{}, isolated)
+	b := fakeMemberWith(t, "b", testkit.FakeOptions{}, isolated)
 	e := newEndpoint(t, Options{}, a, b)
 	s1, s2 := connect(t, e, `{"sampling":{}}`), connect(t, e, `{"sampling":{}}`)
 	s1.tools()
@@ -222,8 +222,8 @@ func TestFaultServerRequestsForgedAnswers(t *testing.T) {
 	// A shared member: one process, one numbering for every session.
 	// Session 2 answers session 1's request (its id, and every id near
 	// it); only session 1's answer reaches the member.
-	sh := fakeMember(t, "sh", mcptest.FakeOptions{})
-	es := newEndpoint(t, Options{}, sh, fakeMember(t, "other", mcptest.FakeOptions{}))
+	sh := fakeMember(t, "sh", testkit.FakeOptions{})
+	es := newEndpoint(t, Options{}, sh, fakeMember(t, "other", testkit.FakeOptions{}))
 	c1, c2 := connect(t, es, `{"sampling":{}}`), connect(t, es, `{"sampling":{}}`)
 	c1.tools()
 	out := c1.send(toolCall("1", "sh__sample", `{"prompt":"p1"}`))
@@ -257,11 +257,11 @@ func TestFaultNamesCraftedToCollide(t *testing.T) {
 	long := strings.Repeat("x", 80)
 	short := (naming{sep: "__", max: 64}).expose("a", long)
 	ma := marker(t, "a")
-	a := fakeMember(t, "a", mcptest.FakeOptions{Marker: ma, Catalog: mcptest.CatalogOptions{ExtraTools: []string{long, "b__c", "alone"}}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Marker: ma, Catalog: testkit.CatalogOptions{ExtraTools: []string{long, "b__c", "alone"}}})
 	a.Filter.Tools.Deny = []string{"crash"}
-	ab := fakeMember(t, "ab", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"c"}}})
+	ab := fakeMember(t, "ab", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"c"}}})
 	ab.Prefix = "a__b"
-	z := fakeMember(t, "z", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{short, "a__b__c", "zeta"}}})
+	z := fakeMember(t, "z", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{short, "a__b__c", "zeta"}}})
 	z.Prefix = ""
 	e := newEndpoint(t, Options{}, a, ab, z)
 	cl := connect(t, e, `{}`)
@@ -296,7 +296,7 @@ func TestFaultNamesCraftedToCollide(t *testing.T) {
 
 	// A filtered name, however spelled, is never routed: the fake's crash
 	// tool would end a's process.
-	pids := mcptest.Procs(ma)
+	pids := testkit.Procs(ma)
 	for _, raw := range []string{
 		toolCall("3", "a__crash", `{}`),
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"a__\u0063rash","arguments":{}}}`,
@@ -319,14 +319,14 @@ func TestFaultNamesCraftedToCollide(t *testing.T) {
 			t.Errorf("%s: %s, want an error with its id", raw, r)
 		}
 	}
-	if got := mcptest.Procs(ma); !slices.Equal(got, pids) {
+	if got := testkit.Procs(ma); !slices.Equal(got, pids) {
 		t.Errorf("a's processes %v, then %v: a filtered tool was called", pids, got)
 	}
 
 	// snake_case: x's getA and z2's x__get_a are one name; x's get-b and
 	// getB too.
-	x := fakeMember(t, "x", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"getA", "get-b", "getB", "getC"}}})
-	y := fakeMember(t, "y", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"x__get_a"}}})
+	x := fakeMember(t, "x", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"getA", "get-b", "getB", "getC"}}})
+	y := fakeMember(t, "y", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"x__get_a"}}})
 	y.Prefix = ""
 	es := newEndpoint(t, Options{SnakeCase: true}, x, y)
 	cs := connect(t, es, `{}`)
@@ -369,7 +369,7 @@ func TestFaultNamesCraftedToCollide(t *testing.T) {
 // changed, or one with an offset past a member's items, is a position
 // still: the page from there as the lists are now, filtered.
 func TestFaultCursorsForgedAndReplayed(t *testing.T) {
-	paged := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ToolPageSize: 3}}
+	paged := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ToolPageSize: 3}}
 	a := fakeMember(t, "a", paged)
 	b := fakeMember(t, "b", paged)
 	b.Filter.Tools.Deny = []string{"log"}
@@ -466,8 +466,8 @@ func TestFaultCursorsForgedAndReplayed(t *testing.T) {
 // cancellation under the id it was asked with, and a late answer to it
 // reaches nobody, while the member's next request works.
 func TestFaultServerRequestWithdrawn(t *testing.T) {
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{})
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{"sampling":{}}`)
 	cl.tools()

@@ -13,9 +13,9 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestSharedListMemory: one member of 20,000 tools (in pages of 5,000)
@@ -26,7 +26,7 @@ import (
 // figures are logged: go test -v -run TestSharedListMemory).
 func TestSharedListMemory(t *testing.T) {
 	const tools, sessions = 20000, 25
-	tap := newListTap(fakeMember(t, "big", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{GeneratedTools: tools, ToolPageSize: 5000}}))
+	tap := newListTap(fakeMember(t, "big", testkit.FakeOptions{Catalog: testkit.CatalogOptions{GeneratedTools: tools, ToolPageSize: 5000}}))
 	e := newEndpoint(t, Options{}, tap.member)
 	heap0, rss0 := memNow()
 	var heap1 uint64
@@ -106,7 +106,7 @@ func memNow() (heap uint64, rss int64) {
 // session) is fetched by each session, its list may differ per session;
 // sessions whose lists are the same share one copy and one merged list.
 func TestIsolatedListsPerSession(t *testing.T) {
-	tap := newListTap(fakeMemberWith(t, "iso", mcptest.FakeOptions{}, func(s *config.Server) { s.Isolation = config.IsolationSession }))
+	tap := newListTap(fakeMemberWith(t, "iso", testkit.FakeOptions{}, func(s *config.Server) { s.Isolation = config.IsolationSession }))
 	if tap.member.SharedLists {
 		t.Fatal("a session-isolated member with SharedLists")
 	}
@@ -156,12 +156,12 @@ func (prefixPolicy) AllowsAll(p *auth.Principal, _ string) bool { return p == ni
 // merged list (of another name, even), each sees only what it may use,
 // and the member's list is fetched once for all.
 func TestPolicyViewsShared(t *testing.T) {
-	m := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"alice_1", "alice_2", "bob_1"}}})
+	m := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"alice_1", "alice_2", "bob_1"}}})
 	m.Policy = prefixPolicy{}
 	tap := newListTap(m)
 	e := newEndpoint(t, Options{}, tap.member)
 	connectAs := func(who string) *client {
-		ctx := httpapi.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey})
+		ctx := front.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey})
 		c, err := e.Open(ctx, newStream())
 		if err != nil {
 			t.Fatal(err)
@@ -195,7 +195,7 @@ func TestPolicyViewsShared(t *testing.T) {
 // session has ended, a change nobody heard is not hidden from the next
 // session by the list kept from before.
 func TestSharedListDroppedWithLastSession(t *testing.T) {
-	tap := newListTap(fakeMember(t, "a", mcptest.FakeOptions{}))
+	tap := newListTap(fakeMember(t, "a", testkit.FakeOptions{}))
 	e := newEndpoint(t, Options{}, tap.member)
 	one, two := connect(t, e, `{}`), connect(t, e, `{}`)
 	one.tools()

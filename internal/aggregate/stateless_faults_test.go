@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on the endpoint's stateless (2026-07-28) path and on many short
@@ -28,8 +28,8 @@ import (
 // endpoint closes: each OpenStateless returns in time, each request made
 // on a connection is answered exactly once, and nothing is left.
 func TestFaultStatelessRacingClose(t *testing.T) {
-	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{}))
-	b := withStateless(t, fakeMember(t, "b", mcptest.FakeOptions{}))
+	a := withStateless(t, fakeMember(t, "a", testkit.FakeOptions{}))
+	b := withStateless(t, fakeMember(t, "b", testkit.FakeOptions{}))
 	e0 := newEndpoint(t, Options{}, a, b)
 	// Warm: the members' stateless processes are up.
 	{
@@ -111,12 +111,12 @@ func TestFaultStatelessCriticalMemberDown(t *testing.T) {
 	cfg := g.NewServer("broken")
 	cfg.Command = "mcpgate-test-no-such-command"
 	log, _ := newLog(t)
-	srv, err := backend.New(cfg, "test", log)
+	srv, err := servers.New(cfg, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{}))
+	a := withStateless(t, fakeMember(t, "a", testkit.FakeOptions{}))
 	for _, critical := range []bool{true, false} {
 		broken := withStateless(t, Member{Name: "broken", Prefix: "broken", Backend: srv, Critical: critical})
 		if r, ok := srv.(interface{ Ready() (bool, string) }); ok {
@@ -166,8 +166,8 @@ func TestFaultThousandShortSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
 	}
-	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{}))
-	b := withStateless(t, fakeMember(t, "b", mcptest.FakeOptions{}))
+	a := withStateless(t, fakeMember(t, "a", testkit.FakeOptions{}))
+	b := withStateless(t, fakeMember(t, "b", testkit.FakeOptions{}))
 	e := newEndpoint(t, Options{}, a, b)
 	one := func(n int) {
 		general := newStream()
@@ -241,8 +241,8 @@ func TestFaultThousandShortSessions(t *testing.T) {
 // hidden.
 func TestFaultStatelessMemberSessionProcessDown(t *testing.T) {
 	ma, down := marker(t, "a"), filepath.Join(t.TempDir(), "down")
-	a := withStateless(t, fakeMember(t, "a", mcptest.FakeOptions{Marker: ma, Catalog: mcptest.CatalogOptions{DownFile: down}}))
-	b := withStateless(t, fakeMember(t, "b", mcptest.FakeOptions{}))
+	a := withStateless(t, fakeMember(t, "a", testkit.FakeOptions{Marker: ma, Catalog: testkit.CatalogOptions{DownFile: down}}))
+	b := withStateless(t, fakeMember(t, "b", testkit.FakeOptions{}))
 	if a.State == nil {
 		t.Skip("the backend does not report its readiness")
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Fault tests of a session's resource subscriptions across membership
@@ -20,10 +20,10 @@ import (
 // that replaces it must have it too: the new process's resources/updated
 // for that URI reaches the client.
 func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
-	catalog := mcptest.CatalogOptions{ResourceTemplates: []string{"note://{id}"}}
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b1 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b1"), Catalog: catalog})
-	b2 := fakeMember(t, "b", mcptest.FakeOptions{Marker: marker(t, "b2"), Catalog: catalog})
+	catalog := testkit.CatalogOptions{ResourceTemplates: []string{"note://{id}"}}
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1"), Catalog: catalog})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2"), Catalog: catalog})
 	e := newEndpoint(t, Options{}, a, b1)
 	cl := connect(t, e, `{}`)
 	cl.result(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"note://7"}}`)
@@ -81,9 +81,9 @@ func (p *denyResources) AllowsAll(_ *auth.Principal, kind string) bool { return 
 // subscription at the member). The resource's resources/updated must not
 // reach the client any longer, as a read of it does not.
 func TestFaultPolicyTightenedStopsResourceUpdates(t *testing.T) {
-	catalog := mcptest.CatalogOptions{ResourceTemplates: []string{"note://{id}"}, Resources: []string{"file:///open"}}
-	a := fakeMember(t, "a", mcptest.FakeOptions{})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: catalog})
+	catalog := testkit.CatalogOptions{ResourceTemplates: []string{"note://{id}"}, Resources: []string{"file:///open"}}
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: catalog})
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 	for id, uri := range []string{"note://7", "file:///open"} {

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestViewCacheBounded: views are kept within the bound in bytes, the
@@ -73,8 +73,8 @@ func TestViewCacheBounded(t *testing.T) {
 // items), and a call to the member's tool says why.
 func TestMaxListBytesNamesKey(t *testing.T) {
 	const key = "gateway.endpoints.ep.maxListBytes"
-	big := fakeMember(t, "big", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{GeneratedTools: 100}}) // about 55 kB
-	small := fakeMember(t, "small", mcptest.FakeOptions{})
+	big := fakeMember(t, "big", testkit.FakeOptions{Catalog: testkit.CatalogOptions{GeneratedTools: 100}}) // about 55 kB
+	small := fakeMember(t, "small", testkit.FakeOptions{})
 	e := newEndpoint(t, Options{MaxListBytes: 30 << 10}, big, small)
 	cl := connect(t, e, `{}`)
 	r := text(t, cl.do(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
@@ -89,8 +89,8 @@ func TestMaxListBytesNamesKey(t *testing.T) {
 	}
 
 	// Each member's list within the bound, the merged list over it.
-	a := fakeMember(t, "a", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{GeneratedTools: 40}})
-	b := fakeMember(t, "b", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{GeneratedTools: 40}})
+	a := fakeMember(t, "a", testkit.FakeOptions{Catalog: testkit.CatalogOptions{GeneratedTools: 40}})
+	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{GeneratedTools: 40}})
 	e2 := newEndpoint(t, Options{MaxListBytes: 40 << 10}, a, b)
 	cl2 := connect(t, e2, `{}`)
 	r = text(t, cl2.do(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))

@@ -6,7 +6,7 @@
 // (WWW-Authenticate with resource_metadata and scope).
 //
 // The package is a leaf: it imports no other package of the gateway. The
-// HTTP front (httpapi) calls Authenticate before anything else of a
+// HTTP front (front) calls Authenticate before anything else of a
 // request and serves the metadata documents; the gateway builds it from
 // the config.
 package auth

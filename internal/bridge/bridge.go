@@ -56,7 +56,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // OutputQueueLen is how many messages wait for Stdout before deliveries

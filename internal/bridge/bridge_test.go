@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 func TestMain(m *testing.M) {

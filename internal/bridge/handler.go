@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // The bridge is the remote.Client's Handler: what the server sends goes to

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // TestBridgeCompactsServerMessages: a server that pretty-prints its

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // legacyUpstream is a 2024-11-05 HTTP+SSE server: each GET /sse is a new

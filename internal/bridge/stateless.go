@@ -6,9 +6,9 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/modern"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // This file serves the stdio clients of the stateless revision
@@ -42,7 +42,7 @@ const MaxStatelessInFlight = 256
 // first: the "supported" of the -32022 a modern request gets in front of
 // one, for the client to fall back to initialize with.
 var sessionVersions = func() []string {
-	v := slices.Clone(modern.LegacyVersions)
+	v := slices.Clone(eras.LegacyVersions)
 	slices.Sort(v)
 	slices.Reverse(v)
 	return v
@@ -94,7 +94,7 @@ func (b *bridge) statelessRequest(msg *jsonrpc.Message, line []byte) bool {
 			c.cancel()
 		}
 		return ok
-	case msg.Kind != jsonrpc.KindRequest || !modern.IsModern("", msg):
+	case msg.Kind != jsonrpc.KindRequest || !eras.IsModern("", msg):
 		return false
 	}
 	id := msg.Bytes(msg.ID)
@@ -215,10 +215,10 @@ func (b *bridge) remoteEra(ctx context.Context) (era, error) {
 		switch {
 		case err == nil:
 			p.era = eraModern
-			b.log.Info("the remote server speaks " + modern.Version + "; its stateless clients are served directly")
+			b.log.Info("the remote server speaks " + eras.Version + "; its stateless clients are served directly")
 		case errors.Is(err, remote.ErrNotModern):
 			p.era = eraSession
-			b.log.Info("the remote server does not speak "+modern.Version+"; its stateless clients are told to initialize", "reason", err)
+			b.log.Info("the remote server does not speak "+eras.Version+"; its stateless clients are told to initialize", "reason", err)
 		case ctx.Err() != nil:
 			p.err, p.cancelled = ctx.Err(), true
 		default:
@@ -248,17 +248,17 @@ func unsupportedVersion(id, line []byte) []byte {
 		} `json:"params"`
 	}
 	_ = json.Unmarshal(line, &m) // modern.IsModern found the key
-	requested := m.Params.Meta[modern.KeyProtocolVersion]
+	requested := m.Params.Meta[eras.KeyProtocolVersion]
 	if requested == nil {
-		requested = json.RawMessage(`"` + modern.Version + `"`)
+		requested = json.RawMessage(`"` + eras.Version + `"`)
 	}
 	out, err := json.Marshal(errorReply{JSONRPC: "2.0", ID: id, Error: errorObject{
-		Code:    modern.CodeUnsupportedVersion,
+		Code:    eras.CodeUnsupportedVersion,
 		Message: "Unsupported protocol version: the remote server speaks only session-era versions; send initialize",
 		Data:    versionData{Supported: sessionVersions, Requested: requested},
 	}})
 	if err != nil { // unreachable: id and requested are valid JSON
-		return jsonrpc.ErrorResponse(id, modern.CodeUnsupportedVersion, "Unsupported protocol version")
+		return jsonrpc.ErrorResponse(id, eras.CodeUnsupportedVersion, "Unsupported protocol version")
 	}
 	return out
 }

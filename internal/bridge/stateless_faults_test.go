@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 func atkUpstream(t *testing.T, discover func(w http.ResponseWriter, r *http.Request, id []byte)) (string, *atomic.Int64) {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // modernMeta is the _meta every request of a 2026-07-28 client carries.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A named pipe named as the certificate (or put in its place before a
@@ -21,7 +21,7 @@ import (
 // certificate is a problem too, not a megabyte read after another.
 func TestTLSFileThatWouldHang(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := mcptest.WriteCert(t, dir, "a", "127.0.0.1")
+	cert, key := testkit.WriteCert(t, dir, "a", "127.0.0.1")
 	pipe := filepath.Join(dir, "pipe.crt")
 	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestParseTLS(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := mcptest.WriteCert(t, dir, "gw", "mcp.example.com")
+	cert, key := testkit.WriteCert(t, dir, "gw", "mcp.example.com")
 	env := func(k string) (string, bool) {
 		if k == "TLS_DIR" {
 			return dir, true
@@ -35,8 +35,8 @@ func TestParseTLS(t *testing.T) {
 // file, the file.
 func TestTLSProblems(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := mcptest.WriteCert(t, dir, "a", "127.0.0.1")
-	_, otherKey := mcptest.WriteCert(t, dir, "b", "127.0.0.1")
+	cert, key := testkit.WriteCert(t, dir, "a", "127.0.0.1")
+	_, otherKey := testkit.WriteCert(t, dir, "b", "127.0.0.1")
 	missing := filepath.Join(dir, "missing.crt")
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	for _, c := range []struct{ tls, want string }{

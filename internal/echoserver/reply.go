@@ -25,7 +25,7 @@ const StatelessVersion = "2026-07-28"
 
 // KeyProtocolVersion is the params._meta key of a stateless request that
 // names its protocol version. The fixture spells the revision's names out
-// itself, rather than sharing the gateway's internal/modern, so that a
+// itself, rather than sharing the gateway's internal/eras, so that a
 // wrong name on one side shows as a failure instead of agreeing with
 // itself.
 const KeyProtocolVersion = "io.modelcontextprotocol/protocolVersion"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestFault3_PrettyPrintedBodies: requests, notifications and answers to
@@ -21,7 +21,7 @@ func TestFault3_PrettyPrintedBodies(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "pretty")
-	g := startGateway(t, newConfig(chaosServer("pretty", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	g := startGateway(t, newConfig(chaosServer("pretty", testkit.ChaosOptions{Marker: m, Journal: journal})))
 	c := g.client("pretty")
 	c.connect(t)
 
@@ -50,7 +50,7 @@ func TestFault3_PrettyPrintedBodies(t *testing.T) {
 			req := c.request(http.MethodPost, callBody("9", "slow", map[string]int{"ms": 60000}, "")).WithContext(ctx)
 			_, _ = c.do(req, nil) // a cancelled request gets no answer; cancel ends the wait
 		}()
-		waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+		waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 		r, err := c.post("{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"notifications/cancelled\",\n  \"params\": {\"requestId\": 9, \"reason\": \"pretty\"}\n}\n")
 		if err != nil || r.Status != http.StatusAccepted {
 			t.Fatalf("pretty-printed notification: %v %+v", err, r)
@@ -101,7 +101,7 @@ func slowCallInFlight(t *testing.T, c *client, journal string) <-chan error {
 		}
 		res <- err
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	return res
 }
 
@@ -114,7 +114,7 @@ func TestFault4_InFlightAtDelete(t *testing.T) {
 			base := takeBaseline()
 			journal := filepath.Join(t.TempDir(), "journal")
 			m := marker(t, "del")
-			g := startGateway(t, newConfig(chaosServer("del", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+			g := startGateway(t, newConfig(chaosServer("del", testkit.ChaosOptions{Marker: m, Journal: journal})))
 			c := g.client("del")
 			c.version = version
 			c.connect(t)
@@ -147,7 +147,7 @@ func TestFault4_InFlightAtShutdown(t *testing.T) {
 			base := takeBaseline()
 			journal := filepath.Join(t.TempDir(), "journal")
 			m := marker(t, "shut")
-			g := startGateway(t, newConfig(chaosServer("shut", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+			g := startGateway(t, newConfig(chaosServer("shut", testkit.ChaosOptions{Marker: m, Journal: journal})))
 			c := g.client("shut")
 			c.version = version
 			c.connect(t)
@@ -175,7 +175,7 @@ func TestFault4_ProgressFloodKeepsFinalReply(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "flood")
-	cfg := newConfig(chaosServer("flood", mcptest.ChaosOptions{Marker: m, Journal: journal}))
+	cfg := newConfig(chaosServer("flood", testkit.ChaosOptions{Marker: m, Journal: journal}))
 	cfg.Gateway.SSEReplayEvents = 32
 	g := startGateway(t, cfg)
 	c := g.client("flood")
@@ -206,7 +206,7 @@ func TestFault4_ProgressFloodKeepsFinalReply(t *testing.T) {
 		lastID = ev.ID
 	}
 	resp.Body.Close() // vanish
-	waitFor(t, "the flood to be written", 20*time.Second, func() bool { return len(mcptest.JournalLines(journal, "replied flood")) > 0 })
+	waitFor(t, "the flood to be written", 20*time.Second, func() bool { return len(testkit.JournalLines(journal, "replied flood")) > 0 })
 
 	req := c.request(http.MethodGet, "")
 	req.Header.Set("Accept", "text/event-stream")
@@ -230,7 +230,7 @@ func TestFault4_ProgressFloodKeepsFinalReply(t *testing.T) {
 func TestFault4_HugeBatchAnswered(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "batch")
-	g := startGateway(t, newConfig(fakeServer("batch", mcptest.FakeOptions{Marker: m})))
+	g := startGateway(t, newConfig(fakeServer("batch", testkit.FakeOptions{Marker: m})))
 	c := g.client("batch")
 	c.version = "2025-03-26"
 	c.connect(t)

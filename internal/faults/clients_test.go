@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // rawPOSTHead is the head of a POST to server announcing contentLength.
@@ -87,7 +87,7 @@ func slowloris(t *testing.T, g *testGateway, n int, head, drip string, bound tim
 func TestFault5_SlowlorisHeaders(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "ok")
-	cfg := newConfig(fakeServer("ok", mcptest.FakeOptions{Marker: m}))
+	cfg := newConfig(fakeServer("ok", testkit.FakeOptions{Marker: m}))
 	cfg.Gateway.HeaderTimeout = time.Second
 	g := startGateway(t, cfg)
 	slowloris(t, g, 50, "POST /servers/ok/mcp HTTP/1.1\r\n", "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", cfg.Gateway.HeaderTimeout+4*time.Second)
@@ -100,7 +100,7 @@ func TestFault5_SlowlorisHeaders(t *testing.T) {
 func TestFault5_SlowlorisBodies(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "ok")
-	cfg := newConfig(fakeServer("ok", mcptest.FakeOptions{Marker: m}))
+	cfg := newConfig(fakeServer("ok", testkit.FakeOptions{Marker: m}))
 	cfg.Gateway.BodyReadTimeout = 2 * time.Second
 	g := startGateway(t, cfg)
 	slowloris(t, g, 50, rawPOSTHead(g, "ok", 100000), `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"`+strings.Repeat("a", 100)+`"}}`,
@@ -115,7 +115,7 @@ func TestFault5_SlowlorisBodies(t *testing.T) {
 func TestFault5_StalledUploads(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "ok")
-	cfg := newConfig(fakeServer("ok", mcptest.FakeOptions{Marker: m}))
+	cfg := newConfig(fakeServer("ok", testkit.FakeOptions{Marker: m}))
 	cfg.Gateway.BodyReadTimeout = 3 * time.Second
 	g := startGateway(t, cfg)
 	healthy := g.client("ok")
@@ -179,7 +179,7 @@ func TestFault5_AbandonedBigReplies(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "big")
-	g := startGateway(t, newConfig(chaosServer("big", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	g := startGateway(t, newConfig(chaosServer("big", testkit.ChaosOptions{Marker: m, Journal: journal})))
 	const sessions, calls, size = 4, 24, 3 << 20
 	clients := make([]*client, sessions)
 	for i := range clients {
@@ -201,7 +201,7 @@ func TestFault5_AbandonedBigReplies(t *testing.T) {
 	}
 	waitFor(t, "every big reply to be written", 3*time.Minute, // 288 MiB through -race on a busy machine
 		func() bool {
-			return len(mcptest.JournalLines(journal, "replied big")) >= sessions*calls
+			return len(testkit.JournalLines(journal, "replied big")) >= sessions*calls
 		})
 	// The server writes replies in order: once an echo written after them
 	// comes back, the gateway has read every big reply.
@@ -224,7 +224,7 @@ func TestFault5_AbandonedBigReplies(t *testing.T) {
 func TestFault5_BareGETOpensNothing(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "iso")
-	s := fakeServer("iso", mcptest.FakeOptions{Marker: m})
+	s := fakeServer("iso", testkit.FakeOptions{Marker: m})
 	s.Isolation = config.IsolationSession
 	g := startGateway(t, newConfig(s))
 	req, _ := http.NewRequest(http.MethodGet, g.URL+"/servers/iso/mcp", nil)
@@ -237,7 +237,7 @@ func TestFault5_BareGETOpensNothing(t *testing.T) {
 	if resp.StatusCode == http.StatusOK || strings.HasPrefix(ct, "text/event-stream") {
 		t.Errorf("bare GET: status %d, Content-Type %q: it opened a stream", resp.StatusCode, ct)
 	}
-	if p := mcptest.Procs(m); len(p) != 0 {
+	if p := testkit.Procs(m); len(p) != 0 {
 		t.Errorf("bare GET started %d processes", len(p))
 	}
 	g.stop()
@@ -250,7 +250,7 @@ func TestFault5_BareGETOpensNothing(t *testing.T) {
 func TestFault5_ManySessionModeSessions(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "iso")
-	s := fakeServer("iso", mcptest.FakeOptions{Marker: m})
+	s := fakeServer("iso", testkit.FakeOptions{Marker: m})
 	s.Isolation = config.IsolationSession
 	s.MaxProcesses = 32
 	g := startGateway(t, newConfig(s))
@@ -272,7 +272,7 @@ func TestFault5_ManySessionModeSessions(t *testing.T) {
 			t.Errorf("session %d: status %d, Retry-After %q, body %s", i, r.Status, r.Header.Get("Retry-After"), r.Body)
 		}
 	}
-	procs := len(mcptest.Procs(m))
+	procs := len(testkit.Procs(m))
 	threads := procStatus("Threads")
 	t.Logf("%d sessions opened, %d refused, %d processes, threads %d -> %d", ok, refused, procs, threads0, threads)
 	if ok != s.MaxProcesses || refused != n-s.MaxProcesses {
@@ -296,7 +296,7 @@ func TestFault5_VanishedLegacyClients(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "legacy")
-	s := chaosServer("legacy", mcptest.ChaosOptions{Marker: m, Journal: journal})
+	s := chaosServer("legacy", testkit.ChaosOptions{Marker: m, Journal: journal})
 	s.Timeout = time.Minute // only the end of the sessions may cancel the calls
 	g := startGateway(t, newConfig(s))
 	const n = 10
@@ -331,7 +331,7 @@ func TestFault5_VanishedLegacyClients(t *testing.T) {
 		}
 		resp.Body.Close() // vanish
 	}
-	waitFor(t, "the calls to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) >= n })
+	waitFor(t, "the calls to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) >= n })
 	c := g.client("legacy")
 	c.connect(t)
 	waitFor(t, "the vanished clients' calls to be cancelled upstream", 15*time.Second, func() bool {

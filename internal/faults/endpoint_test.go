@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file holds the fault scenarios of aggregating endpoints
@@ -68,10 +68,10 @@ func TestEndpoint_MemberStopsReadingStdin(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	mStuck, mOK := marker(t, "stuck"), marker(t, "ok")
-	stuck := chaosServer("stuck", mcptest.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
+	stuck := chaosServer("stuck", testkit.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
 	stuck.Timeout = 2 * time.Second
 	stuck.StdinTimeout = 3 * time.Second
-	cfg := withEndpoint(newConfig(stuck, fakeServer("ok", mcptest.FakeOptions{Marker: mOK})), "ep", "stuck", "ok")
+	cfg := withEndpoint(newConfig(stuck, fakeServer("ok", testkit.FakeOptions{Marker: mOK})), "ep", "stuck", "ok")
 	g := startGateway(t, cfg)
 
 	// Opening the endpoint's session must not wait for the stuck member
@@ -83,7 +83,7 @@ func TestEndpoint_MemberStopsReadingStdin(t *testing.T) {
 		t.Errorf("initialize through the endpoint took %v with a stuck member", d)
 	}
 	waitFor(t, "the stuck member to stop reading", 15*time.Second, func() bool {
-		return len(mcptest.JournalLines(journal, "stopped-reading")) > 0
+		return len(testkit.JournalLines(journal, "stopped-reading")) > 0
 	})
 
 	bound := stuck.Timeout + stuck.StdinTimeout + 5*time.Second
@@ -161,8 +161,8 @@ func TestEndpoint_VanishedClient(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	mGone, mOK := marker(t, "gone"), marker(t, "ok")
 	cfg := withEndpoint(newConfig(
-		chaosServer("gone", mcptest.ChaosOptions{Marker: mGone, Journal: journal}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mOK}),
+		chaosServer("gone", testkit.ChaosOptions{Marker: mGone, Journal: journal}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mOK}),
 	), "ep", "gone", "ok")
 	g := startGateway(t, cfg)
 	c := g.endpointClient("ep")
@@ -191,13 +191,13 @@ func TestEndpoint_VanishedClient(t *testing.T) {
 		})
 	}
 	waitFor(t, "the slow calls to reach the member", 10*time.Second, func() bool {
-		return len(mcptest.JournalLines(journal, "called slow")) >= n
+		return len(testkit.JournalLines(journal, "called slow")) >= n
 	})
 	vanish()
 	wg.Wait()
 	// The slow tool ends only when cancelled (600 s otherwise).
 	waitFor(t, "the vanished client's calls to end upstream", 10*time.Second, func() bool {
-		return len(mcptest.JournalLines(journal, "replied slow")) >= n
+		return len(testkit.JournalLines(journal, "replied slow")) >= n
 	})
 
 	// The session and both members are still served.
@@ -294,8 +294,8 @@ func TestEndpoint_PrettyAndHugeBodies(t *testing.T) {
 	base := takeBaseline()
 	mA, mB := marker(t, "a"), marker(t, "b")
 	cfg := withEndpoint(newConfig(
-		fakeServer("a", mcptest.FakeOptions{Marker: mA}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mB}),
+		fakeServer("a", testkit.FakeOptions{Marker: mA}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mB}),
 	), "ep", "a", "ok")
 	g := startGateway(t, cfg)
 	c := g.endpointClient("ep")
@@ -343,8 +343,8 @@ func TestEndpoint_InFlightAtShutdown(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	mShut, mOK := marker(t, "shut"), marker(t, "ok")
 	cfg := withEndpoint(newConfig(
-		chaosServer("shut", mcptest.ChaosOptions{Marker: mShut, Journal: journal}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mOK}),
+		chaosServer("shut", testkit.ChaosOptions{Marker: mShut, Journal: journal}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mOK}),
 	), "ep", "shut", "ok")
 	g := startGateway(t, cfg)
 	c := g.endpointClient("ep")
@@ -375,7 +375,7 @@ func TestEndpoint_InFlightAtShutdown(t *testing.T) {
 		batch <- result{"batch", r, err}
 	}()
 	waitFor(t, "the slow calls to reach the member", 10*time.Second, func() bool {
-		return len(mcptest.JournalLines(journal, "called slow")) >= n+2
+		return len(testkit.JournalLines(journal, "called slow")) >= n+2
 	})
 	t.Logf("shutdown took %v", g.stop())
 	deadline := time.After(5 * time.Second)
@@ -439,8 +439,8 @@ func TestAuth_UnauthenticatedClientsDoNotDisturb(t *testing.T) {
 	const key = "faults-test-key-0123456789"
 	sum := sha256.Sum256([]byte(key))
 	cfg := withEndpoint(newConfig(
-		fakeServer("a", mcptest.FakeOptions{Marker: mA}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mB}),
+		fakeServer("a", testkit.FakeOptions{Marker: mA}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mB}),
 	), "ep", "a", "ok")
 	cfg.Gateway.Auth = config.NewAuth()
 	cfg.Gateway.Auth.APIKeys = []config.APIKey{{Name: "faults", SHA256: hex.EncodeToString(sum[:])}}

@@ -1,6 +1,6 @@
 // Package faults is the fault-injection suite: each scenario runs a real
 // gateway in-process (gateway.Serve on a loopback port) in front of
-// misbehaving stdio servers (mcptest.ChaosCommand) or misbehaving clients,
+// misbehaving stdio servers (testkit.ChaosCommand) or misbehaving clients,
 // and asserts the invariants of docs/architecture.md: every request
 // answered exactly once within its timeout plus slack, other servers and
 // sessions unaffected, goroutines, file descriptors, threads, children and
@@ -29,12 +29,12 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	mcptest.Main()
+	testkit.Main()
 	goleak.VerifyTestMain(m)
 }
 
@@ -88,17 +88,17 @@ func serverEntry(name, cmd string, args, env []string) *config.Server {
 	return s
 }
 
-func fakeServer(name string, o mcptest.FakeOptions) *config.Server {
-	cmd, args, env := mcptest.Command(o)
+func fakeServer(name string, o testkit.FakeOptions) *config.Server {
+	cmd, args, env := testkit.Command(o)
 	return serverEntry(name, cmd, args, env)
 }
 
-func chaosServer(name string, o mcptest.ChaosOptions) *config.Server {
-	cmd, args, env := mcptest.ChaosCommand(o)
+func chaosServer(name string, o testkit.ChaosOptions) *config.Server {
+	cmd, args, env := testkit.ChaosCommand(o)
 	return serverEntry(name, cmd, args, env)
 }
 
-// marker returns a marker unique to this test for mcptest.Procs.
+// marker returns a marker unique to this test for testkit.Procs.
 func marker(t *testing.T, what string) string {
 	return fmt.Sprintf("fault-%s-%s-%d", t.Name(), what, time.Now().UnixNano())
 }
@@ -211,7 +211,7 @@ func takeBaseline() baseline {
 func (b baseline) check(t *testing.T, markers ...string) {
 	t.Helper()
 	for _, m := range markers {
-		if live := mcptest.WaitProcsGone(m, 10*time.Second); len(live) > 0 {
+		if live := testkit.WaitProcsGone(m, 10*time.Second); len(live) > 0 {
 			t.Errorf("processes with marker %s still alive after shutdown: %v", m, live)
 		}
 	}

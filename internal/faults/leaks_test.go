@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // standalone opens c's GET stream and collects its events until the
@@ -61,7 +61,7 @@ func TestFault8_BackgroundLogStaysInItsSession(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "shared")
-	g := startGateway(t, newConfig(chaosServer("shared", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	g := startGateway(t, newConfig(chaosServer("shared", testkit.ChaosOptions{Marker: m, Journal: journal})))
 	const secret = "SECRET-OF-SESSION-A-4711"
 	a, b, c := g.client("shared"), g.client("shared"), g.client("shared")
 	for _, x := range []*client{a, b, c} {
@@ -83,12 +83,12 @@ func TestFault8_BackgroundLogStaysInItsSession(t *testing.T) {
 		}
 		bDone <- r
 	}()
-	waitFor(t, "B's call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+	waitFor(t, "B's call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	r, err := a.post(callBody("6", "bglog", map[string]any{"message": secret, "ms": 200}, ""))
 	if err := answeredOnce(r, err, "6"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the background log", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "background-log")) > 0 })
+	waitFor(t, "the background log", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "background-log")) > 0 })
 	// Written after the log line, so once it is back the log was routed.
 	if _, err := c.echo(7, "order"); err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestFault8_ChildrenGetMinimalEnvironment(t *testing.T) {
 	t.Setenv("MCPGATE_FAULT_SHARED", "meant-for-the-child")
 	base := takeBaseline()
 	m := marker(t, "env")
-	s := chaosServer("env", mcptest.ChaosOptions{Marker: m})
+	s := chaosServer("env", testkit.ChaosOptions{Marker: m})
 	s.InheritEnv = []string{"MCPGATE_FAULT_SHARED"}
 	g := startGateway(t, newConfig(s))
 	c := g.client("env")
@@ -146,9 +146,9 @@ func TestFault8_ChildrenGetMinimalEnvironment(t *testing.T) {
 func TestFault9_StderrFloodBounded(t *testing.T) {
 	base := takeBaseline()
 	mFlood, mOK := marker(t, "flood"), marker(t, "ok")
-	flood := chaosServer("flood", mcptest.ChaosOptions{Marker: mFlood, StderrFlood: true})
+	flood := chaosServer("flood", testkit.ChaosOptions{Marker: mFlood, StderrFlood: true})
 	flood.StderrBytesPerSec = 64 << 10
-	cfg := newConfig(flood, fakeServer("ok", mcptest.FakeOptions{Marker: mOK}))
+	cfg := newConfig(flood, fakeServer("ok", testkit.FakeOptions{Marker: mOK}))
 	g := startGateway(t, cfg)
 	healthy := g.client("ok")
 	healthy.connect(t)
@@ -174,8 +174,8 @@ func TestFault9_UnroutableFloodRateLimited(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	mFlood, mOK := marker(t, "unroutable"), marker(t, "ok")
-	cfg := newConfig(chaosServer("unroutable", mcptest.ChaosOptions{Marker: mFlood, Journal: journal, UnroutableRequests: 3000}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mOK}))
+	cfg := newConfig(chaosServer("unroutable", testkit.ChaosOptions{Marker: mFlood, Journal: journal, UnroutableRequests: 3000}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mOK}))
 	g := startGateway(t, cfg)
 	healthy := g.client("ok")
 	healthy.connect(t)
@@ -205,7 +205,7 @@ func TestFault9_UnroutableFloodRateLimited(t *testing.T) {
 func TestFault10_ForeignHostRefused(t *testing.T) {
 	base := takeBaseline()
 	m := marker(t, "ok")
-	cfg := newConfig(fakeServer("ok", mcptest.FakeOptions{Marker: m}))
+	cfg := newConfig(fakeServer("ok", testkit.FakeOptions{Marker: m}))
 	cfg.Gateway.AllowedHosts = []string{"mcp.internal"}
 	g := startGateway(t, cfg)
 	_, port, _ := strings.Cut(g.Addr, ":")

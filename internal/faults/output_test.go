@@ -3,7 +3,7 @@ package faults
 import (
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestFault6_GarbageAndHugeLines: a server that writes 1,000 lines of
@@ -13,8 +13,8 @@ import (
 func TestFault6_GarbageAndHugeLines(t *testing.T) {
 	base := takeBaseline()
 	mBad, mOK := marker(t, "garbage"), marker(t, "ok")
-	cfg := newConfig(chaosServer("garbage", mcptest.ChaosOptions{Marker: mBad, GarbageLines: 1000, HugeLineBytes: 50 << 20}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mOK}))
+	cfg := newConfig(chaosServer("garbage", testkit.ChaosOptions{Marker: mBad, GarbageLines: 1000, HugeLineBytes: 50 << 20}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mOK}))
 	g := startGateway(t, cfg)
 	healthy := g.client("ok")
 	healthy.connect(t)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file holds the fault scenarios of per-tool policies.
@@ -24,20 +24,20 @@ func TestPolicy_UnderFaults(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	mStuck, mOK := marker(t, "stuck"), marker(t, "ok")
-	stuck := chaosServer("stuck", mcptest.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
+	stuck := chaosServer("stuck", testkit.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
 	stuck.Timeout, stuck.StdinTimeout = 2*time.Second, 3*time.Second
 	deny := &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
 		{Effect: config.PolicyDeny, Tools: []string{"crash"}},
 	}}
 	stuck.Policy = deny
-	ok := chaosServer("ok", mcptest.ChaosOptions{Marker: mOK, Journal: journal})
+	ok := chaosServer("ok", testkit.ChaosOptions{Marker: mOK, Journal: journal})
 	ok.Policy = deny
 	g := startGateway(t, newConfig(stuck, ok))
 
 	c := g.client("stuck")
 	c.connect(t)
 	waitFor(t, "the server to stop reading", 15*time.Second, func() bool {
-		return len(mcptest.JournalLines(journal, "stopped-reading")) > 0
+		return len(testkit.JournalLines(journal, "stopped-reading")) > 0
 	})
 	pretty := strings.ReplaceAll(callBody("7", "crash", map[string]string{}, ""), ",", ",\n    ")
 	for _, body := range []string{callBody("6", "crash", nil, ""), "{\n  " + pretty[1:]} {
@@ -84,7 +84,7 @@ func TestPolicy_UnderFaults(t *testing.T) {
 		res <- err
 	}()
 	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool {
-		return len(mcptest.JournalLines(journal, "called slow")) > 0
+		return len(testkit.JournalLines(journal, "called slow")) > 0
 	})
 	t.Logf("shutdown took %v", g.stop())
 	select {

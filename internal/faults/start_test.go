@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestFault2_SlowInitializeRecovers: the first process answers initialize
@@ -21,7 +21,7 @@ func TestFault2_SlowInitializeRecovers(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "slow")
-	slow := chaosServer("slow", mcptest.ChaosOptions{Marker: m, Journal: journal, SlowStarts: 1, InitDelay: 3 * time.Second})
+	slow := chaosServer("slow", testkit.ChaosOptions{Marker: m, Journal: journal, SlowStarts: 1, InitDelay: 3 * time.Second})
 	slow.Timeout = 2 * time.Second
 	slow.InitTimeout = 1 * time.Second
 	g := startGateway(t, newConfig(slow))
@@ -46,7 +46,7 @@ func TestFault2_SlowInitializeRecovers(t *testing.T) {
 	if _, err := c.echo(1, "recovered"); err != nil {
 		t.Errorf("call after recovery: %v", err)
 	}
-	if n := len(mcptest.JournalLines(journal, "start ")); n < 2 {
+	if n := len(testkit.JournalLines(journal, "start ")); n < 2 {
 		t.Errorf("the server was started %d times, want a restart after the failed initialize", n)
 	}
 	g.stop()
@@ -61,7 +61,7 @@ func TestFault2_InitTimeoutIndependentOfRequestTimeout(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "slowinit")
-	s := chaosServer("slowinit", mcptest.ChaosOptions{Marker: m, Journal: journal, InitDelay: 2 * time.Second})
+	s := chaosServer("slowinit", testkit.ChaosOptions{Marker: m, Journal: journal, InitDelay: 2 * time.Second})
 	s.Timeout = 1 * time.Second
 	s.InitTimeout = 10 * time.Second
 	g := startGateway(t, newConfig(s))
@@ -78,7 +78,7 @@ func TestFault2_InitTimeoutIndependentOfRequestTimeout(t *testing.T) {
 	if _, err := c.echo(1, "ok"); err != nil {
 		t.Error(err)
 	}
-	if n := len(mcptest.JournalLines(journal, "start ")); n != 1 {
+	if n := len(testkit.JournalLines(journal, "start ")); n != 1 {
 		t.Errorf("the server was started %d times, want once: its initialize is bounded by initTimeout, not timeout", n)
 	}
 	g.stop()
@@ -110,7 +110,7 @@ func TestFault6_MissingCommandDoesNotStopGateway(t *testing.T) {
 	bad := config.Defaults()
 	uvx := bad.NewServer("uvx")
 	uvx.Command, uvx.Args = missing, []string{"mcp-server-fetch"}
-	g := startGateway(t, newConfig(uvx, fakeServer("ok", mcptest.FakeOptions{Marker: m})))
+	g := startGateway(t, newConfig(uvx, fakeServer("ok", testkit.FakeOptions{Marker: m})))
 
 	ok := g.client("ok")
 	ok.connect(t)
@@ -146,7 +146,7 @@ func TestFault6_CrashAtStartGivesReason(t *testing.T) {
 			base := takeBaseline()
 			m := marker(t, "crash")
 			const why = "fatal: FAULT_API_KEY is not set"
-			s := chaosServer("crash", mcptest.ChaosOptions{Marker: m, ExitAtStart: true, ExitCode: 1, StartupStderr: why})
+			s := chaosServer("crash", testkit.ChaosOptions{Marker: m, ExitAtStart: true, ExitCode: 1, StartupStderr: why})
 			s.Isolation = iso
 			g := startGateway(t, newConfig(s))
 			c := g.client("crash")
@@ -177,7 +177,7 @@ func TestFault6_CrashMidCallFailsAtOnce(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "crashy")
 	// The grandchild keeps stdout open after the crash, as npx -> node does.
-	s := chaosServer("crashy", mcptest.ChaosOptions{Marker: m, Journal: journal, CrashAfter: 1500 * time.Millisecond, SpawnGrandchild: true})
+	s := chaosServer("crashy", testkit.ChaosOptions{Marker: m, Journal: journal, CrashAfter: 1500 * time.Millisecond, SpawnGrandchild: true})
 	s.Timeout = 30 * time.Second
 	g := startGateway(t, newConfig(s))
 	c := g.client("crashy")
@@ -192,7 +192,7 @@ func TestFault6_CrashMidCallFailsAtOnce(t *testing.T) {
 	if e := r.final().Error; e == nil || !strings.Contains(e.Message, "exit status 4") {
 		t.Errorf("call in flight at the crash: got %s, want an error naming exit status 4", r.Msgs)
 	}
-	waitFor(t, "a restart", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "start ")) >= 2 })
+	waitFor(t, "a restart", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "start ")) >= 2 })
 	var lastErr error
 	for range 50 {
 		if _, lastErr = c.echo(2, "after the crash"); lastErr == nil {
@@ -211,7 +211,7 @@ func TestFault6_CrashMidCallFailsAtOnce(t *testing.T) {
 // ("start" or "crash"), in order.
 func journalTimes(t *testing.T, journal, prefix string) []time.Time {
 	var out []time.Time
-	for _, l := range mcptest.JournalLines(journal, prefix+" ") {
+	for _, l := range testkit.JournalLines(journal, prefix+" ") {
 		f := strings.Fields(l)
 		ns, err := strconv.ParseInt(f[len(f)-1], 10, 64)
 		if err != nil {
@@ -230,9 +230,9 @@ func TestFault6_CrashLoopBackoffGrows(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "loop")
-	g := startGateway(t, newConfig(chaosServer("loop", mcptest.ChaosOptions{Marker: m, Journal: journal, CrashAfter: 1200 * time.Millisecond})))
+	g := startGateway(t, newConfig(chaosServer("loop", testkit.ChaosOptions{Marker: m, Journal: journal, CrashAfter: 1200 * time.Millisecond})))
 	const restarts = 4
-	waitFor(t, "the crash loop", 30*time.Second, func() bool { return len(mcptest.JournalLines(journal, "start ")) > restarts })
+	waitFor(t, "the crash loop", 30*time.Second, func() bool { return len(testkit.JournalLines(journal, "start ")) > restarts })
 	starts, crashes := journalTimes(t, journal, "start"), journalTimes(t, journal, "crash")
 	var gaps []time.Duration
 	for i := 0; i < restarts && i < len(crashes) && i+1 < len(starts); i++ {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // statelessRequest is a tools/call of the stateless revision (2026-07-28)
@@ -29,7 +29,7 @@ func statelessRequest(ctx context.Context, g *testGateway, server, id, tool stri
 
 // statelessChaos is a chaos server serving stateless requests by
 // translation (pinned to the session eras: no probe to wait for).
-func statelessChaos(name string, o mcptest.ChaosOptions) *config.Server {
+func statelessChaos(name string, o testkit.ChaosOptions) *config.Server {
 	s := chaosServer(name, o)
 	s.Protocol = config.ProtocolLegacy
 	return s
@@ -42,7 +42,7 @@ func TestFault4_StatelessInFlightAtShutdown(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "shut")
-	g := startGateway(t, newConfig(statelessChaos("shut", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	g := startGateway(t, newConfig(statelessChaos("shut", testkit.ChaosOptions{Marker: m, Journal: journal})))
 	res := make(chan string, 1)
 	go func() {
 		resp, err := g.hc.Do(statelessRequest(context.Background(), g, "shut", `"s1"`, "slow", map[string]int{"ms": 600000}))
@@ -54,7 +54,7 @@ func TestFault4_StatelessInFlightAtShutdown(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		res <- string(b)
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	g.stop()
 	select {
 	case body := <-res:
@@ -74,7 +74,7 @@ func TestFault5_VanishedStatelessClient(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "gone")
-	g := startGateway(t, newConfig(statelessChaos("gone", mcptest.ChaosOptions{Marker: m, Journal: journal})))
+	g := startGateway(t, newConfig(statelessChaos("gone", testkit.ChaosOptions{Marker: m, Journal: journal})))
 	ctx, vanish := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -84,11 +84,11 @@ func TestFault5_VanishedStatelessClient(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "called slow")) > 0 })
+	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	vanish()
 	<-done
 	// The slow tool ends only when cancelled (600 s otherwise).
-	waitFor(t, "the vanished client's call to end upstream", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "replied slow")) > 0 })
+	waitFor(t, "the vanished client's call to end upstream", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "replied slow")) > 0 })
 
 	ctx2, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // batchOfEchoes is a 2025-03-26 batch of n echo calls with ids first..,
@@ -54,10 +54,10 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
 	mStuck, mOK := marker(t, "stuck"), marker(t, "ok")
-	stuck := chaosServer("stuck", mcptest.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
+	stuck := chaosServer("stuck", testkit.ChaosOptions{Marker: mStuck, Journal: journal, StopReadingAfter: 1, IgnoreSIGTERM: true})
 	stuck.Timeout = 2 * time.Second
 	stuck.StdinTimeout = 3 * time.Second
-	cfg := newConfig(stuck, fakeServer("ok", mcptest.FakeOptions{Marker: mOK}), fakeServer("other", mcptest.FakeOptions{Marker: mOK}))
+	cfg := newConfig(stuck, fakeServer("ok", testkit.FakeOptions{Marker: mOK}), fakeServer("other", testkit.FakeOptions{Marker: mOK}))
 	cfg.Gateway.SessionIdleTimeout = 1500 * time.Millisecond
 	g := startGateway(t, cfg)
 
@@ -68,7 +68,7 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	flooder := g.client("stuck")
 	flooder.version = "2025-03-26"
 	flooder.connect(t)
-	waitFor(t, "the stuck server to stop reading", 10*time.Second, func() bool { return len(mcptest.JournalLines(journal, "stopped-reading")) > 0 })
+	waitFor(t, "the stuck server to stop reading", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
 
 	// More than the 1,024-slot queue plus the pipe: a shared server's pipe
 	// holds 1 MiB (backend's sharedPipeBytes), so 1,200 messages of about
@@ -123,7 +123,7 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	// Shutdown with a full queue in front of a server that neither reads
 	// nor obeys SIGTERM: the batch still gets its answers, and shutdown
 	// ends within its bound.
-	waitFor(t, "the restarted stuck server to stop reading", 15*time.Second, func() bool { return len(mcptest.JournalLines(journal, "stopped-reading")) > 1 })
+	waitFor(t, "the restarted stuck server to stop reading", 15*time.Second, func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 1 })
 	late := g.client("stuck")
 	late.version = "2025-03-26"
 	late.connect(t)
@@ -152,8 +152,8 @@ func TestFault1_PingBurstDeadlock(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	mBurst, mOK := marker(t, "burst"), marker(t, "ok")
 	cfg := newConfig(
-		chaosServer("burst", mcptest.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000}),
-		fakeServer("ok", mcptest.FakeOptions{Marker: mOK}),
+		chaosServer("burst", testkit.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000}),
+		fakeServer("ok", testkit.FakeOptions{Marker: mOK}),
 	)
 	g := startGateway(t, cfg)
 	healthy := g.client("ok")
@@ -166,13 +166,13 @@ func TestFault1_PingBurstDeadlock(t *testing.T) {
 			return
 		}
 		waitFor(t, "the ping burst to be read by the gateway", 20*time.Second, func() bool {
-			return len(mcptest.JournalLines(journal, "burst-done")) > 0
+			return len(testkit.JournalLines(journal, "burst-done")) > 0
 		})
 		if _, err := c.echo(1, "after the burst"); err != nil {
 			t.Errorf("call after the ping burst: %v", err)
 		}
 	})
-	if n := len(mcptest.JournalLines(journal, "start ")); n != 1 {
+	if n := len(testkit.JournalLines(journal, "start ")); n != 1 {
 		t.Errorf("the bursting server was started %d times, want 1 (no deadlock, no kill)", n)
 	}
 	g.stop()

@@ -13,13 +13,13 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/backend"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // This file wires gateway.admin: an admin.Handler over the gateway (its
 // servers as of the last reload, the HTTP front's sessions) served on the
-// main listener (httpapi.Config.Admin), or, with gateway.admin.listen, on a
+// main listener (front.Config.Admin), or, with gateway.admin.listen, on a
 // listener of its own that listenAdmin opens at start and serveAdmin
 // serves: it is shut down with the main one (serve) and never outlives it.
 // The admin block itself is read at start; a reload does not change it.
@@ -136,13 +136,13 @@ func requestHostName(hostport string) string {
 type adminSource struct{ g *Gateway }
 
 func (s adminSource) Servers() []admin.Server {
-	cfg, servers, _ := s.g.current()
+	cfg, srvs, _ := s.g.current()
 	ready := s.g.Readiness()
-	out := make([]admin.Server, 0, len(servers))
-	for name, sv := range servers {
+	out := make([]admin.Server, 0, len(srvs))
+	for name, sv := range srvs {
 		c := cfg.Servers[name]
 		as := admin.Server{Name: name, Type: string(c.Type), Isolation: string(c.Isolation), State: ready.Servers[name].State, Ready: ready.Servers[name].Ready}
-		if in, ok := sv.(backend.Inspector); ok {
+		if in, ok := sv.(servers.Inspector); ok {
 			info := in.Info()
 			as.PID, as.Restarts, as.LastExit, as.Stderr = info.PID, info.Restarts, info.LastExit, info.Stderr
 			as.Processes, as.Pending = info.Processes, info.Pending
@@ -154,13 +154,13 @@ func (s adminSource) Servers() []admin.Server {
 	return append(out, disabledAdmin(cfg)...)
 }
 
-func (s adminSource) inspector(name string) (backend.Inspector, error) {
-	_, servers, _ := s.g.current()
-	sv, ok := servers[name]
+func (s adminSource) inspector(name string) (servers.Inspector, error) {
+	_, srvs, _ := s.g.current()
+	sv, ok := srvs[name]
 	if !ok {
 		return nil, admin.ErrNotFound
 	}
-	in, ok := sv.(backend.Inspector)
+	in, ok := sv.(servers.Inspector)
 	if !ok {
 		return nil, admin.ErrNoProcess
 	}
@@ -180,7 +180,7 @@ func (s adminSource) Restart(name, reason string) error {
 	if err != nil {
 		return err
 	}
-	if err := in.Restart(reason); errors.Is(err, backend.ErrNoProcess) {
+	if err := in.Restart(reason); errors.Is(err, servers.ErrNoProcess) {
 		return admin.ErrNoProcess
 	} else if err != nil {
 		return err
@@ -200,9 +200,9 @@ func (s adminSource) Sessions(now time.Time) []admin.Session {
 func (s adminSource) EndSession(id string) (admin.Session, error) {
 	si, err := s.g.Handler.EndSession(id)
 	switch {
-	case errors.Is(err, httpapi.ErrSessionUnknown):
+	case errors.Is(err, front.ErrSessionUnknown):
 		return admin.Session{}, admin.ErrNotFound
-	case errors.Is(err, httpapi.ErrSessionAmbiguous):
+	case errors.Is(err, front.ErrSessionAmbiguous):
 		return admin.Session{}, admin.ErrAmbiguous
 	case err != nil:
 		return admin.Session{}, err
@@ -210,7 +210,7 @@ func (s adminSource) EndSession(id string) (admin.Session, error) {
 	return adminSession(si, time.Now()), nil
 }
 
-func adminSession(si httpapi.SessionInfo, now time.Time) admin.Session {
+func adminSession(si front.SessionInfo, now time.Time) admin.Session {
 	return admin.Session{
 		ID: si.IDPrefix, Target: si.Target, Version: si.Version, Legacy: si.Legacy, Principal: si.Principal,
 		Opened: si.Opened.UTC(), AgeSeconds: now.Sub(si.Opened).Seconds(), IdleSeconds: si.Idle.Seconds(),

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // adminRaw sends an admin request with the headers given and returns the
@@ -121,7 +121,7 @@ func TestAdminFaultsCredentialTricks(t *testing.T) {
 // serving; none is left behind.
 func TestAdminFaultsRestartStorm(t *testing.T) {
 	marker := fmt.Sprintf("admin-storm-%d", time.Now().UnixNano())
-	cfg := newConfig(fakeServer("shared", mcptest.FakeOptions{Marker: marker}))
+	cfg := newConfig(fakeServer("shared", testkit.FakeOptions{Marker: marker}))
 	cfg.Gateway.Admin = config.NewAdmin()
 	cfg.Gateway.Admin.Token = adminToken
 	g := startGateway(t, cfg)
@@ -163,10 +163,10 @@ func TestAdminFaultsRestartStorm(t *testing.T) {
 		return s.Ready && s.PID != 0
 	})
 	deadline := time.Now().Add(10 * time.Second)
-	for len(mcptest.Procs(marker)) != 1 && time.Now().Before(deadline) {
+	for len(testkit.Procs(marker)) != 1 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling a process count, not waiting to pass
 	}
-	if n := len(mcptest.Procs(marker)); n != 1 {
+	if n := len(testkit.Procs(marker)); n != 1 {
 		t.Errorf("%d processes after the restart storm, want 1", n)
 	}
 	echoOK(t, c, "after")
@@ -176,8 +176,8 @@ func TestAdminFaultsRestartStorm(t *testing.T) {
 // initialize never answers tools/list: /admin/servers, polled by many at
 // once, still answers within about ToolsTimeout, with a tools error.
 func TestAdminFaultsToolsNeverAnswered(t *testing.T) {
-	stuck := chaosStdio("stuck", mcptest.ChaosOptions{StopReadingAfter: 1})
-	cfg := newConfig(stuck, fakeServer("ok", mcptest.FakeOptions{}))
+	stuck := chaosStdio("stuck", testkit.ChaosOptions{StopReadingAfter: 1})
+	cfg := newConfig(stuck, fakeServer("ok", testkit.FakeOptions{}))
 	cfg.Gateway.Admin = config.NewAdmin()
 	cfg.Gateway.Admin.Token = adminToken
 	g := startGateway(t, cfg)

@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 const adminToken = "admin-token-0123456789abcdef"
 
 // chaosStdio returns a server entry running the test binary as a chaos
 // server (the fake plus the faults of opts).
-func chaosStdio(name string, opts mcptest.ChaosOptions) *config.Server {
-	cmd, args, env := mcptest.ChaosCommand(opts)
+func chaosStdio(name string, opts testkit.ChaosOptions) *config.Server {
+	cmd, args, env := testkit.ChaosCommand(opts)
 	gw := config.Defaults()
 	s := gw.NewServer(name)
 	s.Command, s.Args, s.Env = cmd, args, map[string]string{}
@@ -37,8 +37,8 @@ func chaosStdio(name string, opts mcptest.ChaosOptions) *config.Server {
 // says something hostile at start), a session-isolated "iso", and the
 // admin token.
 func adminConfig() *config.Config {
-	shared := chaosStdio("shared", mcptest.ChaosOptions{StartupStderr: `<img src=x onerror=alert(1)> started`})
-	iso := fakeServer("iso", mcptest.FakeOptions{})
+	shared := chaosStdio("shared", testkit.ChaosOptions{StartupStderr: `<img src=x onerror=alert(1)> started`})
+	iso := fakeServer("iso", testkit.FakeOptions{})
 	iso.Isolation = config.IsolationSession
 	cfg := newConfig(shared, iso)
 	cfg.Gateway.Admin = config.NewAdmin()
@@ -99,7 +99,7 @@ type adminSessions struct {
 
 // TestAdminOffWithoutBlock: no gateway.admin, no admin routes.
 func TestAdminOffWithoutBlock(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("a", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("a", testkit.FakeOptions{})))
 	for _, p := range []string{"/admin/servers", "/admin/sessions", "/status"} {
 		if r := g.adminDo(t, g.URL, "GET", p, adminToken, nil); r.StatusCode != http.StatusNotFound {
 			t.Errorf("%s without gateway.admin: %d, want 404", p, r.StatusCode)
@@ -112,7 +112,7 @@ func TestAdminOffWithoutBlock(t *testing.T) {
 // another site's Origin 403 even with the token.
 func TestAdminAuthRefusals(t *testing.T) {
 	sum := func(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Gateway.Admin = config.NewAdmin()
 	cfg.Gateway.Admin.Token = adminToken
 	cfg.Gateway.Auth = config.NewAuth()
@@ -414,14 +414,14 @@ func TestAdminListenFailureStartsNothing(t *testing.T) {
 	}
 	defer taken.Close()
 	marker := "admin-listen-" + strings.ReplaceAll(t.Name(), "/", "-")
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: marker}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: marker}))
 	cfg.Gateway.Admin = config.NewAdmin()
 	cfg.Gateway.Admin.Token = adminToken
 	cfg.Gateway.Admin.Listen = taken.Addr().String()
 	if _, err := Start(cfg, testLogger(t)); err == nil || !strings.Contains(err.Error(), "gateway.admin.listen") {
 		t.Fatalf("Start: %v", err)
 	}
-	if left := mcptest.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Errorf("processes left: %+v", left)
 	}
 }

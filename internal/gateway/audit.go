@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/logfile"
 )
 
@@ -14,20 +14,20 @@ import (
 // appended to and reopened when rotated (file, for SIGHUP: reopenAudit),
 // or stderr for "-". Write errors are logged on log. close writes the
 // lines queued and closes the file.
-func openAudit(a *config.Audit, log *slog.Logger) (au *httpapi.Auditor, file *logfile.File, closeFn func(), err error) {
+func openAudit(a *config.Audit, log *slog.Logger) (au *front.Auditor, file *logfile.File, closeFn func(), err error) {
 	if a == nil {
 		return nil, nil, func() {}, nil
 	}
-	o := httpapi.AuditOptions{Arguments: a.Arguments, Logger: log, Name: a.File}
+	o := front.AuditOptions{Arguments: a.Arguments, Logger: log, Name: a.File}
 	if a.File == "-" {
-		au = httpapi.NewAuditorWith(os.Stderr, o)
+		au = front.NewAuditorWith(os.Stderr, o)
 		return au, nil, au.Close, nil
 	}
 	f, err := logfile.Open(a.File, 0o600)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("gateway.audit.file: %w", err)
 	}
-	au = httpapi.NewAuditorWith(f, o)
+	au = front.NewAuditorWith(f, o)
 	return au, f, func() {
 		au.Close()
 		_ = f.Close()
@@ -45,11 +45,11 @@ func (g *Gateway) reopenAudit() {
 }
 
 // limits maps gateway.limits onto the HTTP front's (nil: none).
-func limits(l *config.Limits) *httpapi.Limits {
+func limits(l *config.Limits) *front.Limits {
 	if l == nil {
 		return nil
 	}
-	return &httpapi.Limits{
+	return &front.Limits{
 		RequestsPerSecond: l.RequestsPerSecond, Burst: l.Burst, MaxInFlight: l.MaxInFlight,
 		MaxSessions: l.MaxSessions, ToolsPerSecond: l.ToolsPerSecond, ToolBurst: l.ToolBurst,
 		MaxInFlightTotal: l.MaxInFlightTotal,

@@ -13,7 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // fileHas reports whether the file at path holds s.
@@ -39,7 +39,7 @@ func auditCall(t *testing.T, c *mcpClient, path string, id int) {
 // at the configured path, and the reopens are counted.
 func TestAuditFileRotated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Audit = &config.Audit{File: path}
 	g := startGateway(t, cfg)
 	c := g.client("fake")
@@ -69,7 +69,7 @@ func TestAuditFileRotated(t *testing.T) {
 // it (logrotate's postrotate), and logs it.
 func TestAuditReopenedOnSIGHUP(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Audit = &config.Audit{File: path}
 	trigger := make(chan os.Signal)
 	reloaded := make(chan error, 1)
@@ -109,7 +109,7 @@ func TestAuditWriteErrorsExported(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skipf("no /dev/full: %v", err)
 	}
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Audit = &config.Audit{File: "/dev/full"}
 	g, logs := startReloading(t, cfg, ReloadOptions{})
 	c := g.client("fake")

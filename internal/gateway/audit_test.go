@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestOpenAudit(t *testing.T) {
@@ -54,7 +54,7 @@ func TestLimitsMapped(t *testing.T) {
 // front: a real session's calls are logged, and the tool rate refuses.
 func TestAuditAndLimitsWired(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Audit = &config.Audit{File: path, Arguments: true}
 	cfg.Gateway.Limits = &config.Limits{ToolsPerSecond: 0.001}
 	g := startGateway(t, cfg)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 )
 
 // newAuthenticator builds the HTTP front's Authenticator from
@@ -105,7 +105,7 @@ func (g *Gateway) logAuth(addr string) {
 	check := func(kind, name, path string) {
 		t := auth.Target{Kind: kind, Name: name, Resource: base + path, Metadata: base + "/.well-known/oauth-protected-resource" + path}
 		paths := []string{path}
-		if kind == "endpoint" && name == httpapi.DefaultEndpoint {
+		if kind == "endpoint" && name == front.DefaultEndpoint {
 			paths = append(paths, "/mcp") // the same target
 		}
 		if _, ok := g.auth.Metadata(t); ok {

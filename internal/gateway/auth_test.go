@@ -18,7 +18,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // tokenAuth accepts "Bearer <name>" for the names in tokens (kind
@@ -67,7 +67,7 @@ func (a *tokenAuth) closes() int {
 // naming the gateway's own metadata URL, the document served, a session
 // usable by its principal only; the Authenticator is closed at shutdown.
 func TestAuthWired(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	a := &tokenAuth{tokens: map[string]bool{"alice": true, "bob": true}}
 	g := startGatewayAuth(t, cfg, a)
@@ -122,7 +122,7 @@ func TestAuthWired(t *testing.T) {
 func TestAuthGateFromConfig(t *testing.T) {
 	const key = "k3y-0123456789abcdef"
 	sum := sha256.Sum256([]byte(key))
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}), fakeServer("b", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("b", testkit.FakeOptions{}))
 	cfg.Servers["b"].Auth = &config.TargetAuth{Off: true}
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	cfg.Gateway.Auth = config.NewAuth()
@@ -157,7 +157,7 @@ func TestAuthGateFromConfig(t *testing.T) {
 		t.Errorf("the default endpoint with a key for server a only: %d %s, want 403", r.Status, r.Body)
 	}
 
-	bad := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	bad := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	bad.Gateway.Auth = config.NewAuth()
 	bad.Gateway.Auth.APIKeys = []config.APIKey{{Name: "ci", KeyFile: filepath.Join(t.TempDir(), "missing")}}
 	if _, err := Start(bad, testLogger(t)); err == nil || !strings.Contains(err.Error(), "ci") {
@@ -173,7 +173,7 @@ func TestAuthGateFromConfig(t *testing.T) {
 // default endpoint's /mcp with it), and warns when open ones are reachable
 // beyond loopback.
 func TestAuthStartupLog(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}), fakeServer("b", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("b", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	cfg.Gateway.Listen = "0.0.0.0:0"
 	a := &tokenAuth{open: map[string]bool{"server/b": true}}

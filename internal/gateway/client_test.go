@@ -15,8 +15,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file is a minimal Streamable HTTP client for the gateway's tests. It
@@ -92,8 +92,8 @@ func serveTest(t *testing.T, gw *Gateway, ln net.Listener, serve func(context.Co
 }
 
 // fakeServer returns a server entry running the test binary as a fake MCP server.
-func fakeServer(name string, opts mcptest.FakeOptions) *config.Server {
-	cmd, args, env := mcptest.Command(opts)
+func fakeServer(name string, opts testkit.FakeOptions) *config.Server {
+	cmd, args, env := testkit.Command(opts)
 	gw := config.Defaults()
 	s := gw.NewServer(name)
 	s.Command, s.Args = cmd, args

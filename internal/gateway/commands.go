@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // CommandProblem is a stdio server whose command cannot be started as
@@ -32,9 +32,9 @@ func CheckCommands(cfg *config.Config) []CommandProblem {
 	var ps []CommandProblem
 	for _, name := range cfg.Names() {
 		s := cfg.Servers[name]
-		if err := backend.CheckCommand(s); err != nil {
+		if err := servers.CheckCommand(s); err != nil {
 			key := "command"
-			if errors.Is(err, backend.ErrBadCwd) {
+			if errors.Is(err, servers.ErrBadCwd) {
 				key = "cwd"
 			}
 			ps = append(ps, CommandProblem{Server: name, Key: key, Critical: s.Critical, Err: err})

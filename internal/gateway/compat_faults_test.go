@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A request without an id is dropped however it is written: pretty-printed
 // with "method" after "params", or carrying a 1 MiB argument. The server
 // never gets it, and the session goes on (a call after it is answered).
 func TestFaultRequestsWithoutIDPrettyAndHuge(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("a", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("a", testkit.FakeOptions{})))
 	c := g.client("a")
 	c.connect(t)
 	pretty := "{\n  \"jsonrpc\" : \"2.0\",\n  \"params\" : {\n    \"name\" : \"echo\",\n    \"arguments\" : { \"message\" : \"x\" }\n  },\n  \"method\" : \"tools/call\"\n}\n"

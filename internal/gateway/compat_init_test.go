@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A session-isolated server that refuses requests until it has received
@@ -17,7 +17,7 @@ import (
 // process before the session's first request. A client that sends its own
 // gets it delivered once, never twice.
 func TestInitializedWithoutSessionReachesIsolatedServer(t *testing.T) {
-	srv := fakeServer("strict", mcptest.FakeOptions{StrictInit: true})
+	srv := fakeServer("strict", testkit.FakeOptions{StrictInit: true})
 	srv.Isolation = config.IsolationSession
 	g := startGateway(t, newConfig(srv))
 

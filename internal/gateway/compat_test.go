@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file replays what real clients send that the spec's letter refuses
@@ -67,7 +67,7 @@ func echoed(t *testing.T, what string, status int, reply []byte, id, message str
 // call actually succeeds and returns its id byte for byte. What stays
 // ambiguous stays refused, as the conformance suite expects.
 func TestClaudeClientQuirksServed(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Gateway.Metrics = true
 	g := startGateway(t, cfg)
 	const path = "/servers/a/mcp"
@@ -167,7 +167,7 @@ func TestClaudeClientQuirksServed(t *testing.T) {
 // tool or not. A notification still goes
 // through (the control that the server records what it gets).
 func TestRequestsWithoutIDNeverReachTheServer(t *testing.T) {
-	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}}}
+	opts := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}}}
 	cfg := newConfig(fakeServer("a", opts))
 	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
 		{Effect: config.PolicyDeny, Tools: []string{"read_secret"}},

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // clineEntry is a server entry as Cline writes it, running the fake
 // server marked with marker.
 func clineEntry(marker string, disabled bool) map[string]any {
-	cmd, args, env := mcptest.Command(mcptest.FakeOptions{Marker: marker})
+	cmd, args, env := testkit.Command(testkit.FakeOptions{Marker: marker})
 	e := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -94,10 +94,10 @@ func TestDisabledServerServed(t *testing.T) {
 		t.Errorf("admin servers %+v, want off listed as disabled", sv.Servers)
 	}
 
-	if n := len(mcptest.Procs(off)); n != 0 {
+	if n := len(testkit.Procs(off)); n != 0 {
 		t.Errorf("%d processes of the disabled server, want none", n)
 	}
-	if n := len(mcptest.Procs(on)); n != 1 {
+	if n := len(testkit.Procs(on)); n != 1 {
 		t.Errorf("%d processes of the enabled server, want 1", n)
 	}
 }
@@ -106,7 +106,7 @@ func TestDisabledServerServed(t *testing.T) {
 // /readyz shows it disabled; one that enables it again starts it.
 func TestReloadDisablesServer(t *testing.T) {
 	marker := fmt.Sprintf("reload-disabled-%d", time.Now().UnixNano())
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}), fakeServer("b", mcptest.FakeOptions{Marker: marker}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("b", testkit.FakeOptions{Marker: marker}))
 	g, _ := startReloading(t, cfg, ReloadOptions{})
 	c := g.client("b")
 	c.connect(t)
@@ -127,7 +127,7 @@ func TestReloadDisablesServer(t *testing.T) {
 	if rd := g.gw.Readiness(); !rd.Ready || !rd.Servers["b"].Disabled || rd.Servers["b"].State != "disabled" {
 		t.Errorf("readiness after disabling b: %+v", rd)
 	}
-	waitFor(t, "b's process stopped", func() bool { return len(mcptest.Procs(marker)) == 0 })
+	waitFor(t, "b's process stopped", func() bool { return len(testkit.Procs(marker)) == 0 })
 
 	if _, err := g.gw.reload(cloneConfig(cfg)); err != nil {
 		t.Fatal(err)

@@ -6,17 +6,17 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // startEndpoints builds one aggregate.Endpoint per configured endpoint on
 // the servers' backends (g.servers), into g.endpoints; it returns them as
 // the HTTP front's Backends by endpoint name. On error the endpoints made
 // so far are closed (the caller stops the servers).
-func (g *Gateway) startEndpoints() (map[string]httpapi.Backend, error) {
-	backends := make(map[string]httpapi.Backend, len(g.cfg.Endpoints))
+func (g *Gateway) startEndpoints() (map[string]front.Backend, error) {
+	backends := make(map[string]front.Backend, len(g.cfg.Endpoints))
 	for _, name := range g.cfg.EndpointNames() {
 		e, err := aggregate.New(endpointOptions(g.cfg.Endpoints[name], g.log), g.members(g.cfg.Endpoints[name]))
 		if err != nil {
@@ -52,14 +52,14 @@ func (g *Gateway) members(ep *config.Endpoint) []aggregate.Member {
 			// One process answers every session's lists.
 			SharedLists: s.Type == config.TypeStdio && s.Isolation == config.IsolationShared,
 		}
-		if r, ok := be.(backend.Readier); ok {
+		if r, ok := be.(servers.Readier); ok {
 			m.State = r.Ready
 		}
-		if f, ok := be.(backend.FirstStarter); ok {
+		if f, ok := be.(servers.FirstStarter); ok {
 			m.FirstStart = f.FirstStart
 		}
 		// Its stateless requests' processes serve the endpoint's.
-		m.OpenStateless = backend.StatelessSession(be, g.log.With("server", name))
+		m.OpenStateless = servers.StatelessSession(be, g.log.With("server", name))
 		ms = append(ms, m)
 	}
 	return ms
@@ -74,7 +74,7 @@ func filter(tools, prompts, resources config.Globs) aggregate.Filter {
 func (g *Gateway) logEndpoints() {
 	for _, name := range g.cfg.EndpointNames() {
 		path := "/endpoints/" + name + "/mcp"
-		if name == httpapi.DefaultEndpoint {
+		if name == front.DefaultEndpoint {
 			path += " and /mcp"
 		}
 		g.log.Info("endpoint", "name", name, "path", path, "servers", strings.Join(g.cfg.Endpoints[name].Servers, ","))

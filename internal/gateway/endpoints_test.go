@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // toolNames lists the tools of a session (every page).
@@ -85,8 +85,8 @@ func (g *testGateway) endpointClient(name string) *mcpClient {
 // endpoint may share a server's name.
 func TestEndpointsServeMergedServers(t *testing.T) {
 	marker := fmt.Sprintf("endpoints-%d", time.Now().UnixNano())
-	a := fakeServer("a", mcptest.FakeOptions{Marker: marker})
-	b := fakeServer("b", mcptest.FakeOptions{Marker: marker})
+	a := fakeServer("a", testkit.FakeOptions{Marker: marker})
+	b := fakeServer("b", testkit.FakeOptions{Marker: marker})
 	b.Prefix = ""
 	b.Tools.Allow = []string{"echo", "pid", "crash"}
 	cfg := newConfig(a, b)
@@ -142,7 +142,7 @@ func TestEndpointsServeMergedServers(t *testing.T) {
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if left := mcptest.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Fatalf("processes left after shutdown: %+v", left)
 	}
 }
@@ -151,7 +151,7 @@ func TestEndpointsServeMergedServers(t *testing.T) {
 // lists, and a call to one of its tools gets an error naming it and why;
 // the other members serve as ever.
 func TestEndpointMemberDown(t *testing.T) {
-	cfg := newConfig(fakeServer("fine", mcptest.FakeOptions{}), missingServer("gone"))
+	cfg := newConfig(fakeServer("fine", testkit.FakeOptions{}), missingServer("gone"))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"fine", "gone"})
 	g := startGateway(t, cfg)
 	c := g.endpointClient("")
@@ -181,7 +181,7 @@ func TestEndpointMemberDown(t *testing.T) {
 // leaves no process behind.
 func TestEndpointStartFailure(t *testing.T) {
 	marker := fmt.Sprintf("endpoint-fail-%d", time.Now().UnixNano())
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: marker}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: marker}))
 	bad := config.NewEndpoint("bad", []string{"a"})
 	bad.Tools.Allow = []string{"read_["} // config validation would refuse it
 	cfg.Endpoints["bad"] = bad
@@ -194,14 +194,14 @@ func TestEndpointStartFailure(t *testing.T) {
 	if !strings.Contains(err.Error(), `endpoint "bad"`) {
 		t.Errorf("error %q does not name the endpoint", err)
 	}
-	if left := mcptest.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Fatalf("processes left after the failed start: %+v", left)
 	}
 }
 
 // The startup log names each endpoint, its URL and its servers.
 func TestEndpointsLogged(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}), fakeServer("b", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("b", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	cfg.Endpoints["team"] = config.NewEndpoint("team", []string{"b"})
 	var buf syncBuffer
@@ -231,14 +231,14 @@ func TestEndpointsLogged(t *testing.T) {
 // stdio server); a session-isolated or remote member's lists may differ
 // per session, so each session fetches its own.
 func TestEndpointMembersShareLists(t *testing.T) {
-	shared := fakeServer("shared", mcptest.FakeOptions{})
-	isolated := fakeServer("isolated", mcptest.FakeOptions{})
+	shared := fakeServer("shared", testkit.FakeOptions{})
+	isolated := fakeServer("isolated", testkit.FakeOptions{})
 	isolated.Isolation = config.IsolationSession
-	remote := fakeServer("remote", mcptest.FakeOptions{})
+	remote := fakeServer("remote", testkit.FakeOptions{})
 	remote.Type, remote.URL, remote.Command = config.TypeHTTP, "http://127.0.0.1:1/mcp", ""
 	cfg := newConfig(shared, isolated, remote)
 	ep := config.NewEndpoint("e", []string{"shared", "isolated", "remote"})
-	g := &Gateway{cfg: cfg, log: testLogger(t), servers: map[string]backend.Server{}}
+	g := &Gateway{cfg: cfg, log: testLogger(t), servers: map[string]servers.Server{}}
 	got := map[string]bool{}
 	for _, m := range g.members(ep) {
 		got[m.Name] = m.SharedLists

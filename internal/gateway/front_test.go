@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestHTTPFrontRejects checks each way a request can be refused before it
 // reaches a server, with its status and JSON-RPC error.
 func TestHTTPFrontRejects(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.MaxBodyBytes = 1024
 	g := startGateway(t, cfg)
 	c := g.client("fake")
@@ -81,7 +81,7 @@ func TestHTTPFrontRejects(t *testing.T) {
 // TestBatchOnlyFor20250326: a 2025-03-26 session may batch; its replies come
 // back as one array with every id in place.
 func TestBatchOnlyFor20250326(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.version = "2025-03-26"
 	c.connect(t)
@@ -104,7 +104,7 @@ func TestBatchOnlyFor20250326(t *testing.T) {
 // TestSessionLifecycle: a second GET stream is refused, DELETE ends the
 // session, and the session limit answers 503 with Retry-After.
 func TestSessionLifecycle(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.MaxSessions = 2
 	g := startGateway(t, cfg)
 	a, b := g.client("fake"), g.client("fake")
@@ -135,7 +135,7 @@ func TestSessionLifecycle(t *testing.T) {
 // session mode its process stops.
 func TestIdleSessionsExpire(t *testing.T) {
 	marker := "expire-" + time.Now().Format("150405.000000000")
-	s := fakeServer("iso", mcptest.FakeOptions{Marker: marker})
+	s := fakeServer("iso", testkit.FakeOptions{Marker: marker})
 	s.Isolation = config.IsolationSession
 	cfg := newConfig(s)
 	cfg.Gateway.SessionIdleTimeout = 2 * time.Second // long enough to see the process first on a loaded machine
@@ -143,14 +143,14 @@ func TestIdleSessionsExpire(t *testing.T) {
 	g := startGateway(t, cfg)
 	c := g.client("iso")
 	c.connect(t)
-	if len(mcptest.Procs(marker)) == 0 {
+	if len(testkit.Procs(marker)) == 0 {
 		t.Fatal("no process for the session")
 	}
 	waitFor(t, "the idle session to expire", func() bool { return g.gw.Handler.Sessions() == 0 })
 	if r := c.post(t, callBody("1", "echo", map[string]string{"message": "x"}, "")); r.Status != http.StatusNotFound {
 		t.Fatalf("expired session: status %d, want 404", r.Status)
 	}
-	if left := mcptest.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Fatalf("expired session's process still runs: %+v", left)
 	}
 }
@@ -217,7 +217,7 @@ func next(t *testing.T, ch <-chan json.RawMessage) rpc {
 // with a priming event (an id, a retry hint, empty data), and an idle stream
 // gets keep-alive comments.
 func TestSSEWireFormat(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.KeepAliveInterval = 20 * time.Millisecond
 	g := startGateway(t, cfg)
 	c := g.client("fake")

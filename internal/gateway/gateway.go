@@ -25,11 +25,11 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/logfile"
 	"github.com/mcpgate/mcpgate/internal/policy"
+	"github.com/mcpgate/mcpgate/internal/servers"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -71,8 +71,8 @@ func Serve(ctx context.Context, ln net.Listener, cfg *config.Config, log *slog.L
 type Gateway struct {
 	cfg     *config.Config
 	log     *slog.Logger
-	Handler *httpapi.Handler
-	servers map[string]backend.Server
+	Handler *front.Handler
+	servers map[string]servers.Server
 	// endpoints are built on the servers: closed before them.
 	endpoints map[string]*aggregate.Endpoint
 	// auth authenticates the handler's requests (nil: none; auth.go).
@@ -130,10 +130,10 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs}
-	backends := map[string]httpapi.Backend{}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs}
+	backends := map[string]front.Backend{}
 	for _, name := range cfg.Names() {
-		s, err := backend.New(cfg.Servers[name], Version, log)
+		s, err := servers.New(cfg.Servers[name], Version, log)
 		if err != nil {
 			g.stopServers()
 			return nil, err
@@ -160,7 +160,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	ah := g.newAdmin() // admin.go
 	hc.Admin = mainAdmin(ah, cfg.Gateway.Admin.ListenAddr())
 	hc.Tracer = g.startTracing() // tracing.go
-	g.Handler = httpapi.New(hc)
+	g.Handler = front.New(hc)
 	if err := g.listenAdmin(ah); err != nil {
 		g.stopTracing()
 		g.closeAudit()
@@ -172,13 +172,13 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 }
 
 // handlerConfig maps the gateway block onto the HTTP front's settings.
-func handlerConfig(cfg *config.Config, backends map[string]httpapi.Backend, log *slog.Logger) httpapi.Config {
+func handlerConfig(cfg *config.Config, backends map[string]front.Backend, log *slog.Logger) front.Config {
 	gw := cfg.Gateway
 	replayEvents := gw.SSEReplayEvents
 	if replayEvents == 0 {
-		replayEvents = -1 // the config's 0 disables replay; httpapi's 0 means its default
+		replayEvents = -1 // the config's 0 disables replay; front's 0 means its default
 	}
-	return httpapi.Config{
+	return front.Config{
 		Backends: backends, OriginAllowed: gw.OriginAllowed, MaxBodyBytes: gw.MaxBodyBytes,
 		KeepAlive: gw.KeepAliveInterval, MaxSessions: gw.MaxSessions, IdleTimeout: gw.SessionIdleTimeout,
 		SweepInterval: gw.SessionSweepInterval, ReplayEvents: replayEvents, Logger: log,
@@ -279,4 +279,4 @@ func (g *Gateway) stopServers() {
 // KillAll sends SIGKILL to every server process group the gateway started
 // and has not reaped, without waiting; it returns how many it signalled.
 // It is for a gateway that must exit at once (a second signal).
-func KillAll() int { return backend.KillAll() }
+func KillAll() int { return servers.KillAll() }

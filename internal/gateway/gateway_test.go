@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	mcptest.Main()
+	testkit.Main()
 	goleak.VerifyTestMain(m)
 }
 
@@ -42,14 +42,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 func TestConcurrentSessionsNoCrossing(t *testing.T) {
 	const sessions, calls = 200, 50
 	marker := fmt.Sprintf("concurrency-%d", time.Now().UnixNano())
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{Marker: marker})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{Marker: marker})))
 
 	clients := make([]*mcpClient, sessions)
 	for i := range clients {
 		clients[i] = g.client("fake")
 		clients[i].connect(t)
 	}
-	if n := len(mcptest.Procs(marker)); n != 1 {
+	if n := len(testkit.Procs(marker)); n != 1 {
 		t.Fatalf("shared mode runs %d processes, want 1", n)
 	}
 	var crossed, lost, progress atomic.Int64
@@ -103,7 +103,7 @@ func TestConcurrentSessionsNoCrossing(t *testing.T) {
 // TestCrashFailsPendingAndRestarts kills the child mid-call: the pending
 // call fails at once, and the next call succeeds on the restarted process.
 func TestCrashFailsPendingAndRestarts(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 
@@ -142,7 +142,7 @@ func TestCrashFailsPendingAndRestarts(t *testing.T) {
 // child process (nor grandchild) remains, in both isolation modes.
 func TestNoChildOutlivesGateway(t *testing.T) {
 	marker := fmt.Sprintf("leak-%d", time.Now().UnixNano())
-	opts := mcptest.FakeOptions{Marker: marker, SpawnGrandchild: true}
+	opts := testkit.FakeOptions{Marker: marker, SpawnGrandchild: true}
 	shared := fakeServer("shared", opts)
 	isolated := fakeServer("isolated", opts)
 	isolated.Isolation = config.IsolationSession
@@ -159,7 +159,7 @@ func TestNoChildOutlivesGateway(t *testing.T) {
 		kept = append(kept, c)
 	}
 	// End half the isolated sessions: their processes (and grandchildren) go.
-	before := len(mcptest.Procs(marker))
+	before := len(testkit.Procs(marker))
 	for _, c := range []*mcpClient{kept[1], kept[3]} {
 		if r := c.do(t, c.request(http.MethodDelete, ""), nil); r.Status != http.StatusNoContent {
 			t.Fatalf("DELETE: status %d", r.Status)
@@ -168,12 +168,12 @@ func TestNoChildOutlivesGateway(t *testing.T) {
 	// A session's process is stopped in the background (DELETE does not
 	// wait out its grace periods), so wait for it to go.
 	waitFor(t, fmt.Sprintf("deleted sessions' processes to go (%d before)", before), func() bool {
-		return len(mcptest.Procs(marker)) < before
+		return len(testkit.Procs(marker)) < before
 	})
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if left := mcptest.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Fatalf("processes left after shutdown: %+v", left)
 	}
 }
@@ -199,10 +199,10 @@ func TestHandlerConfig(t *testing.T) {
 	cfg.Gateway.BodyReadTimeout = 7 * time.Second
 	hc := handlerConfig(cfg, nil, testLogger(t))
 	if hc.ReplayEvents >= 0 {
-		t.Errorf("sseReplayEvents 0 gives httpapi ReplayEvents %d, want negative (keep none)", hc.ReplayEvents)
+		t.Errorf("sseReplayEvents 0 gives front ReplayEvents %d, want negative (keep none)", hc.ReplayEvents)
 	}
 	if hc.ReplayBytes != 100 || hc.SessionReplayBytes != 200 || hc.BodyReadTimeout != 7*time.Second {
-		t.Errorf("httpapi config %+v does not carry the gateway's replay bytes and body timeout", hc)
+		t.Errorf("front config %+v does not carry the gateway's replay bytes and body timeout", hc)
 	}
 	if hc.HostAllowed == nil || hc.HostAllowed("evil.example") || !hc.HostAllowed("localhost") {
 		t.Error("a loopback listener must get a Host check that refuses foreign names")

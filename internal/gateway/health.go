@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // The probes an orchestrator asks: /healthz (the process serves HTTP) and
@@ -41,10 +41,10 @@ type ReadyReport struct {
 // endpoint (its critical members).
 func (g *Gateway) Readiness() ReadyReport {
 	r := ReadyReport{Ready: true, Servers: map[string]ServerReady{}}
-	cfg, servers, endpoints := g.current() // a reload may swap them (reload.go)
-	for name, s := range servers {
+	cfg, srvs, endpoints := g.current() // a reload may swap them (reload.go)
+	for name, s := range srvs {
 		h := ServerReady{Ready: true, State: "per session", Critical: cfg.Servers[name].Critical}
-		if rd, ok := s.(backend.Readier); ok {
+		if rd, ok := s.(servers.Readier); ok {
 			h.Ready, h.State = rd.Ready()
 			if h.Ready {
 				h.State = "ready"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestProbes: /healthz answers while the process serves; /readyz is 503
@@ -23,9 +23,9 @@ func TestProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	crit := fakeServer("crit", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{DownFile: down}})
+	crit := fakeServer("crit", testkit.FakeOptions{Catalog: testkit.CatalogOptions{DownFile: down}})
 	crit.Critical = true
-	other := fakeServer("other", mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{DownFile: otherDown}})
+	other := fakeServer("other", testkit.FakeOptions{Catalog: testkit.CatalogOptions{DownFile: otherDown}})
 	cfg := newConfig(crit, other)
 	g := startGateway(t, cfg)
 	get := func(path string) (int, ReadyReport, string) {

@@ -47,7 +47,7 @@ func isLoopbackName(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// hostCheck returns the httpapi HostAllowed function for a gateway
+// hostCheck returns the front HostAllowed function for a gateway
 // listening on listen, or nil when every Host is allowed. publicURL (the
 // gateway's public URL, "" for none) adds its host to the names accepted;
 // it never restricts a listener that accepts every Host.

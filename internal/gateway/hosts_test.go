@@ -7,7 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestHostCheck(t *testing.T) {
@@ -64,7 +64,7 @@ func TestHostCheck(t *testing.T) {
 // foreign Host (a DNS rebinding page sends its own name) is refused, while
 // a name in gateway.allowedHosts is served.
 func TestForeignHostRefusedOnLoopback(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.AllowedHosts = []string{"mcp.internal.example"}
 	g := startGateway(t, cfg)
 	for host, want := range map[string]bool{"evil.example": false, "mcp.internal.example": true, "localhost": true} {
@@ -83,7 +83,7 @@ func TestForeignHostRefusedOnLoopback(t *testing.T) {
 // keeps the public Host, is served without listing the host in
 // allowedHosts; a Host that is still refused is told which keys to set.
 func TestPublicURLHostAllowedBehindProxy(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Auth = config.NewAuth()
 	cfg.Gateway.Auth.Required = false
 	cfg.Gateway.Auth.PublicURL = "https://mcp.example.com"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestSessionIsolatedStateless: a server with "isolation": "session"
@@ -20,8 +20,8 @@ import (
 // outlives the gateway.
 func TestSessionIsolatedStateless(t *testing.T) {
 	marker := fmt.Sprintf("iso-stateless-gw-%d", time.Now().UnixNano())
-	dual := fakeServer("dual", mcptest.FakeOptions{Modern: true, Marker: marker})
-	legacy := fakeServer("legacy", mcptest.FakeOptions{Marker: marker})
+	dual := fakeServer("dual", testkit.FakeOptions{Modern: true, Marker: marker})
+	legacy := fakeServer("legacy", testkit.FakeOptions{Marker: marker})
 	for _, s := range []*config.Server{dual, legacy} {
 		s.Isolation = config.IsolationSession
 	}
@@ -71,7 +71,7 @@ func TestSessionIsolatedStateless(t *testing.T) {
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if left := mcptest.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Fatalf("processes left after shutdown: %+v", left)
 	}
 }
@@ -86,7 +86,7 @@ func TestSessionIsolatedStatelessBadCommand(t *testing.T) {
 			missing := missingServer("missing")
 			missing.Isolation = config.IsolationSession
 			missing.Protocol = protocol
-			g := startGateway(t, newConfig(missing, fakeServer("fine", mcptest.FakeOptions{})))
+			g := startGateway(t, newConfig(missing, fakeServer("fine", testkit.FakeOptions{})))
 			for i := range 2 {
 				start := time.Now()
 				body := `{"jsonrpc":"2.0","id":"q` + fmt.Sprint(i) + `","method":"tools/call","params":{"name":"echo","arguments":{},` +

@@ -12,29 +12,29 @@ import (
 func TestImportsPointOneWay(t *testing.T) {
 	const mod = "github.com/mcpgate/mcpgate/"
 	allowed := map[string][]string{
-		"internal/jsonrpc":    {},
-		"internal/sse":        {},
-		"internal/config":     {},
-		"internal/session":    {},
-		"internal/auth":       {},
-		"internal/metrics":    {},
-		"internal/logfile":    {},
-		"internal/upstream":   {"internal/jsonrpc"},
-		"internal/mux":        {"internal/jsonrpc"},
-		"internal/modern":     {"internal/jsonrpc"},
-		"internal/httpapi":    {"internal/auth", "internal/jsonrpc", "internal/modern", "internal/mux", "internal/session", "internal/sse"},
-		"internal/backend":    {"internal/config", "internal/httpapi", "internal/jsonrpc", "internal/modern", "internal/mux", "internal/upstream", "internal/remote"},
-		"internal/aggregate":  {"internal/auth", "internal/httpapi", "internal/jsonrpc", "internal/modern", "internal/mux"},
-		"internal/policy":     {"internal/auth", "internal/config"},
-		"internal/tracing":    {},
-		"internal/admin":      {"internal/auth"},
-		"internal/gateway":    {"internal/admin", "internal/aggregate", "internal/auth", "internal/backend", "internal/config", "internal/httpapi", "internal/logfile", "internal/metrics", "internal/policy", "internal/tracing"},
-		"cmd/mcpgate":         {"internal/config", "internal/gateway", "internal/loadgen", "internal/bridge", "internal/remote"},
-		"internal/remote":     {"internal/jsonrpc", "internal/modern", "internal/sse"},
-		"internal/bridge":     {"internal/jsonrpc", "internal/modern", "internal/remote"},
-		"internal/echoserver": {"internal/jsonrpc", "internal/sse"},
-		"internal/loadgen":    {"internal/jsonrpc", "internal/sse"},
-		"cmd/mcpecho":         {"internal/echoserver"},
+		"internal/jsonrpc":         {},
+		"internal/sse":             {},
+		"internal/config":          {},
+		"internal/session":         {},
+		"internal/auth":            {},
+		"internal/metrics":         {},
+		"internal/logfile":         {},
+		"internal/upstream/stdio":  {"internal/jsonrpc"},
+		"internal/mux":             {"internal/jsonrpc"},
+		"internal/eras":            {"internal/jsonrpc"},
+		"internal/front":           {"internal/auth", "internal/jsonrpc", "internal/eras", "internal/mux", "internal/session", "internal/sse"},
+		"internal/servers":         {"internal/config", "internal/front", "internal/jsonrpc", "internal/eras", "internal/mux", "internal/upstream/stdio", "internal/upstream/remote"},
+		"internal/aggregate":       {"internal/auth", "internal/front", "internal/jsonrpc", "internal/eras", "internal/mux"},
+		"internal/policy":          {"internal/auth", "internal/config"},
+		"internal/tracing":         {},
+		"internal/admin":           {"internal/auth"},
+		"internal/gateway":         {"internal/admin", "internal/aggregate", "internal/auth", "internal/servers", "internal/config", "internal/front", "internal/logfile", "internal/metrics", "internal/policy", "internal/tracing"},
+		"cmd/mcpgate":              {"internal/config", "internal/gateway", "internal/loadgen", "internal/bridge", "internal/upstream/remote"},
+		"internal/upstream/remote": {"internal/jsonrpc", "internal/eras", "internal/sse"},
+		"internal/bridge":          {"internal/jsonrpc", "internal/eras", "internal/upstream/remote"},
+		"internal/echoserver":      {"internal/jsonrpc", "internal/sse"},
+		"internal/loadgen":         {"internal/jsonrpc", "internal/sse"},
+		"cmd/mcpecho":              {"internal/echoserver"},
 	}
 	forbiddenStd := map[string][]string{
 		"internal/mux":     {"net/http"},
@@ -59,7 +59,7 @@ func TestImportsPointOneWay(t *testing.T) {
 				continue
 			}
 			if !known {
-				if strings.HasPrefix(pkg, "internal/mcptest") || dep == "internal/mcptest" {
+				if strings.HasPrefix(pkg, "internal/testkit") || dep == "internal/testkit" {
 					continue
 				}
 				t.Errorf("package %s is not in the layout: add it to this test and docs/architecture.md", pkg)

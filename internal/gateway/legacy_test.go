@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // legacyClient is a 2024-11-05 HTTP+SSE client: one GET stream, POSTs to
@@ -138,7 +138,7 @@ func (c *legacyClient) initialize() {
 // clients falling back on the same URL, at /servers/{name}/mcp; several
 // legacy sessions on one shared process each get only their own replies.
 func TestLegacySSE(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	var cs []*legacyClient
 	for i := range 4 {
 		path := []string{"/servers/fake/sse", "/servers/fake/mcp"}[i%2]
@@ -166,7 +166,7 @@ func TestLegacySSE(t *testing.T) {
 // TestLegacyReattach: an EventSource that reconnects with Last-Event-ID
 // within the grace period gets its session back, with what it missed.
 func TestLegacyReattach(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := openLegacy(t, g, "/servers/fake/sse", nil)
 	c.initialize()
 	m := c.call(callBody("1", "echo", map[string]string{"message": "before"}, ""))
@@ -201,7 +201,7 @@ func TestLegacyReattach(t *testing.T) {
 func TestHostRouting(t *testing.T) {
 	for _, trust := range []bool{false, true} {
 		t.Run(fmt.Sprintf("trust=%v", trust), func(t *testing.T) {
-			cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+			cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 			cfg.Gateway.HostRouting.Domain = "mcp.test"
 			cfg.Gateway.TrustProxyHeaders = trust
 			g := startGateway(t, cfg)

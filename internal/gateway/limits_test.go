@@ -8,13 +8,13 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestFairQueueAcrossSessions: with maxInFlight 1, a session with one call
 // is served between the calls of a session that queued many, not after them.
 func TestFairQueueAcrossSessions(t *testing.T) {
-	s := fakeServer("fake", mcptest.FakeOptions{})
+	s := fakeServer("fake", testkit.FakeOptions{})
 	s.MaxInFlight = 1
 	g := startGateway(t, newConfig(s))
 	busy, other := g.client("fake"), g.client("fake")
@@ -59,7 +59,7 @@ func TestFairQueueAcrossSessions(t *testing.T) {
 
 // TestPingAnsweredByGateway: ping never reaches the server and keeps its id.
 func TestPingAnsweredByGateway(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	m := c.post(t, `{"jsonrpc":"2.0","id":"p-1","method":"ping"}`).final(t)
@@ -71,7 +71,7 @@ func TestPingAnsweredByGateway(t *testing.T) {
 // TestBigReplies: a reply far over a pipe buffer arrives whole; one over the
 // line limit fails its request at once instead of hanging.
 func TestBigReplies(t *testing.T) {
-	s := fakeServer("fake", mcptest.FakeOptions{})
+	s := fakeServer("fake", testkit.FakeOptions{})
 	s.MaxLineBytes = 1 << 20
 	g := startGateway(t, newConfig(s))
 	c := g.client("fake")
@@ -91,7 +91,7 @@ func TestBigReplies(t *testing.T) {
 // TestGarbageAndEarlyNotificationsFromServer: a server that writes a non-JSON
 // line and a list_changed before its initialize reply still works.
 func TestGarbageAndEarlyNotificationsFromServer(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{GarbageBeforeInit: true, ListChangedBeforeInit: true})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{GarbageBeforeInit: true, ListChangedBeforeInit: true})))
 	c := g.client("fake")
 	c.connect(t)
 	if got := toolText(t, c.post(t, callBody("1", "echo", map[string]string{"message": "ok"}, "")).final(t)); got != "ok" {
@@ -106,7 +106,7 @@ func TestGarbageAndEarlyNotificationsFromServer(t *testing.T) {
 // maxProcesses gets 503 with Retry-After, and a slot frees when a session
 // ends.
 func TestMaxProcessesGives503(t *testing.T) {
-	s := fakeServer("iso", mcptest.FakeOptions{})
+	s := fakeServer("iso", testkit.FakeOptions{})
 	s.Isolation = config.IsolationSession
 	s.MaxProcesses = 1
 	g := startGateway(t, newConfig(s))

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file checks what an operator reads in the gateway's log: each
@@ -117,7 +117,7 @@ func TestOperationsLogged(t *testing.T) {
 	}, "\n")
 	var logs opLog
 	began := time.Now()
-	g := startGatewayLogging(t, newConfig(fakeServer("memory", mcptest.FakeOptions{Stderr: stderr})), &logs)
+	g := startGatewayLogging(t, newConfig(fakeServer("memory", testkit.FakeOptions{Stderr: stderr})), &logs)
 
 	// The server: ready with its startup time, then its stderr.
 	ready := logs.wait(t, "server ready", map[string]any{"server": "memory", "gen": float64(1)})

@@ -3,9 +3,9 @@ package gateway
 import (
 	"strings"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/metrics"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // This file wires gateway.metrics: a metrics.Metrics of the gateway's own
@@ -14,9 +14,9 @@ import (
 // and the audit log at scrape time.
 
 // setupMetrics sets hc's Metrics and Observer when gateway.metrics is on.
-// The scrape-time source reads g.Handler, set once httpapi.New returns:
+// The scrape-time source reads g.Handler, set once front.New returns:
 // no request is served before.
-func (g *Gateway) setupMetrics(hc *httpapi.Config) {
+func (g *Gateway) setupMetrics(hc *front.Config) {
 	if !g.cfg.Gateway.Metrics {
 		return
 	}
@@ -28,7 +28,7 @@ func (g *Gateway) setupMetrics(hc *httpapi.Config) {
 // requestObserver hands the front's records to the metrics.
 type requestObserver struct{ m *metrics.Metrics }
 
-func (o requestObserver) Request(r *httpapi.RequestRecord) {
+func (o requestObserver) Request(r *front.RequestRecord) {
 	o.m.Request(&metrics.Request{
 		Target: r.Target, Kind: r.Kind, Method: r.Method, Outcome: r.Outcome,
 		Duration: r.Duration, BytesIn: int64(r.BytesIn), BytesOut: r.BytesOut,
@@ -38,7 +38,7 @@ func (o requestObserver) Request(r *httpapi.RequestRecord) {
 // metricsSource is metrics.Source over a gateway.
 type metricsSource struct {
 	g     *Gateway
-	audit *httpapi.Auditor // the configured audit log; nil: none
+	audit *front.Auditor // the configured audit log; nil: none
 }
 
 func (s *metricsSource) Sessions() []metrics.Sessions {
@@ -62,16 +62,16 @@ func (s *metricsSource) InFlight() int64 {
 }
 
 func (s *metricsSource) Servers() []metrics.Server {
-	_, servers, _ := s.g.current() // as of the last reload (reload.go)
-	out := make([]metrics.Server, 0, len(servers))
-	for name, srv := range servers {
+	_, srvs, _ := s.g.current() // as of the last reload (reload.go)
+	out := make([]metrics.Server, 0, len(srvs))
+	for name, srv := range srvs {
 		ms := metrics.Server{Name: name, State: metrics.StatePerSession, Up: true, Pending: srv.Pending()}
-		if rd, ok := srv.(backend.Readier); ok {
+		if rd, ok := srv.(servers.Readier); ok {
 			var text string
 			ms.Up, text = rd.Ready()
 			ms.State = stateLabel(ms.Up, text)
 		}
-		if c, ok := srv.(backend.Counted); ok {
+		if c, ok := srv.(servers.Counted); ok {
 			ms.Counters = counters(c.Counters())
 		}
 		out = append(out, ms)
@@ -100,7 +100,7 @@ func stateLabel(ready bool, text string) string {
 	return metrics.StateFailed
 }
 
-func counters(c backend.Counters) *metrics.Counters {
+func counters(c servers.Counters) *metrics.Counters {
 	st := c.Mux
 	return &metrics.Counters{
 		Restarts: c.Restarts, Forwarded: st.Forwarded, TimedOut: st.TimedOut, Garbage: st.Garbage,

@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // seriesCount counts the series of every family, and the distinct values
@@ -34,7 +34,7 @@ func seriesCount(fams map[string]*dto.MetricFamily) (int, map[string]map[string]
 // tool names, unknown servers and endpoints, and garbage, adds no label
 // value: the series stay bounded.
 func TestMetricsFaultsCardinality(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Metrics = true
 	g := startGateway(t, cfg)
 	c := g.client("fake")
@@ -77,7 +77,7 @@ func TestMetricsFaultsCardinality(t *testing.T) {
 // detector on), and a removed server's per-server series are gone after
 // its reload.
 func TestMetricsFaultsReload(t *testing.T) {
-	cfg := newConfig(fakeServer("keep", mcptest.FakeOptions{}), fakeServer("gone", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("keep", testkit.FakeOptions{}), fakeServer("gone", testkit.FakeOptions{}))
 	cfg.Gateway.Metrics = true
 	g, _ := startServing(t, cfg, ReloadOptions{})
 	gone := g.client("gone")

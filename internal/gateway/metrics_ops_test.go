@@ -4,13 +4,13 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestMetricsBuildInfo: /metrics names the running build, as
 // cmd/mcpgate set it (Version, Commit) and the Go runtime.
 func TestMetricsBuildInfo(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	fams := g.scrape(t)
 	wantMetric(t, fams, "mcpgate_build_info", map[string]string{"version": Version, "commit": Commit, "goversion": runtime.Version()}, 1)
 	if n := len(fams["mcpgate_build_info"].GetMetric()); n != 1 {

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // scrape GETs /metrics and parses it.
@@ -114,7 +114,7 @@ func wantMetric(t *testing.T, fams map[string]*dto.MetricFamily, name string, la
 // endpoint session, a failing call, a policy's refusal, a 429 and a 401),
 // then /metrics counts each exactly.
 func TestMetrics(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"fake"})
 	cfg.Servers["fake"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
 		{Effect: config.PolicyDeny, Tools: []string{"forbidden"}},
@@ -229,7 +229,7 @@ func TestMetrics(t *testing.T) {
 
 // TestMetricsOff: with "metrics": false there is no /metrics.
 func TestMetricsOff(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Metrics = false
 	g := startGateway(t, cfg)
 	resp, err := g.http.Get(g.URL + "/metrics")
@@ -251,7 +251,7 @@ func TestMetricsOff(t *testing.T) {
 // TestMetricsAuditDropped: with an audit log, its dropped lines are
 // exported.
 func TestMetricsAuditDropped(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Audit = &config.Audit{File: t.TempDir() + "/audit.jsonl"}
 	g := startGateway(t, cfg)
 	c := g.client("fake")
@@ -264,7 +264,7 @@ func TestMetricsAuditDropped(t *testing.T) {
 // TestMetricsScrapedUnderLoad: scrapes while sessions call: nothing races
 // (run with -race), and once the calls are answered every one is counted.
 func TestMetricsScrapedUnderLoad(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	g := startGateway(t, cfg)
 	const clients, calls = 8, 25
 	done := make(chan struct{})
@@ -324,9 +324,9 @@ func (g *testGateway) scrapeUntil(t *testing.T, what string, cond func(map[strin
 // TestMetricsServerStates: a server whose command is missing is down and
 // backing off; one whose process crashed is restarted and counted.
 func TestMetricsServerStates(t *testing.T) {
-	missing := fakeServer("missing", mcptest.FakeOptions{})
+	missing := fakeServer("missing", testkit.FakeOptions{})
 	missing.Command = "/nonexistent/mcpgate-test-command"
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}), missing)
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}), missing)
 	delete(cfg.Endpoints, "all")
 	g := startGateway(t, cfg)
 	server := func(name string) map[string]string { return map[string]string{"server": name} }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The crossfire of TestStatelessCrossfire again, on a server that speaks
@@ -103,7 +103,7 @@ func fakeCalls(t *testing.T, g *testGateway) (inflight, cancelled []string) {
 // listen and every client listen gets exactly what it selects, and the
 // final result, with its own id.
 func TestModernCrossfire(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{Modern: true})))
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{Modern: true})))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const clients, calls, legacyClients, notifiers, churners, churns = 40, 10, 10, 8, 6, 5
@@ -255,7 +255,7 @@ func TestModernCrossfire(t *testing.T) {
 // is left running at the server, and every other call gets its own
 // answer.
 func TestModernCrossfireVanish(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{Modern: true})))
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{Modern: true})))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const clients, calls, legacyClients = 40, 10, 5

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// Attack tests of the stateless passthrough (httpapi/stateless.go forward,
+// Attack tests of the stateless passthrough (front/stateless.go forward,
 // backend/shared.go's second process, mux Options.Modern) over HTTP.
 
 // init runs the test binary as a scripted dual-era server when
@@ -84,7 +84,7 @@ const gwAtkMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-2
 func TestAttackPassthroughListenEndedByTaggedCancel(t *testing.T) {
 	exe, _ := os.Executable()
 	marker := fmt.Sprintf("gwatk-%d", time.Now().UnixNano())
-	srv := fakeServer("m", mcptest.FakeOptions{})
+	srv := fakeServer("m", testkit.FakeOptions{})
 	srv.Command, srv.Args = exe, []string{"-test.run=^$", "-gwatk=" + marker}
 	srv.Env = map[string]string{"GWATKFAKE": "1", "GORACE": "atexit_sleep_ms=0"}
 	srv.Protocol = config.ProtocolModern

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A principal's Mcp-Param headers are checked against what its own lists
@@ -25,7 +25,7 @@ import (
 // at an endpoint's (the member's policy) alike. Alice's own calls stay
 // checked.
 func TestParamHeadersPerPrincipal(t *testing.T) {
-	opts := mcptest.FakeOptions{}
+	opts := testkit.FakeOptions{}
 	opts.Catalog.HeaderTools = []string{"where"}
 	cfg := newConfig(fakeServer("p", opts))
 	cfg.Servers["p"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{

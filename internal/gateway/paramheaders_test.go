@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // paramPost POSTs a 2026-07-28 request (params given without _meta) with
@@ -59,11 +59,11 @@ func paramPost(t *testing.T, g *testGateway, server, method, name, params string
 func TestParamHeadersValidatedForEveryUpstream(t *testing.T) {
 	for _, setup := range []struct {
 		name string
-		opts mcptest.FakeOptions
+		opts testkit.FakeOptions
 		edit func(s *config.Server)
 	}{
 		{name: "shared translated"},
-		{name: "shared 2026-07-28 process", opts: mcptest.FakeOptions{Modern: true}},
+		{name: "shared 2026-07-28 process", opts: testkit.FakeOptions{Modern: true}},
 		{name: "session isolation", edit: func(s *config.Server) { s.Isolation = config.IsolationSession }},
 	} {
 		t.Run(setup.name, func(t *testing.T) {
@@ -116,10 +116,10 @@ func TestParamHeadersValidatedForEveryUpstream(t *testing.T) {
 func TestParamHeadersCheckedBeforeAnyList(t *testing.T) {
 	for _, setup := range []struct {
 		name string
-		opts mcptest.FakeOptions
+		opts testkit.FakeOptions
 	}{
 		{name: "translated"},
-		{name: "2026-07-28 process", opts: mcptest.FakeOptions{Modern: true}},
+		{name: "2026-07-28 process", opts: testkit.FakeOptions{Modern: true}},
 	} {
 		t.Run(setup.name, func(t *testing.T) {
 			opts := setup.opts

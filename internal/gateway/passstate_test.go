@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The requestState of a server speaking 2026-07-28 itself is bound to the
@@ -18,7 +18,7 @@ import (
 // retrying with it is refused without reaching the server, an altered one
 // too, and its own retry gives the server its state back as it wrote it.
 func TestPassthroughStateBoundToPrincipal(t *testing.T) {
-	srv := fakeServer("m", mcptest.FakeOptions{Modern: true})
+	srv := fakeServer("m", testkit.FakeOptions{Modern: true})
 	srv.Protocol = config.ProtocolModern
 	cfg := newConfig(srv)
 	cfg.Gateway.Auth = config.NewAuth()

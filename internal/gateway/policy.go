@@ -2,27 +2,27 @@ package gateway
 
 import (
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/policy"
 )
 
 // handlerPolicies maps the compiled policies onto the HTTP front's, by
 // target key. Only targets with a policy are in it (a nil *policy.Policy
 // in an interface would not be nil).
-func handlerPolicies(set policy.Set) map[string]httpapi.Policy {
-	out := make(map[string]httpapi.Policy, len(set.Servers)+len(set.Endpoints))
+func handlerPolicies(set policy.Set) map[string]front.Policy {
+	out := make(map[string]front.Policy, len(set.Servers)+len(set.Endpoints))
 	for name, p := range set.Servers {
 		out[name] = p
 	}
 	for name, p := range set.Endpoints {
-		out[httpapi.EndpointKey(name)] = p
+		out[front.EndpointKey(name)] = p
 	}
 	return out
 }
 
 // memberPolicy is server name's policy as an endpoint member applies it
 // (nil: none).
-func (g *Gateway) memberPolicy(name string) httpapi.Policy {
+func (g *Gateway) memberPolicy(name string) front.Policy {
 	if p := g.policies.Servers[name]; p != nil {
 		return p
 	}

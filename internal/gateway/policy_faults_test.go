@@ -19,7 +19,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // faultsRemoteConfig is one remote echo server "r" (its own parser is
@@ -158,7 +158,7 @@ func TestPolicyFaultsEndpointListKeepsPublicCacheScope(t *testing.T) {
 // revision: passthrough) behind API keys alice and bob.
 func faultsModernServerConfig(t *testing.T) *config.Config {
 	t.Helper()
-	srv := fakeServer("m", mcptest.FakeOptions{Modern: true})
+	srv := fakeServer("m", testkit.FakeOptions{Modern: true})
 	srv.Protocol = config.ProtocolModern
 	cfg := newConfig(srv)
 	cfg.Gateway.Auth = config.NewAuth()
@@ -319,7 +319,7 @@ func TestPolicyFaultsConcurrentPrincipals(t *testing.T) {
 // pending request ends, and nothing is left behind (the package's goleak
 // check). A list answered after that is filtered and dropped.
 func TestPolicyFaultsAbandonedFilteredList(t *testing.T) {
-	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}, ListDelay: 10 * time.Minute}}
+	opts := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}, ListDelay: 10 * time.Minute}}
 	cfg := newConfig(fakeServer("a", opts))
 	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
 		{Effect: config.PolicyDeny, Tools: []string{"read_secret"}},
@@ -432,7 +432,7 @@ func TestPolicyFaultsCaseFoldedNameBypassEndpointPolicy(t *testing.T) {
 // completion of its template), in a session and statelessly, and is not
 // in the lists.
 func TestPolicyFaultsEndpointResourceMethods(t *testing.T) {
-	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{
+	opts := testkit.FakeOptions{Catalog: testkit.CatalogOptions{
 		Resources:         []string{"file:///pub/1", "file:///priv/2"},
 		ResourceTemplates: []string{"file:///priv/{name}", "file:///pub/{name}"},
 	}}
@@ -478,10 +478,10 @@ func TestPolicyFaultsEndpointResourceMethods(t *testing.T) {
 // client of an auth:false server.
 func TestPolicyFaultsPassStateAcrossTargets(t *testing.T) {
 	cfg := faultsModernServerConfig(t)
-	n := fakeServer("n", mcptest.FakeOptions{Modern: true})
+	n := fakeServer("n", testkit.FakeOptions{Modern: true})
 	n.Protocol = config.ProtocolModern
 	cfg.Servers["n"] = n
-	o := fakeServer("o", mcptest.FakeOptions{Modern: true})
+	o := fakeServer("o", testkit.FakeOptions{Modern: true})
 	o.Protocol = config.ProtocolModern
 	o.Auth = &config.TargetAuth{Off: true}
 	cfg.Servers["o"] = o
@@ -534,7 +534,7 @@ func TestPolicyFaultsPassStateAcrossTargets(t *testing.T) {
 // the gateway's own listens, deliver an update to the listens of any URI
 // it is under). The update then names a denied URI to bob.
 func TestPolicyFaultsSubResourceUpdateOfDeniedURI(t *testing.T) {
-	srv := fakeServer("m", mcptest.FakeOptions{Modern: true})
+	srv := fakeServer("m", testkit.FakeOptions{Modern: true})
 	srv.Protocol = config.ProtocolModern
 	cfg := newConfig(srv)
 	cfg.Gateway.Auth = config.NewAuth()

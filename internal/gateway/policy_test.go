@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // policyConfig is two fake servers behind API keys alice, bob and admin
@@ -27,7 +27,7 @@ import (
 //     but admin (by the exposed name).
 func policyConfig(t *testing.T) *config.Config {
 	t.Helper()
-	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{
+	opts := testkit.FakeOptions{Catalog: testkit.CatalogOptions{
 		ExtraTools: []string{"read_a", "read_b", "read_secret", "write_x"},
 		Prompts:    []string{"greet", "other"},
 		Resources:  []string{"file:///pub/1", "file:///priv/2"},
@@ -190,7 +190,7 @@ func TestPolicyFiltersListsAndRefusesCalls(t *testing.T) {
 // A policy expression that does not compile is a config problem naming
 // its key, found before anything starts.
 func TestPolicyBadExpression(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyDeny, Rules: []config.PolicyRule{
 		{Effect: config.PolicyAllow, When: `principal.name ==`},
 		{Effect: config.PolicyAllow, When: `1 + 2`},
@@ -236,7 +236,7 @@ func modernPost(t *testing.T, g *testGateway, path, method, name, params string)
 // and through the default endpoint; here without authentication, for the
 // anonymous principal.
 func TestPolicyAllEras(t *testing.T) {
-	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}}}
+	opts := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"read_a", "read_secret"}}}
 	cfg := newConfig(fakeServer("a", opts))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
@@ -281,7 +281,7 @@ func TestPolicyAllEras(t *testing.T) {
 // key, and the running policy stays: before type-checking, it compiled,
 // was swapped in and denied everyone silently.
 func TestPolicyTypeErrorRefusedAtReload(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Servers["a"].Policy = &config.Policy{Default: config.PolicyDeny, Rules: []config.PolicyRule{
 		{Effect: config.PolicyAllow, When: `principal.kind == "anonymous"`},
 	}}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A reload takes the scope "admin" from alice's API key while her
@@ -19,7 +19,7 @@ import (
 // server's own URL. On the old code the endpoint kept the principal the
 // session was opened with: the tool stayed listed and callable.
 func TestEndpointMemberPolicyFollowsReloadedKey(t *testing.T) {
-	opts := mcptest.FakeOptions{Catalog: mcptest.CatalogOptions{ExtraTools: []string{"admin_1", "open_1"}}}
+	opts := testkit.FakeOptions{Catalog: testkit.CatalogOptions{ExtraTools: []string{"admin_1", "open_1"}}}
 	cfg := newConfig(fakeServer("p", opts))
 	cfg.Servers["p"].Policy = &config.Policy{Default: config.PolicyAllow, Rules: []config.PolicyRule{
 		{Effect: config.PolicyAllow, Scopes: []string{"admin"}},

@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // keepAliveProxy is a reverse proxy in front of the gateway the way Caddy,
@@ -176,7 +176,7 @@ func (c *closeSignal) Close() error {
 // the body cleanly and the stream carries the result. The order is forced
 // by holding the read until the client has the header: no timing.
 func TestProxyRequestBodyRace(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	for _, tc := range []struct {
 		name       string
 		halfDuplex bool
@@ -280,7 +280,7 @@ func TestProxyRequestBodyRace(t *testing.T) {
 // TestProxyRequestBodyRace forces the proxy's own race it once hid.
 func TestProxyKeepAliveStress(t *testing.T) {
 	const sessions, rounds = 16, 32
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	p := startKeepAliveProxy(t, g.URL, proxyOptions{})
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 256}}
 	defer cl.CloseIdleConnections()

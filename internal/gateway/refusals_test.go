@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestGlobalInFlightCap: gateway.limits.maxInFlightTotal against a real
@@ -22,7 +22,7 @@ import (
 // notifications, which the cap never refuses) frees the slots, and
 // requests are admitted again.
 func TestGlobalInFlightCap(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.Limits = &config.Limits{MaxInFlightTotal: 3}
 	g := startGateway(t, cfg)
 	a, b := g.client("fake"), g.client("fake")
@@ -80,7 +80,7 @@ func TestAuditAuthRefusalsWithGate(t *testing.T) {
 	const key = "k3y-0123456789abcdef"
 	sum := sha256.Sum256([]byte(key))
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	cfg.Gateway.Auth = config.NewAuth()
 	cfg.Gateway.Auth.APIKeys = []config.APIKey{{Name: "ci", SHA256: hex.EncodeToString(sum[:]), Servers: []string{"a"}}}

@@ -10,10 +10,10 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/policy"
+	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // This file applies a new config to a running gateway (Reload): servers
@@ -90,7 +90,7 @@ func (r *reloader) locked(f func()) {
 
 // current returns the gateway's config, servers and endpoints as of the
 // last reload. The maps are never modified: read them freely.
-func (g *Gateway) current() (*config.Config, map[string]backend.Server, map[string]*aggregate.Endpoint) {
+func (g *Gateway) current() (*config.Config, map[string]servers.Server, map[string]*aggregate.Endpoint) {
 	g.rl.state.RLock()
 	defer g.rl.state.RUnlock()
 	return g.cfg, g.servers, g.endpoints
@@ -145,7 +145,7 @@ func (g *Gateway) reload(cfg *config.Config) (ReloadSummary, error) {
 // plan is a reload checked and started, not yet swapped in.
 type plan struct {
 	cfg       *config.Config
-	servers   map[string]backend.Server      // the new set: unchanged ones and the started ones
+	servers   map[string]servers.Server      // the new set: unchanged ones and the started ones
 	started   []string                       // servers started for this reload (added, changed)
 	endpoints map[string]*aggregate.Endpoint // the new set: unchanged ones and the built ones
 	built     []string                       // endpoints built for this reload
@@ -165,7 +165,7 @@ type plan struct {
 // it started is stopped.
 func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 	old := g.cfg
-	p := &plan{cfg: cfg, servers: map[string]backend.Server{}, endpoints: map[string]*aggregate.Endpoint{},
+	p := &plan{cfg: cfg, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{},
 		rebuilt: map[string]string{}, members: map[string][]aggregate.Member{}}
 	var errs []error
 	if err := cfg.Validate(); err != nil {
@@ -227,7 +227,7 @@ func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 			p.servers[name] = g.servers[name]
 			continue
 		}
-		s, err := backend.New(cfg.Servers[name], Version, g.log)
+		s, err := servers.New(cfg.Servers[name], Version, g.log)
 		if err != nil {
 			return fail(err)
 		}
@@ -291,15 +291,15 @@ func (p *plan) discard() {
 // endpoints and servers removed or replaced (with the reason), then those
 // endpoints, then those servers, then the old Authenticator.
 func (g *Gateway) apply(p *plan) {
-	backends := make(map[string]httpapi.Backend, len(p.servers))
+	backends := make(map[string]front.Backend, len(p.servers))
 	for name, s := range p.servers {
 		backends[name] = s
 	}
-	endpoints := make(map[string]httpapi.Backend, len(p.endpoints))
+	endpoints := make(map[string]front.Backend, len(p.endpoints))
 	for name, e := range p.endpoints {
 		endpoints[name] = e
 	}
-	g.Handler.SetTargets(httpapi.Targets{
+	g.Handler.SetTargets(front.Targets{
 		Backends: backends, Endpoints: endpoints, Policies: handlerPolicies(p.policies), Auth: p.auth,
 	})
 
@@ -331,7 +331,7 @@ func (g *Gateway) apply(p *plan) {
 		}
 		g.log.Info("endpoint sessions ended by the reload", "endpoint", name, "reason", reason)
 		wg.Go(func() {
-			g.Handler.CloseTarget(httpapi.EndpointKey(name), reason)
+			g.Handler.CloseTarget(front.EndpointKey(name), reason)
 			e.Close()
 		})
 	}

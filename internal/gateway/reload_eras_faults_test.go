@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestReloadFaultsParkedRequest: a 2026-07-28 tools/call parked for the
@@ -26,7 +26,7 @@ func TestReloadFaultsParkedRequest(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			stamp := time.Now().UnixNano()
 			oldMark := fmt.Sprintf("rlp-old-%d-x", stamp)
-			cfg := newConfig(fakeServer("s", mcptest.FakeOptions{Marker: oldMark}), fakeServer("k", mcptest.FakeOptions{}))
+			cfg := newConfig(fakeServer("s", testkit.FakeOptions{Marker: oldMark}), fakeServer("k", testkit.FakeOptions{}))
 			cfg.Gateway.InputWait = 30 * time.Second
 			g, _ := startServing(t, cfg, ReloadOptions{})
 			waitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
@@ -47,7 +47,7 @@ func TestReloadFaultsParkedRequest(t *testing.T) {
 			}
 			next := cloneConfig(cfg)
 			if mode == "changed" {
-				next.Servers["s"] = fakeServer("s", mcptest.FakeOptions{Marker: fmt.Sprintf("rlp-new-%d-x", stamp)})
+				next.Servers["s"] = fakeServer("s", testkit.FakeOptions{Marker: fmt.Sprintf("rlp-new-%d-x", stamp)})
 			} else {
 				delete(next.Servers, "s")
 			}
@@ -61,7 +61,7 @@ func TestReloadFaultsParkedRequest(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the reload did not end while a request was parked on the server")
 			}
-			if left := mcptest.WaitProcsGone(oldMark, 10*time.Second); len(left) != 0 {
+			if left := testkit.WaitProcsGone(oldMark, 10*time.Second); len(left) != 0 {
 				t.Errorf("old process still runs with a request parked on it: %+v", left)
 			}
 			st, _ := json.Marshal(r.Result.RequestState)
@@ -86,8 +86,8 @@ func TestReloadFaultsParkedRequest(t *testing.T) {
 // endpoint session then calls b's new process.
 func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	stamp := time.Now().UnixNano()
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: fmt.Sprintf("rle-a-%d-x", stamp)}),
-		fakeServer("b", mcptest.FakeOptions{Marker: fmt.Sprintf("rle-b-%d-x", stamp)}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: fmt.Sprintf("rle-a-%d-x", stamp)}),
+		fakeServer("b", testkit.FakeOptions{Marker: fmt.Sprintf("rle-b-%d-x", stamp)}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	g, _ := startServing(t, cfg, ReloadOptions{})
 	ep := g.endpointClient("all")
@@ -109,7 +109,7 @@ func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	waitFor(t, "the calls upstream", func() bool { return g.gw.servers["a"].Pending() >= 2 && g.gw.servers["b"].Pending() >= 1 })
 
 	next := cloneConfig(cfg)
-	next.Servers["b"] = fakeServer("b", mcptest.FakeOptions{Marker: fmt.Sprintf("rle-b2-%d-x", stamp)})
+	next.Servers["b"] = fakeServer("b", testkit.FakeOptions{Marker: fmt.Sprintf("rle-b2-%d-x", stamp)})
 	sum, err := g.gw.reload(next)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 // the stream with the reason, then the stream ends; its /messages URL is
 // 404 after.
 func TestReloadFaultsLegacySession(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}), fakeServer("k", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("k", testkit.FakeOptions{}))
 	g, _ := startServing(t, cfg, ReloadOptions{})
 	c := openLegacy(t, g, "/servers/a/sse", nil)
 	c.initialize()

@@ -17,7 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // startServing is startReloading, returning once serve logged its start
@@ -41,7 +41,7 @@ func startServing(t *testing.T, cfg *config.Config, opts ReloadOptions) (*testGa
 // accesses to happen close together): "DATA RACE ... (*Gateway).serve()
 // gateway.go:191 ... previous write ... (*Gateway).apply() reload.go".
 func TestReloadFaultsRightAfterStart(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	for range 12 {
 		g, _ := startReloading(t, cfg, ReloadOptions{})
 		if err := g.gw.Reload(cloneConfig(cfg)); err != nil {
@@ -159,7 +159,7 @@ func startHooked(t *testing.T, cfg *config.Config, a auth.Authenticator) (*testG
 func TestReloadFaultsSessionOpenedOnReplacedBackend(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	oldMark, newMark := fmt.Sprintf("rlf-old-%d", stamp), fmt.Sprintf("rlf-new-%d", stamp)
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: oldMark}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: oldMark}))
 	ba := &blockingAuth{entered: make(chan struct{}), release: make(chan struct{})}
 	g, setHook := startHooked(t, cfg, ba)
 
@@ -211,7 +211,7 @@ func TestReloadFaultsSessionOpenedOnReplacedBackend(t *testing.T) {
 		})
 	})
 	next := cloneConfig(cfg)
-	next.Servers["a"] = fakeServer("a", mcptest.FakeOptions{Marker: newMark})
+	next.Servers["a"] = fakeServer("a", testkit.FakeOptions{Marker: newMark})
 	next.Gateway.Auth = nil
 	if err := g.gw.Reload(next); err != nil {
 		t.Fatalf("reload: %v", err)
@@ -223,7 +223,7 @@ func TestReloadFaultsSessionOpenedOnReplacedBackend(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("late initialize: %v", res.err)
 	}
-	if left := mcptest.WaitProcsGone(oldMark, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(oldMark, 10*time.Second); len(left) != 0 {
 		t.Fatalf("the old server's processes still run: %+v", left)
 	}
 	t.Logf("late initialize: status %d, session %q", res.status, logID(res.session))
@@ -254,7 +254,7 @@ func logID(id string) string { return id[:min(8, len(id))] }
 func TestReloadFaultsRemovedKeyKeepsNoSession(t *testing.T) {
 	key := func(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
 	const oldKey, otherKey = "old-0123456789abcdef", "other-0123456789abcdef"
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Gateway.Auth = config.NewAuth()
 	cfg.Gateway.Auth.APIKeys = []config.APIKey{{Name: "old", SHA256: key(oldKey)}, {Name: "other", SHA256: key(otherKey)}}
 	g, _ := startServing(t, cfg, ReloadOptions{})
@@ -300,7 +300,7 @@ func TestReloadFaultsConcurrentReloadsUnderLoad(t *testing.T) {
 	keepMark := fmt.Sprintf("rlc-keep-%d", stamp)
 	flipPrefix := fmt.Sprintf("rlc-flip-%d-", stamp)
 	flipMark := func(i int) string { return fmt.Sprintf("%s%d-x", flipPrefix, i) }
-	cfg := newConfig(fakeServer("keep", mcptest.FakeOptions{Marker: keepMark}), fakeServer("flip", mcptest.FakeOptions{Marker: flipMark(0)}))
+	cfg := newConfig(fakeServer("keep", testkit.FakeOptions{Marker: keepMark}), fakeServer("flip", testkit.FakeOptions{Marker: flipMark(0)}))
 	var gen sync.Mutex
 	n := 0
 	nextCfg := func() *config.Config {
@@ -309,7 +309,7 @@ func TestReloadFaultsConcurrentReloadsUnderLoad(t *testing.T) {
 		i := n
 		gen.Unlock()
 		c := cloneConfig(cfg)
-		c.Servers["flip"] = fakeServer("flip", mcptest.FakeOptions{Marker: flipMark(i)})
+		c.Servers["flip"] = fakeServer("flip", testkit.FakeOptions{Marker: flipMark(i)})
 		return c
 	}
 	trigger := make(chan os.Signal)
@@ -411,13 +411,13 @@ func TestReloadFaultsConcurrentReloadsUnderLoad(t *testing.T) {
 	_, servers, _ := g.gw.current()
 	_ = servers
 	deadline := time.Now().Add(10 * time.Second)
-	for len(mcptest.Procs(flipPrefix)) > 1 && time.Now().Before(deadline) {
+	for len(testkit.Procs(flipPrefix)) > 1 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling the process table
 	}
-	if got := mcptest.Procs(flipPrefix); len(got) != 1 {
+	if got := testkit.Procs(flipPrefix); len(got) != 1 {
 		t.Errorf("%d processes of flip, want 1: %+v", len(got), got)
 	}
-	if got := len(mcptest.Procs(keepMark)); got != 1 {
+	if got := len(testkit.Procs(keepMark)); got != 1 {
 		t.Errorf("%d processes of keep, want 1", got)
 	}
 }
@@ -428,7 +428,7 @@ func TestReloadFaultsConcurrentReloadsUnderLoad(t *testing.T) {
 func TestReloadFaultsDuringShutdown(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	prefix := fmt.Sprintf("rls-%d-", stamp)
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: prefix + "a-x"}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: prefix + "a-x"}))
 	g, _ := startServing(t, cfg, ReloadOptions{})
 	c := g.client("a")
 	c.connect(t)
@@ -436,7 +436,7 @@ func TestReloadFaultsDuringShutdown(t *testing.T) {
 	for i := range 4 {
 		wg.Go(func() {
 			next := cloneConfig(cfg)
-			next.Servers[fmt.Sprint("n", i)] = fakeServer(fmt.Sprint("n", i), mcptest.FakeOptions{Marker: fmt.Sprintf("%sn%d-x", prefix, i)})
+			next.Servers[fmt.Sprint("n", i)] = fakeServer(fmt.Sprint("n", i), testkit.FakeOptions{Marker: fmt.Sprintf("%sn%d-x", prefix, i)})
 			if err := g.gw.Reload(next); err != nil && err != ErrStopped {
 				t.Errorf("reload: %v", err)
 			}
@@ -446,7 +446,7 @@ func TestReloadFaultsDuringShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	if left := mcptest.WaitProcsGone(prefix, 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(prefix, 10*time.Second); len(left) != 0 {
 		t.Errorf("processes left after a reload raced the shutdown: %+v", left)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestReloadFaultsMembersStorm: reloads add and remove servers of the
@@ -23,7 +23,7 @@ import (
 func TestReloadFaultsMembersStorm(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	mark := func(name string) string { return fmt.Sprintf("rstorm-%s-%d", name, stamp) }
-	server := func(name string) *config.Server { return fakeServer(name, mcptest.FakeOptions{Marker: mark(name)}) }
+	server := func(name string) *config.Server { return fakeServer(name, testkit.FakeOptions{Marker: mark(name)}) }
 	configWith := func(names ...string) *config.Config {
 		var ss []*config.Server
 		for _, n := range names {
@@ -96,7 +96,7 @@ func TestReloadFaultsMembersStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"b", "c"} {
-		if left := mcptest.WaitProcsGone(mark(name), 10*time.Second); len(left) != 0 {
+		if left := testkit.WaitProcsGone(mark(name), 10*time.Second); len(left) != 0 {
 			t.Errorf("processes of removed server %s: %+v", name, left)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // waitMessage waits for a message with method on a stream (openGET's),
@@ -98,7 +98,7 @@ func endpointListen(t *testing.T, g *testGateway) <-chan json.RawMessage {
 func TestReloadEndpointKeepsSessions(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	mark := func(name string) string { return fmt.Sprintf("rkeep-%s-%d", name, stamp) }
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: mark("a")}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: mark("a")}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	g, logs := startServing(t, cfg, ReloadOptions{})
 	ep := g.endpointClient("")
@@ -116,7 +116,7 @@ func TestReloadEndpointKeepsSessions(t *testing.T) {
 
 	// Added: b joins the running session.
 	added := cloneConfig(cfg)
-	added.Servers["b"] = fakeServer("b", mcptest.FakeOptions{Marker: mark("b")})
+	added.Servers["b"] = fakeServer("b", testkit.FakeOptions{Marker: mark("b")})
 	added.Endpoints["all"].Servers = []string{"a", "b"}
 	sum, err := g.gw.reload(added)
 	if err != nil {
@@ -161,13 +161,13 @@ func TestReloadEndpointKeepsSessions(t *testing.T) {
 	if msg := callError(t, ep, "4", "a__echo"); msg != "" {
 		t.Errorf("a__echo after b was removed: %q", msg)
 	}
-	if left := mcptest.WaitProcsGone(mark("b"), 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(mark("b"), 10*time.Second); len(left) != 0 {
 		t.Errorf("b's process still runs: %+v", left)
 	}
 
 	// Changed: a's new process serves the same session.
 	changed := cloneConfig(removed)
-	changed.Servers["a"] = fakeServer("a", mcptest.FakeOptions{Marker: mark("a2")})
+	changed.Servers["a"] = fakeServer("a", testkit.FakeOptions{Marker: mark("a2")})
 	if _, err := g.gw.reload(changed); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestReloadEndpointKeepsSessions(t *testing.T) {
 		m := r.final(t)
 		return m.Error == nil && toolText(t, m) != aPID
 	})
-	if left := mcptest.WaitProcsGone(mark("a"), 10*time.Second); len(left) != 0 {
+	if left := testkit.WaitProcsGone(mark("a"), 10*time.Second); len(left) != 0 {
 		t.Errorf("a's old process still runs: %+v", left)
 	}
 	if ep.session != session {
@@ -223,7 +223,7 @@ func slowInFlightVia(t *testing.T, c *mcpClient, tool string) <-chan rpc {
 // endpoint removed ends its sessions too. A change of an endpoint's
 // members alone does not (TestReloadEndpointKeepsSessions).
 func TestReloadEndpointSettingsEndSessions(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	cfg.Endpoints["gone"] = config.NewEndpoint("gone", []string{"a"})
 	g, logs := startServing(t, cfg, ReloadOptions{})
@@ -273,7 +273,7 @@ func TestReloadEndpointSettingsEndSessions(t *testing.T) {
 // is not ready when the endpoint's session takes it: it joins the session
 // once it is, and the client hears list_changed then.
 func TestReloadEndpointStartingMemberJoins(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	g, _ := startServing(t, cfg, ReloadOptions{})
 	ep := g.endpointClient("")
@@ -281,7 +281,7 @@ func TestReloadEndpointStartingMemberJoins(t *testing.T) {
 	events, closeGET := openGET(t, ep)
 	defer closeGET()
 	next := cloneConfig(cfg)
-	late := fakeServer("late", mcptest.FakeOptions{})
+	late := fakeServer("late", testkit.FakeOptions{})
 	late.Args = append([]string{"-c", `sleep 1; exec "$0" "$@"`, late.Command}, late.Args...)
 	late.Command = "/bin/sh"
 	next.Servers["late"] = late

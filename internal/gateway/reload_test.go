@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // logBuffer collects a gateway's log lines for tests that look at them.
@@ -162,9 +162,9 @@ func TestReloadServers(t *testing.T) {
 	stamp := time.Now().UnixNano()
 	mark := func(name string) string { return fmt.Sprintf("reload-%s-%d", name, stamp) }
 	cfg := newConfig(
-		fakeServer("keep", mcptest.FakeOptions{Marker: mark("keep")}),
-		fakeServer("change", mcptest.FakeOptions{Marker: mark("change")}),
-		fakeServer("gone", mcptest.FakeOptions{Marker: mark("gone")}),
+		fakeServer("keep", testkit.FakeOptions{Marker: mark("keep")}),
+		fakeServer("change", testkit.FakeOptions{Marker: mark("change")}),
+		fakeServer("gone", testkit.FakeOptions{Marker: mark("gone")}),
 	)
 	cfg.Endpoints["steady"] = config.NewEndpoint("steady", []string{"keep"})
 	cfg.Endpoints["moved"] = config.NewEndpoint("moved", []string{"keep", "change"})
@@ -180,8 +180,8 @@ func TestReloadServers(t *testing.T) {
 
 	next := cloneConfig(cfg)
 	delete(next.Servers, "gone")
-	next.Servers["change"] = fakeServer("change", mcptest.FakeOptions{Marker: mark("changed")})
-	next.Servers["added"] = fakeServer("added", mcptest.FakeOptions{Marker: mark("added")})
+	next.Servers["change"] = fakeServer("change", testkit.FakeOptions{Marker: mark("changed")})
+	next.Servers["added"] = fakeServer("added", testkit.FakeOptions{Marker: mark("added")})
 	next.Gateway.Listen = "127.0.0.1:1"
 	next.Gateway.MaxConnections = 7
 	sum, err := g.gw.reload(next)
@@ -221,11 +221,11 @@ func TestReloadServers(t *testing.T) {
 		}
 	}
 	for _, m := range []string{mark("change"), mark("gone")} {
-		if left := mcptest.WaitProcsGone(m, 10*time.Second); len(left) != 0 {
+		if left := testkit.WaitProcsGone(m, 10*time.Second); len(left) != 0 {
 			t.Errorf("processes of %s still run: %+v", m, left)
 		}
 	}
-	if len(mcptest.Procs(mark("changed"))) == 0 {
+	if len(testkit.Procs(mark("changed"))) == 0 {
 		t.Error("the changed server's new process is not running")
 	}
 	change2 := g.client("change")
@@ -272,7 +272,7 @@ func TestReloadServers(t *testing.T) {
 // sessions on the same processes.
 func TestReloadRefused(t *testing.T) {
 	marker := fmt.Sprintf("reload-refused-%d", time.Now().UnixNano())
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{Marker: marker}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{Marker: marker}))
 	g, logs := startReloading(t, cfg, ReloadOptions{})
 	c := g.client("a")
 	c.connect(t)
@@ -297,7 +297,7 @@ func TestReloadRefused(t *testing.T) {
 	if r := g.client("crit").post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`); r.Status != http.StatusNotFound {
 		t.Errorf("server of the refused config: status %d, want 404", r.Status)
 	}
-	if n := len(mcptest.Procs(marker)); n != 1 {
+	if n := len(testkit.Procs(marker)); n != 1 {
 		t.Errorf("%d processes of a, want 1", n)
 	}
 }
@@ -307,7 +307,7 @@ func TestReloadRefused(t *testing.T) {
 func TestReloadAPIKeys(t *testing.T) {
 	key := func(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
 	const oldKey, newKey = "old-0123456789abcdef", "new-0123456789abcdef"
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Gateway.Auth = config.NewAuth()
 	cfg.Gateway.Auth.APIKeys = []config.APIKey{{Name: "old", SHA256: key(oldKey)}}
 	g, _ := startReloading(t, cfg, ReloadOptions{})
@@ -340,7 +340,7 @@ func TestReloadAPIKeys(t *testing.T) {
 // opened after it, without restarting the server; a session opened before
 // keeps the policy it was opened under.
 func TestReloadPolicy(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a"})
 	g, _ := startReloading(t, cfg, ReloadOptions{})
 	before := g.client("a")
@@ -399,7 +399,7 @@ func TestReloadPolicy(t *testing.T) {
 
 // TestReloadAfterShutdown: Reload refuses once shutdown began.
 func TestReloadAfterShutdown(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	g, _ := startReloading(t, cfg, ReloadOptions{})
 	if err := g.stop(); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestReverseBridgeFindsModernOnlyServer: with "protocol": "auto", a server of 2026-07-28 alone
@@ -14,7 +14,7 @@ import (
 // uses it through the reverse bridge: initialize answered from discover, a tool call with its
 // id byte for byte and its progress, ping answered by the gateway.
 func TestReverseBridgeFindsModernOnlyServer(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{Modern: true, ModernOnly: true})))
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{Modern: true, ModernOnly: true})))
 	c := g.client("s")
 	// The first sessions may reach the process before it refused the gateway's initialize.
 	waitFor(t, "a session of the reverse bridge", func() bool {
@@ -35,7 +35,7 @@ func TestReverseBridgePinned(t *testing.T) {
 	for _, isolation := range []config.Isolation{config.IsolationShared, config.IsolationSession} {
 		t.Run(string(isolation), func(t *testing.T) {
 			marker := "reverse-pinned-" + string(isolation)
-			srv := fakeServer("s", mcptest.FakeOptions{Modern: true, Marker: marker})
+			srv := fakeServer("s", testkit.FakeOptions{Modern: true, Marker: marker})
 			srv.Protocol, srv.Isolation = config.ProtocolModern, isolation
 			g := startGateway(t, newConfig(srv))
 			c, d := g.client("s"), g.client("s")
@@ -43,7 +43,7 @@ func TestReverseBridgePinned(t *testing.T) {
 			d.connect(t)
 			checkReverseSession(t, c)
 			checkReverseSession(t, d)
-			if n := len(mcptest.Procs(marker)); n != 1 {
+			if n := len(testkit.Procs(marker)); n != 1 {
 				t.Errorf("%d processes for two sessions, want 1", n)
 			}
 			// Each session holds a listen (the fake announces tools/list_changed) until it ends.

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestTimeoutAnswersAndCancelsUpstream: a request over the server's timeout
 // gets -32001 and the server gets notifications/cancelled for it.
 func TestTimeoutAnswersAndCancelsUpstream(t *testing.T) {
-	s := fakeServer("fake", mcptest.FakeOptions{})
+	s := fakeServer("fake", testkit.FakeOptions{})
 	s.Timeout = 300 * time.Millisecond
 	g := startGateway(t, newConfig(s))
 	c := g.client("fake")
@@ -36,7 +36,7 @@ func TestTimeoutAnswersAndCancelsUpstream(t *testing.T) {
 // TestClientCancelReachesUpstream: notifications/cancelled from the client is
 // mapped to the upstream id.
 func TestClientCancelReachesUpstream(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	done := make(chan *reply, 1)
@@ -58,7 +58,7 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 // one session has a request in flight reaches that session, on that
 // request's stream, with a gateway id, and its answer gets back.
 func TestSamplingGoesToTheCaller(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	a, b := g.client("fake"), g.client("fake")
 	a.connect(t)
 	b.connect(t)
@@ -94,7 +94,7 @@ func TestSamplingGoesToTheCaller(t *testing.T) {
 // TestAmbiguousServerRequestIsRefused: with two sessions in flight, a
 // sampling request cannot be attributed; the server gets an error.
 func TestAmbiguousServerRequestIsRefused(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	a, b := g.client("fake"), g.client("fake")
 	a.connect(t)
 	b.connect(t)
@@ -118,7 +118,7 @@ func TestAmbiguousServerRequestIsRefused(t *testing.T) {
 // TestSubscriptionsAndBroadcasts: resource updates reach only subscribers;
 // list_changed reaches everyone.
 func TestSubscriptionsAndBroadcasts(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	cs := []*mcpClient{g.client("fake"), g.client("fake"), g.client("fake")}
 	var streams []<-chan json.RawMessage
 	for _, c := range cs {
@@ -162,7 +162,7 @@ func TestSubscriptionsAndBroadcasts(t *testing.T) {
 // TestLoggingLevels: the server gets the most verbose level asked for; each
 // session gets only messages at or above its own level.
 func TestLoggingLevels(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	a, b := g.client("fake"), g.client("fake")
 	a.connect(t)
 	b.connect(t)
@@ -187,7 +187,7 @@ func TestLoggingLevels(t *testing.T) {
 // TestResumeWithLastEventID: a client that drops a POST's SSE stream mid-call
 // resumes it with GET and Last-Event-ID and gets the rest, reply included.
 func TestResumeWithLastEventID(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	events, closePOST := openStream(t, c, c.request(http.MethodPost, callBody("5", "sample", map[string]string{"prompt": "p"}, "")))
@@ -218,7 +218,7 @@ func TestResumeWithLastEventID(t *testing.T) {
 // TestSessionModeForwardsInitialize: in session mode the client's own
 // initialize reaches its own process, so the version is exactly negotiated.
 func TestSessionModeForwardsInitialize(t *testing.T) {
-	s := fakeServer("iso", mcptest.FakeOptions{})
+	s := fakeServer("iso", testkit.FakeOptions{})
 	s.Isolation = config.IsolationSession
 	g := startGateway(t, newConfig(s))
 	c := g.client("iso")
@@ -242,7 +242,7 @@ func TestSessionModeForwardsInitialize(t *testing.T) {
 // TestDisconnectCancelsUnresumable: a 2025-06-18 client waiting for a JSON
 // reply that disconnects has its request cancelled upstream.
 func TestDisconnectCancelsUnresumable(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.version = "2025-06-18"
 	c.connect(t)
@@ -268,7 +268,7 @@ func TestDisconnectCancelsUnresumable(t *testing.T) {
 // TestShutdownDrainsInFlight: a request in flight when the gateway is told
 // to stop still gets its result, and the gateway then exits cleanly.
 func TestShutdownDrainsInFlight(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	got := make(chan rpc, 1)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // These tests start a shared server the way a first `npx -y` does: slowly
@@ -30,7 +30,7 @@ func TestFirstStartSlowServerInitializeWaits(t *testing.T) {
 	if err := syscall.Mkfifo(gate, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := fakeServer("slow", mcptest.FakeOptions{StartGate: gate})
+	s := fakeServer("slow", testkit.FakeOptions{StartGate: gate})
 	// Before initTimeout governed the first start, a request waited at
 	// most its own timeout: 1 ms here, far less than any start takes.
 	s.Timeout = time.Millisecond
@@ -76,7 +76,7 @@ func TestFirstStartCrashNamesCause(t *testing.T) {
 		"",
 		"Node.js v22.3.0",
 	}
-	s := fakeServer("broken", mcptest.FakeOptions{Stderr: strings.Join(trace, "\n"), ExitAtStart: 1})
+	s := fakeServer("broken", testkit.FakeOptions{Stderr: strings.Join(trace, "\n"), ExitAtStart: 1})
 	g := startGateway(t, newConfig(s))
 	r := g.client("broken").post(t, initBody)
 	m := r.final(t)

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/servers"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // missingServer is a stdio entry whose command does not exist.
@@ -32,7 +32,7 @@ func TestCriticalServerStopsStartup(t *testing.T) {
 	a, b := missingServer("a"), missingServer("b")
 	a.Critical, b.Critical = true, true
 	marker := fmt.Sprintf("critical-%d", time.Now().UnixNano())
-	cfg := newConfig(a, b, missingServer("c"), fakeServer("fine", mcptest.FakeOptions{Marker: marker}))
+	cfg := newConfig(a, b, missingServer("c"), fakeServer("fine", testkit.FakeOptions{Marker: marker}))
 	g, err := Start(cfg, testLogger(t))
 	if err == nil {
 		g.stopServers()
@@ -49,7 +49,7 @@ func TestCriticalServerStopsStartup(t *testing.T) {
 	if strings.Contains(err.Error(), `"c"`) {
 		t.Errorf("error %q names a server that is not critical", err)
 	}
-	if n := len(mcptest.Procs(marker)); n != 0 {
+	if n := len(testkit.Procs(marker)); n != 0 {
 		t.Errorf("%d processes started before the critical check failed", n)
 	}
 }
@@ -58,7 +58,7 @@ func TestCriticalServerStopsStartup(t *testing.T) {
 // Claude Desktop "uvx" entry on a machine without uv) is served with an
 // error naming the cause; the other servers work.
 func TestMissingCommandDoesNotStopGateway(t *testing.T) {
-	g := startGateway(t, newConfig(missingServer("uvx"), fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(missingServer("uvx"), fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	if m := c.post(t, callBody("1", "echo", map[string]string{"message": "hi"}, "")).final(t); m.Error != nil {
@@ -77,7 +77,7 @@ func TestMissingCommandDoesNotStopGateway(t *testing.T) {
 // announced at startup.
 func TestNonLoopbackWarning(t *testing.T) {
 	for listen, want := range map[string]bool{"0.0.0.0:8080": true, "127.0.0.1:8080": false} {
-		cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+		cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 		cfg.Gateway.Listen = listen
 		var buf syncBuffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -103,7 +103,7 @@ func TestNonLoopbackWarning(t *testing.T) {
 func TestShutdownBoundedWithStubbornSessions(t *testing.T) {
 	const sessions = 6
 	marker := fmt.Sprintf("stubborn-%d", time.Now().UnixNano())
-	s := fakeServer("stubborn", mcptest.FakeOptions{Marker: marker, IgnoreSIGTERM: true, IgnoreStdinEOF: true})
+	s := fakeServer("stubborn", testkit.FakeOptions{Marker: marker, IgnoreSIGTERM: true, IgnoreStdinEOF: true})
 	s.Isolation = config.IsolationSession
 	cfg := newConfig(s)
 	cfg.Gateway.DrainTimeout = time.Second
@@ -113,10 +113,10 @@ func TestShutdownBoundedWithStubbornSessions(t *testing.T) {
 		wg.Go(func() { g.client("stubborn").connect(t) })
 	}
 	wg.Wait()
-	waitFor(t, "every session's process", func() bool { return len(mcptest.Procs(marker)) == sessions })
+	waitFor(t, "every session's process", func() bool { return len(testkit.Procs(marker)) == sessions })
 	// Handler.Close waits about 2s for its handlers; allow a margin that
 	// stays far below a second stop (sequential stops: sessions*2*StopGrace).
-	bound := cfg.Gateway.DrainTimeout + 2*time.Second + 2*backend.StopGrace + 3*time.Second
+	bound := cfg.Gateway.DrainTimeout + 2*time.Second + 2*servers.StopGrace + 3*time.Second
 	start := time.Now()
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestShutdownBoundedWithStubbornSessions(t *testing.T) {
 	if d := time.Since(start); d > bound {
 		t.Errorf("shutdown took %v with %d stubborn sessions, want under %v", d, sessions, bound)
 	}
-	if left := mcptest.WaitProcsGone(marker, 5*time.Second); len(left) > 0 {
+	if left := testkit.WaitProcsGone(marker, 5*time.Second); len(left) > 0 {
 		t.Errorf("processes outlived the gateway: %v", left)
 	}
 }
@@ -132,7 +132,7 @@ func TestShutdownBoundedWithStubbornSessions(t *testing.T) {
 // TestMaxConnections: connections beyond gateway.maxConnections wait until
 // one closes.
 func TestMaxConnections(t *testing.T) {
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.MaxConnections = 2
 	g := startGateway(t, cfg)
 	addr := strings.TrimPrefix(g.URL, "http://")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // atkModern POSTs a modern tools/call and returns status and raw body (or
@@ -39,7 +39,7 @@ func atkModern(g *testGateway, d time.Duration, server, id, tool, args, extra st
 // InputWait) fires while the tools/call is parked for sampling; the
 // client then retries in time, with a valid state.
 func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
-	s := fakeServer("s", mcptest.FakeOptions{})
+	s := fakeServer("s", testkit.FakeOptions{})
 	s.Timeout = 300 * time.Millisecond
 	cfg := newConfig(s)
 	cfg.Gateway.InputWait = 10 * time.Second
@@ -81,7 +81,7 @@ func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
 // asked again (while it was parked the mux saw two clients with calls
 // written, so nobody else could be).
 func TestAttackGatewayParkedForeverBlocksOthers(t *testing.T) {
-	cfg := newConfig(fakeServer("s", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("s", testkit.FakeOptions{}))
 	cfg.Gateway.InputWait = 300 * time.Millisecond
 	g := startGateway(t, cfg)
 	_, body, _ := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")

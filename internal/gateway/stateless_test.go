@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // modernCall POSTs a tools/call of the stateless revision (2026-07-28) to
@@ -54,7 +54,7 @@ func modernCall(t *testing.T, g *testGateway, server, id, tool string, args map[
 // (a new id, inputResponses, the state) answers the server and gets the
 // tool's result. The state opens once, and an altered one not at all.
 func TestStatelessInputRequired(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{})))
 	status, m := modernCall(t, g, "s", "1", "sample", map[string]string{"prompt": "capital of France?"}, "")
 	var res struct {
 		ResultType    string
@@ -101,7 +101,7 @@ func TestStatelessInputRequired(t *testing.T) {
 // TestStatelessInputNeverAnswered: a request answered input_required whose
 // client never retries is cancelled upstream after InputWait.
 func TestStatelessInputNeverAnswered(t *testing.T) {
-	cfg := newConfig(fakeServer("s", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("s", testkit.FakeOptions{}))
 	cfg.Gateway.InputWait = 200 * time.Millisecond
 	g := startGateway(t, cfg)
 	status, m := modernCall(t, g, "s", "1", "sample", map[string]string{"prompt": "p"}, "")
@@ -122,7 +122,7 @@ func TestStatelessInputNeverAnswered(t *testing.T) {
 // gets its own progress and its own reply, nothing crosses, and nothing is
 // left pending or recorded afterwards.
 func TestStatelessCrossfire(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{})))
 	const clients, calls = 40, 10
 	errs := make(chan error, clients)
 	for c := range clients {
@@ -177,7 +177,7 @@ func TestStatelessCrossfire(t *testing.T) {
 // eras gets the server's tools/list_changed (caused by another client's
 // call) tagged with its id, and not before its acknowledgement.
 func TestStatelessListenGetsBroadcasts(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("s", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{})))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` +

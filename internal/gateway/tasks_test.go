@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // taskReply is what a task method answers.
@@ -38,7 +38,7 @@ func taskResult(t *testing.T, r *reply) (taskReply, rpc) {
 // later progress go to its creator alone. Before, the gateway hid the capability but passed
 // every tasks/* request on: B read and cancelled A's tasks.
 func TestTasksBelongToTheirSession(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("tasks", mcptest.FakeOptions{Tasks: true})))
+	g := startGateway(t, newConfig(fakeServer("tasks", testkit.FakeOptions{Tasks: true})))
 	a, b := g.client("tasks"), g.client("tasks")
 	for _, c := range []*mcpClient{a, b} {
 		r := c.post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`)
@@ -126,7 +126,7 @@ func TestTasksBelongToTheirSession(t *testing.T) {
 // flight, which shared mode's rule would pick. It reaches A's stream; A's
 // answer completes the task. Before, B was asked for A's task.
 func TestTaskInputGoesToItsCreator(t *testing.T) {
-	g := startGateway(t, newConfig(fakeServer("tasks", mcptest.FakeOptions{Tasks: true})))
+	g := startGateway(t, newConfig(fakeServer("tasks", testkit.FakeOptions{Tasks: true})))
 	a, b := g.client("tasks"), g.client("tasks")
 	a.connect(t) // both declare sampling
 	b.connect(t)

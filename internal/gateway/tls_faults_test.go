@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // servedOrHung is served, failing the test instead of waiting when the
@@ -38,7 +38,7 @@ func servedOrHung(t *testing.T, addr string) *big.Int {
 // gateway accepted no HTTPS connection until restarted (and each one
 // tried left a goroutine behind). A valid certificate put back is served.
 func TestTLSCertificateSwappedForPipe(t *testing.T) {
-	g, certFile, keyFile := startTLSGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g, certFile, keyFile := startTLSGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	addr := strings.TrimPrefix(g.URL, "https://")
 	clock := &stepClock{now: time.Now()}
 	r := g.gw.certs
@@ -70,7 +70,7 @@ func TestTLSCertificateSwappedForPipe(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	newCert, newKey := mcptest.WriteCert(t, dir, "renewed", "127.0.0.1")
+	newCert, newKey := testkit.WriteCert(t, dir, "renewed", "127.0.0.1")
 	second := serial(t, newCert, newKey)
 	for _, mv := range [][2]string{{newKey, keyFile}, {newCert, certFile}} {
 		if err := os.Rename(mv[0], mv[1]); err != nil {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // startTLSGateway runs a gateway for cfg with gateway.tls set to a fresh
@@ -24,7 +24,7 @@ import (
 func startTLSGateway(t *testing.T, cfg *config.Config) (g *testGateway, certFile, keyFile string) {
 	t.Helper()
 	dir := t.TempDir()
-	certFile, keyFile = mcptest.WriteCert(t, dir, "gateway", "127.0.0.1")
+	certFile, keyFile = testkit.WriteCert(t, dir, "gateway", "127.0.0.1")
 	cfg.Gateway.TLS = &config.TLS{CertFile: certFile, KeyFile: keyFile}
 	g = startGateway(t, cfg)
 	pem, err := os.ReadFile(certFile)
@@ -46,7 +46,7 @@ func startTLSGateway(t *testing.T, cfg *config.Config) (g *testGateway, certFile
 // request while the call is open, the client answers it on another
 // request of the same HTTP/2 connection, and the result ends the stream.
 func TestTLSServesHTTP2(t *testing.T) {
-	g, _, _ := startTLSGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g, _, _ := startTLSGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	resp, err := g.http.Get(g.URL + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func (c *stepClock) step(d time.Duration) {
 // that do not load (a key of another certificate) keeps the previous
 // certificate and is counted.
 func TestTLSCertificateReloaded(t *testing.T) {
-	g, certFile, keyFile := startTLSGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g, certFile, keyFile := startTLSGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	addr := strings.TrimPrefix(g.URL, "https://")
 	clock := &stepClock{now: time.Now()}
 	r := g.gw.certs
@@ -149,7 +149,7 @@ func TestTLSCertificateReloaded(t *testing.T) {
 	// The renewal: new files written beside the old ones, then renamed
 	// over them.
 	dir := t.TempDir()
-	newCert, newKey := mcptest.WriteCert(t, dir, "renewed", "127.0.0.1")
+	newCert, newKey := testkit.WriteCert(t, dir, "renewed", "127.0.0.1")
 	second := serial(t, newCert, newKey)
 	for _, mv := range [][2]string{{newKey, keyFile}, {newCert, certFile}} {
 		if err := os.Rename(mv[0], mv[1]); err != nil {
@@ -165,7 +165,7 @@ func TestTLSCertificateReloaded(t *testing.T) {
 	}
 
 	// A broken swap: a certificate whose key is not in keyFile.
-	_, otherKey := mcptest.WriteCert(t, dir, "other", "127.0.0.1")
+	_, otherKey := testkit.WriteCert(t, dir, "other", "127.0.0.1")
 	if err := os.Rename(otherKey, keyFile); err != nil {
 		t.Fatal(err)
 	}
@@ -182,9 +182,9 @@ func TestTLSCertificateReloaded(t *testing.T) {
 // Start with an error naming the files.
 func TestTLSBadFilesStopStart(t *testing.T) {
 	dir := t.TempDir()
-	certFile, _ := mcptest.WriteCert(t, dir, "a", "127.0.0.1")
-	_, otherKey := mcptest.WriteCert(t, dir, "b", "127.0.0.1")
-	cfg := newConfig(fakeServer("fake", mcptest.FakeOptions{}))
+	certFile, _ := testkit.WriteCert(t, dir, "a", "127.0.0.1")
+	_, otherKey := testkit.WriteCert(t, dir, "b", "127.0.0.1")
+	cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 	cfg.Gateway.TLS = &config.TLS{CertFile: certFile, KeyFile: otherKey}
 	g, err := Start(cfg, testLogger(t))
 	if err == nil {

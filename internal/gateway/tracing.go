@@ -7,7 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/mcpgate/mcpgate/internal/httpapi"
+	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
 
@@ -45,7 +45,7 @@ func (g *Gateway) traceHTTP(h http.Handler) http.Handler {
 	if g.tracing == nil {
 		return h
 	}
-	return httpapi.TraceContext(h)
+	return front.TraceContext(h)
 }
 
 // stopTracing sends the spans still queued and stops the provider,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestTracingFaultsHostileMeta: with tracing on, a request whose trace
@@ -17,7 +17,7 @@ import (
 // its id byte for byte; the server always gets valid JSON.
 func TestTracingFaultsHostileMeta(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 

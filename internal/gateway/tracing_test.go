@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Trace context a client sends: its trace, and its span (the parent of the
@@ -94,7 +94,7 @@ func serverMeta(t *testing.T, c *mcpClient, id, meta string) string {
 // gets the gateway's span as its parent, the client's other _meta intact.
 func TestTraceContinuesThroughGateway(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 
@@ -139,7 +139,7 @@ func TestTraceContinuesThroughGateway(t *testing.T) {
 // Without _meta's, the HTTP request's traceparent header is the parent.
 func TestTraceParentFromHeader(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	c.header.Set("traceparent", clientTP)
@@ -154,7 +154,7 @@ func TestTraceParentFromHeader(t *testing.T) {
 // An error reply makes the span an error, with its code.
 func TestTraceErrorReply(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.connect(t)
 	if m := c.post(t, callBody("1", "no_such_tool", map[string]any{}, "")).final(t); m.Error == nil {
@@ -175,7 +175,7 @@ func TestTraceErrorReply(t *testing.T) {
 // A batch is one span per request, each with its own parent.
 func TestTraceBatchOneSpanPerRequest(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.version = "2025-03-26" // the last revision with batches
 	c.connect(t)
@@ -208,7 +208,7 @@ func TestTraceBatchOneSpanPerRequest(t *testing.T) {
 func TestTraceOffLeavesMetaAlone(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	if g.gw.tracing != nil {
 		t.Fatal("tracing on without an endpoint")
 	}
@@ -265,7 +265,7 @@ func TestTraceOTLPExport(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-token=secret")
 	t.Setenv("OTEL_SERVICE_NAME", "gw-under-test")
 
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	if g.gw.tracing == nil {
 		t.Fatal("tracing off with an endpoint")
 	}
@@ -291,7 +291,7 @@ func TestTraceOTLPExport(t *testing.T) {
 // disconnects) ends its span as cancelled.
 func TestTraceAbandonedRequestCancelled(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	c := g.client("fake")
 	c.version = "2025-06-18"
 	c.connect(t)
@@ -328,7 +328,7 @@ func TestTraceAbandonedRequestCancelled(t *testing.T) {
 // trace context beside what the translation keeps.
 func TestTraceStatelessRequest(t *testing.T) {
 	exp := withSpans(t)
-	g := startGateway(t, newConfig(fakeServer("fake", mcptest.FakeOptions{})))
+	g := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
 	body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"meta","arguments":{},` +
 		`"_meta":{"traceparent":"` + clientTP + `","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	req, _ := http.NewRequest(http.MethodPost, g.URL+"/servers/fake/mcp", strings.NewReader(body))
@@ -363,7 +363,7 @@ func TestTraceStatelessRequest(t *testing.T) {
 // it are reached without a span of their own).
 func TestTraceEndpointRequest(t *testing.T) {
 	exp := withSpans(t)
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	cfg.Endpoints["team"] = config.NewEndpoint("team", []string{"a"})
 	g := startGateway(t, cfg)
 	c := g.endpointClient("team")

@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/mcptest"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestReloadOnTrigger: a receive on ReloadOptions.Trigger (what SIGHUP
 // sends) reloads the config Load returns.
 func TestReloadOnTrigger(t *testing.T) {
-	cfg := newConfig(fakeServer("a", mcptest.FakeOptions{}))
+	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}))
 	next := cloneConfig(cfg)
-	next.Servers["b"] = fakeServer("b", mcptest.FakeOptions{})
+	next.Servers["b"] = fakeServer("b", testkit.FakeOptions{})
 	trigger := make(chan os.Signal)
 	reloaded := make(chan ReloadSummary, 1)
 	g, _ := startReloading(t, cfg, ReloadOptions{
@@ -117,7 +117,7 @@ func configJSON(t *testing.T, servers ...string) []byte {
 	t.Helper()
 	ms := map[string]any{}
 	for _, name := range servers {
-		s := fakeServer(name, mcptest.FakeOptions{})
+		s := fakeServer(name, testkit.FakeOptions{})
 		ms[name] = map[string]any{"command": s.Command, "args": s.Args, "env": s.Env}
 	}
 	b, err := json.Marshal(map[string]any{"mcpServers": ms})

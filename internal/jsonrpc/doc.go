@@ -6,7 +6,7 @@
 // (error replies, responses, requests, notifications).
 //
 // It knows nothing of MCP semantics beyond those key names, nor of HTTP,
-// processes or sessions. Callers are httpapi, mux, upstream and session.
+// processes or sessions. Callers are front, mux, upstream and session.
 //
 // Ownership: a [Message] aliases the bytes given to [Parse]; nothing is
 // copied, so the caller must not modify those bytes while the Message (or a

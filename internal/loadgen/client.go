@@ -38,7 +38,7 @@ var (
 
 // statelessVersion is the first protocol revision without initialize or
 // sessions. The load generator spells out the revision's names itself,
-// rather than sharing the gateway's internal/modern, so that it checks the
+// rather than sharing the gateway's internal/eras, so that it checks the
 // gateway instead of agreeing with it.
 const statelessVersion = "2026-07-28"
 

@@ -1,6 +1,6 @@
 // Package tracing builds the gateway's OpenTelemetry TracerProvider from
 // the standard OTEL_* environment variables. It owns nothing but the
-// provider: the spans themselves are made by internal/httpapi
+// provider: the spans themselves are made by internal/front
 // (tracing.go), which sees only a trace.Tracer, and the gateway
 // (internal/gateway/tracing.go) calls New at start and Shutdown last in
 // its shutdown order, after every request has been answered.

@@ -1,0 +1,154 @@
+package front
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type auditEntry struct {
+	Time       string          `json:"time"`
+	Principal  string          `json:"principal"`
+	Kind       string          `json:"kind"`
+	Target     string          `json:"target"`
+	Method     string          `json:"method"`
+	Name       string          `json:"name"`
+	ID         json.RawMessage `json:"id"`
+	DurationMs *float64        `json:"durationMs"`
+	Status     int             `json:"status"`
+	Outcome    string          `json:"outcome"`
+	Code       int             `json:"code"`
+	BytesIn    int             `json:"bytesIn"`
+	BytesOut   int64           `json:"bytesOut"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Dropped    int64           `json:"dropped"`
+	HTTP       string          `json:"http"`
+}
+
+func parseAudit(t *testing.T, s string) []auditEntry {
+	t.Helper()
+	var out []auditEntry
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		var e auditEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestAuditLines(t *testing.T) {
+	for _, withArgs := range []bool{true, false} {
+		var buf syncBuffer
+		au := NewAuditor(&buf, withArgs)
+		clock := newTestClock()
+		_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Audit: au, Limits: &Limits{ToolsPerSecond: 1, Now: clock.Now}})
+		who := []string{"Authorization", "Bearer alice-key"}
+		resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, who...)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+		}
+		hdr := append(who, "Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version", "2025-06-18")
+		bodies := []string{
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`,
+			`{"jsonrpc":"2.0","id":"two","method":"missing"}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`, // refused: 429
+			`{"jsonrpc":"2.0","id":4,"method":"progress"}`,                                                         // answered as an SSE stream
+			`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///a"}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`, // not a request: no line
+		}
+		for _, b := range bodies {
+			do(t, srv, http.MethodPost, mcpPath, b, hdr...)
+		}
+		// Before messages are read: a line without method.
+		do(t, srv, http.MethodPost, mcpPath, `{`, hdr...)
+		au.Close()
+		lines := parseAudit(t, buf.String())
+		if len(lines) != 7 {
+			t.Fatalf("%d lines, want 7:\n%s", len(lines), buf.String())
+		}
+		want := []struct {
+			method, id, name, outcome string
+			code, status              int
+		}{
+			{"initialize", "0", "", "ok", 0, 200},
+			{"tools/call", "1", "echo", "ok", 0, 200},
+			{"missing", `"two"`, "", "error", -32601, 200},
+			{"tools/call", "3", "echo", "rate_limited", -32000, 429},
+			{"progress", "4", "", "ok", 0, 200},
+			{"resources/read", "5", "file:///a", "ok", 0, 200},
+			{"", "", "", "error", -32700, 400},
+		}
+		for i, w := range want {
+			l := lines[i]
+			if l.Method != w.method || string(l.ID) != w.id || l.Name != w.name || l.Outcome != w.outcome || l.Code != w.code || l.Status != w.status {
+				t.Errorf("line %d: %+v, want %+v", i, l, w)
+			}
+			if l.Principal != "key:alice" || l.Kind != "server" || l.Target != "x" || l.DurationMs == nil || l.BytesOut <= 0 {
+				t.Errorf("line %d: principal %q kind %q target %q duration %v bytes out %d", i, l.Principal, l.Kind, l.Target, l.DurationMs, l.BytesOut)
+			}
+			if _, err := time.Parse(time.RFC3339Nano, l.Time); err != nil {
+				t.Errorf("line %d: time %q: %v", i, l.Time, err)
+			}
+		}
+		if lines[1].BytesIn != len(bodies[0]) {
+			t.Errorf("bytesIn %d, want %d", lines[1].BytesIn, len(bodies[0]))
+		}
+		gotArgs := string(lines[1].Arguments)
+		if withArgs && gotArgs != `{"text":"hi"}` || !withArgs && gotArgs != "" {
+			t.Errorf("arguments %q with arguments=%v", gotArgs, withArgs)
+		}
+	}
+}
+
+// blockingWriter blocks every Write until release is closed, telling
+// entered the first time.
+type blockingWriter struct {
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+	buf     syncBuffer
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
+	<-w.release
+	return w.buf.Write(p)
+}
+
+func TestAuditDropsWhenFull(t *testing.T) {
+	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	au := NewAuditor(w, false)
+	au.log([]byte("{}\n"))
+	waitFor(t, w.entered, "the writer to be stalled")
+	start := time.Now()
+	for range AuditQueue + 20 {
+		au.log([]byte("{}\n"))
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("logging to a stalled writer took %v", time.Since(start))
+	}
+	if d := au.Dropped(); d != 20 {
+		t.Errorf("dropped %d, want 20", d)
+	}
+	close(w.release)
+	au.Close()
+	au.log([]byte("{}\n")) // after Close: dropped, no panic
+	if d := au.Dropped(); d != 21 {
+		t.Errorf("a line after Close was not counted as dropped: %d", d)
+	}
+	lines := parseAudit(t, w.buf.String())
+	var reported int64
+	for _, l := range lines {
+		reported += l.Dropped
+	}
+	if reported != 20 || len(lines) != 1+AuditQueue+1 {
+		t.Errorf("%d lines reporting %d dropped; want %d lines and 20", len(lines), reported, 1+AuditQueue+1)
+	}
+}

@@ -1,0 +1,78 @@
+package front
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// loopback answers every request at once from inside Send, as a server's
+// reply read by the upstream reader would arrive.
+type loopback struct {
+	m    *mux.Mux
+	resp []byte
+}
+
+func (u *loopback) Send(_ context.Context, msg []byte) error {
+	req, err := jsonrpc.Parse(msg)
+	if err != nil || req.Kind != jsonrpc.KindRequest {
+		return err
+	}
+	u.resp = append(u.resp[:0], `{"jsonrpc":"2.0","id":`...)
+	u.resp = append(u.resp, req.Bytes(req.ID)...)
+	u.resp = append(u.resp, `,"result":{"protocolVersion":"2025-11-25","capabilities":{},"content":[{"type":"text","text":"ok"}]}}`...)
+	u.m.Line(1, u.resp)
+	return nil
+}
+
+// TrySend is Send: the loopback never blocks.
+func (u *loopback) TrySend(msg []byte) error { return u.Send(context.Background(), msg) }
+
+type muxBackend struct{ m *mux.Mux }
+
+func (b muxBackend) Open(_ context.Context, general mux.Stream) (Conn, error) {
+	return b.m.Join(general), nil
+}
+
+// BenchmarkPOST measures the HTTP front in process: one tools/call POST,
+// checked and parsed, through the multiplexer to an upstream that answers
+// at once, and its reply written as the SSE stream of a 2025-11-25 session.
+func BenchmarkPOST(b *testing.B) {
+	m := mux.New(mux.Options{Name: "bench"})
+	defer m.Close()
+	m.SetUpstream(&loopback{m: m})
+	m.Started(1)
+	h := New(Config{Backends: map[string]Backend{"echo": muxBackend{m}}})
+	defer h.Close()
+
+	post := func(body, session string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/servers/echo/mcp", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			r.Header.Set("Mcp-Session-Id", session)
+			r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	init := post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`, "")
+	session := init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || session == "" {
+		b.Fatalf("initialize: %d %s", init.Code, init.Body)
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + strings.Repeat("x", 900) + `"}}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		w := post(body, session)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"id":7`) {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+	}
+}

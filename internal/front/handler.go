@@ -1,0 +1,527 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// Conn is a client session's connection to its server.
+type Conn interface {
+	// Handle routes one message; a request is answered exactly once on out.
+	Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream)
+	// Version is the protocol version negotiated by initialize ("" before).
+	Version() string
+	// Abandon cancels the requests whose replies were to go to out: their
+	// client disconnected and cannot resume.
+	Abandon(out mux.Stream)
+	// Close ends the session's use of the server.
+	//
+	// Close must answer every request of the session still in flight with a
+	// JSON-RPC error on its Stream before it returns, and must not block on
+	// the server: the HTTP front closes the session's streams right after.
+	Close()
+}
+
+// ConnCloseWith is an optional interface of a Conn: when the handler ends a
+// session it calls CloseWith first, with why in words a client can read
+// ("the session expired", "the client deleted the session", "the gateway
+// is shutting down"), so that the requests in flight are told that
+// ("mcpgate: " + reason) rather than a bare "session closed"; Close is
+// called right after, as for every Conn.
+type ConnCloseWith interface {
+	CloseWith(reason string)
+}
+
+// Backend opens client sessions on one configured server.
+type Backend interface {
+	// Open starts a session's connection; messages not tied to a request go
+	// to general. An error with a RetryAfter() time.Duration method (the
+	// server is starting, or at its session limit) is answered 503 with a
+	// Retry-After header.
+	Open(ctx context.Context, general mux.Stream) (Conn, error)
+}
+
+// Config configures a Handler. Zero values take the documented defaults.
+type Config struct {
+	Backends      map[string]Backend       // by server name: /servers/{name}/...
+	Endpoints     map[string]Backend       // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
+	OriginAllowed func(origin string) bool // nil: only requests without Origin
+	MaxBodyBytes  int64                    // default 4 MiB
+	// BareServer, if set, is the server also served at /mcp, /sse and
+	// /messages while Endpoints has no DefaultEndpoint (the one server of
+	// `mcpgate serve -- COMMAND`). Default "": those paths serve only the
+	// default endpoint.
+	BareServer string
+	// Probes, if set, serves /healthz and /readyz (behind the Host check,
+	// like everything).
+	Probes        http.Handler
+	KeepAlive     time.Duration // SSE keep-alive comments; default 15s
+	Retry         time.Duration // SSE retry hint to clients; default 1s
+	MaxSessions   int           // default 10,000
+	IdleTimeout   time.Duration // default 30m
+	SweepInterval time.Duration // default 30s
+	// ReplayEvents is the events kept per stream for Last-Event-ID; 0: 512;
+	// negative: none once a reader took them.
+	ReplayEvents int
+	// ReplayBytes bounds each stream's kept events (progress and log
+	// messages go first; final replies are kept). Default 4 MiB.
+	ReplayBytes int64
+	// SessionReplayBytes bounds the events all streams of a session keep:
+	// finished streams nobody reads are evicted oldest first. Default 16 MiB.
+	SessionReplayBytes int64
+	// ResumeGrace is how long a POST's SSE stream stays resumable with
+	// Last-Event-ID after its last event was written (that write may be
+	// lost with a connection breaking right then); the session's bounds may
+	// evict it sooner, and Sweep or the session's next POST drops it after.
+	// 0: session.DefaultResumeGrace (10s); negative: forgotten at once.
+	ResumeGrace time.Duration
+	// BodyReadTimeout bounds reading a request body; a stalled upload gets
+	// 408 and its connection closed. Default 30s.
+	BodyReadTimeout time.Duration
+	// ReplyWait is how long a POST of a 2025-11-25 (or later) session waits
+	// for its replies to answer them as one JSON body; past it, or at the
+	// first related message, the reply becomes an SSE stream, opened by a
+	// priming event, which a client can resume with Last-Event-ID. Older
+	// sessions cannot resume, so they wait as long as the request takes.
+	// Default 10ms.
+	ReplyWait time.Duration
+	// HostAllowed reports whether a request's Host (lower-cased, without
+	// port or IPv6 brackets) may be served; others get 403, so a DNS
+	// rebinding page cannot reach a loopback gateway. nil: every Host.
+	HostAllowed func(host string) bool
+	LegacyGrace time.Duration // a legacy SSE session outlives its stream this long; default 5s
+	// InputWait is how long a stateless request answered input_required
+	// (its server asked the client something) waits for the client's retry
+	// before it is cancelled upstream. Default 2m.
+	InputWait time.Duration
+	// HostDomain enables subdomain routing: with "mcp.example.com", host
+	// "memory.mcp.example.com" serves server "memory" at /mcp, /sse and
+	// /messages, or endpoint "memory" when no server has that name.
+	// Default "" (off).
+	HostDomain string
+	// TrustProxyHeaders honours X-Forwarded-Host (routing, endpoint URLs)
+	// and X-Forwarded-Proto (endpoint URLs). Default false.
+	TrustProxyHeaders bool
+	// Auth, if set, authenticates every request to a target and serves
+	// the targets' RFC 9728 metadata documents (auth.go). nil: none.
+	Auth auth.Authenticator
+	// PublicURL is the gateway's URL as clients reach it
+	// ("https://mcp.example.com", or with the path a proxy serves it
+	// under): the origin of the targets' canonical resource URLs, which
+	// are else the request's scheme and host (the proxy's, with
+	// TrustProxyHeaders). Only used with Auth. Default "".
+	PublicURL string
+	// Policies decide what each principal may list and use of a target
+	// (policy.go), by the target's key: a server's name, or
+	// "endpoints/" + an endpoint's name. A target without one: everything.
+	Policies map[string]Policy
+	// Limits, if set, are per-principal limits (limits.go). nil: none.
+	Limits *Limits
+	// Metrics, if set, serves /metrics (behind the Host check, no auth);
+	// Observer, if set, gets a record of every client request (observe.go).
+	Metrics  http.Handler
+	Observer Observer
+	// Audit, if set, gets one line per client request POSTed to a
+	// target's /mcp URL (audit.go); its owner closes it after the
+	// Handler. nil: no audit log.
+	Audit *Auditor
+	// Admin, if set, serves /admin/ and /status (behind the Host check;
+	// it authenticates its requests itself). nil: 404.
+	Admin http.Handler
+	// Tracer, if set, traces every client request to a target (tracing.go;
+	// serve the Handler under TraceContext). nil: no tracing, no wrapping.
+	Tracer trace.Tracer
+	Logger *slog.Logger
+}
+
+// Handler serves the Streamable HTTP transport. See the package comment.
+type Handler struct {
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	store *session.Store
+
+	draining atomic.Bool
+	drain    chan struct{} // closed by Drain: standalone streams end
+	once     sync.Once
+
+	handlers tracker       // ServeHTTP calls in progress
+	closers  tracker       // session closes started by Sweep and Close
+	closeSem chan struct{} // bounds the session closes running at once
+
+	openFailures logLimit // "opening session failed" lines
+	compat       compat   // client quirks accepted, requests without id dropped (compat.go)
+	parking      parking  // stateless requests waiting for input (mrtr.go)
+
+	paramTools paramTools // tools' Mcp-Param headers, from relayed lists (paramheaders.go)
+
+	limits   *limiter      // Config.Limits' state; nil: none
+	requests atomic.Uint64 // requests to targets (sessions_admin.go)
+
+	// tg is what requests route to (targets.go): Config's Backends,
+	// Endpoints, Policies and Auth at first, swapped by SetTargets.
+	tg atomic.Pointer[targets]
+
+	// From Config.PublicURL (auth.go): the origin and path prefix of the
+	// targets' resource URLs; "" for the request's.
+	publicOrigin, publicPath string
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Second
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 10000
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 30 * time.Minute
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 30 * time.Second
+	}
+	if cfg.ReplayEvents == 0 {
+		cfg.ReplayEvents = 512
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
+	if cfg.ReplyWait <= 0 {
+		cfg.ReplyWait = 10 * time.Millisecond
+	}
+	if cfg.LegacyGrace <= 0 {
+		cfg.LegacyGrace = 5 * time.Second
+	}
+	if cfg.InputWait <= 0 {
+		cfg.InputWait = 2 * time.Minute
+	}
+	if cfg.OriginAllowed == nil {
+		cfg.OriginAllowed = func(o string) bool { return o == "" }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Audit = observed(cfg.Audit, cfg.Observer) // observe.go
+	h := &Handler{
+		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
+		store: session.NewStore(session.Limits{
+			MaxSessions: cfg.MaxSessions, IdleTimeout: cfg.IdleTimeout, ReplayEvents: cfg.ReplayEvents,
+			ReplayBytes: cfg.ReplayBytes, SessionReplayBytes: cfg.SessionReplayBytes, ResumeGrace: cfg.ResumeGrace,
+		}),
+		drain:    make(chan struct{}),
+		closeSem: make(chan struct{}, closeParallel),
+		limits:   newLimiter(cfg.Limits),
+	}
+	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf), cfg.Tracer))
+	if cfg.PublicURL != "" {
+		var err error
+		if h.publicOrigin, h.publicPath, err = parsePublicURL(cfg.PublicURL); err != nil {
+			// Resource URLs then follow the requests: tokens minted for the
+			// URL meant are refused (their audience differs), never the
+			// other way round.
+			h.log.Error("public URL ignored", "url", cfg.PublicURL, "err", err)
+		}
+	}
+	h.routeMetadata() // 404 while there is no Authenticator (SetTargets may set one)
+	if cfg.Probes != nil {
+		h.mux.Handle("/healthz", cfg.Probes)
+		h.mux.Handle("/readyz", cfg.Probes)
+	}
+	if cfg.Metrics != nil {
+		h.mux.Handle("/metrics", cfg.Metrics)
+	}
+	h.routeAdmin() // sessions_admin.go
+	// Each URL also with a trailing slash (routes.go).
+	h.route("/servers/{name}/mcp", h.serveMCP)
+	h.route("/servers/{name}/sse", h.serveSSE)
+	h.route("/servers/{name}/messages", h.serveMessages)
+	h.route("/endpoints/{endpoint}/mcp", h.serveMCP)
+	h.route("/endpoints/{endpoint}/sse", h.serveSSE)
+	h.route("/endpoints/{endpoint}/messages", h.serveMessages)
+	// Always routed: serveDefault answers 404 while there is no default
+	// endpoint (SetTargets may add one).
+	h.route("/mcp", h.serveDefault(h.serveMCP))
+	h.route("/sse", h.serveDefault(h.serveSSE))
+	h.route("/messages", h.serveDefault(h.serveMessages))
+	h.mux.HandleFunc("/", h.notFound)
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.handlers.add()
+	defer h.handlers.done()
+	// Host first, before anything is revealed: a DNS-rebinding page reaches
+	// a loopback listener under its own name.
+	if h.cfg.HostAllowed != nil {
+		if host := requestHost(r.Host); !h.cfg.HostAllowed(host) {
+			writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
+				" is not allowed: list it in gateway.allowedHosts, or set gateway.auth.publicUrl to the URL clients use (https://"+host+")")
+			return
+		}
+	}
+	if h.cfg.HostDomain != "" {
+		if name, ok := h.hostServer(r); ok {
+			var serve http.HandlerFunc
+			switch strings.TrimSuffix(r.URL.Path, "/") {
+			case "/mcp":
+				serve = h.serveMCP
+			case "/sse":
+				serve = h.serveSSE
+			case "/messages":
+				serve = h.serveMessages
+			default:
+				if h.authenticator() != nil && isMetadataPath(r.URL.Path) {
+					serve = h.serveMetadata
+				}
+			}
+			if serve != nil {
+				h.routeHost(r, name)
+				serve(w, r)
+				return
+			}
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// hostServer returns the name a request's host gives under HostDomain: a
+// server's, or an endpoint's (see routeHost).
+func (h *Handler) hostServer(r *http.Request) (string, bool) {
+	host := r.Host
+	if h.cfg.TrustProxyHeaders {
+		if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
+			host, _, _ = strings.Cut(fwd, ",")
+			host = strings.TrimSpace(host)
+		}
+	}
+	if hp, _, err := net.SplitHostPort(host); err == nil {
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	name, ok := strings.CutSuffix(host, "."+strings.ToLower(h.cfg.HostDomain))
+	if !ok || name == "" || strings.Contains(name, ".") {
+		return "", false
+	}
+	return name, true
+}
+
+// Sessions returns the number of live sessions.
+func (h *Handler) Sessions() int { return h.store.Len() }
+
+// connOf returns a session's connection to its server. It is nil between a
+// session's creation and its Open (before its id was given to any client),
+// and once the session was ended.
+func connOf(s *session.Session) Conn {
+	c, _ := s.Value().(Conn)
+	return c
+}
+
+// front runs the checks every URL shares and finds its target (a server
+// or an endpoint); it answers the request itself when they fail. It
+// returns the target's session key (see target.go), and the request with
+// its principal in its context when Config.Auth is set (auth.go).
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, *http.Request, bool) {
+	h.requests.Add(1)
+	// Origin first: a DNS-rebinding page must learn nothing, not even which
+	// servers exist.
+	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
+		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
+		return "", nil, nil, false
+	}
+	t := h.loadTargets() // the one load of the request's targets (targets.go)
+	name, be, unknown := h.targetIn(t, r)
+	if be == nil {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
+		return "", nil, nil, false
+	}
+	// Then who is asking, before anything of the target is revealed.
+	if t.auth != nil {
+		var ok bool
+		if r, ok = h.authenticate(w, r, name, t.auth); !ok {
+			return "", nil, nil, false
+		}
+	}
+	// A POST without a session may be of the stateless revision, whose
+	// versions post checks itself.
+	onSession := r.Header.Get("Mcp-Session-Id") != "" || isMessagesPath(r.URL.Path)
+	statelessPost := r.Method == http.MethodPost && !onSession
+	if !statelessPost && !h.checkVersionHeader(w, r, onSession) { // compat.go
+		return "", nil, nil, false
+	}
+	return name, be, r, true
+}
+
+func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
+	name, be, r, ok := h.front(w, r)
+	if !ok {
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		return
+	}
+	h.legacyGet(w, r, name, be)
+}
+
+func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request) {
+	if name, _, r, ok := h.front(w, r); ok {
+		h.legacyPost(w, r, name)
+	}
+}
+
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	name, be, r, ok := h.front(w, r)
+	if !ok {
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r, name, be)
+	case http.MethodGet:
+		// A GET without a session is a 2024-11-05 client (or an SDK falling
+		// back to the old transport on the same URL): a legacy SSE session.
+		// It must list text/event-stream itself: a bare "*/*" (curl) must not
+		// open a session, let alone start a process.
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			if !lists(r.Header.Get("Accept"), "text/event-stream") {
+				// Nothing to open: no session, and not a legacy SSE client.
+				// A client of the stateless revision, which has no GET, is
+				// told so as that revision asks.
+				w.Header().Set("Allow", "POST")
+				writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest,
+					"mcpgate: GET needs a session (Mcp-Session-Id), or Accept: text/event-stream to open a legacy HTTP+SSE session")
+				return
+			}
+			h.legacyGet(w, r, name, be)
+			return
+		}
+		h.get(w, r, name)
+	case http.MethodDelete:
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			w.Header().Set("Allow", "GET, POST")
+			writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: DELETE ends a session and needs its Mcp-Session-Id")
+			return
+		}
+		h.delete(w, r, name)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+	}
+}
+
+// lookup finds the request's session, answering 400 or 404 itself if there
+// is none.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *session.Session {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
+		return nil
+	}
+	s := h.store.Get(id)
+	// Another principal's session is unknown to this one: it must not
+	// learn that it exists.
+	if s == nil || s.Server != name || s.Legacy() || s.Owner != h.owner(r) {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
+		return nil
+	}
+	h.sessionVersion(r, s) // compat.go
+	return s
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
+	s := h.lookup(w, r, name)
+	if s == nil {
+		return
+	}
+	if h.store.Remove(s.ID) != nil {
+		h.end(s, "the client deleted the session")
+		h.log.Debug("session deleted", "session", logID(s.ID), logTarget(name))
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// accepts reports whether an Accept header admits media type want
+// ("type/subtype"), wildcards included.
+func accepts(header, want string) bool {
+	typ, _, _ := strings.Cut(want, "/")
+	for len(header) > 0 {
+		var part string
+		part, header, _ = strings.Cut(header, ",")
+		mt := mediaType(part)
+		if strings.EqualFold(mt, want) || mt == "*/*" || len(mt) == len(typ)+2 && strings.EqualFold(mt[:len(typ)], typ) && mt[len(typ):] == "/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// lists reports whether an Accept header names media type want itself, not
+// by a wildcard.
+func lists(header, want string) bool {
+	for len(header) > 0 {
+		var part string
+		part, header, _ = strings.Cut(header, ",")
+		if strings.EqualFold(mediaType(part), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestHost returns the host a request names, as Config.HostAllowed sees
+// it: lower-cased, without port or IPv6 brackets.
+func requestHost(hostport string) string {
+	host := hostport
+	if h, port, err := net.SplitHostPort(hostport); err == nil {
+		// net/http admits ',' and '!' in Host: "localhost:1,evil.example"
+		// must not pass for localhost. A port is digits only; otherwise the
+		// whole value is the name (and matches no allowed host).
+		if strings.Trim(port, "0123456789") == "" {
+			host = h
+		}
+	} else if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return strings.ToLower(host)
+}
+
+// mediaType returns the type/subtype of a media range or Content-Type,
+// without parameters or surrounding space, and without allocating (this is
+// on every request). Case is left as is: compare with strings.EqualFold.
+func mediaType(v string) string {
+	v, _, _ = strings.Cut(v, ";")
+	return strings.TrimSpace(v)
+}
+
+// writeError answers with an HTTP status and a JSON-RPC error body (id null).
+func writeError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(jsonrpc.ErrorResponse(nil, code, msg))
+}
+
+var errTooMany = errors.New("mcpgate: too many sessions")

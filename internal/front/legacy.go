@@ -1,0 +1,193 @@
+package front
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/sse"
+)
+
+// This file is the 2024-11-05 HTTP+SSE transport: a GET opens the session's
+// one stream, whose first event, "endpoint", names the URL to POST messages
+// to; every reply and server message arrives on that stream. A session ends
+// when its stream closes and no client re-attaches within the grace period.
+// Event ids are "<session>.<seq>", so an EventSource that reconnects with
+// Last-Event-ID gets the same session back, with what it missed.
+
+// legacyGet opens (or, with Last-Event-ID, re-attaches to) a legacy session.
+func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string, be Backend) {
+	if !lists(r.Header.Get("Accept"), "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest,
+			"mcpgate: a GET without Mcp-Session-Id opens a legacy HTTP+SSE session and must send Accept: text/event-stream")
+		return
+	}
+	s, after := h.reattach(r, name)
+	if s == nil {
+		if s, _ = h.open(w, r, name, be, true); s == nil {
+			return
+		}
+		h.log.Debug("legacy SSE session opened", "session", logID(s.ID), logTarget(name))
+	} else {
+		s.Begin() // open began a new session itself
+	}
+	st := s.General()
+	if !st.Attach() {
+		s.End(time.Now())
+		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that session's stream is already open")
+		return
+	}
+	bp := getBuf()
+	defer putBuf(bp)
+	*bp, _ = sse.AppendEvent(*bp, sse.Event{Event: "endpoint", Data: []byte(h.endpointURL(r, name, s.ID))})
+	h.stream(w, r, s, st, nil, after, bp, nil, func(dst []byte, seq uint64) []byte {
+		dst = append(dst, "id: "...)
+		dst = append(dst, s.ID...)
+		dst = append(dst, '.')
+		dst = strconv.AppendUint(dst, seq, 10)
+		return append(dst, '\n')
+	})
+	st.Detach()
+	s.End(time.Now())
+	time.AfterFunc(h.cfg.LegacyGrace, func() {
+		if !st.Attached() && h.store.Remove(s.ID) != nil {
+			h.log.Debug("legacy SSE session ended", "session", logID(s.ID), logTarget(name))
+			h.end(s, "the client's SSE stream closed")
+		}
+	})
+}
+
+// reattach finds the legacy session a Last-Event-ID names, and where to
+// resume it.
+func (h *Handler) reattach(r *http.Request, name string) (*session.Session, uint64) {
+	id, seqText, ok := strings.Cut(r.Header.Get("Last-Event-ID"), ".")
+	if !ok {
+		return nil, 0
+	}
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	s := h.store.Get(id)
+	if err != nil || s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
+		return nil, 0 // another principal's session is unknown here: a new one opens
+	}
+	return s, seq
+}
+
+// endpointURL is where a legacy session of target name POSTs: a path on
+// this host (its target's own /messages), or, when proxy headers are
+// trusted and present, an absolute URL as the client sees the gateway.
+func (h *Handler) endpointURL(r *http.Request, name, id string) string {
+	path := messagesPath(r, name) + "?sessionId=" + id
+	if !h.cfg.TrustProxyHeaders {
+		return path
+	}
+	host := r.Header.Get("X-Forwarded-Host")
+	if host == "" {
+		return path
+	}
+	proto := r.Header.Get("X-Forwarded-Proto")
+	if proto != "https" && proto != "http" {
+		proto = "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+	}
+	host, _, _ = strings.Cut(host, ",") // the first proxy's view
+	return proto + "://" + strings.TrimSpace(host) + path
+}
+
+// legacyPost takes the messages of a legacy session: 202 at once, replies
+// on the session's stream. While that stream keeps more unread replies than
+// its byte bound, new messages get 503 with Retry-After.
+//
+// A request refused by a limit (429 or 503 on a /mcp POST) is answered
+// 202 here, and its refusal goes on the session's SSE stream as a JSON-RPC
+// error with its id, where the client waits for its reply. Clients differ
+// on a POST's status: the TypeScript SDK's SSEClientTransport rejects the
+// request on a non-2xx POST (and would log the stream's error as a reply
+// to an unknown id, so it must get only one of the two); the Python SDK's
+// sse_client raises in its POST writer, which then sends nothing more,
+// and the request waits for a reply forever; hand-written clients often
+// ignore the POST's response altogether. A 202 and the error on the
+// stream end the request in all of them, once, and keep the session
+// usable. The 202 carries the refusal's Retry-After too, and the error's
+// data has it as "retryAfter" (seconds).
+//
+// The refusals that stay on the POST are those of a request that cannot
+// reach the stream: a malformed body, an unknown session, and a stream
+// not read (Backlogged: an event there would not be read either).
+func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string) {
+	var audit *auditWriter
+	if h.cfg.Audit != nil {
+		audit = h.cfg.Audit.begin(w, r, name)
+		defer audit.finish()
+		w = audit
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
+		return
+	}
+	s := h.store.Get(r.URL.Query().Get("sessionId"))
+	if s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
+		return
+	}
+	msgs, _, ok := h.readMessages(w, r)
+	if !ok {
+		return
+	}
+	// Requests cannot travel as notifications (compat.go).
+	if msgs = h.dropIDless(r, msgs, TransportLegacySSE); len(msgs) == 0 {
+		if audit != nil {
+			// No request left, so no line: not one of a POST whose
+			// messages were never read (a nil msgs).
+			audit.msgs = msgs
+		}
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte("Accepted"))
+		return
+	}
+	if audit != nil {
+		audit.msgs = msgs
+	}
+	conn := connOf(s)
+	if conn == nil {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		return
+	}
+	if s.General().Backlogged() {
+		// Replies are never dropped, so a client that does not read its
+		// stream (it vanished, or stalls) must not add more: refuse before
+		// handling, so nothing is lost and the pile stays bounded.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError,
+			"mcpgate: the session's SSE stream is not read: its unread replies are over sseReplayBytes; read them before sending more")
+		return
+	}
+	if audit != nil {
+		audit.skip = true // one line per request, when its reply is on the stream
+	}
+	release, ref := h.check(r, msgs) // limits.go
+	if ref != nil {
+		h.refuseLegacy(r, name, s.General(), msgs, ref)
+		w.Header().Set("Retry-After", retryAfter(ref.retry))
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte("Accepted"))
+		return
+	}
+	s.Begin()
+	// Announced before they are handled, so a draining stream stays open
+	// until their replies are out.
+	s.General().Expect(countRequests(msgs))
+	h.handleLegacy(r, name, conn, s.General(), msgs, release)
+	s.End(time.Now())
+	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write([]byte("Accepted"))
+}

@@ -1,0 +1,156 @@
+package front
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file binds the requestState of a server that speaks the stateless
+// revision itself (a passthrough connection) to the principal and target
+// it was given for, when requests are authenticated. Such a server's
+// state is its own, opaque to the gateway, and proves nothing of who
+// retries: another principal holding it could otherwise resume, on the
+// shared server, a request that was not theirs. So the state a client gets
+// is the server's sealed with the gateway's key and, as authenticated
+// data, the target and principal; a retry's state must open for the
+// retry's own, and the server gets its state back as it wrote it.
+
+// passStateAD is the data a passthrough state is bound to: the target's
+// key (which has no NUL) and the principal's.
+func passStateAD(target, owner string) []byte {
+	return []byte(target + "\x00" + owner)
+}
+
+// sealPassState seals a server's requestState for target and owner.
+func (h *Handler) sealPassState(inner, target, owner string) string {
+	p := &h.parking
+	p.init()
+	nonce := make([]byte, p.aead.NonceSize(), p.aead.NonceSize()+len(inner)+p.aead.Overhead())
+	_, _ = rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(p.aead.Seal(nonce, nonce, []byte(inner), passStateAD(target, owner)))
+}
+
+// openPassState returns the server's requestState sealed in state, if it
+// was sealed for target and owner.
+func (h *Handler) openPassState(state, target, owner string) (string, bool) {
+	p := &h.parking
+	p.init()
+	raw, err := base64.RawURLEncoding.DecodeString(state)
+	if err != nil || len(raw) < p.aead.NonceSize() {
+		return "", false
+	}
+	n := p.aead.NonceSize()
+	plain, err := p.aead.Open(nil, raw[:n], raw[n:], passStateAD(target, owner))
+	if err != nil {
+		return "", false
+	}
+	return string(plain), true
+}
+
+// bindsPassState reports whether passthrough states are bound: when
+// requests are authenticated (without, every request is anonymous's).
+func (h *Handler) bindsPassState() bool { return h.authenticator() != nil }
+
+// mentions reports whether raw may hold a member named key (lower case)
+// in any case or escaped: it holds a backslash, or key case-insensitively.
+func mentions(raw []byte, key string) bool {
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+len(key) <= len(raw); i++ {
+		if raw[i]|0x20 == key[0] && bytes.EqualFold(raw[i:i+len(key)], []byte(key)) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsealRetry returns msg with its params.requestState, sealed by
+// sealPassState, replaced by the server's own; msg itself when it has
+// none; ok false when its state does not open for target and owner, or
+// is ambiguous (a member named twice, or "RequestState": a server might
+// read that one).
+func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*jsonrpc.Message, bool) {
+	if !mentions(msg.Raw, "requeststate") {
+		return msg, true
+	}
+	top, err := members(msg.Raw, watchedTop)
+	if err != nil {
+		return nil, false
+	}
+	rawParams, ok := top["params"]
+	if !ok {
+		return msg, true
+	}
+	params, err := members(rawParams, watchedParams)
+	if err != nil {
+		return nil, false
+	}
+	rs, ok := params["requestState"]
+	if !ok {
+		return msg, true
+	}
+	var state string
+	if jsonv2.Unmarshal(rs, &state) != nil {
+		return nil, false
+	}
+	inner, ok := h.openPassState(state, target, owner)
+	if !ok {
+		return nil, false
+	}
+	params["requestState"], _ = jsonv2.Marshal(inner)
+	top["params"], _ = jsonv2.Marshal(params)
+	raw, err := jsonv2.Marshal(top)
+	if err != nil {
+		return nil, false
+	}
+	m, err := jsonrpc.Parse(raw)
+	if err != nil {
+		return nil, false
+	}
+	return &m, true
+}
+
+// sealReply returns a passthrough reply with its result.requestState, if
+// it has one, sealed for target and owner; an error in its place when the
+// state is ambiguous (named twice, or in another case) or not a string:
+// it must not reach the client as the server wrote it.
+func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
+	if !mentions(reply, "requeststate") {
+		return reply
+	}
+	m, err := jsonrpc.Parse(reply)
+	if err != nil || m.IsError {
+		return reply
+	}
+	bad := func() []byte {
+		return jsonrpc.ErrorResponse(m.Bytes(m.ID), jsonrpc.CodeInternalError, "mcpgate: the server's requestState is ambiguous or not a string")
+	}
+	top, err := members(reply, []string{"result"})
+	if err != nil {
+		return bad()
+	}
+	result, err := members(top["result"], []string{"requestState"})
+	if err != nil {
+		return bad()
+	}
+	rs, ok := result["requestState"]
+	if !ok {
+		return reply
+	}
+	var state string
+	if jsonv2.Unmarshal(rs, &state) != nil {
+		return bad()
+	}
+	result["requestState"], _ = jsonv2.Marshal(h.sealPassState(state, target, owner))
+	raw, err := jsonv2.Marshal(result)
+	if err != nil {
+		return bad()
+	}
+	return jsonrpc.Response(m.Bytes(m.ID), raw)
+}

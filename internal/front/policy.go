@@ -1,0 +1,254 @@
+package front
+
+import (
+	"errors"
+
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mux"
+)
+
+// This file applies the targets' policies (Config.Policies): what each
+// principal may list and use. A target with a policy has its Backend
+// wrapped, so every way a request reaches it (a session's POST, a legacy
+// /messages POST, a stateless request and its retries) passes here: a
+// request naming an item the principal may not use is answered with a
+// JSON-RPC error and never reaches the server, and the replies to list
+// requests lose the items it may not see.
+
+// Policy decides what a principal may use of one target.
+type Policy interface {
+	// Allows reports whether principal p (nil: anonymous) may see and
+	// use the item of kind ("tool", "prompt", "resource") named name (a
+	// resource's URI or template); args are a call's arguments (nil in
+	// lists).
+	Allows(p *auth.Principal, kind, name string, args json.RawMessage) bool
+	// AllowsAll reports whether p may use every item of kind: its lists
+	// need no filtering.
+	AllowsAll(p *auth.Principal, kind string) bool
+}
+
+// Policy kinds, as Policy takes them.
+const (
+	policyTool     = "tool"
+	policyPrompt   = "prompt"
+	policyResource = "resource"
+)
+
+// CodePolicyDenied is the JSON-RPC error code of a request a policy
+// refuses: invalid params, as for an unknown tool, since to the principal
+// the item does not exist.
+const CodePolicyDenied = jsonrpc.CodeInvalidParams
+
+// listKinds maps a list method to its items' kind, the result's array
+// and the member naming each item.
+var listKinds = map[string]struct{ kind, array, key string }{
+	"tools/list":               {policyTool, "tools", "name"},
+	"prompts/list":             {policyPrompt, "prompts", "name"},
+	"resources/list":           {policyResource, "resources", "uri"},
+	"resources/templates/list": {policyResource, "resourceTemplates", "uriTemplate"},
+}
+
+// policyOf returns the policy of a target key (a server's name, or
+// EndpointKey of an endpoint) in the current targets (nil: none), and
+// whether they serve that key at all.
+type policyOf func(key string) (Policy, bool)
+
+// guardedBackend is a Backend under its target's policy. The policy is
+// looked up when each request arrives, never kept from the session's
+// open: a reload that adds, tightens or lifts a policy applies to the
+// open sessions at once (sessions outlive reloads).
+type guardedBackend struct {
+	Backend
+	target string
+	policy func(key string) Policy
+}
+
+// guardedStatelessBackend is one that also serves stateless requests.
+type guardedStatelessBackend struct {
+	guardedBackend
+	sb StatelessBackend
+}
+
+// guard wraps be under the policy of target, as current has it when each
+// request arrives. Every target is wrapped, with a policy or not: one may
+// be added by a reload while its sessions are open.
+func guard(be Backend, target string, current func(key string) Policy) Backend {
+	g := guardedBackend{Backend: be, target: target, policy: current}
+	if sb, ok := be.(StatelessBackend); ok {
+		return &guardedStatelessBackend{guardedBackend: g, sb: sb}
+	}
+	return &g
+}
+
+func (b *guardedBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+	c, err := b.Backend.Open(ctx, b.updates(ctx, general))
+	if err != nil {
+		return nil, err
+	}
+	return b.wrap(ctx, c), nil
+}
+
+func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (StatelessConn, error) {
+	c, err := b.sb.OpenStateless(ctx, b.updates(ctx, general), version, caps)
+	if err != nil {
+		return nil, err
+	}
+	return &guardedStatelessConn{guardedConn: b.wrap(ctx, c), sc: c}, nil
+}
+
+func (b *guardedBackend) wrap(ctx context.Context, c Conn) *guardedConn {
+	return &guardedConn{Conn: c, policy: b.policy, target: b.target, principal: Principal(ctx), lists: map[mux.Stream]map[*listStream]struct{}{}}
+}
+
+// guardedConn is a Conn under its target's policy.
+type guardedConn struct {
+	Conn
+	policy    func(key string) Policy // looked up per request
+	target    string
+	principal *auth.Principal // the session's, for requests without one in their context
+
+	mu    sync.Mutex
+	lists map[mux.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on
+}
+
+// guardedStatelessConn is a StatelessConn under a policy.
+type guardedStatelessConn struct {
+	*guardedConn
+	sc StatelessConn
+}
+
+func (c *guardedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
+	return c.sc.ServerInit(ctx)
+}
+func (c *guardedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
+
+func (c *guardedConn) CloseWith(reason string) {
+	if cw, ok := c.Conn.(ConnCloseWith); ok {
+		cw.CloseWith(reason)
+	}
+}
+
+// Handle refuses a request naming an item the principal may not use, and
+// filters the reply of a list request.
+func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+	var pol Policy
+	if msg.Kind == jsonrpc.KindRequest && out != nil {
+		pol = c.policy(c.target)
+	}
+	p := Principal(ctx)
+	if p == nil {
+		p = c.principal
+	}
+	method := msg.MethodName()
+	if pol == nil {
+		if method == "subscriptions/listen" && out != nil {
+			// Its updates are judged as they come: a reload may add a
+			// policy while it is open.
+			out = c.track(&listStream{Stream: out, c: c, p: p})
+		}
+		c.Conn.Handle(ctx, msg, out)
+		return
+	}
+	if lk, ok := listKinds[method]; ok {
+		// Even a list left whole is one other principals do not get: its
+		// cacheScope, if any, becomes "private".
+		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, pol: pol, p: p, kind: lk.kind, array: lk.array, key: lk.key, all: pol.AllowsAll(p, lk.kind)}))
+		return
+	}
+	if method == "subscriptions/listen" {
+		// A listen of 2026-07-28 subscribes to resources by URI, and its
+		// stream carries their updates.
+		if err := c.checkListen(pol, p, msg); err != nil {
+			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), CodePolicyDenied, err.Error()))
+			return
+		}
+		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, pol: pol, p: p}))
+		return
+	}
+	kind, name, args, ok, err := named(method, msg)
+	if err != nil {
+		out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeInvalidParams, err.Error()))
+		return
+	}
+	if ok && !pol.Allows(p, kind, name, args) {
+		out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), CodePolicyDenied, c.denial(p, kind, name)))
+		return
+	}
+	c.Conn.Handle(ctx, msg, out)
+}
+
+// Abandon abandons the list requests answering on out too.
+func (c *guardedConn) Abandon(out mux.Stream) {
+	c.mu.Lock()
+	ls := c.lists[out]
+	delete(c.lists, out)
+	c.mu.Unlock()
+	for l := range ls {
+		c.Conn.Abandon(l)
+	}
+	c.Conn.Abandon(out)
+}
+
+// named returns the item a request names, for the requests that use one;
+// an error for params that do not say unambiguously (params.go), or a
+// completion of a ref of no known type (it cannot be checked).
+func named(method string, msg *jsonrpc.Message) (kind, name string, args json.RawMessage, ok bool, err error) {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete":
+	default:
+		return "", "", nil, false, nil
+	}
+	cp, err := ReadParams(msg)
+	if err != nil {
+		return "", "", nil, false, err
+	}
+	switch method {
+	case "tools/call":
+		return policyTool, cp.Name, json.RawMessage(cp.Arguments), true, nil
+	case "prompts/get":
+		return policyPrompt, cp.Name, json.RawMessage(cp.Arguments), true, nil
+	case "completion/complete":
+		switch cp.Ref.Type {
+		case "ref/prompt":
+			return policyPrompt, cp.Ref.Name, nil, true, nil
+		case "ref/resource":
+			return policyResource, cp.Ref.URI, nil, true, nil
+		}
+		return "", "", nil, false, errors.New("mcpgate: params.ref.type must be \"ref/prompt\" or \"ref/resource\"")
+	}
+	return policyResource, cp.URI, nil, true, nil
+}
+
+// guardAll returns backends, each under the policy of its target's key
+// (prefix + its name) as current has it, in a map of its own. A target a
+// reload removed keeps its policy in policies until its sessions end: the
+// gateway ends them (CloseTarget) only after the swap, and they must not
+// go unguarded meanwhile.
+func guardAll(backends map[string]Backend, policies map[string]Policy, prefix string, current policyOf) map[string]Backend {
+	out := make(map[string]Backend, len(backends))
+	for name, be := range backends {
+		key, own := prefix+name, policies[prefix+name]
+		out[name] = guard(be, key, func(key string) Policy {
+			if pol, ok := current(key); ok {
+				return pol
+			}
+			return own
+		})
+	}
+	return out
+}
+
+// denial is the message of a request refused by the policy.
+func (c *guardedConn) denial(p *auth.Principal, kind, name string) string {
+	text := "mcpgate: " + kind + " " + strconv.Quote(name) + " is not allowed"
+	if p != nil {
+		text += " for " + strconv.Quote(p.Name)
+	}
+	return text + " by the policy of " + describe(c.target)
+}

@@ -1,0 +1,526 @@
+package front
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// batchVersion is the only protocol version whose clients may send JSON-RPC
+// batches; 2025-06-18 removed them.
+const batchVersion = "2025-03-26"
+
+// timerPool holds stopped timers for Config.ReplyWait: one per POST otherwise.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be Backend) {
+	var audit *auditWriter
+	if h.cfg.Audit != nil {
+		audit = h.cfg.Audit.begin(w, r, name)
+		defer audit.finish()
+		w = audit
+	}
+	accept := r.Header.Get("Accept")
+	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list application/json and text/event-stream")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
+		return
+	}
+	msgs, batch, ok := h.readMessages(w, r)
+	if !ok {
+		return
+	}
+	if audit != nil {
+		audit.msgs = msgs
+	}
+	stateless := isStatelessPost(r, msgs, batch)
+	if !stateless {
+		if msgs, ok = h.sessionEraMessages(w, r, msgs, batch); !ok { // compat.go
+			return
+		}
+		if audit != nil {
+			audit.msgs = msgs // without the requests dropped
+		}
+	}
+	release, ok := h.admit(w, r, msgs, batch) // limits.go
+	if !ok {
+		return
+	}
+	defer release()
+	if stateless {
+		h.stateless(w, r, name, be, msgs, batch)
+		return
+	}
+	requests := countRequests(msgs)
+	if !batch && msgs[0].Kind == jsonrpc.KindRequest && msgs[0].MethodIs("initialize") {
+		h.initialize(w, r, name, be, &msgs[0])
+		return
+	}
+	s := h.lookup(w, r, name)
+	if s == nil {
+		return
+	}
+	if batch && s.Version() != batchVersion {
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+s.Version())
+		return
+	}
+	conn := connOf(s)
+	if conn == nil {
+		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		return
+	}
+	s.Begin()
+	defer func() { s.End(time.Now()) }()
+	if requests == 0 {
+		for i := range msgs {
+			conn.Handle(r.Context(), &msgs[i], nil)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	st := s.NewStream(requests, time.Now())
+	st.Attach()
+	defer st.Detach()
+	for i := range msgs {
+		conn.Handle(r.Context(), &msgs[i], st)
+	}
+	ans := answers{msgs: msgs, reqs: requests}
+	if !h.respond(w, r, s, st, batch, &ans) {
+		conn.Abandon(st)
+	}
+}
+
+// countRequests returns how many of msgs are requests (they get replies).
+func countRequests(msgs []jsonrpc.Message) int {
+	n := 0
+	for i := range msgs {
+		if msgs[i].Kind == jsonrpc.KindRequest {
+			n++
+		}
+	}
+	return n
+}
+
+// readMessages reads and parses a POST body: one message or a batch. On
+// failure it answers the request itself.
+func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []jsonrpc.Message, batch, ok bool) {
+	body, err := h.readBody(w, r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest,
+				"mcpgate: request body over the limit of "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+" bytes")
+			return nil, false, false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, jsonrpc.CodeInvalidRequest,
+				"mcpgate: request body not received within "+h.cfg.BodyReadTimeout.String())
+			return nil, false, false
+		}
+		writeError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "mcpgate: reading request body: "+err.Error())
+		return nil, false, false
+	}
+	parts := [][]byte{body}
+	if batch = jsonrpc.IsBatch(body); batch {
+		if parts, err = jsonrpc.SplitBatch(body); err != nil {
+			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
+			return nil, false, false
+		}
+	}
+	msgs = make([]jsonrpc.Message, len(parts))
+	for i, p := range parts {
+		if msgs[i], err = jsonrpc.Parse(p); err != nil {
+			writeError(w, http.StatusBadRequest, jsonrpc.Code(err), err.Error())
+			return nil, false, false
+		}
+	}
+	return msgs, batch, true
+}
+
+// readBody reads a request body of at most MaxBodyBytes within
+// BodyReadTimeout. The buffer grows as bytes arrive: a peer announcing a
+// large Content-Length and sending nothing costs almost nothing.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := h.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	// The deadline covers the body only and is lifted after it, so replies
+	// streamed for minutes are not cut. (http.Server.ReadTimeout would cut
+	// them: it also bounds long-lived handlers.)
+	deadline := setReadDeadline(w, time.Now().Add(h.cfg.BodyReadTimeout))
+	body := r.Body
+	if r.ContentLength < 0 {
+		// Of unknown length: cut at the limit. (A body of announced
+		// length ends there: net/http sees to it.)
+		body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	b, err := readAll(body, r.ContentLength)
+	if deadline && err == nil {
+		setReadDeadline(w, time.Time{})
+	}
+	// After a failed read the deadline stays: net/http must not go on
+	// reading (discarding) the rest of a stalled body with none, which would
+	// keep a slowloris connection open for as long as it trickles.
+	return b, err
+}
+
+// setReadDeadline sets the read deadline of w's connection, as
+// http.ResponseController does, and reports whether it could. Unlike the
+// controller, it allocates nothing when w cannot (a ResponseController
+// builds a new error each time).
+func setReadDeadline(w http.ResponseWriter, t time.Time) bool {
+	for {
+		switch v := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return v.SetReadDeadline(t) == nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// readAll reads rd to its end into a buffer that starts at most
+// initialBodyBuf long, whatever length was announced, and doubles as bytes
+// arrive (up to the announced length): a body costs a few reads and copies
+// in all, and a peer that announces much and sends little gets little.
+// (append's own growth slows to 1.25x for big slices: a 1 MiB body took
+// twenty copies.)
+func readAll(rd io.Reader, announced int64) ([]byte, error) {
+	size := int64(512)
+	if announced >= 0 {
+		size = min(announced+1, initialBodyBuf) // +1: room to see EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			more := len(buf)
+			if announced >= 0 && int64(len(buf)) < announced+1 {
+				more = int(min(int64(more), announced+1-int64(len(buf))))
+			}
+			grown := make([]byte, len(buf), len(buf)+more) // exact: slices.Grow may add a quarter
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// initialBodyBuf is the most a body buffer starts with.
+const initialBodyBuf = 16 << 10
+
+// initialize creates the session, opens its connection to the server and
+// answers the client's initialize. It waits for the reply before writing
+// any header: only a successful initialize gets the session's id; after a
+// failure the session is gone and the client must not be told its id.
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string, be Backend, msg *jsonrpc.Message) {
+	s, conn := h.open(w, r, name, be, false)
+	if s == nil {
+		return
+	}
+	defer func() { s.End(time.Now()) }() // open began it
+	st := s.NewStream(1, time.Now())
+	st.Attach()
+	defer st.Detach()
+	conn.Handle(r.Context(), msg, st)
+	var evs []session.Event
+	for {
+		var done bool
+		evs, done, _ = st.Next(evs, seqOf(evs))
+		if done || r.Context().Err() != nil {
+			break
+		}
+		select {
+		case <-st.Wake():
+		case <-r.Context().Done():
+		}
+	}
+	if r.Context().Err() != nil {
+		// The client left, perhaps while Backend.Open started its process,
+		// and will never learn the session's id: end it now rather than
+		// hold a process until the idle timeout.
+		if h.store.Remove(s.ID) != nil {
+			h.end(s, "the client left during initialize")
+		}
+		return
+	}
+	last := seqOf(evs) // before an error of ours (seq 0) is added
+	v := conn.Version()
+	if v == "" || !st.Complete() {
+		if h.store.Remove(s.ID) != nil {
+			h.end(s, "initialize failed")
+		}
+		if !st.Complete() {
+			evs = append(evs, session.Event{Final: true, Data: jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeServerError,
+				"mcpgate: "+describe(name)+" did not answer initialize: "+closeReason(s))})
+		}
+	} else {
+		s.SetVersion(v)
+		w.Header().Set("Mcp-Session-Id", s.ID)
+		h.established(s, name, transportStreamable, v) // sessionlog.go
+	}
+	s.Forget(st)
+	for _, ev := range evs {
+		if !ev.Final && ev.Data != nil {
+			// Related messages came first: all of it as one SSE stream, with
+			// no priming event (the client did not know its version yet).
+			bp := getBuf()
+			defer putBuf(bp)
+			h.stream(w, r, s, st, evs, last, bp, nil, func(dst []byte, seq uint64) []byte { return appendID(dst, st.ID(), seq) })
+			return
+		}
+	}
+	if v == "" && writeRetryable(w, evs) { // initretry.go
+		return
+	}
+	writeJSON(w, evs, false)
+}
+
+// open creates a session and its connection to the server, or answers 503
+// itself (draining, too many sessions, the server cannot be reached) and
+// returns nil. The session it returns is active (Session.Begin): the caller
+// ends that activity. It is active from its creation on, so the idle sweeper
+// cannot take it while Backend.Open runs (starting a process may take longer
+// than the idle timeout).
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be Backend, legacy bool) (*session.Session, Conn) {
+	if h.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
+		return nil, nil
+	}
+	var counted func(*session.Session)
+	if h.limits != nil { // limits.go: sessions per principal
+		var ref *refusal
+		if counted, ref = h.limits.admitSession(limitKey(r), h.store); ref != nil {
+			refuse(w, ref, nil)
+			return nil, nil
+		}
+	}
+	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
+	if counted != nil {
+		counted(s) // nil on error
+	}
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
+		return nil, nil
+	}
+	s.Begin()
+	if legacy {
+		s.SetLegacy()
+	}
+	conn, err := be.Open(r.Context(), s.General())
+	if err != nil {
+		h.store.Remove(s.ID)
+		s.Close("the server could not be opened")
+		// A client retrying against a server at its limit must not cost a
+		// log line per attempt.
+		if ok, held := h.openFailures.allow(time.Now()); ok {
+			h.log.Error("opening session failed", logTarget(name), "err", err, "suppressed", held)
+		}
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) {
+			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))
+		}
+		status, text := openRefusal(name, err)
+		writeError(w, status, jsonrpc.CodeServerError, text)
+		return nil, nil
+	}
+	s.SetValue(conn)
+	// Close may have run while Open did: it took the session out of the
+	// store (finding no connection to close yet), or it came between the
+	// draining check above and Create, leaving a session nobody would end.
+	// Either way this connection must be closed, once (end takes it).
+	if h.draining.Load() || h.store.Get(s.ID) != s {
+		h.store.Remove(s.ID)
+		h.end(s, "the gateway is shutting down")
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
+		return nil, nil
+	}
+	// A reload may have replaced the target after this request took its
+	// snapshot and before the session was in the store, where its
+	// CloseTarget would have found it: the session would live on a
+	// stopped backend. The swap comes before CloseTarget, so one of the
+	// two sees the other (targets.go).
+	if h.replaced(name, be) {
+		h.store.Remove(s.ID)
+		h.end(s, "the server's config changed")
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" was reconfigured while the session opened; retry")
+		return nil, nil
+	}
+	if legacy {
+		h.established(s, name, transportSSE, "") // sessionlog.go
+	}
+	return s, conn
+}
+
+// retryAfter formats d as Retry-After seconds: rounded up, at least 1.
+func retryAfter(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(secs, 1), 10)
+}
+
+func isJSON(contentType string) bool {
+	return strings.EqualFold(mediaType(contentType), "application/json")
+}
+
+// respond writes the replies of a POST: one JSON body (an array for a
+// batch) when the final replies are the first messages for it, the simplest
+// and fastest answer the spec allows; an SSE stream from the first related
+// message (progress, a log message, a server request) on. A session of
+// 2025-11-25 or later, which can resume a stream with Last-Event-ID, also
+// gets the stream when its replies take longer than ReplyWait, so a long
+// call survives a dropped connection; older sessions wait in JSON for as
+// long as the request takes. It returns false if the client left before it
+// got any event id to resume from: nobody will ever read the replies.
+//
+// A request whose final reply a closed stream never got (its session ended
+// and its connection did not answer it) is answered here with an error, as
+// recorded by ans.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, batch bool, ans *answers) bool {
+	var wait <-chan time.Time
+	// A session of 2025-11-25 or later switches a slow reply to a stream it
+	// can resume. A stateless request cannot resume, and the status of its
+	// answer (404, 400 for the server's refusals) can only be chosen
+	// before a stream starts: it waits for its first message.
+	if v := s.Version(); v >= primingVersion && !isStateless(v) {
+		t := timerPool.Get().(*time.Timer)
+		t.Reset(h.cfg.ReplyWait)
+		defer func() {
+			t.Stop() // since Go 1.23 a stopped timer's channel holds nothing stale
+			timerPool.Put(t)
+		}()
+		wait = t.C
+	}
+	var evs []session.Event
+	for {
+		var done bool
+		// ErrLost is no matter here: only non-final events are ever
+		// dropped from a request's stream, and the first one seen switches
+		// to SSE.
+		evs, done, _ = st.Next(evs, seqOf(evs))
+		for _, ev := range evs {
+			if !ev.Final && ev.Data != nil {
+				h.sse(w, r, s, st, evs, 0, ans)
+				return true
+			}
+		}
+		if done {
+			if !st.Complete() {
+				for _, ev := range evs {
+					ans.saw(ev)
+				}
+				for _, e := range ans.missing(closeReason(s)) {
+					evs = append(evs, session.Event{Final: true, Data: e})
+				}
+			}
+			if isStateless(s.Version()) {
+				writeStatelessJSON(w, evs)
+			} else {
+				writeJSON(w, evs, batch)
+			}
+			s.Forget(st)
+			return true
+		}
+		select {
+		case <-st.Wake():
+		case <-wait:
+			h.sse(w, r, s, st, evs, 0, ans)
+			return true
+		case <-r.Context().Done():
+			s.Forget(st)
+			return false
+		}
+	}
+}
+
+func seqOf(evs []session.Event) uint64 {
+	if len(evs) == 0 {
+		return 0
+	}
+	return evs[len(evs)-1].Seq
+}
+
+func writeJSON(w http.ResponseWriter, evs []session.Event, batch bool) {
+	if !batch && len(evs) == 1 && evs[0].Data != nil {
+		// The common case: one reply, written as it is (net/http copies
+		// it; the stream keeps the bytes for replay).
+		writeBody(w, evs[0].Data)
+		return
+	}
+	var body []byte
+	n := 0
+	for _, ev := range evs {
+		if ev.Data == nil {
+			continue // cancelled by the client: no reply
+		}
+		if batch {
+			if n == 0 {
+				body = append(body, '[')
+			} else {
+				body = append(body, ',')
+			}
+		}
+		body = append(body, ev.Data...)
+		n++
+	}
+	if n == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if batch {
+		body = append(body, ']')
+	}
+	writeBody(w, body)
+}
+
+// writeBody answers with one JSON body. A body too big for net/http's
+// buffer gets its Content-Length here, so it is not sent chunked.
+func writeBody(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	if len(body) > 2048 {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	_, _ = w.Write(body)
+}
+
+// openRefusal is the status and message of a request whose session (or
+// stateless connection) could not be opened: 503 and the server
+// "unavailable", unless the error says otherwise with an HTTPStatus()
+// int method (a principal without the upstream credential it needs:
+// 403, and the error as it is).
+func openRefusal(name string, err error) (int, string) {
+	var hs interface{ HTTPStatus() int }
+	if errors.As(err, &hs) {
+		return hs.HTTPStatus(), err.Error()
+	}
+	return http.StatusServiceUnavailable, "mcpgate: " + describe(name) + " unavailable: " + strings.TrimPrefix(err.Error(), "mcpgate: ")
+}

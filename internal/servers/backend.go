@@ -1,0 +1,168 @@
+// Package backend runs one configured MCP server in its isolation mode and
+// opens client sessions on it for the HTTP front.
+//
+// Shared mode: one supervised stdio process and one multiplexer for every
+// session; requests of the stateless revision (2026-07-28) go to a second
+// process of the same command when the server speaks that revision itself
+// (the "protocol" key; see shared.go), else, translated, to processes
+// initialized with the client capabilities they declare (translate.go).
+// Session mode: one process and one exclusive multiplexer per
+// session, started on the session's initialize (from a pool of prewarmed
+// processes when prewarm is set) and stopped when the session ends; requests
+// of the stateless revision, which have no session, go to processes of
+// their own served as in shared mode (see isolated_stateless.go). Remote
+// servers ("http", "sse"): one upstream session and one exclusive
+// multiplexer per client session, like session mode; stateless requests go
+// straight to an "http" remote that speaks 2026-07-28 (see remote.go).
+//
+// A stdio process gets a minimal environment (see [Environ]), never the
+// gateway's whole one. A server whose command cannot be started is still
+// served: its supervisor retries with backoff and its multiplexer answers
+// clients with an error naming the cause; [CheckCommand] lets the caller
+// refuse to start for servers marked critical.
+//
+// A Server owns its processes and multiplexers and stops them all in Close;
+// no process outlives it.
+package servers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
+	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
+)
+
+// Server is one configured server, ready to open sessions on.
+type Server interface {
+	front.Backend
+	// Pending returns the requests in flight upstream, over all processes.
+	Pending() int
+	// Close stops every process of the server and waits for them.
+	Close()
+}
+
+// StopGrace is how long stopping a stdio process waits after closing its
+// stdin before SIGTERM, and again before SIGKILL: stopping one takes at
+// most 2*StopGrace (plus the time the kernel takes), and a Server stops its
+// processes in parallel.
+const StopGrace = 2 * time.Second
+
+// New starts the server described by cfg: in shared mode its process now,
+// in session mode its prewarm pool. A command that cannot be spawned is not
+// an error here (it is retried with backoff, and clients get the cause);
+// the error is for a config that cannot be served at all.
+func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
+	roots, err := rootsResult(cfg.Roots)
+	if err != nil {
+		return nil, err
+	}
+	opts := mux.Options{
+		Name: cfg.Name, Timeout: cfg.Timeout, MaxInFlight: cfg.MaxInFlight,
+		Roots: roots, Version: version, Logger: log,
+		InitTimeout: cfg.InitTimeout, PingInterval: cfg.PingInterval,
+	}
+	switch {
+	case cfg.Type == config.TypeHTTP || cfg.Type == config.TypeSSE:
+		// Every client session gets its own upstream session; stateless
+		// requests translated for a remote of the session eras get sessions of
+		// their own (translate.go).
+		sharedOpts := opts
+		opts.Exclusive = true
+		// Each upstream session carries its principal's headers
+		// (credentials.go).
+		iso := newIsolatedFor(cfg, 0, func(ctx context.Context) (*proc, error) {
+			cred, err := credentialFor(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return startRemote(cfg, cred.headers, opts, log)
+		}, log)
+		if cfg.Type == config.TypeSSE {
+			return iso, nil
+		}
+		return newRemote(cfg, iso, sharedOpts, log) // and stateless requests
+	case cfg.Isolation == config.IsolationSession:
+		statelessOpts := opts // stateless requests' processes are shared ones
+		opts.Exclusive = true
+		iso := newIsolated(cfg, cfg.MaxProcesses, func() (*proc, error) { return start(cfg, opts, 0, log) }, log)
+		return newIsolatedStdio(cfg, iso, statelessOpts, log) // and stateless requests
+	}
+	return newShared(cfg, opts, log)
+}
+
+// proc is one upstream connection (a stdio process or a remote session)
+// and the multiplexer in front of it.
+type proc struct {
+	m  *mux.Mux
+	up interface{ Close() error }
+}
+
+// sharedPipeBytes is the pipe capacity asked for a shared server's one
+// process: its large messages cross in a few wakeups. Session mode keeps
+// the system default: pipe capacity is charged per pipe, and hundreds of
+// processes asking for this much would exhaust the user's pipe quota.
+const sharedPipeBytes = 1 << 20
+
+// start starts a stdio server (pipeBytes: see upstream.StdioConfig).
+func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger) (*proc, error) {
+	m := mux.New(opts)
+	stderrLevel, _ := config.ParseLogLevel(cfg.StderrLevel) // validated; "" (a literal Server) is info
+	up, err := stdio.StartStdio(stdio.StdioConfig{
+		Name: cfg.Name, Command: cfg.Command, Args: cfg.Args, Env: Environ(cfg, os.LookupEnv), Dir: cfg.Cwd,
+		MaxLineBytes: cfg.MaxLineBytes, Restart: true, StopGrace: StopGrace, Logger: log,
+		StuckTimeout: cfg.StdinTimeout, StderrBytesPerSec: cfg.StderrBytesPerSec, StderrLevel: stderrLevel,
+		PipeBytes: pipeBytes,
+	}, m)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
+	m.SetUpstream(up)
+	return &proc{m: m, up: up}, nil
+}
+
+// startRemote connects to a remote server with headers (cfg.Headers, or a
+// principal's: see credentials.go), lazily: the remote client dials on the
+// first message.
+func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options, log *slog.Logger) (*proc, error) {
+	m := mux.New(opts)
+	c, err := remote.Start(remote.Config{
+		Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: headers, Logger: log,
+	}, m)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
+	}
+	m.SetUpstream(c)
+	return &proc{m: m, up: c}, nil
+}
+
+// stop ends the process (as the spec says: stdin, SIGTERM, SIGKILL to the
+// group) and then the multiplexer.
+func (p *proc) stop() {
+	_ = p.up.Close()
+	p.m.Close()
+}
+
+func rootsResult(roots []config.Root) ([]byte, error) {
+	if roots == nil {
+		roots = []config.Root{}
+	}
+	return json.Marshal(struct {
+		Roots []config.Root `json:"roots"`
+	}{roots})
+}
+
+// KillAll sends SIGKILL to the process group of every server process the
+// gateway started and has not reaped, without waiting, and returns how
+// many it signalled: the last resort of a second shutdown signal, so no
+// grandchild outlives a gateway that exits at once.
+func KillAll() int { return stdio.KillAll() }

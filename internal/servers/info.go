@@ -1,0 +1,225 @@
+package servers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
+)
+
+// This file is what an administrator sees of a Server (the gateway's admin
+// API): its process, its tools, and restarting it. Nothing here is on a
+// client request's path.
+
+// ErrNoProcess is returned by Restart for a server without a process of
+// its own to restart: its processes are per session (isolation
+// "session"), or it is a remote.
+var ErrNoProcess = errors.New("the server has no shared process: each session has its own (restarting it would restart nothing shared)")
+
+// Info is a Server's state as the admin API reports it.
+type Info struct {
+	// PID is the shared process's id (0 when it is not running, or the
+	// server has none).
+	PID int
+	// Restarts counts the shared process's starts after the first.
+	Restarts uint64
+	// LastExit says why the shared process last exited when the gateway did
+	// not ask it to ("" for none).
+	LastExit string
+	// Stderr holds its last stderr lines (at most 20), oldest first:
+	// the server's words, untrusted.
+	Stderr []string
+	// Processes counts the processes (or upstream sessions) that sessions
+	// own, for a server whose processes are per session.
+	Processes int
+	// Pending is the requests in flight upstream.
+	Pending int
+}
+
+// Inspector is implemented by every Server of this package.
+type Inspector interface {
+	// Info returns the server's state now. Safe for concurrent use; it
+	// never waits on a process.
+	Info() Info
+	// Restart kills the shared process (its requests in flight get an
+	// error naming reason) and lets its supervisor start it again; it
+	// returns ErrNoProcess for a server without one, and never waits.
+	Restart(reason string) error
+	// Tools returns the names of the shared process's tools (tools/list,
+	// every page), asked through a session of the gateway's own bounded
+	// by ctx; ErrNoProcess for a server without a shared process.
+	Tools(ctx context.Context) ([]string, error)
+}
+
+// sessionsProc returns the process that serves the sessions (see Ready),
+// or nil.
+func (s *shared) sessionsProc() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return nil
+	case s.p != nil && !s.reverse:
+		return s.p
+	}
+	return s.modern
+}
+
+// Info implements Inspector.
+func (s *shared) Info() Info {
+	in := Info{Pending: s.Pending()}
+	if p := s.sessionsProc(); p != nil {
+		if st, ok := p.up.(*stdio.Stdio); ok {
+			in.PID, in.Restarts, in.LastExit, in.Stderr = st.PID(), st.Stats().Restarts, st.LastExit(), st.RecentStderr()
+		}
+	}
+	return in
+}
+
+// Restart implements Inspector.
+func (s *shared) Restart(reason string) error {
+	p := s.sessionsProc()
+	if p == nil {
+		return ErrNoProcess
+	}
+	st, ok := p.up.(*stdio.Stdio)
+	if !ok {
+		return ErrNoProcess
+	}
+	gen, running := st.Generation()
+	if !running {
+		return errors.New("the process is not running now (it is starting or backing off)")
+	}
+	st.Restart(gen, reason)
+	return nil
+}
+
+// Tools implements Inspector: the sessions' process is asked as a session
+// of the older eras would ask it (initialize answered by the mux).
+func (s *shared) Tools(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	p := s.p
+	if s.closed || s.reverse {
+		p = nil
+	}
+	s.mu.Unlock()
+	if p == nil {
+		// A 2026-07-28 server's process: asking it takes a stateless
+		// request; not worth it for a status page.
+		return nil, errors.New("not listed for a server that speaks 2026-07-28 alone")
+	}
+	out := &adminReplies{ch: make(chan []byte, 1)}
+	c := p.m.Join(discard{})
+	defer c.Close()
+	call := func(method string, params []byte) (json.RawMessage, error) {
+		msg, err := jsonrpc.Parse(jsonrpc.Request([]byte(strconv.Itoa(out.next())), method, params))
+		if err != nil {
+			return nil, err
+		}
+		c.Handle(ctx, &msg, out)
+		select {
+		case b := <-out.ch:
+			var r struct {
+				Result json.RawMessage `json:"result"`
+				Error  *struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &r); err != nil {
+				return nil, err
+			}
+			if r.Error != nil {
+				return nil, fmt.Errorf("%s: %s", method, r.Error.Message)
+			}
+			return r.Result, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if _, err := call("initialize", []byte(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcpgate-admin","version":"1"}}`)); err != nil {
+		return nil, err
+	}
+	msg, _ := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil))
+	c.Handle(ctx, &msg, discard{})
+	var names []string
+	cursor := ""
+	for range 20 { // pages: bounded, whatever the server says
+		params := []byte(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		res, err := call("tools/list", params)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+			NextCursor string `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(res, &page); err != nil {
+			return nil, fmt.Errorf("tools/list: %w", err)
+		}
+		for _, t := range page.Tools {
+			names = append(names, t.Name)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	return names, nil
+}
+
+// adminReplies is the stream of the admin's own calls: one at a time.
+type adminReplies struct {
+	mu sync.Mutex
+	id int // guarded by mu
+	ch chan []byte
+}
+
+func (r *adminReplies) next() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.id++
+	return r.id
+}
+
+func (r *adminReplies) Send([]byte) {}
+
+func (r *adminReplies) Reply(msg []byte) {
+	if msg == nil {
+		msg = []byte(`{"error":{"message":"cancelled"}}`)
+	}
+	select {
+	case r.ch <- msg:
+	default: // one call at a time: never a second reply
+	}
+}
+
+// Info implements Inspector: the processes sessions own.
+func (s *isolated) Info() Info {
+	s.mu.Lock()
+	n := len(s.live)
+	s.mu.Unlock()
+	return Info{Processes: n, Pending: s.Pending()}
+}
+
+// Restart implements Inspector: there is no shared process.
+func (s *isolated) Restart(string) error { return ErrNoProcess }
+
+// Tools implements Inspector: there is no shared process to ask.
+func (s *isolated) Tools(context.Context) ([]string, error) { return nil, ErrNoProcess }
+
+// Interface guards.
+var (
+	_ Inspector = (*shared)(nil)
+	_ Inspector = (*isolated)(nil)
+	_ Inspector = (*isolatedStdio)(nil)
+	_ Inspector = (*remoteServer)(nil)
+)
