@@ -45,8 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // Member is one server of an endpoint.
@@ -55,7 +54,7 @@ type Member struct {
 	Name string
 	// Backend opens the member's sessions (and, if it is also an
 	// front.StatelessBackend, its requests of the stateless revision).
-	Backend front.Backend
+	Backend conn.Backend
 	// Prefix is put before the member's tool and prompt names, followed by
 	// the endpoint's separator; "" puts nothing (the names must not
 	// collide with another member's). Resources keep their URIs.
@@ -69,7 +68,7 @@ type Member struct {
 	Timeout time.Duration
 	// Policy, if set, decides which of the member's items (by their own
 	// names) each principal may list and use, as at the member's own URL.
-	Policy front.Policy
+	Policy conn.Policy
 	// Filter selects the member's tools, prompts and resources the
 	// endpoint exposes (by their names before the prefix, and by URI).
 	Filter Filter
@@ -92,7 +91,7 @@ type Member struct {
 	// of the stateless revision declaring caps (raw JSON): a Conn of the
 	// session eras on the processes that serve the member's stateless
 	// requests (backend.StatelessSession). nil: Backend.Open.
-	OpenStateless func(ctx context.Context, general mux.Stream, caps []byte) (front.Conn, error)
+	OpenStateless func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error)
 }
 
 // Filter is allow/deny globs (path.Match syntax) per kind. An empty allow
@@ -191,7 +190,7 @@ type Endpoint struct {
 	mu sync.Mutex
 	// guarded by mu:
 	closed   bool
-	sessions map[*conn]struct{}
+	sessions map[*clientSession]struct{}
 	// slots are the members by index, set by New and SetMembers
 	// (members.go): an index is never given to another member's name.
 	slots    []*slot
@@ -254,7 +253,7 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 		log:      opts.Logger.With("endpoint", opts.Name),
 		nonce:    hex.EncodeToString(nonce[:]),
 		stop:     make(chan struct{}),
-		sessions: map[*conn]struct{}{},
+		sessions: map[*clientSession]struct{}{},
 	}
 	e.views.max = opts.MaxListBytes
 	for _, m := range members {
@@ -269,7 +268,7 @@ func New(opts Options, members []Member) (*Endpoint, error) {
 // Open opens a client session of the endpoint: a session of each member.
 // A critical member whose session cannot be opened fails it (its error,
 // RetryAfter included, named); another is down for this session.
-func (e *Endpoint) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (e *Endpoint) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := e.openSession(ctx, general, false, nil)
 	if err != nil {
 		return nil, err // not a nil *conn in an interface
@@ -279,7 +278,7 @@ func (e *Endpoint) Open(ctx context.Context, general mux.Stream) (front.Conn, er
 
 // openSession is Open; stateless: for a stateless request declaring caps
 // (see stateless.go).
-func (e *Endpoint) openSession(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
+func (e *Endpoint) openSession(ctx context.Context, general conn.Stream, stateless bool, caps []byte) (*clientSession, error) {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
@@ -314,7 +313,7 @@ var errClosed = errors.New("the gateway is shutting down")
 
 // forget drops a closed session. With the last one gone, nobody hears
 // the members' list_changed any longer: the shared lists are dropped too.
-func (e *Endpoint) forget(c *conn) {
+func (e *Endpoint) forget(c *clientSession) {
 	e.mu.Lock()
 	delete(e.sessions, c)
 	last := len(e.sessions) == 0
@@ -354,7 +353,7 @@ func (e *Endpoint) Close() {
 	e.once.Do(func() {
 		e.mu.Lock()
 		e.closed = true
-		left := make([]*conn, 0, len(e.sessions))
+		left := make([]*clientSession, 0, len(e.sessions))
 		for c := range e.sessions {
 			left = append(left, c)
 		}

@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
-// conn is one client session of an endpoint (the session eras): one
+// clientSession is one client session of an endpoint (the session eras): one
 // session of each member, opened with the client's session and ended with
 // it.
 //
@@ -28,9 +27,9 @@ import (
 // initializing members) runs on goroutines bounded by the members'
 // timeouts and ended by Close; none of them is waited for by anything on
 // the client's path.
-type conn struct {
+type clientSession struct {
 	e         *Endpoint
-	general   mux.Stream
+	general   conn.Stream
 	principal atomic.Pointer[auth.Principal] // member policies apply to it (principal.go)
 	ctx       context.Context                // ended by Close
 	stop      context.CancelFunc
@@ -80,13 +79,13 @@ type member struct {
 	joinCtx  context.Context
 	stopJoin context.CancelFunc
 	// guarded by conn.mu:
-	conn    front.Conn // nil while Open failed or is under way, and in a tombstone
-	seen    *Member    // the endpoint's member its lists were loaded for (a policy change reloads them)
-	ready   bool       // the member's state as the endpoint last saw it
-	seq     uint64     // the endpoint's count of its state changes, at ready
-	up      bool       // initialized in this session
-	initing bool       // an initialize of it is under way
-	failed  string     // why its Open or initialize failed, "" if it did not
+	conn    conn.Conn // nil while Open failed or is under way, and in a tombstone
+	seen    *Member   // the endpoint's member its lists were loaded for (a policy change reloads them)
+	ready   bool      // the member's state as the endpoint last saw it
+	seq     uint64    // the endpoint's count of its state changes, at ready
+	up      bool      // initialized in this session
+	initing bool      // an initialize of it is under way
+	failed  string    // why its Open or initialize failed, "" if it did not
 	caps    caps
 	level   []byte // the logging/setLevel params last sent to it
 	lists   [numKinds]listState
@@ -96,10 +95,10 @@ type member struct {
 // pending is a client request in flight. It is the Stream its member
 // answers on.
 type pending struct {
-	c      *conn
+	c      *clientSession
 	key    string // string(id)
 	id     []byte
-	out    mux.Stream
+	out    conn.Stream
 	member int     // the member it was forwarded to; -1 before. Written once, before forwarding.
 	mc     *member // that member (the session's entry may be replaced since)
 	// guarded by c.mu:
@@ -123,13 +122,13 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // stateless opens the sessions of a stateless request: through a member's
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
-func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool, caps []byte) (*conn, error) {
-	c := &conn{e: e, general: general, pending: map[string]*pending{}, subs: map[string]int{}, stateless: stateless, caps: caps}
-	c.principal.Store(front.Principal(ctx))
+func (e *Endpoint) open(ctx context.Context, general conn.Stream, stateless bool, caps []byte) (*clientSession, error) {
+	c := &clientSession{e: e, general: general, pending: map[string]*pending{}, subs: map[string]int{}, stateless: stateless, caps: caps}
+	c.principal.Store(conn.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	tab, ver := e.table()
 	members := make([]*member, len(tab))
-	conns := make([]front.Conn, len(tab))
+	conns := make([]conn.Conn, len(tab))
 	errs := make([]error, len(tab))
 	var wg sync.WaitGroup
 	for i, s := range tab {
@@ -180,14 +179,14 @@ func (e *Endpoint) open(ctx context.Context, general mux.Stream, stateless bool,
 
 // Version returns the protocol version the session's initialize
 // negotiated.
-func (c *conn) Version() string {
+func (c *clientSession) Version() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.version
 }
 
 // Handle routes one message of the client.
-func (c *conn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *clientSession) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	switch msg.Kind {
 	case jsonrpc.KindRequest:
 		c.request(ctx, msg, out)
@@ -198,7 +197,7 @@ func (c *conn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream)
 	}
 }
 
-func (c *conn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *clientSession) request(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.MethodIs("ping") {
 		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
 		return
@@ -239,7 +238,7 @@ func (c *conn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream
 // register records a request in flight, or answers it at once when the
 // session is closed or the id is already in flight (its answers could not
 // be told apart).
-func (c *conn) register(id []byte, out mux.Stream) *pending {
+func (c *clientSession) register(id []byte, out conn.Stream) *pending {
 	c.e.inflight.Add(1)
 	c.mu.Lock()
 	var refusal []byte
@@ -263,7 +262,7 @@ func (c *conn) register(id []byte, out mux.Stream) *pending {
 
 // spawn runs the endpoint's work for p on a goroutine, with a context
 // ended when p is answered (or the session closes).
-func (c *conn) spawn(p *pending, work func(ctx context.Context)) {
+func (c *clientSession) spawn(p *pending, work func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.mu.Lock()
 	if p.done {
@@ -279,7 +278,7 @@ func (c *conn) spawn(p *pending, work func(ctx context.Context)) {
 // finish answers p with msg (nil: cancelled) unless it was answered
 // already, and reports whether it did. deliver false ends it silently
 // (its client left).
-func (c *conn) finish(p *pending, msg []byte, deliver bool) bool {
+func (c *clientSession) finish(p *pending, msg []byte, deliver bool) bool {
 	c.mu.Lock()
 	if p.done {
 		c.mu.Unlock()
@@ -305,10 +304,12 @@ func (c *conn) finish(p *pending, msg []byte, deliver bool) bool {
 }
 
 // answer answers p with a result.
-func (c *conn) answer(p *pending, result []byte) { c.finish(p, jsonrpc.Response(p.id, result), true) }
+func (c *clientSession) answer(p *pending, result []byte) {
+	c.finish(p, jsonrpc.Response(p.id, result), true)
+}
 
 // fail answers p with an error.
-func (c *conn) fail(p *pending, err error) {
+func (c *clientSession) fail(p *pending, err error) {
 	var re *rpcError
 	if !errors.As(err, &re) {
 		re = &rpcError{jsonrpc.CodeInternalError, err.Error()}
@@ -318,10 +319,10 @@ func (c *conn) fail(p *pending, err error) {
 
 // Abandon ends the requests whose replies were to go to out without a
 // reply (their client left and cannot resume), cancelling them upstream.
-func (c *conn) Abandon(out mux.Stream) {
+func (c *clientSession) Abandon(out conn.Stream) {
 	type abandoned struct {
 		p    *pending
-		conn front.Conn
+		conn conn.Conn
 	}
 	c.mu.Lock()
 	var mine []abandoned
@@ -346,10 +347,10 @@ func (c *conn) Abandon(out mux.Stream) {
 // Close ends the session: every member's session, then every request of
 // the client still in flight is answered with an error. Nothing waits on
 // a member (their Close does not).
-func (c *conn) Close() { c.CloseWith("") }
+func (c *clientSession) Close() { c.CloseWith("") }
 
 // CloseWith is Close telling the requests in flight why the session ended.
-func (c *conn) CloseWith(reason string) {
+func (c *clientSession) CloseWith(reason string) {
 	text := "mcpgate: session closed"
 	if reason != "" {
 		text = "mcpgate: " + strings.TrimPrefix(reason, "mcpgate: ")
@@ -384,9 +385,9 @@ func (c *conn) CloseWith(reason string) {
 // closeMembers ends every member's session, telling it why. A member
 // session still opening (join) closes itself when it sees the session
 // closed.
-func (c *conn) closeMembers(reason string) {
+func (c *clientSession) closeMembers(reason string) {
 	c.mu.Lock()
-	conns := make([]front.Conn, 0, len(c.members))
+	conns := make([]conn.Conn, 0, len(c.members))
 	for _, mc := range c.members {
 		if mc != nil && mc.conn != nil {
 			conns = append(conns, mc.conn)
@@ -394,7 +395,7 @@ func (c *conn) closeMembers(reason string) {
 	}
 	c.mu.Unlock()
 	for _, mconn := range conns {
-		if cw, ok := mconn.(front.ConnCloseWith); ok && reason != "" {
+		if cw, ok := mconn.(conn.ConnCloseWith); ok && reason != "" {
 			cw.CloseWith(reason)
 		}
 		mconn.Close()
@@ -404,7 +405,7 @@ func (c *conn) closeMembers(reason string) {
 // visibleLocked reports whether member i is up in this session and its
 // server ready: its items are listed and its names routed. Called with
 // c.mu held.
-func (c *conn) visibleLocked(i int) bool {
+func (c *clientSession) visibleLocked(i int) bool {
 	mc := c.members[i]
 	return mc.ready && mc.up && mc.conn != nil
 }
@@ -412,7 +413,7 @@ func (c *conn) visibleLocked(i int) bool {
 // unavailable is the error for a request to member mc while it is not
 // visible: removed from the endpoint, its state, or why its session
 // failed.
-func (c *conn) unavailable(mc *member, failed string) error {
+func (c *clientSession) unavailable(mc *member, failed string) error {
 	name, i := mc.m.Name, mc.i
 	if mc.removed {
 		return errorf(jsonrpc.CodeInvalidParams, "%s", removedReason(name, c.e.opts.Name))

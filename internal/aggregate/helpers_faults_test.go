@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
@@ -36,7 +35,7 @@ func (h *hookStream) Reply(msg []byte) {
 }
 
 // sendTo hands a request to the session, answered on out.
-func (cl *client) sendTo(raw string, out mux.Stream) {
+func (cl *client) sendTo(raw string, out conn.Stream) {
 	cl.t.Helper()
 	m, err := jsonrpc.Parse([]byte(raw))
 	if err != nil {
@@ -131,11 +130,11 @@ func withStateless(t *testing.T, m Member) Member {
 // member's seeing it: Handle of a request for which hold returns a channel
 // waits on it (bounded by the test's wait) before the real Handle.
 type gateBackend struct {
-	front.Backend
+	conn.Backend
 	hold func(msg *jsonrpc.Message) <-chan struct{}
 }
 
-func (g *gateBackend) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (g *gateBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := g.Backend.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -144,11 +143,11 @@ func (g *gateBackend) Open(ctx context.Context, general mux.Stream) (front.Conn,
 }
 
 type gateConn struct {
-	front.Conn
+	conn.Conn
 	hold func(msg *jsonrpc.Message) <-chan struct{}
 }
 
-func (g *gateConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (g *gateConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind == jsonrpc.KindRequest {
 		if ch := g.hold(msg); ch != nil {
 			select {
@@ -161,7 +160,7 @@ func (g *gateConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Str
 }
 
 func (g *gateConn) CloseWith(reason string) {
-	if cw, ok := g.Conn.(front.ConnCloseWith); ok {
+	if cw, ok := g.Conn.(conn.ConnCloseWith); ok {
 		cw.CloseWith(reason)
 	}
 }

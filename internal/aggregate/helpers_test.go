@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/servers"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -191,7 +191,7 @@ func (s *stream) waitNotification(t *testing.T, method string) {
 // client is one client session of an endpoint.
 type client struct {
 	t       *testing.T
-	conn    front.Conn
+	conn    conn.Conn
 	general *stream
 	init    []byte // the initialize result
 }
@@ -218,7 +218,7 @@ func (cl *client) handle(raw string, out *stream) {
 	if err != nil {
 		cl.t.Fatalf("%s: %v", raw, err)
 	}
-	var o front.Conn = cl.conn
+	var o conn.Conn = cl.conn
 	if out == nil {
 		o.Handle(context.Background(), &m, nil)
 		return

@@ -18,7 +18,7 @@ import (
 // session (hidden; initialized when it is next seen becoming ready, and
 // the client told then with list_changed), unless it is critical: then
 // the initialize fails, naming it.
-func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
+func (c *clientSession) initialize(ctx context.Context, p *pending, params []byte) {
 	// The states as they are now, not as last polled: a gateway that just
 	// started has its members starting, and ready a moment later.
 	for i := range c.memberCount() {
@@ -143,7 +143,7 @@ func (c *conn) initialize(ctx context.Context, p *pending, params []byte) {
 // empty lists, and setLevel with nothing to set. Resource subscriptions
 // are declared when a member has them (members not up count with the
 // capabilities they had last).
-func (c *conn) mergeInit(params []byte, members []*member, results [][]byte) []byte {
+func (c *clientSession) mergeInit(params []byte, members []*member, results [][]byte) []byte {
 	var req struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -217,7 +217,7 @@ func (e *Endpoint) startWait(m *Member) time.Duration {
 
 // startInitLocked initializes member mc for the session, which the client
 // initialized before mc was ready. Called with c.mu held.
-func (c *conn) startInitLocked(mc *member) {
+func (c *clientSession) startInitLocked(mc *member) {
 	mc.initing = true
 	go c.initMember(mc, c.initParams)
 }
@@ -226,7 +226,7 @@ func (c *conn) startInitLocked(mc *member) {
 // initialize: the client's initialize, its notifications/initialized and
 // logging level, as if it had been there; then the client hears of its
 // lists.
-func (c *conn) initMember(mc *member, params []byte) {
+func (c *clientSession) initMember(mc *member, params []byte) {
 	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
 	result, err := c.callMember(ctx, mc, "initialize", params)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -255,7 +255,7 @@ var raceRequests = []string{
 
 // fire sends every race request to conn on streams of its own, each from
 // a goroutine of its own, and returns the streams at once.
-func fire(t *testing.T, conn front.Conn, wg *sync.WaitGroup) []*stream {
+func fire(t *testing.T, conn conn.Conn, wg *sync.WaitGroup) []*stream {
 	outs := make([]*stream, len(raceRequests))
 	for j, raw := range raceRequests {
 		outs[j] = newStream()
@@ -319,12 +319,12 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 	total := 0
 	for iter := range 40 {
 		general := newStream()
-		conn, err := e.Open(t.Context(), general)
+		c, err := e.Open(t.Context(), general)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
-		outs := fire(t, conn, &wg)
+		outs := fire(t, c, &wg)
 		wg.Go(func() {
 			switch iter % 4 {
 			case 0:
@@ -339,8 +339,8 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 				until(func() bool { return outs[5].replyCount() > 0 && outs[2].replyCount() > 0 })
 			}
 			start := time.Now()
-			conn.(front.ConnCloseWith).CloseWith("the client deleted the session")
-			conn.Close()
+			c.(conn.ConnCloseWith).CloseWith("the client deleted the session")
+			c.Close()
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("iteration %d: Close took %v", iter, d)
 			}
@@ -349,7 +349,7 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 		total += answeredOnce(t, fmt.Sprintf("iteration %d", iter), outs)
 		// After Close: refused at once.
 		var after sync.WaitGroup
-		late := fire(t, conn, &after)
+		late := fire(t, c, &after)
 		after.Wait()
 		answeredOnce(t, fmt.Sprintf("iteration %d, after Close", iter), late)
 		for _, o := range late {
@@ -442,7 +442,7 @@ func TestFaultAbandonMidList(t *testing.T) {
 	members := racingMembers(t, time.Minute)
 	e := newEndpoint(t, Options{}, members...)
 	cl := connect(t, e, `{}`)
-	c := cl.conn.(*conn)
+	c := cl.conn.(*clientSession)
 	list := cl.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	call := cl.send(toolCall("2", "a__echo", `{"message":"m"}`))
 	shared := newStream()

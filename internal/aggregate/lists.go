@@ -118,7 +118,7 @@ const ensureRounds = 3
 // member's timeout) or ctx. A list that changed while it loaded is loaded
 // again (up to ensureRounds times), so that a client listing after a
 // list_changed is not answered without that member.
-func (c *conn) ensure(ctx context.Context, kinds ...kind) {
+func (c *clientSession) ensure(ctx context.Context, kinds ...kind) {
 	for round := range ensureRounds {
 		var waits []chan struct{}
 		c.mu.Lock()
@@ -153,7 +153,7 @@ func (c *conn) ensure(ctx context.Context, kinds ...kind) {
 // a member whose list hangs delays the calls to the others once, by its
 // timeout, and not every call again while it hangs (found by the fault
 // tests). Called with c.mu held.
-func (c *conn) completeLocked(k kind) bool {
+func (c *clientSession) completeLocked(k kind) bool {
 	for i, mc := range c.members {
 		if c.visibleLocked(i) && mc.caps.has(k) && !mc.lists[k].loaded && mc.lists[k].err == nil {
 			return false
@@ -165,7 +165,7 @@ func (c *conn) completeLocked(k kind) bool {
 // loadingLocked returns the channel closed when the load of member mc's
 // list of kind k ends, starting one if none is under way. Called with
 // c.mu held.
-func (c *conn) loadingLocked(mc *member, k kind) chan struct{} {
+func (c *clientSession) loadingLocked(mc *member, k kind) chan struct{} {
 	ls := &mc.lists[k]
 	if ls.loading == nil {
 		ls.loading = make(chan struct{})
@@ -175,7 +175,7 @@ func (c *conn) loadingLocked(mc *member, k kind) chan struct{} {
 }
 
 // load fetches member mc's whole list of kind k, for generation gen.
-func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
+func (c *clientSession) load(mc *member, k kind, gen uint64, done chan struct{}) {
 	defer close(done)
 	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
@@ -213,7 +213,7 @@ func (c *conn) load(mc *member, k kind, gen uint64, done chan struct{}) {
 // the cursors it took to fetch them) is refused. It asks mc itself, not
 // whoever holds its index now: a load of a member renewed meanwhile must
 // not keep the new one's list as the old one's.
-func (c *conn) fetchAll(ctx context.Context, mc *member, k kind) (*memberList, error) {
+func (c *clientSession) fetchAll(ctx context.Context, mc *member, k kind) (*memberList, error) {
 	var pages []page
 	var size int64
 	seen := map[string]bool{"": true}
@@ -249,7 +249,7 @@ func (c *conn) fetchAll(ctx context.Context, mc *member, k kind) (*memberList, e
 }
 
 // fetchPage fetches member mc's page of kind k at cursor.
-func (c *conn) fetchPage(ctx context.Context, mc *member, k kind, cursor string) (page, error) {
+func (c *clientSession) fetchPage(ctx context.Context, mc *member, k kind, cursor string) (page, error) {
 	var params []byte
 	if cursor != "" {
 		params = append(append([]byte(`{"cursor":`), quote(cursor)...), '}')
@@ -267,7 +267,7 @@ func (c *conn) fetchPage(ctx context.Context, mc *member, k kind, cursor string)
 
 // listedLocked returns member i's list of kind k when it is visible and
 // loaded, else nil. Called with c.mu held.
-func (c *conn) listedLocked(i int, k kind) *memberList {
+func (c *clientSession) listedLocked(i int, k kind) *memberList {
 	mc := c.members[i]
 	if !c.visibleLocked(i) || !mc.caps.has(k) || !mc.lists[k].loaded {
 		return nil
@@ -278,7 +278,7 @@ func (c *conn) listedLocked(i int, k kind) *memberList {
 // list answers a client's tools/list, prompts/list, resources/list or
 // resources/templates/list: the whole merged list, or with PageSize the
 // page at its cursor.
-func (c *conn) list(ctx context.Context, p *pending, k kind, cursor string, hasCursor bool) {
+func (c *clientSession) list(ctx context.Context, p *pending, k kind, cursor string, hasCursor bool) {
 	member, offset := 0, 0
 	if hasCursor {
 		var err error
@@ -329,7 +329,7 @@ func (o overBound) Unwrap() error { return o.error }
 // overBoundLocked returns the error of a visible member's list of kind k
 // refused for MaxListBytes, if any: the merged list is refused with it,
 // never answered without that member's items. Called with c.mu held.
-func (c *conn) overBoundLocked(k kind) error {
+func (c *clientSession) overBoundLocked(k kind) error {
 	for i, mc := range c.members {
 		var ob overBound
 		if c.visibleLocked(i) && mc.caps.has(k) && !mc.lists[k].loaded && errors.As(mc.lists[k].err, &ob) {

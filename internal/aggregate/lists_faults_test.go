@@ -7,9 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // cursorBomb is a member whose tools/list pages are empty, each with a
@@ -20,13 +19,13 @@ type cursorBomb struct {
 	pages     atomic.Int64
 }
 
-func (b *cursorBomb) Open(context.Context, mux.Stream) (front.Conn, error) {
+func (b *cursorBomb) Open(context.Context, conn.Stream) (conn.Conn, error) {
 	return &cursorBombConn{b}, nil
 }
 
 type cursorBombConn struct{ b *cursorBomb }
 
-func (c *cursorBombConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *cursorBombConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest || out == nil {
 		return
 	}
@@ -48,7 +47,7 @@ func (c *cursorBombConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux
 }
 
 func (c *cursorBombConn) Version() string         { return "2025-06-18" }
-func (c *cursorBombConn) Abandon(mux.Stream)      {}
+func (c *cursorBombConn) Abandon(conn.Stream)     {}
 func (c *cursorBombConn) Close()                  {}
 func (c *cursorBombConn) CloseWith(reason string) {}
 

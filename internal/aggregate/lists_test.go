@@ -11,9 +11,8 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -214,7 +213,7 @@ func TestListChangedMidListRetried(t *testing.T) {
 
 // openDirect opens and initializes a session of a server itself, not
 // through an endpoint.
-func openDirect(t *testing.T, be front.Backend) *client {
+func openDirect(t *testing.T, be conn.Backend) *client {
 	t.Helper()
 	general := newStream()
 	c, err := be.Open(context.Background(), general)
@@ -276,11 +275,11 @@ func (tap *listTap) holdFor(msg *jsonrpc.Message) <-chan struct{} {
 }
 
 type tapBackend struct {
-	front.Backend
+	conn.Backend
 	tap *listTap
 }
 
-func (b tapBackend) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (b tapBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := b.Backend.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -289,11 +288,11 @@ func (b tapBackend) Open(ctx context.Context, general mux.Stream) (front.Conn, e
 }
 
 type tapConn struct {
-	front.Conn
+	conn.Conn
 	tap *listTap
 }
 
-func (c *tapConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *tapConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind == jsonrpc.KindRequest && msg.MethodIs("tools/list") {
 		c.tap.pages.Add(1)
 		if _, _, more := findString(msg.Raw, "params", "cursor"); !more {
@@ -306,7 +305,7 @@ func (c *tapConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stre
 
 // versioned adds a tool named v<n> to the tools/list reply it carries.
 type versioned struct {
-	mux.Stream
+	conn.Stream
 	n int64
 }
 

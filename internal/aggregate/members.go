@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // This file is the endpoint's membership: the members by index (slots),
@@ -82,7 +82,7 @@ func (e *Endpoint) member(i int) *Member {
 
 // policy returns member i's Policy as last set: a change of policy alone
 // applies to the member's sessions in place.
-func (e *Endpoint) policy(i int) front.Policy { return e.member(i).Policy }
+func (e *Endpoint) policy(i int) conn.Policy { return e.member(i).Policy }
 
 // slotAt returns slot i, for its rate limits.
 func (e *Endpoint) slotAt(i int) *slot {
@@ -164,10 +164,10 @@ func (e *Endpoint) SetMembers(members []Member) error {
 			removed, changed = append(removed, s.m.Name), true
 		}
 	}
-	var sessions []*conn
+	var sessions []*clientSession
 	if changed {
 		e.tableVer++
-		sessions = make([]*conn, 0, len(e.sessions))
+		sessions = make([]*clientSession, 0, len(e.sessions))
 		for c := range e.sessions {
 			sessions = append(sessions, c)
 		}
@@ -288,7 +288,7 @@ func renewedReason(server, endpoint string) string {
 // policy alone changed has its lists loaded again. The client hears
 // list_changed for what left and, once it is up, for what joined. Tables
 // are applied in order: an older one than the session has is ignored.
-func (c *conn) reconcile() {
+func (c *clientSession) reconcile() {
 	tab, ver := c.e.table()
 	c.mu.Lock()
 	if c.closed || ver <= c.tableVer {
@@ -298,7 +298,7 @@ func (c *conn) reconcile() {
 	c.tableVer = ver
 	members := slices.Clone(c.members)
 	type ending struct {
-		conn   front.Conn
+		conn   conn.Conn
 		reason string
 	}
 	var ended []ending
@@ -361,7 +361,7 @@ func (c *conn) reconcile() {
 	c.notifyLocked(changed)
 	c.mu.Unlock()
 	for _, x := range ended {
-		if cw, ok := x.conn.(front.ConnCloseWith); ok {
+		if cw, ok := x.conn.(conn.ConnCloseWith); ok {
 			cw.CloseWith(x.reason)
 		}
 		x.conn.Close()
@@ -378,10 +378,10 @@ func (c *conn) reconcile() {
 // mc's staying the session's member (reconcile ends it when a later
 // reload replaces mc: else reload after reload of a member whose Open
 // hangs would leave one goroutine each until the session ends).
-func (c *conn) join(mc *member) {
+func (c *clientSession) join(mc *member) {
 	ctx, cancel := mc.joinCtx, mc.stopJoin
 	defer cancel()
-	var mconn front.Conn
+	var mconn conn.Conn
 	var err error
 	if mc.apart {
 		mconn, err = mc.m.OpenStateless(ctx, memberGeneral{c, mc}, c.caps)
@@ -411,14 +411,14 @@ func (c *conn) join(mc *member) {
 
 // attached reports whether mc is still the session's member at its index
 // (not removed or renewed since).
-func (c *conn) attached(mc *member) bool {
+func (c *clientSession) attached(mc *member) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.closed && mc.i < len(c.members) && c.members[mc.i] == mc
 }
 
 // liveMembers returns the session's members that are not tombstones.
-func (c *conn) liveMembers() []*member {
+func (c *clientSession) liveMembers() []*member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var live []*member
@@ -431,14 +431,14 @@ func (c *conn) liveMembers() []*member {
 }
 
 // memberAt returns the session's member i.
-func (c *conn) memberAt(i int) *member {
+func (c *clientSession) memberAt(i int) *member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.members[i]
 }
 
 // memberCount returns the size of the session's table of members.
-func (c *conn) memberCount() int {
+func (c *clientSession) memberCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.members)

@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/servers"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -68,7 +67,7 @@ func TestFaultServerRequestAcrossRenewal(t *testing.T) {
 			// new process has the old one's history (initialize, one
 			// tools/list, the sample), so it numbers its request alike.
 			tab, _ := e.table()
-			sess := cl.conn.(*conn)
+			sess := cl.conn.(*clientSession)
 			waitFor(t, "b's new session", func() bool {
 				sess.mu.Lock()
 				defer sess.mu.Unlock()
@@ -146,13 +145,13 @@ func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
 // holdOpen is a member backend whose Open waits for release before it
 // opens the real one; entered is closed when the first Open arrives.
 type holdOpen struct {
-	front.Backend
+	conn.Backend
 	once     sync.Once
 	entered  chan struct{}
 	released chan struct{}
 }
 
-func (h *holdOpen) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (h *holdOpen) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	h.once.Do(func() { close(h.entered) })
 	select {
 	case <-h.released:
@@ -178,7 +177,7 @@ func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
 	e := newEndpoint(t, Options{}, a, b1)
 
 	type opened struct {
-		c   front.Conn
+		c   conn.Conn
 		err error
 	}
 	done := make(chan opened, 1)
@@ -258,7 +257,7 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 	waitFor(t, "one process of the last b (the open session's)", func() bool {
 		return len(testkit.Procs(last)) == 1
 	})
-	if n := kept.conn.(*conn).memberCount(); n != 2 {
+	if n := kept.conn.(*clientSession).memberCount(); n != 2 {
 		t.Errorf("the session's table has %d members after %d reloads, want 2", n, reloads)
 	}
 	tab, _ := e.table()
@@ -313,11 +312,11 @@ func TestFaultMemberAddedBringsCapabilities(t *testing.T) {
 // its context (a server at its process cap, a remote that does not
 // answer), counting the Opens under way.
 type stuckOpen struct {
-	front.Backend
+	conn.Backend
 	waiting atomic.Int64
 }
 
-func (s *stuckOpen) Open(ctx context.Context, _ mux.Stream) (front.Conn, error) {
+func (s *stuckOpen) Open(ctx context.Context, _ conn.Stream) (conn.Conn, error) {
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
 	<-ctx.Done()
@@ -386,7 +385,7 @@ func TestFaultSessionsOpenedDuringReloads(t *testing.T) {
 	wg.Wait()
 	tab, ver := e.table()
 	for k, cl := range clients {
-		s := cl.conn.(*conn)
+		s := cl.conn.(*clientSession)
 		s.mu.Lock()
 		if s.tableVer != ver || len(s.members) != len(tab) {
 			t.Errorf("session %d: table version %d of %d members, the endpoint's %d of %d", k, s.tableVer, len(s.members), ver, len(tab))

@@ -142,7 +142,7 @@ func TestSetMembersCursorOfJoiningMember(t *testing.T) {
 	if err := e.SetMembers([]Member{a, b}); err != nil {
 		t.Fatal(err)
 	}
-	if n := cl.conn.(*conn).memberCount(); n != 2 {
+	if n := cl.conn.(*clientSession).memberCount(); n != 2 {
 		t.Fatalf("the session's table has %d members after SetMembers returned, want 2", n)
 	}
 	res := cl.result(`{"jsonrpc":"2.0","id":"c","method":"tools/list","params":{"cursor":"` + encodeCursor(1, 0) + `"}}`)

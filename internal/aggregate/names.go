@@ -177,7 +177,7 @@ func (e *Endpoint) admits(m *Member, p *auth.Principal, k kind, key string) bool
 
 // allowed is the endpoint's allowed, and the member's policy for the
 // session's principal.
-func (c *conn) allowed(member int, k kind, key string) bool {
+func (c *clientSession) allowed(member int, k kind, key string) bool {
 	if !c.e.allowed(member, k, key) {
 		return false
 	}

@@ -12,14 +12,13 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/front"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // nopBackend is a member backend for tests that never open a session.
 type nopBackend struct{}
 
-func (nopBackend) Open(context.Context, mux.Stream) (front.Conn, error) {
+func (nopBackend) Open(context.Context, conn.Stream) (conn.Conn, error) {
 	return nil, context.Canceled
 }
 

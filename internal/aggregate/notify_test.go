@@ -16,7 +16,7 @@ func TestListChangedCoalesced(t *testing.T) {
 	e := newEndpoint(t, Options{}, a, b)
 	cl := connect(t, e, `{}`)
 	cl.tools()
-	c := cl.conn.(*conn)
+	c := cl.conn.(*clientSession)
 	c.listChanged(0, 1<<kindTools)
 	c.listChanged(1, 1<<kindTools)
 	cl.general.waitNotification(t, "notifications/tools/list_changed")

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // A session belongs to one principal by name (the HTTP front lets only
@@ -23,12 +23,12 @@ import (
 // did not change keeps its views).
 
 // who returns the principal the session's member policies apply to now.
-func (c *conn) who() *auth.Principal { return c.principal.Load() }
+func (c *clientSession) who() *auth.Principal { return c.principal.Load() }
 
 // requestPrincipal makes the principal of a request's ctx, if any, the
 // session's.
-func (c *conn) requestPrincipal(ctx context.Context) {
-	p := front.Principal(ctx)
+func (c *clientSession) requestPrincipal(ctx context.Context) {
+	p := conn.Principal(ctx)
 	if p == nil || p == c.who() {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -40,7 +40,7 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 	admin := &auth.Principal{Name: "alice", Kind: auth.KindKey, Scopes: []string{"admin"}}
 	plain := &auth.Principal{Name: "alice", Kind: auth.KindKey, Scopes: []string{}}
 
-	c, err := e.Open(front.WithPrincipal(t.Context(), admin), newStream())
+	c, err := e.Open(conn.WithPrincipal(t.Context(), admin), newStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := newStream()
-		c.Handle(front.WithPrincipal(context.Background(), p), &msg, out)
+		c.Handle(conn.WithPrincipal(context.Background(), p), &msg, out)
 		return out.reply(t)
 	}
 	tools := func(p *auth.Principal) []string {
@@ -102,7 +102,7 @@ func TestMemberPolicyFollowsRequestPrincipal(t *testing.T) {
 	}
 
 	builds := e.views.builds.Load()
-	bob, err := e.Open(front.WithPrincipal(t.Context(), &auth.Principal{Name: "bob", Kind: auth.KindKey}), newStream())
+	bob, err := e.Open(conn.WithPrincipal(t.Context(), &auth.Principal{Name: "bob", Kind: auth.KindKey}), newStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestPolicyViewsUnderConcurrentFirstLists(t *testing.T) {
 	for range 4 {
 		for _, who := range []string{"alice", "bob"} {
 			general := newStream()
-			c, err := e.Open(front.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey}), general)
+			c, err := e.Open(conn.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey}), general)
 			if err != nil {
 				t.Fatal(err)
 			}

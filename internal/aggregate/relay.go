@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // This file is the traffic between members and the client that is not a
@@ -22,7 +21,7 @@ const listChangedDelay = 20 * time.Millisecond
 // memberGeneral is the general stream a member's session gets: what the
 // member sends outside the client's requests.
 type memberGeneral struct {
-	c  *conn
+	c  *clientSession
 	mc *member
 }
 
@@ -75,7 +74,7 @@ func sameNotification(k kind) kindSet {
 // out, with the ids of its server requests (and of its cancellations of
 // them) made the endpoint's: two members, or a member and the one that
 // replaced it, may use the same ids.
-func (c *conn) relay(mc *member, msg []byte, out mux.Stream) {
+func (c *clientSession) relay(mc *member, msg []byte, out conn.Stream) {
 	m, err := jsonrpc.Parse(msg)
 	if err != nil || mc == nil {
 		return // the members' sessions send valid JSON-RPC, for requests forwarded to them
@@ -84,7 +83,7 @@ func (c *conn) relay(mc *member, msg []byte, out mux.Stream) {
 }
 
 // relayParsed is relay of a message parsed already.
-func (c *conn) relayParsed(mc *member, m *jsonrpc.Message, out mux.Stream) {
+func (c *clientSession) relayParsed(mc *member, m *jsonrpc.Message, out conn.Stream) {
 	msg := m.Raw
 	switch {
 	case m.Kind == jsonrpc.KindRequest:
@@ -98,7 +97,7 @@ func (c *conn) relayParsed(mc *member, m *jsonrpc.Message, out mux.Stream) {
 // response carries the client's answer to a server request back to the
 // member that asked, with the member's id; an answer to a member replaced
 // or removed since reaches nobody (the member that asked is gone).
-func (c *conn) response(ctx context.Context, msg *jsonrpc.Message) {
+func (c *clientSession) response(ctx context.Context, msg *jsonrpc.Message) {
 	i, gen, id, ok := decodeServerID(msg.Bytes(msg.ID), c.memberCount())
 	if !ok {
 		c.e.log.Debug("client answered an unknown server request", "id", string(msg.Bytes(msg.ID)))
@@ -106,7 +105,7 @@ func (c *conn) response(ctx context.Context, msg *jsonrpc.Message) {
 	}
 	back, err := jsonrpc.Parse(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: id}))
 	c.mu.Lock()
-	var mconn front.Conn
+	var mconn conn.Conn
 	if mc := c.members[i]; mc.gen == gen {
 		mconn = mc.conn
 	}
@@ -123,7 +122,7 @@ func (c *conn) response(ctx context.Context, msg *jsonrpc.Message) {
 // notification routes a client notification: a cancellation to the member
 // that has the request, the rest (initialized, roots/list_changed,
 // progress of a server request) to every member up.
-func (c *conn) notification(ctx context.Context, msg *jsonrpc.Message) {
+func (c *clientSession) notification(ctx context.Context, msg *jsonrpc.Message) {
 	if msg.MethodIs("notifications/cancelled") {
 		c.cancel(ctx, msg)
 		return
@@ -132,7 +131,7 @@ func (c *conn) notification(ctx context.Context, msg *jsonrpc.Message) {
 	if msg.MethodIs("notifications/initialized") {
 		c.initialized = true // members initialized later get it then
 	}
-	var to []front.Conn
+	var to []conn.Conn
 	for _, mc := range c.members {
 		if mc.up && mc.conn != nil {
 			to = append(to, mc.conn)
@@ -147,13 +146,13 @@ func (c *conn) notification(ctx context.Context, msg *jsonrpc.Message) {
 // cancel ends a request the client cancelled: a forwarded one through its
 // member (which tells its server and ends it without a reply), one the
 // endpoint works on here.
-func (c *conn) cancel(ctx context.Context, msg *jsonrpc.Message) {
+func (c *clientSession) cancel(ctx context.Context, msg *jsonrpc.Message) {
 	if !msg.CancelRequestID.Present() {
 		return
 	}
 	c.mu.Lock()
 	p := c.pending[string(msg.Bytes(msg.CancelRequestID))]
-	var mconn front.Conn
+	var mconn conn.Conn
 	if p != nil && p.mc != nil {
 		mconn = p.mc.conn
 	}
@@ -169,7 +168,7 @@ func (c *conn) cancel(ctx context.Context, msg *jsonrpc.Message) {
 
 // cancelUpstream tells a member's session that the request with id is
 // over for the endpoint (its timeout passed): it ends it without a reply.
-func cancelUpstream(mconn front.Conn, id []byte, reason string) {
+func cancelUpstream(mconn conn.Conn, id []byte, reason string) {
 	params := append(append([]byte(`{"requestId":`), id...), `,"reason":`...)
 	params = append(append(params, quote(reason)...), '}')
 	msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/cancelled", params))
@@ -181,7 +180,7 @@ func cancelUpstream(mconn front.Conn, id []byte, reason string) {
 // listChanged records that member i's lists of kinds changed: they are
 // loaded again when next needed, and the client is told (once for a
 // burst). A member that is not visible changes nothing the client sees.
-func (c *conn) listChanged(i int, kinds kindSet) {
+func (c *clientSession) listChanged(i int, kinds kindSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mc := c.members[i]
@@ -201,7 +200,7 @@ func (c *conn) listChanged(i int, kinds kindSet) {
 
 // notifyLocked schedules list_changed notifications of kinds for the
 // client. Called with c.mu held.
-func (c *conn) notifyLocked(kinds kindSet) {
+func (c *clientSession) notifyLocked(kinds kindSet) {
 	if c.closed || c.version == "" || kinds == 0 {
 		return // before initialize the client lists what there is anyway
 	}
@@ -212,7 +211,7 @@ func (c *conn) notifyLocked(kinds kindSet) {
 }
 
 // sendChanged sends the list_changed notifications due.
-func (c *conn) sendChanged() {
+func (c *clientSession) sendChanged() {
 	c.mu.Lock()
 	kinds := c.changed
 	c.changed, c.flush = 0, nil
@@ -232,7 +231,7 @@ func (c *conn) sendChanged() {
 // gen) becomes ready or stops being ready (seq counts these changes: an
 // older one is ignored). Its items leave or join the lists (the client is
 // told); a member this session has not initialized yet is initialized now.
-func (c *conn) memberState(i int, gen uint64, ready bool, seq uint64) {
+func (c *clientSession) memberState(i int, gen uint64, ready bool, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || i >= len(c.members) {
@@ -268,7 +267,7 @@ func (c *conn) memberState(i int, gen uint64, ready bool, seq uint64) {
 }
 
 // upMembers returns the members visible in this session.
-func (c *conn) upMembers() []*member {
+func (c *clientSession) upMembers() []*member {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var up []*member

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -22,7 +22,7 @@ import (
 // and prompts/get: params.name; completion/complete: params.ref.name),
 // with the member's own name put back. When the session does not know
 // every member's names yet, they are loaded first, off the client's path.
-func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, k kind, path ...string) {
+func (c *clientSession) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, k kind, path ...string) {
 	name, span, ok := findString(msg.Raw, path...)
 	if !ok {
 		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
@@ -62,7 +62,7 @@ func (c *conn) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, 
 // shortening, that name does not start with). A member that is slow to
 // list (or stuck) then delays only calls that could be its own. Called
 // with c.mu held.
-func (c *conn) certainLocked(k kind, name string) (entry, bool) {
+func (c *clientSession) certainLocked(k kind, name string) (entry, bool) {
 	v, err := c.viewLocked(k)
 	if err != nil {
 		return entry{}, false
@@ -86,7 +86,7 @@ func (c *conn) certainLocked(k kind, name string) (entry, bool) {
 // awaitOwner loads the visible members' lists of kind k (as ensure does)
 // and waits until every one is known or name's owner is certain
 // (certainLocked), whichever comes first, or ctx ends.
-func (c *conn) awaitOwner(ctx context.Context, k kind, name string) {
+func (c *clientSession) awaitOwner(ctx context.Context, k kind, name string) {
 	for {
 		c.mu.Lock()
 		if c.closed || c.completeLocked(k) {
@@ -129,7 +129,7 @@ func (c *conn) awaitOwner(ctx context.Context, k kind, name string) {
 
 // forwardName forwards a request naming name at span to its owner en,
 // under the owner's own name.
-func (c *conn) forwardName(ctx context.Context, p *pending, msg *jsonrpc.Message, name string, span jsonrpc.Span, en entry, err error) {
+func (c *clientSession) forwardName(ctx context.Context, p *pending, msg *jsonrpc.Message, name string, span jsonrpc.Span, en entry, err error) {
 	if err != nil {
 		c.fail(p, err)
 		return
@@ -151,7 +151,7 @@ func (c *conn) forwardName(ctx context.Context, p *pending, msg *jsonrpc.Message
 
 // resolveNameLocked finds the owner of an exposed tool or prompt name.
 // A filtered name is unknown, like one nobody has. Called with c.mu held.
-func (c *conn) resolveNameLocked(k kind, name string) (entry, error) {
+func (c *clientSession) resolveNameLocked(k kind, name string) (entry, error) {
 	v, err := c.viewLocked(k)
 	if err != nil {
 		return entry{}, err
@@ -185,7 +185,7 @@ func (c *conn) resolveNameLocked(k kind, name string) (entry, error) {
 // belongsLocked reports whether an exposed name is member i's, as far as
 // the session can tell without its list: it carries the member's prefix,
 // or the member listed it before it went down. Called with c.mu held.
-func (c *conn) belongsLocked(i int, k kind, name string) bool {
+func (c *clientSession) belongsLocked(i int, k kind, name string) bool {
 	m := c.members[i].m
 	if pre := c.e.naming.exposedPrefix(m.Prefix); pre != "" && strings.HasPrefix(name, pre) {
 		return true
@@ -203,7 +203,7 @@ func (c *conn) belongsLocked(i int, k kind, name string) bool {
 // routeURI routes a request naming a resource URI at path (resources/read,
 // subscribe, unsubscribe: params.uri; completion/complete: params.ref.uri)
 // to the member that lists it, or a template matching it.
-func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, path ...string) {
+func (c *clientSession) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, path ...string) {
 	uri, _, ok := findString(msg.Raw, path...)
 	if !ok {
 		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
@@ -250,7 +250,7 @@ func (c *conn) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, p
 // member with resources at all (a server may serve URIs it does not
 // list). The URI must pass the member's filters and the endpoint's.
 // Called with c.mu held.
-func (c *conn) resolveURILocked(uri string) (int, error) {
+func (c *clientSession) resolveURILocked(uri string) (int, error) {
 	v, err := c.viewLocked(kindResources)
 	if err != nil {
 		return -1, err
@@ -306,7 +306,7 @@ func (c *conn) resolveURILocked(uri string) (int, error) {
 
 // listedBeforeLocked reports whether member i, not visible now, listed
 // uri (or a template matching it) when it was. Called with c.mu held.
-func (c *conn) listedBeforeLocked(i int, uri string) bool {
+func (c *clientSession) listedBeforeLocked(i int, uri string) bool {
 	if !c.allowed(i, kindResources, uri) {
 		return false
 	}
@@ -330,7 +330,7 @@ func (c *conn) listedBeforeLocked(i int, uri string) bool {
 
 // routeCompletion routes completion/complete by its ref: a prompt's by the
 // prompt's name, a resource template's by its URI.
-func (c *conn) routeCompletion(ctx context.Context, p *pending, msg *jsonrpc.Message) {
+func (c *clientSession) routeCompletion(ctx context.Context, p *pending, msg *jsonrpc.Message) {
 	switch typ, _, _ := findString(msg.Raw, "params", "ref", "type"); typ {
 	case "ref/prompt":
 		c.routeName(ctx, p, msg, kindPrompts, "params", "ref", "name")
@@ -344,7 +344,7 @@ func (c *conn) routeCompletion(ctx context.Context, p *pending, msg *jsonrpc.Mes
 // routeOther routes a method the endpoint does not merge: to the one
 // member there is, if there is one up; otherwise there is no telling
 // whose it is.
-func (c *conn) routeOther(ctx context.Context, p *pending, msg *jsonrpc.Message) {
+func (c *clientSession) routeOther(ctx context.Context, p *pending, msg *jsonrpc.Message) {
 	up := c.upMembers()
 	live := c.liveMembers()
 	switch {
@@ -360,7 +360,7 @@ func (c *conn) routeOther(ctx context.Context, p *pending, msg *jsonrpc.Message)
 
 // forward hands a client request to member i, answered there on p, within
 // the member's Timeout.
-func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Message) {
+func (c *clientSession) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Message) {
 	c.mu.Lock()
 	mc := c.members[i]
 	if p.done {
@@ -406,7 +406,7 @@ func (c *conn) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Mess
 // setLevel sends the client's logging/setLevel to every member up that
 // logs, and answers when all have answered. Members that come up later
 // get it then.
-func (c *conn) setLevel(ctx context.Context, p *pending, params []byte) {
+func (c *clientSession) setLevel(ctx context.Context, p *pending, params []byte) {
 	c.mu.Lock()
 	c.level = params
 	var to []*member
@@ -446,7 +446,7 @@ func (c *conn) setLevel(ctx context.Context, p *pending, params []byte) {
 // applyLevelLocked sends the client's logging level to member mc if it
 // has not had it: it came up, or back, after the client's
 // logging/setLevel. Called with c.mu held.
-func (c *conn) applyLevelLocked(mc *member) {
+func (c *clientSession) applyLevelLocked(mc *member) {
 	if c.closed || c.level == nil || mc.caps&capLogging == 0 || bytes.Equal(mc.level, c.level) {
 		return
 	}
@@ -463,7 +463,7 @@ func (c *conn) applyLevelLocked(mc *member) {
 
 // internalCall is the Stream of a request of the endpoint's own to member i.
 type internalCall struct {
-	c     *conn
+	c     *clientSession
 	mc    *member
 	reply chan []byte
 }
@@ -480,13 +480,13 @@ func (ic *internalCall) Reply(msg []byte) {
 // call sends a request of the endpoint's own (an id of its own, which no
 // client can guess) to member i and returns its result, or an error: the
 // member's error answer, or a timeout when ctx ends first.
-func (c *conn) call(ctx context.Context, i int, method string, params []byte) ([]byte, error) {
+func (c *clientSession) call(ctx context.Context, i int, method string, params []byte) ([]byte, error) {
 	return c.callMember(ctx, c.memberAt(i), method, params)
 }
 
 // callMember is call to the session's member mc (which may have been
 // removed or renewed since: then its session is closed, and answers so).
-func (c *conn) callMember(ctx context.Context, mc *member, method string, params []byte) ([]byte, error) {
+func (c *clientSession) callMember(ctx context.Context, mc *member, method string, params []byte) ([]byte, error) {
 	c.mu.Lock()
 	mconn := mc.conn
 	c.mu.Unlock()
@@ -519,7 +519,7 @@ func (c *conn) callMember(ctx context.Context, mc *member, method string, params
 
 // ended is the error of a request of the endpoint's own to member i that
 // ctx ended: its time limit, or the session's end.
-func (c *conn) ended(ctx context.Context, i int, method string) error {
+func (c *clientSession) ended(ctx context.Context, i int, method string) error {
 	name := c.e.member(i).Name
 	var dl deadline
 	if errors.As(context.Cause(ctx), &dl) && c.ctx.Err() == nil {
@@ -535,16 +535,16 @@ func (d deadline) Error() string { return "no answer within " + d.d.String() }
 
 // memberCtx bounds the endpoint's work with member i: the member's
 // Timeout, and the session.
-func (c *conn) memberCtx(i int) (context.Context, context.CancelFunc) {
+func (c *clientSession) memberCtx(i int) (context.Context, context.CancelFunc) {
 	return c.memberCtxFrom(c.ctx, i)
 }
 
-func (c *conn) memberCtxFrom(ctx context.Context, i int) (context.Context, context.CancelFunc) {
+func (c *clientSession) memberCtxFrom(ctx context.Context, i int) (context.Context, context.CancelFunc) {
 	return c.memberCtxOf(ctx, c.memberAt(i))
 }
 
 // memberCtxOf bounds ctx by member mc's Timeout.
-func (c *conn) memberCtxOf(ctx context.Context, mc *member) (context.Context, context.CancelFunc) {
+func (c *clientSession) memberCtxOf(ctx context.Context, mc *member) (context.Context, context.CancelFunc) {
 	if d := mc.m.Timeout; d > 0 {
 		return context.WithTimeoutCause(ctx, d, deadline{d})
 	}
@@ -554,7 +554,7 @@ func (c *conn) memberCtxOf(ctx context.Context, mc *member) (context.Context, co
 // permitCall checks a call of member en.member's tool or prompt en.key
 // against the member's policy with the call's arguments (lists checked it
 // without them).
-func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
+func (c *clientSession) permitCall(msg *jsonrpc.Message, en entry) error {
 	pol := c.e.policy(en.member)
 	if pol == nil {
 		return nil
@@ -568,7 +568,7 @@ func (c *conn) permitCall(msg *jsonrpc.Message, en entry) error {
 	default:
 		return nil
 	}
-	cp, err := front.ReadParams(msg) // strictly: what the member will read
+	cp, err := conn.ReadParams(msg) // strictly: what the member will read
 	if err != nil {
 		return errorf(jsonrpc.CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "mcpgate: "))
 	}

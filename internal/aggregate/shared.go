@@ -246,7 +246,7 @@ func (e *Endpoint) sharedCount() int {
 // sharedList returns member mc's list of kind k as every session shares
 // it: the one known, the one being fetched, or one fetched now through
 // this session's member session (within ctx).
-func (c *conn) sharedList(ctx context.Context, mc *member, k kind) (*memberList, error) {
+func (c *clientSession) sharedList(ctx context.Context, mc *member, k kind) (*memberList, error) {
 	e := c.e
 	s := &e.sharedOf(listsKey{mc.i, mc.gen}).kinds[k]
 	for {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -161,7 +161,7 @@ func TestPolicyViewsShared(t *testing.T) {
 	tap := newListTap(m)
 	e := newEndpoint(t, Options{}, tap.member)
 	connectAs := func(who string) *client {
-		ctx := front.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey})
+		ctx := conn.WithPrincipal(t.Context(), &auth.Principal{Name: who, Kind: auth.KindKey})
 		c, err := e.Open(ctx, newStream())
 		if err != nil {
 			t.Fatal(err)
@@ -208,7 +208,7 @@ func TestSharedListDroppedWithLastSession(t *testing.T) {
 		t.Errorf("a third session while the second is open: %v, %d fetches: want the kept list", got, tap.fetches.Load())
 	}
 	e.mu.Lock()
-	left := make([]*conn, 0, len(e.sessions))
+	left := make([]*clientSession, 0, len(e.sessions))
 	for c := range e.sessions {
 		left = append(left, c)
 	}

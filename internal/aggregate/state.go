@@ -59,13 +59,13 @@ func (e *Endpoint) refresh(i int) memberState {
 	}
 	changed := st.ready != ready
 	st.ready, st.text = ready, text
-	var sessions []*conn
+	var sessions []*clientSession
 	back := false
 	if changed {
 		st.seq++
 		back = ready && st.wasReady
 		st.wasReady = st.wasReady || ready
-		sessions = make([]*conn, 0, len(e.sessions))
+		sessions = make([]*clientSession, 0, len(e.sessions))
 		for c := range e.sessions {
 			sessions = append(sessions, c)
 		}

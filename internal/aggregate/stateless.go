@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -38,7 +38,7 @@ const statelessClient = `{"name":"mcpgate (2026-07-28 client)","version":"0"}`
 // OpenStateless opens the connection of one stateless request: an endpoint
 // session initialized with caps (raw JSON; {} when empty), bounded by ctx.
 // It fails when a critical member cannot be initialized, as initialize does.
-func (e *Endpoint) OpenStateless(ctx context.Context, general mux.Stream, _ string, caps []byte) (front.StatelessConn, error) {
+func (e *Endpoint) OpenStateless(ctx context.Context, general conn.Stream, _ string, caps []byte) (conn.StatelessConn, error) {
 	if len(bytes.TrimSpace(caps)) == 0 || caps[0] != '{' {
 		caps = []byte(`{}`)
 	}
@@ -82,7 +82,7 @@ func (e *Endpoint) OpenStateless(ctx context.Context, general mux.Stream, _ stri
 
 // statelessConn is an endpoint session serving one stateless request.
 type statelessConn struct {
-	front.Conn
+	conn.Conn
 	init []byte // the merged initialize result
 }
 
@@ -92,7 +92,7 @@ func (s *statelessConn) ServerInit(context.Context) ([]byte, error) { return s.i
 
 // CloseWith tells the session's requests why it ends, as for a session.
 func (s *statelessConn) CloseWith(reason string) {
-	if cw, ok := s.Conn.(front.ConnCloseWith); ok {
+	if cw, ok := s.Conn.(conn.ConnCloseWith); ok {
 		cw.CloseWith(reason)
 	}
 }
@@ -113,7 +113,7 @@ func (r *replyOnce) Reply(msg []byte) {
 
 // Interface guards.
 var (
-	_ front.StatelessBackend = (*Endpoint)(nil)
-	_ front.StatelessConn    = (*statelessConn)(nil)
-	_ front.ConnCloseWith    = (*statelessConn)(nil)
+	_ conn.StatelessBackend = (*Endpoint)(nil)
+	_ conn.StatelessConn    = (*statelessConn)(nil)
+	_ conn.ConnCloseWith    = (*statelessConn)(nil)
 )

@@ -19,7 +19,7 @@ import (
 // forwardURI is forward of a request naming uri to member i, noting a
 // resources/subscribe first: the client's intent is what a member that
 // replaces this one is given, whatever this one answers.
-func (c *conn) forwardURI(ctx context.Context, p *pending, i int, msg *jsonrpc.Message, uri string) {
+func (c *clientSession) forwardURI(ctx context.Context, p *pending, i int, msg *jsonrpc.Message, uri string) {
 	if msg.MethodIs("resources/subscribe") {
 		c.mu.Lock()
 		c.subs[uri] = i
@@ -32,7 +32,7 @@ func (c *conn) forwardURI(ctx context.Context, p *pending, i int, msg *jsonrpc.M
 // before it is routed: also when its member is removed or down (the
 // client is answered with an error), a member that takes the index again
 // must not be subscribed to it.
-func (c *conn) unsubscribed(uri string) {
+func (c *clientSession) unsubscribed(uri string) {
 	c.mu.Lock()
 	delete(c.subs, uri)
 	c.mu.Unlock()
@@ -43,7 +43,7 @@ func (c *conn) unsubscribed(uri string) {
 // that index, off the caller's path (bounded by the member's Timeout and
 // the session). A failure is logged: the client still has what it
 // would have had from the old member, nothing less. Called with c.mu held.
-func (c *conn) resubscribeLocked(mc *member) {
+func (c *clientSession) resubscribeLocked(mc *member) {
 	var uris []string
 	for uri, i := range c.subs {
 		if i == mc.i && c.allowed(i, kindResources, uri) { // the member's policy now

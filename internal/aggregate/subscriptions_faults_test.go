@@ -36,7 +36,7 @@ func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	tab, _ := e.table()
-	sess := cl.conn.(*conn)
+	sess := cl.conn.(*clientSession)
 	waitFor(t, "b's new session", func() bool {
 		sess.mu.Lock()
 		defer sess.mu.Unlock()

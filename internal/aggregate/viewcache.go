@@ -159,7 +159,7 @@ func (e *Endpoint) tooBig(what string, size int64) error {
 // new one), its list and its policy's say on it. Cached per session epoch
 // (every change of a member's list or visibility, and every change of the
 // session's members, bumps it). Called with c.mu held.
-func (c *conn) viewKeyLocked(k kind) string {
+func (c *clientSession) viewKeyLocked(k kind) string {
 	if c.keyEpoch[k] == c.epoch && c.viewKeys[k] != "" {
 		return c.viewKeys[k]
 	}
@@ -186,7 +186,7 @@ func (c *conn) viewKeyLocked(k kind) string {
 // members as the session's table has them (mc.seen), exactly what its key
 // names, even while a SetMembers is telling the sessions of a change.
 // Called with c.mu held (a build takes no lock of a session).
-func (c *conn) viewLocked(k kind) (*view, error) {
+func (c *clientSession) viewLocked(k kind) (*view, error) {
 	key := c.viewKeyLocked(k)
 	v, err := c.e.views.get(key, func() (*view, error) {
 		lists := make([]*memberList, len(c.members))
@@ -210,7 +210,7 @@ func (c *conn) viewLocked(k kind) (*view, error) {
 // on each item. Sessions whose principals get the same decisions share
 // the view, whoever they are. Cached per list and policy (a change of
 // policy alone keeps the list). Called with c.mu held.
-func (c *conn) policyKeyLocked(mc *member, k kind, l *memberList) string {
+func (c *clientSession) policyKeyLocked(mc *member, k kind, l *memberList) string {
 	pk := &mc.policy[k]
 	if pk.id == l.id && pk.of == mc.seen && pk.key != "" {
 		return pk.key

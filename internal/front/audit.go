@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -347,7 +348,7 @@ func parseReply(b []byte) (auditReply, bool) {
 
 // auditPrincipal names r's principal: "KIND:NAME", or "" for none.
 func auditPrincipal(r *http.Request) string {
-	p := Principal(r.Context())
+	p := conn.Principal(r.Context())
 	if p == nil {
 		return ""
 	}

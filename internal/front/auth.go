@@ -1,7 +1,6 @@
 package front
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -37,23 +37,6 @@ import (
 // wellKnownPRM is the well-known path of RFC 9728 metadata documents.
 const wellKnownPRM = "/.well-known/oauth-protected-resource"
 
-type principalKey struct{}
-
-// WithPrincipal returns ctx carrying principal p, as the front gives it to
-// a request's handling.
-func WithPrincipal(ctx context.Context, p *auth.Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// Principal returns the principal of the request whose handling got ctx
-// (Backend.Open, StatelessBackend.OpenStateless and Conn.Handle get the
-// request's context), or nil: authentication is off, or the target is not
-// protected and the request named nobody.
-func Principal(ctx context.Context) *auth.Principal {
-	p, _ := ctx.Value(principalKey{}).(*auth.Principal)
-	return p
-}
-
 // ownerKey is a principal as a session's owner: kind and name ("" for
 // none). The kind has no NUL, so no two principals share a key.
 func ownerKey(p *auth.Principal) string {
@@ -68,7 +51,7 @@ func (h *Handler) owner(r *http.Request) string {
 	if h.authenticator() == nil {
 		return ""
 	}
-	return ownerKey(Principal(r.Context()))
+	return ownerKey(conn.Principal(r.Context()))
 }
 
 // authenticate asks Authenticator a about r, a request to target key. It
@@ -89,7 +72,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key strin
 		if d.Principal == nil {
 			return r, true
 		}
-		return r.WithContext(WithPrincipal(r.Context(), d.Principal)), true
+		return r.WithContext(conn.WithPrincipal(r.Context(), d.Principal)), true
 	}
 	status := d.Status
 	if status < 400 || status > 599 {

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // fakeAuth is an Authenticator for the front's tests. Bearer tokens:
@@ -87,7 +87,7 @@ type seenPrincipals struct {
 
 func (s *seenPrincipals) add(where string, ctx context.Context) {
 	name := "-"
-	if p := Principal(ctx); p != nil {
+	if p := conn.Principal(ctx); p != nil {
 		name = p.Kind + ":" + p.Name
 	}
 	s.mu.Lock()
@@ -108,7 +108,7 @@ type spyBackend struct {
 	seen *seenPrincipals
 }
 
-func (b spyBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+func (b spyBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	b.seen.add("open", ctx)
 	c, err := b.statelessBackend.Open(ctx, general)
 	if err != nil {
@@ -117,7 +117,7 @@ func (b spyBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) 
 	return spyConn{c, b.seen}, nil
 }
 
-func (b spyBackend) OpenStateless(ctx context.Context, general mux.Stream, v string, caps []byte) (StatelessConn, error) {
+func (b spyBackend) OpenStateless(ctx context.Context, general conn.Stream, v string, caps []byte) (conn.StatelessConn, error) {
 	b.seen.add("openStateless", ctx)
 	c, err := b.statelessBackend.OpenStateless(ctx, general, v, caps)
 	if err != nil {
@@ -127,21 +127,21 @@ func (b spyBackend) OpenStateless(ctx context.Context, general mux.Stream, v str
 }
 
 type spyConn struct {
-	Conn
+	conn.Conn
 	seen *seenPrincipals
 }
 
-func (c spyConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c spyConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	c.seen.add("handle "+msg.MethodName(), ctx)
 	c.Conn.Handle(ctx, msg, out)
 }
 
 type spyStatelessConn struct {
-	StatelessConn
+	conn.StatelessConn
 	seen *seenPrincipals
 }
 
-func (c spyStatelessConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c spyStatelessConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	c.seen.add("handle "+msg.MethodName(), ctx)
 	c.StatelessConn.Handle(ctx, msg, out)
 }

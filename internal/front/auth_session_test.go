@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // Credentials of the test principals (fakeAuth).
@@ -162,7 +164,7 @@ func TestPrincipalInContext(t *testing.T) {
 	seen := &seenPrincipals{}
 	sb := &statelessBackend{newFakeBackend(), testInit}
 	spy := spyBackend{sb, seen}
-	_, srv := routedServer(t, Config{Backends: map[string]Backend{"x": spy}, Auth: newFakeAuth()})
+	_, srv := routedServer(t, Config{Backends: map[string]conn.Backend{"x": spy}, Auth: newFakeAuth()})
 
 	resp, body := do(t, srv, http.MethodPost, mcpPath, initBody, asAlice...)
 	sid := resp.Header.Get("Mcp-Session-Id")

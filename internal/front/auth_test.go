@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // authServer serves server x, endpoints all (the default, at /mcp) and
@@ -16,8 +17,8 @@ import (
 func authServer(t *testing.T, a auth.Authenticator, cfg Config) (*Handler, *httptest.Server, []*fakeBackend) {
 	t.Helper()
 	x, all, team := newFakeBackend(), newFakeBackend(), newFakeBackend()
-	cfg.Backends = map[string]Backend{"x": x}
-	cfg.Endpoints = map[string]Backend{"all": all, "team": team}
+	cfg.Backends = map[string]conn.Backend{"x": x}
+	cfg.Endpoints = map[string]conn.Backend{"all": all, "team": team}
 	cfg.HostDomain = "mcp.example.com"
 	cfg.Auth = a
 	h, srv := routedServer(t, cfg)

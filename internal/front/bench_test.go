@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -35,7 +36,7 @@ func (u *loopback) TrySend(msg []byte) error { return u.Send(context.Background(
 
 type muxBackend struct{ m *mux.Mux }
 
-func (b muxBackend) Open(_ context.Context, general mux.Stream) (Conn, error) {
+func (b muxBackend) Open(_ context.Context, general conn.Stream) (conn.Conn, error) {
 	return b.m.Join(general), nil
 }
 
@@ -47,7 +48,7 @@ func BenchmarkPOST(b *testing.B) {
 	defer m.Close()
 	m.SetUpstream(&loopback{m: m})
 	m.Started(1)
-	h := New(Config{Backends: map[string]Backend{"echo": muxBackend{m}}})
+	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m}}})
 	defer h.Close()
 
 	post := func(body, session string) *httptest.ResponseRecorder {

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // Faults of compat.go's rules, found by attacking them.
@@ -164,7 +164,7 @@ func TestRequestsWithoutUsableIDNeverForwarded(t *testing.T) {
 	fake := newFakeBackend()
 	fake.version = batchVersion // batches allowed
 	b := &recordingBackend{fakeBackend: fake}
-	h, srv := routedServer(t, Config{Backends: map[string]Backend{"x": b}})
+	h, srv := routedServer(t, Config{Backends: map[string]conn.Backend{"x": b}})
 	sid := initSession(t, srv)
 	session := []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", batchVersion}
 	for _, body := range []string{
@@ -211,7 +211,7 @@ type recordingBackend struct {
 	got []string
 }
 
-func (b *recordingBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+func (b *recordingBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := b.fakeBackend.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -226,11 +226,11 @@ func (b *recordingBackend) methods() []string {
 }
 
 type recordingConn struct {
-	Conn
+	conn.Conn
 	b *recordingBackend
 }
 
-func (c recordingConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c recordingConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	c.b.mu.Lock()
 	c.b.got = append(c.b.got, msg.MethodName())
 	c.b.mu.Unlock()

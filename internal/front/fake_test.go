@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,7 +43,7 @@ type fakeBackend struct {
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{conns: make(chan *fakeConn, 64)} }
 
-func (b *fakeBackend) Open(_ context.Context, general mux.Stream) (Conn, error) {
+func (b *fakeBackend) Open(_ context.Context, general conn.Stream) (conn.Conn, error) {
 	b.opens.Add(1)
 	if b.openEntered != nil {
 		b.openEntered <- struct{}{}
@@ -72,12 +72,12 @@ func (c reasonConn) CloseWith(reason string) {
 
 type held struct {
 	id  []byte
-	out mux.Stream
+	out conn.Stream
 }
 
 type fakeConn struct {
 	b       *fakeBackend
-	general mux.Stream
+	general conn.Stream
 	held    chan struct{} // a "hold" request arrived
 
 	mu      sync.Mutex
@@ -87,7 +87,7 @@ type fakeConn struct {
 	seen    []byte // the last request, as it arrived
 }
 
-func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest {
 		return
 	}
@@ -162,7 +162,7 @@ func (c *fakeConn) Version() string {
 	return c.version
 }
 
-func (c *fakeConn) Abandon(mux.Stream) { c.b.abandons.Add(1) }
+func (c *fakeConn) Abandon(conn.Stream) { c.b.abandons.Add(1) }
 
 // Close answers every held request with an error, as the mux's Client.Close does.
 func (c *fakeConn) Close() {
@@ -189,7 +189,7 @@ func (c *fakeConn) Close() {
 // testServer serves a Handler for b as server "x".
 func testServer(t *testing.T, b *fakeBackend, cfg Config) (*Handler, *httptest.Server) {
 	t.Helper()
-	cfg.Backends = map[string]Backend{"x": b}
+	cfg.Backends = map[string]conn.Backend{"x": b}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

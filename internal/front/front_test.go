@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 func TestRequestHost(t *testing.T) {
@@ -30,7 +32,7 @@ func TestRequestHost(t *testing.T) {
 // (here: before the unknown server would get its 404).
 func TestHostCheckedFirst(t *testing.T) {
 	b := newFakeBackend()
-	h := New(Config{Backends: map[string]Backend{"x": b}, HostAllowed: func(h string) bool { return h == "localhost" || h == "::1" }})
+	h := New(Config{Backends: map[string]conn.Backend{"x": b}, HostAllowed: func(h string) bool { return h == "localhost" || h == "::1" }})
 	defer h.Close()
 	for host, want := range map[string]int{"evil.example:80": 403, "LOCALHOST:1": 404, "[::1]:9": 404, "localhost:1,evil.example": 403} {
 		r := httptest.NewRequest(http.MethodPost, "/servers/nope/mcp", strings.NewReader("{}"))

@@ -1,7 +1,6 @@
 package front
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -15,51 +14,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
-// Conn is a client session's connection to its server.
-type Conn interface {
-	// Handle routes one message; a request is answered exactly once on out.
-	Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream)
-	// Version is the protocol version negotiated by initialize ("" before).
-	Version() string
-	// Abandon cancels the requests whose replies were to go to out: their
-	// client disconnected and cannot resume.
-	Abandon(out mux.Stream)
-	// Close ends the session's use of the server.
-	//
-	// Close must answer every request of the session still in flight with a
-	// JSON-RPC error on its Stream before it returns, and must not block on
-	// the server: the HTTP front closes the session's streams right after.
-	Close()
-}
-
-// ConnCloseWith is an optional interface of a Conn: when the handler ends a
-// session it calls CloseWith first, with why in words a client can read
-// ("the session expired", "the client deleted the session", "the gateway
-// is shutting down"), so that the requests in flight are told that
-// ("mcpgate: " + reason) rather than a bare "session closed"; Close is
-// called right after, as for every Conn.
-type ConnCloseWith interface {
-	CloseWith(reason string)
-}
-
-// Backend opens client sessions on one configured server.
-type Backend interface {
-	// Open starts a session's connection; messages not tied to a request go
-	// to general. An error with a RetryAfter() time.Duration method (the
-	// server is starting, or at its session limit) is answered 503 with a
-	// Retry-After header.
-	Open(ctx context.Context, general mux.Stream) (Conn, error)
-}
-
 // Config configures a Handler. Zero values take the documented defaults.
 type Config struct {
-	Backends      map[string]Backend       // by server name: /servers/{name}/...
-	Endpoints     map[string]Backend       // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
+	Backends      map[string]conn.Backend  // by server name: /servers/{name}/...
+	Endpoints     map[string]conn.Backend  // by endpoint name: /endpoints/{name}/..., DefaultEndpoint also /mcp (target.go)
 	OriginAllowed func(origin string) bool // nil: only requests without Origin
 	MaxBodyBytes  int64                    // default 4 MiB
 	// BareServer, if set, is the server also served at /mcp, /sse and
@@ -129,7 +92,7 @@ type Config struct {
 	// Policies decide what each principal may list and use of a target
 	// (policy.go), by the target's key: a server's name, or
 	// "endpoints/" + an endpoint's name. A target without one: everything.
-	Policies map[string]Policy
+	Policies map[string]conn.Policy
 	// Limits, if set, are per-principal limits (limits.go). nil: none.
 	Limits *Limits
 	// Metrics, if set, serves /metrics (behind the Host check, no auth);
@@ -334,8 +297,8 @@ func (h *Handler) Sessions() int { return h.store.Len() }
 // connOf returns a session's connection to its server. It is nil between a
 // session's creation and its Open (before its id was given to any client),
 // and once the session was ended.
-func connOf(s *session.Session) Conn {
-	c, _ := s.Value().(Conn)
+func connOf(s *session.Session) conn.Conn {
+	c, _ := s.Value().(conn.Conn)
 	return c
 }
 
@@ -343,7 +306,7 @@ func connOf(s *session.Session) Conn {
 // or an endpoint); it answers the request itself when they fail. It
 // returns the target's session key (see target.go), and the request with
 // its principal in its context when Config.Auth is set (auth.go).
-func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend, *http.Request, bool) {
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, conn.Backend, *http.Request, bool) {
 	h.requests.Add(1)
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
@@ -69,7 +70,7 @@ func (o *legacyOut) Reply(msg []byte) {
 // handleLegacy hands msgs, the messages of one legacy POST admitted by
 // the limits, to conn; release is called once all its requests have
 // their replies on st.
-func (h *Handler) handleLegacy(r *http.Request, name string, conn Conn, st *session.Stream, msgs []jsonrpc.Message, release func()) {
+func (h *Handler) handleLegacy(r *http.Request, name string, conn conn.Conn, st *session.Stream, msgs []jsonrpc.Message, release func()) {
 	n := countRequests(msgs)
 	if n == 0 || h.limits == nil && h.cfg.Audit == nil {
 		// Nothing to follow: the replies go straight to the stream.

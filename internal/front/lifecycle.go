@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -98,8 +99,8 @@ func (h *Handler) Close() {
 // process may take a while.
 func (h *Handler) end(s *session.Session, reason string) {
 	h.logEnded(s, reason)
-	if c, _ := s.TakeValue().(Conn); c != nil {
-		if cw, ok := c.(ConnCloseWith); ok {
+	if c, _ := s.TakeValue().(conn.Conn); c != nil {
+		if cw, ok := c.(conn.ConnCloseWith); ok {
 			cw.CloseWith(reason)
 		}
 		// Always, after CloseWith: a Conn wrapping a client (one with its

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
@@ -155,7 +156,7 @@ func liveSessions(ps *principalState, store *session.Store) int {
 }
 
 // limitKey is the limiter's key of r's principal: anonymous is "".
-func limitKey(r *http.Request) string { return ownerKey(Principal(r.Context())) }
+func limitKey(r *http.Request) string { return ownerKey(conn.Principal(r.Context())) }
 
 // Outcomes of refused requests in the audit log.
 const (
@@ -397,7 +398,7 @@ type callParams struct {
 // they are ambiguous: such requests share the tool bucket "", and the
 // policy refuses them).
 func paramsOf(msg *jsonrpc.Message) callParams {
-	cp, err := ReadParams(msg)
+	cp, err := conn.ReadParams(msg)
 	if err != nil {
 		return callParams{}
 	}

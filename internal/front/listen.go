@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
@@ -80,7 +81,7 @@ func (f listenFilter) wants(msg *jsonrpc.Message) bool {
 
 // listen serves subscriptions/listen msg (id) on connection conn of
 // session s: an SSE stream until the client leaves or the gateway drains.
-func (h *Handler) listen(w http.ResponseWriter, r *http.Request, s *session.Session, conn StatelessConn, msg *jsonrpc.Message, id []byte) {
+func (h *Handler) listen(w http.ResponseWriter, r *http.Request, s *session.Session, conn conn.StatelessConn, msg *jsonrpc.Message, id []byte) {
 	var p struct {
 		Params struct {
 			Notifications *listenFilter `json:"notifications"`
@@ -168,7 +169,7 @@ func endListen(w http.ResponseWriter, id []byte) {
 
 // subscribe subscribes conn to resource uri upstream and reports whether
 // the server agreed.
-func (h *Handler) subscribe(ctx context.Context, s *session.Session, conn StatelessConn, uri string) bool {
+func (h *Handler) subscribe(ctx context.Context, s *session.Session, conn conn.StatelessConn, uri string) bool {
 	q, _ := json.Marshal(uri)
 	req, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"mcpgate-listen","method":"resources/subscribe","params":{"uri":` + string(q) + `}}`))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
@@ -65,7 +66,7 @@ type ask struct {
 type modernStream struct {
 	h      *Handler
 	s      *session.Session
-	conn   StatelessConn
+	conn   conn.StatelessConn
 	method string
 	logs   bool
 	mrtr   bool // the method may be answered input_required
@@ -94,7 +95,7 @@ type modernStream struct {
 	gathering, ended bool
 }
 
-func newModernStream(h *Handler, s *session.Session, conn StatelessConn, st *session.Stream, msg *jsonrpc.Message, req eras.Request) *modernStream {
+func newModernStream(h *Handler, s *session.Session, conn conn.StatelessConn, st *session.Stream, msg *jsonrpc.Message, req eras.Request) *modernStream {
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	token := bytes.Clone(msg.Bytes(msg.ProgressToken))
 	m := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, logs: req.LogLevel != "",

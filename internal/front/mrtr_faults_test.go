@@ -16,14 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // ---- a scriptable in-process server behind the stateless path ----------
 
 type atkBackend struct {
-	script   func(c *atkConn, id string, msg *jsonrpc.Message, out mux.Stream)
+	script   func(c *atkConn, id string, msg *jsonrpc.Message, out conn.Stream)
 	opens    atomic.Int32
 	closes   atomic.Int32
 	abandons atomic.Int32
@@ -36,17 +36,17 @@ type heldCall struct {
 	id string
 }
 
-func newAtkBackend(script func(c *atkConn, id string, msg *jsonrpc.Message, out mux.Stream)) *atkBackend {
+func newAtkBackend(script func(c *atkConn, id string, msg *jsonrpc.Message, out conn.Stream)) *atkBackend {
 	return &atkBackend{script: script, conns: make(chan *atkConn, 4096), held: make(chan heldCall, 4096)}
 }
 
-func (b *atkBackend) Open(context.Context, mux.Stream) (Conn, error) {
+func (b *atkBackend) Open(context.Context, conn.Stream) (conn.Conn, error) {
 	return nil, errors.New("sessions not served by this fake")
 }
 
-func (b *atkBackend) OpenStateless(_ context.Context, _ mux.Stream, _ string, _ []byte) (StatelessConn, error) {
+func (b *atkBackend) OpenStateless(_ context.Context, _ conn.Stream, _ string, _ []byte) (conn.StatelessConn, error) {
 	b.opens.Add(1)
-	c := &atkConn{b: b, calls: map[string]mux.Stream{}, asks: map[string]func(*jsonrpc.Message){}}
+	c := &atkConn{b: b, calls: map[string]conn.Stream{}, asks: map[string]func(*jsonrpc.Message){}}
 	select {
 	case b.conns <- c:
 	default:
@@ -58,7 +58,7 @@ type atkConn struct {
 	b      *atkBackend
 	mu     sync.Mutex
 	closed bool
-	calls  map[string]mux.Stream
+	calls  map[string]conn.Stream
 	asks   map[string]func(*jsonrpc.Message)
 	next   int
 	got    []string // responses to server requests, as received
@@ -72,7 +72,7 @@ func toolName(msg *jsonrpc.Message) string {
 	return p.Params.Name
 }
 
-func (c *atkConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *atkConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	switch msg.Kind {
 	case jsonrpc.KindRequest:
 		id := string(msg.Bytes(msg.ID))
@@ -99,7 +99,7 @@ func (c *atkConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream
 }
 
 // ask sends a server request on out; f sees the client's answer.
-func (c *atkConn) ask(out mux.Stream, method, params string, f func(*jsonrpc.Message)) {
+func (c *atkConn) ask(out conn.Stream, method, params string, f func(*jsonrpc.Message)) {
 	c.mu.Lock()
 	c.next++
 	id := strconv.Itoa(c.next)
@@ -108,7 +108,7 @@ func (c *atkConn) ask(out mux.Stream, method, params string, f func(*jsonrpc.Mes
 	out.Send(jsonrpc.Request([]byte(id), method, []byte(params)))
 }
 
-func (c *atkConn) take(id string) mux.Stream {
+func (c *atkConn) take(id string) conn.Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.calls[id]
@@ -136,7 +136,7 @@ func (c *atkConn) pendingCalls() int {
 
 func (c *atkConn) Version() string { return "" }
 
-func (c *atkConn) Abandon(out mux.Stream) {
+func (c *atkConn) Abandon(out conn.Stream) {
 	c.b.abandons.Add(1)
 	c.mu.Lock()
 	for id, o := range c.calls {
@@ -152,7 +152,7 @@ func (c *atkConn) Close() {
 	c.mu.Lock()
 	c.closed = true
 	calls := c.calls
-	c.calls = map[string]mux.Stream{}
+	c.calls = map[string]conn.Stream{}
 	c.mu.Unlock()
 	for id, out := range calls {
 		out.Reply(jsonrpc.ErrorResponse([]byte(id), jsonrpc.CodeServerError, "mcpgate: session closed"))
@@ -173,7 +173,7 @@ func textResult(s string) string {
 
 func atkServer(t *testing.T, b *atkBackend, cfg Config) (*Handler, string) {
 	t.Helper()
-	cfg.Backends = map[string]Backend{"x": b}
+	cfg.Backends = map[string]conn.Backend{"x": b}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -335,7 +335,7 @@ func parkedCount(h *Handler) int {
 // once answered; "twoThenC" asks A and B, asks C as soon as A is answered
 // and holds the call once B and C are answered; "custom" asks a
 // non-MRTR method; "hold" is held.
-func mrtrScript(c *atkConn, id string, msg *jsonrpc.Message, out mux.Stream) {
+func mrtrScript(c *atkConn, id string, msg *jsonrpc.Message, out conn.Stream) {
 	const sp = `{"messages":[{"role":"user","content":{"type":"text","text":"q"}}],"maxTokens":5}`
 	switch msg.MethodName() {
 	case "tools/list":

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -153,7 +154,7 @@ func BenchmarkPOSTObserved(b *testing.B) {
 	defer m.Close()
 	m.SetUpstream(&loopback{m: m})
 	m.Started(1)
-	h := New(Config{Backends: map[string]Backend{"echo": muxBackend{m}}, Observer: nopObserver{}})
+	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m}}, Observer: nopObserver{}})
 	defer h.Close()
 	post := func(body, session string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "/servers/echo/mcp", strings.NewReader(body))

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // A session whose Backend.Open takes longer than the idle timeout (a
@@ -109,7 +109,7 @@ func TestOpenFailureLogIsRateLimited(t *testing.T) {
 // and then succeeds, as a backend whose start cannot be cancelled does.
 type leavingBackend struct{ *fakeBackend }
 
-func (b leavingBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+func (b leavingBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(10 * time.Second):
@@ -124,7 +124,7 @@ func (b leavingBackend) Open(ctx context.Context, general mux.Stream) (Conn, err
 // initializes abandoned after 1 to 5 ms left 16 processes running.
 func TestClientLeftDuringOpenEndsTheSession(t *testing.T) {
 	fb := newFakeBackend()
-	cfg := Config{Backends: map[string]Backend{"x": leavingBackend{fb}}, Logger: slog.New(slog.DiscardHandler)}
+	cfg := Config{Backends: map[string]conn.Backend{"x": leavingBackend{fb}}, Logger: slog.New(slog.DiscardHandler)}
 	h := New(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {

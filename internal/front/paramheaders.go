@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -48,7 +49,7 @@ func paramKey(target, owner string) string { return target + "\x00" + owner }
 func (h *Handler) paramKeyOf(ctx context.Context, target string) string {
 	owner := ""
 	if h.authenticator() != nil {
-		owner = ownerKey(Principal(ctx))
+		owner = ownerKey(conn.Principal(ctx))
 	}
 	return paramKey(target, owner)
 }
@@ -175,17 +176,17 @@ func (p *paramTools) forget(target string) {
 // request has Mcp-Param headers (its client knows the tool's schema: it is
 // not the first call of a client that has not listed tools, which the
 // spec has send none) and be serves stateless requests (paramfetch.go).
-func (h *Handler) checkParamHeaders(ctx context.Context, target string, be Backend, header http.Header, msg *jsonrpc.Message, req eras.Request) *eras.Problem {
+func (h *Handler) checkParamHeaders(ctx context.Context, target string, be conn.Backend, header http.Header, msg *jsonrpc.Message, req eras.Request) *eras.Problem {
 	if req.Method != "tools/call" {
 		return nil
 	}
-	p, err := ReadParams(msg) // strictly, as the policy reads the name (params.go)
+	p, err := conn.ReadParams(msg) // strictly, as the policy reads the name (params.go)
 	if err != nil {
 		return nil // refused with -32602 where the name is read again
 	}
 	key := h.paramKeyOf(ctx, target)
 	params, ok := h.paramTools.lookup(key, p.Name)
-	if sb, serves := be.(StatelessBackend); !ok && serves && hasParamHeader(header) {
+	if sb, serves := be.(conn.StatelessBackend); !ok && serves && hasParamHeader(header) {
 		h.listForParams(ctx, key, sb, req, p.Name)
 		params, ok = h.paramTools.lookup(key, p.Name)
 	}

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // toolsPage is a tools/list reply naming tools t<from> to t<to-1>, each
@@ -120,17 +120,17 @@ type heldLister struct {
 	lists   atomic.Int64
 }
 
-func (b *heldLister) Open(context.Context, mux.Stream) (Conn, error) {
+func (b *heldLister) Open(context.Context, conn.Stream) (conn.Conn, error) {
 	return nil, errors.New("stateless only")
 }
 
-func (b *heldLister) OpenStateless(context.Context, mux.Stream, string, []byte) (StatelessConn, error) {
+func (b *heldLister) OpenStateless(context.Context, conn.Stream, string, []byte) (conn.StatelessConn, error) {
 	return heldListerConn{b}, nil
 }
 
 type heldListerConn struct{ b *heldLister }
 
-func (c heldListerConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c heldListerConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest || !msg.MethodIs("tools/list") {
 		return
 	}
@@ -148,7 +148,7 @@ func (c heldListerConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mu
 	}()
 }
 func (heldListerConn) Version() string                            { return "2026-07-28" }
-func (heldListerConn) Abandon(mux.Stream)                         {}
+func (heldListerConn) Abandon(conn.Stream)                        {}
 func (heldListerConn) Close()                                     {}
 func (heldListerConn) ServerInit(context.Context) ([]byte, error) { return []byte(testInit), nil }
 func (heldListerConn) Passthrough() bool                          { return true }
@@ -168,7 +168,7 @@ func TestParamFetchJoinedByConcurrentCalls(t *testing.T) {
 	req := eras.Request{Method: "tools/call", Version: "2026-07-28", Capabilities: []byte(`{}`)}
 	header := http.Header{}
 	header.Set("Mcp-Param-Message", "ho")
-	check := func(ctx context.Context, target string, be Backend) *eras.Problem {
+	check := func(ctx context.Context, target string, be conn.Backend) *eras.Problem {
 		return h.checkParamHeaders(ctx, target, be, header, &call, req)
 	}
 

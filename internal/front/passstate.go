@@ -7,6 +7,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -79,7 +80,7 @@ func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*json
 	if !mentions(msg.Raw, "requeststate") {
 		return msg, true
 	}
-	top, err := members(msg.Raw, watchedTop)
+	top, err := conn.StrictMembers(msg.Raw, conn.WatchedTop)
 	if err != nil {
 		return nil, false
 	}
@@ -87,7 +88,7 @@ func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*json
 	if !ok {
 		return msg, true
 	}
-	params, err := members(rawParams, watchedParams)
+	params, err := conn.StrictMembers(rawParams, conn.WatchedParams)
 	if err != nil {
 		return nil, false
 	}
@@ -131,11 +132,11 @@ func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
 	bad := func() []byte {
 		return jsonrpc.ErrorResponse(m.Bytes(m.ID), jsonrpc.CodeInternalError, "mcpgate: the server's requestState is ambiguous or not a string")
 	}
-	top, err := members(reply, []string{"result"})
+	top, err := conn.StrictMembers(reply, []string{"result"})
 	if err != nil {
 		return bad()
 	}
-	result, err := members(top["result"], []string{"requestState"})
+	result, err := conn.StrictMembers(top["result"], []string{"requestState"})
 	if err != nil {
 		return bad()
 	}

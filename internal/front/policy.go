@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // This file applies the targets' policies (Config.Policies): what each
@@ -20,18 +20,6 @@ import (
 // request naming an item the principal may not use is answered with a
 // JSON-RPC error and never reaches the server, and the replies to list
 // requests lose the items it may not see.
-
-// Policy decides what a principal may use of one target.
-type Policy interface {
-	// Allows reports whether principal p (nil: anonymous) may see and
-	// use the item of kind ("tool", "prompt", "resource") named name (a
-	// resource's URI or template); args are a call's arguments (nil in
-	// lists).
-	Allows(p *auth.Principal, kind, name string, args json.RawMessage) bool
-	// AllowsAll reports whether p may use every item of kind: its lists
-	// need no filtering.
-	AllowsAll(p *auth.Principal, kind string) bool
-}
 
 // Policy kinds, as Policy takes them.
 const (
@@ -57,36 +45,36 @@ var listKinds = map[string]struct{ kind, array, key string }{
 // policyOf returns the policy of a target key (a server's name, or
 // EndpointKey of an endpoint) in the current targets (nil: none), and
 // whether they serve that key at all.
-type policyOf func(key string) (Policy, bool)
+type policyOf func(key string) (conn.Policy, bool)
 
 // guardedBackend is a Backend under its target's policy. The policy is
 // looked up when each request arrives, never kept from the session's
 // open: a reload that adds, tightens or lifts a policy applies to the
 // open sessions at once (sessions outlive reloads).
 type guardedBackend struct {
-	Backend
+	conn.Backend
 	target string
-	policy func(key string) Policy
+	policy func(key string) conn.Policy
 }
 
 // guardedStatelessBackend is one that also serves stateless requests.
 type guardedStatelessBackend struct {
 	guardedBackend
-	sb StatelessBackend
+	sb conn.StatelessBackend
 }
 
 // guard wraps be under the policy of target, as current has it when each
 // request arrives. Every target is wrapped, with a policy or not: one may
 // be added by a reload while its sessions are open.
-func guard(be Backend, target string, current func(key string) Policy) Backend {
+func guard(be conn.Backend, target string, current func(key string) conn.Policy) conn.Backend {
 	g := guardedBackend{Backend: be, target: target, policy: current}
-	if sb, ok := be.(StatelessBackend); ok {
+	if sb, ok := be.(conn.StatelessBackend); ok {
 		return &guardedStatelessBackend{guardedBackend: g, sb: sb}
 	}
 	return &g
 }
 
-func (b *guardedBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+func (b *guardedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := b.Backend.Open(ctx, b.updates(ctx, general))
 	if err != nil {
 		return nil, err
@@ -94,7 +82,7 @@ func (b *guardedBackend) Open(ctx context.Context, general mux.Stream) (Conn, er
 	return b.wrap(ctx, c), nil
 }
 
-func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (StatelessConn, error) {
+func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	c, err := b.sb.OpenStateless(ctx, b.updates(ctx, general), version, caps)
 	if err != nil {
 		return nil, err
@@ -102,25 +90,25 @@ func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general mux
 	return &guardedStatelessConn{guardedConn: b.wrap(ctx, c), sc: c}, nil
 }
 
-func (b *guardedBackend) wrap(ctx context.Context, c Conn) *guardedConn {
-	return &guardedConn{Conn: c, policy: b.policy, target: b.target, principal: Principal(ctx), lists: map[mux.Stream]map[*listStream]struct{}{}}
+func (b *guardedBackend) wrap(ctx context.Context, c conn.Conn) *guardedConn {
+	return &guardedConn{Conn: c, policy: b.policy, target: b.target, principal: conn.Principal(ctx), lists: map[conn.Stream]map[*listStream]struct{}{}}
 }
 
 // guardedConn is a Conn under its target's policy.
 type guardedConn struct {
-	Conn
-	policy    func(key string) Policy // looked up per request
+	conn.Conn
+	policy    func(key string) conn.Policy // looked up per request
 	target    string
 	principal *auth.Principal // the session's, for requests without one in their context
 
 	mu    sync.Mutex
-	lists map[mux.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on
+	lists map[conn.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on
 }
 
 // guardedStatelessConn is a StatelessConn under a policy.
 type guardedStatelessConn struct {
 	*guardedConn
-	sc StatelessConn
+	sc conn.StatelessConn
 }
 
 func (c *guardedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
@@ -129,19 +117,19 @@ func (c *guardedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
 func (c *guardedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
 
 func (c *guardedConn) CloseWith(reason string) {
-	if cw, ok := c.Conn.(ConnCloseWith); ok {
+	if cw, ok := c.Conn.(conn.ConnCloseWith); ok {
 		cw.CloseWith(reason)
 	}
 }
 
 // Handle refuses a request naming an item the principal may not use, and
 // filters the reply of a list request.
-func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
-	var pol Policy
+func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
+	var pol conn.Policy
 	if msg.Kind == jsonrpc.KindRequest && out != nil {
 		pol = c.policy(c.target)
 	}
-	p := Principal(ctx)
+	p := conn.Principal(ctx)
 	if p == nil {
 		p = c.principal
 	}
@@ -184,7 +172,7 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.
 }
 
 // Abandon abandons the list requests answering on out too.
-func (c *guardedConn) Abandon(out mux.Stream) {
+func (c *guardedConn) Abandon(out conn.Stream) {
 	c.mu.Lock()
 	ls := c.lists[out]
 	delete(c.lists, out)
@@ -204,7 +192,7 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 	default:
 		return "", "", nil, false, nil
 	}
-	cp, err := ReadParams(msg)
+	cp, err := conn.ReadParams(msg)
 	if err != nil {
 		return "", "", nil, false, err
 	}
@@ -230,11 +218,11 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 // reload removed keeps its policy in policies until its sessions end: the
 // gateway ends them (CloseTarget) only after the swap, and they must not
 // go unguarded meanwhile.
-func guardAll(backends map[string]Backend, policies map[string]Policy, prefix string, current policyOf) map[string]Backend {
-	out := make(map[string]Backend, len(backends))
+func guardAll(backends map[string]conn.Backend, policies map[string]conn.Policy, prefix string, current policyOf) map[string]conn.Backend {
+	out := make(map[string]conn.Backend, len(backends))
 	for name, be := range backends {
 		key, own := prefix+name, policies[prefix+name]
-		out[name] = guard(be, key, func(key string) Policy {
+		out[name] = guard(be, key, func(key string) conn.Policy {
 			if pol, ok := current(key); ok {
 				return pol
 			}

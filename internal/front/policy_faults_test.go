@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -20,7 +21,7 @@ func (denySecret) AllowsAll(*auth.Principal, string) bool { return false }
 
 // faultsList returns the listStream of a tools/list under denySecret.
 func faultsList(kind, array, key string) *listStream {
-	c := &guardedConn{policy: func(string) Policy { return denySecret{} }, target: "s"}
+	c := &guardedConn{policy: func(string) conn.Policy { return denySecret{} }, target: "s"}
 	return &listStream{c: c, pol: denySecret{}, kind: kind, array: array, key: key}
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // This file holds the streams a policy puts between a connection and the
@@ -23,9 +23,9 @@ import (
 // the items the principal may not see) or listen (kind ""), whose
 // resource updates are filtered.
 type listStream struct {
-	mux.Stream
+	conn.Stream
 	c                *guardedConn
-	pol              Policy // the policy in force when the request arrived (its reply's filter)
+	pol              conn.Policy // the policy in force when the request arrived (its reply's filter)
 	p                *auth.Principal
 	kind, array, key string
 	all              bool // the principal may see every item
@@ -72,10 +72,10 @@ func (l *listStream) filter(reply []byte) []byte {
 	if err != nil || m.IsError {
 		return reply
 	}
-	top, err := members(reply, []string{"result"})
+	top, err := conn.StrictMembers(reply, []string{"result"})
 	var result map[string]jsontext.Value
 	if err == nil {
-		result, err = members(top["result"], []string{l.array, "cacheScope"})
+		result, err = conn.StrictMembers(top["result"], []string{l.array, "cacheScope"})
 	}
 	if err != nil {
 		return jsonrpc.ErrorResponse(m.Bytes(m.ID), jsonrpc.CodeInternalError,
@@ -90,7 +90,7 @@ func (l *listStream) filter(reply []byte) []byte {
 		kept := items[:0:0]
 		for _, it := range items {
 			var name string
-			item, err := members(it, []string{l.key})
+			item, err := conn.StrictMembers(it, []string{l.key})
 			if err != nil || jsonv2.Unmarshal(item[l.key], &name) != nil {
 				continue // not an item, or an ambiguous one: nobody may see it
 			}
@@ -127,7 +127,7 @@ func (c *guardedConn) track(l *listStream) *listStream {
 // updateStream is a session's general stream under a policy: the
 // resource updates the principal may not see are dropped.
 type updateStream struct {
-	mux.Stream
+	conn.Stream
 	b *guardedBackend // its target's policy, looked up per update
 	p *auth.Principal
 }
@@ -139,16 +139,16 @@ func (u *updateStream) Send(msg []byte) {
 }
 
 // updates wraps the general stream of a session opened with ctx.
-func (b *guardedBackend) updates(ctx context.Context, general mux.Stream) mux.Stream {
+func (b *guardedBackend) updates(ctx context.Context, general conn.Stream) conn.Stream {
 	if general == nil {
 		return nil
 	}
-	return &updateStream{Stream: general, b: b, p: Principal(ctx)}
+	return &updateStream{Stream: general, b: b, p: conn.Principal(ctx)}
 }
 
 // hidesUpdate reports whether msg is a notifications/resources/updated of
 // a URI p may not use (or whose URI is ambiguous).
-func hidesUpdate(pol Policy, p *auth.Principal, msg []byte) bool {
+func hidesUpdate(pol conn.Policy, p *auth.Principal, msg []byte) bool {
 	if pol == nil || !bytes.Contains(msg, []byte("updated")) && bytes.IndexByte(msg, '\\') < 0 {
 		return false
 	}
@@ -156,14 +156,14 @@ func hidesUpdate(pol Policy, p *auth.Principal, msg []byte) bool {
 	if err != nil || m.Kind != jsonrpc.KindNotification || !m.MethodIs("notifications/resources/updated") {
 		return false
 	}
-	cp, err := ReadParams(&m)
+	cp, err := conn.ReadParams(&m)
 	return err != nil || !pol.Allows(p, policyResource, cp.URI, nil)
 }
 
 // checkListen refuses a subscriptions/listen subscribing to a resource p
 // may not use.
-func (c *guardedConn) checkListen(pol Policy, p *auth.Principal, msg *jsonrpc.Message) error {
-	top, err := members(msg.Raw, watchedTop)
+func (c *guardedConn) checkListen(pol conn.Policy, p *auth.Principal, msg *jsonrpc.Message) error {
+	top, err := conn.StrictMembers(msg.Raw, conn.WatchedTop)
 	if err != nil {
 		return errors.New("mcpgate: the request " + err.Error())
 	}
@@ -171,7 +171,7 @@ func (c *guardedConn) checkListen(pol Policy, p *auth.Principal, msg *jsonrpc.Me
 	if !ok {
 		return nil
 	}
-	params, err := members(raw, []string{"notifications"})
+	params, err := conn.StrictMembers(raw, []string{"notifications"})
 	if err != nil {
 		return errors.New("mcpgate: params " + err.Error())
 	}
@@ -179,7 +179,7 @@ func (c *guardedConn) checkListen(pol Policy, p *auth.Principal, msg *jsonrpc.Me
 	if !ok {
 		return nil
 	}
-	notes, err := members(raw, []string{"resourceSubscriptions"})
+	notes, err := conn.StrictMembers(raw, []string{"resourceSubscriptions"})
 	if err != nil {
 		return errors.New("mcpgate: params.notifications " + err.Error())
 	}

@@ -4,37 +4,38 @@ import (
 	"encoding/json"
 
 	"context"
-	"github.com/mcpgate/mcpgate/internal/auth"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
+
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // keepStreamConn is a Conn that keeps the stream of each request it is
 // handed, as a server holding a listen open does.
 type keepStreamConn struct {
 	mu   sync.Mutex
-	outs []mux.Stream
+	outs []conn.Stream
 }
 
-func (c *keepStreamConn) Handle(_ context.Context, _ *jsonrpc.Message, out mux.Stream) {
+func (c *keepStreamConn) Handle(_ context.Context, _ *jsonrpc.Message, out conn.Stream) {
 	c.mu.Lock()
 	c.outs = append(c.outs, out)
 	c.mu.Unlock()
 }
-func (c *keepStreamConn) Version() string    { return "2026-07-28" }
-func (c *keepStreamConn) Abandon(mux.Stream) {}
-func (c *keepStreamConn) Close()             {}
-func (c *keepStreamConn) last() mux.Stream {
+func (c *keepStreamConn) Version() string     { return "2026-07-28" }
+func (c *keepStreamConn) Abandon(conn.Stream) {}
+func (c *keepStreamConn) Close()              {}
+func (c *keepStreamConn) last() conn.Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.outs[len(c.outs)-1]
 }
-func (b *keepStreamConn) Open(context.Context, mux.Stream) (Conn, error) { return b, nil }
+func (b *keepStreamConn) Open(context.Context, conn.Stream) (conn.Conn, error) { return b, nil }
 
 // sendsRecorder is a mux.Stream recording what it is sent.
 type sendsRecorder struct {
@@ -63,12 +64,12 @@ func (r *sendsRecorder) got() string {
 func TestPolicyFaultsListenAcrossPolicyReload(t *testing.T) {
 	for _, before := range []struct {
 		name string
-		pol  Policy
+		pol  conn.Policy
 	}{{"no policy", nil}, {"allow all", allowAllPolicy{}}} {
 		t.Run(before.name, func(t *testing.T) {
 			var cur atomic.Value
 			cur.Store(policyBox{before.pol})
-			current := func(string) Policy { return cur.Load().(policyBox).p }
+			current := func(string) conn.Policy { return cur.Load().(policyBox).p }
 			server := &keepStreamConn{}
 			be := guard(server, "s", current)
 			c, err := be.Open(context.Background(), nil)
@@ -96,7 +97,7 @@ func TestPolicyFaultsListenAcrossPolicyReload(t *testing.T) {
 	}
 }
 
-type policyBox struct{ p Policy }
+type policyBox struct{ p conn.Policy }
 
 // allowAllPolicy allows everything.
 type allowAllPolicy struct{}
@@ -133,7 +134,7 @@ func TestPolicyFaultsRemovedTargetKeepsPolicy(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			server := &keepStreamConn{}
-			targets := map[string]Backend{"s": server}
+			targets := map[string]conn.Backend{"s": server}
 			key := "s"
 			cfg := Config{Backends: targets}
 			if endpoint {
@@ -141,7 +142,7 @@ func TestPolicyFaultsRemovedTargetKeepsPolicy(t *testing.T) {
 				cfg = Config{Endpoints: targets}
 			}
 			if !tightened {
-				cfg.Policies = map[string]Policy{key: denySecret{}}
+				cfg.Policies = map[string]conn.Policy{key: denySecret{}}
 			}
 			h := New(cfg)
 			t.Cleanup(h.Close)
@@ -157,7 +158,7 @@ func TestPolicyFaultsRemovedTargetKeepsPolicy(t *testing.T) {
 			if tightened {
 				// Opened without a policy; a reload adds one, the next
 				// removes the target: the policy last in force holds.
-				h.SetTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: map[string]Policy{key: denySecret{}}})
+				h.SetTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: map[string]conn.Policy{key: denySecret{}}})
 			}
 			h.SetTargets(Targets{}) // the reload removing it; CloseTarget comes later
 			msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"secret","arguments":{}}}`))

@@ -3,6 +3,8 @@ package front
 import (
 	"net/http"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // The slashed URLs, attacked (they held): a session is usable at its
@@ -11,8 +13,8 @@ import (
 // an escaped slash names no target.
 func TestTrailingSlashKeepsTargetsApart(t *testing.T) {
 	_, srv := routedServer(t, Config{
-		Backends:      map[string]Backend{"x": newFakeBackend(), "y": newFakeBackend()},
-		Endpoints:     map[string]Backend{"x": newFakeBackend(), "all": newFakeBackend()},
+		Backends:      map[string]conn.Backend{"x": newFakeBackend(), "y": newFakeBackend()},
+		Endpoints:     map[string]conn.Backend{"x": newFakeBackend(), "all": newFakeBackend()},
 		OriginAllowed: func(o string) bool { return o == "" },
 	})
 	sid := initAt(t, srv, "/servers/x/mcp/", "")

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // Every URL is served with a trailing slash too, as the same target: a
@@ -15,8 +17,8 @@ import (
 func TestTrailingSlashServed(t *testing.T) {
 	server, endpoint, all := newFakeBackend(), newFakeBackend(), newFakeBackend()
 	_, srv := routedServer(t, Config{
-		Backends:  map[string]Backend{"x": server},
-		Endpoints: map[string]Backend{"x": endpoint, "all": all},
+		Backends:  map[string]conn.Backend{"x": server},
+		Endpoints: map[string]conn.Backend{"x": endpoint, "all": all},
 	})
 	for _, tc := range []struct {
 		base    string // without the slash
@@ -70,7 +72,7 @@ func TestTrailingSlashServed(t *testing.T) {
 // the target's resource as it is without the slash.
 func TestTrailingSlashHostsAndMetadata(t *testing.T) {
 	server := newFakeBackend()
-	_, srv := routedServer(t, Config{Backends: map[string]Backend{"x": server}, HostDomain: "mcp.example.com"})
+	_, srv := routedServer(t, Config{Backends: map[string]conn.Backend{"x": server}, HostDomain: "mcp.example.com"})
 	sid := initAt(t, srv, "/mcp/", "x.mcp.example.com")
 	resp, body := doHost(t, srv, http.MethodPost, "/mcp/", `{"jsonrpc":"2.0","id":12345678901234567890123,"method":"ping"}`,
 		"Host", "x.mcp.example.com", "Mcp-Session-Id", sid)
@@ -96,7 +98,7 @@ func TestTrailingSlashHostsAndMetadata(t *testing.T) {
 // default endpoint, and only then: the default endpoint keeps them.
 func TestBareServer(t *testing.T) {
 	server, all := newFakeBackend(), newFakeBackend()
-	_, srv := routedServer(t, Config{Backends: map[string]Backend{"x": server}, BareServer: "x"})
+	_, srv := routedServer(t, Config{Backends: map[string]conn.Backend{"x": server}, BareServer: "x"})
 	sid := initAt(t, srv, "/mcp/", "")
 	if server.opens.Load() != 1 {
 		t.Fatal("the session at /mcp was not opened on the bare server")
@@ -108,12 +110,12 @@ func TestBareServer(t *testing.T) {
 		t.Errorf("legacy endpoint at /sse: %q", l.endpoint)
 	}
 
-	_, srv = routedServer(t, Config{Backends: map[string]Backend{"x": server}, Endpoints: map[string]Backend{"all": all}, BareServer: "x"})
+	_, srv = routedServer(t, Config{Backends: map[string]conn.Backend{"x": server}, Endpoints: map[string]conn.Backend{"all": all}, BareServer: "x"})
 	initAt(t, srv, "/mcp", "")
 	if all.opens.Load() != 1 || server.opens.Load() != 2 {
 		t.Errorf("with a default endpoint /mcp opened %d on it and %d more on the server", all.opens.Load(), server.opens.Load()-2)
 	}
-	_, srv = routedServer(t, Config{Backends: map[string]Backend{"x": server}, BareServer: "y"})
+	_, srv = routedServer(t, Config{Backends: map[string]conn.Backend{"x": server}, BareServer: "y"})
 	if resp, body := do(t, srv, http.MethodPost, "/mcp", initBody); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("a bare server that is not configured: %d %s", resp.StatusCode, body)
 	}

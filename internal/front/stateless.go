@@ -1,11 +1,11 @@
 package front
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
@@ -20,27 +20,6 @@ import (
 // process: the request goes up without the revision's _meta keys, its
 // result comes back with resultType (and ttlMs and cacheScope where the
 // revision asks for them).
-
-// StatelessBackend is an optional interface of a Backend that serves
-// requests of the stateless revision.
-type StatelessBackend interface {
-	// OpenStateless opens the connection of one request of protocol
-	// version version, from a client declaring capabilities caps (raw JSON
-	// object); messages not tied to it go to general. It fails like Open.
-	OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (StatelessConn, error)
-}
-
-// StatelessConn is the connection of one stateless request.
-type StatelessConn interface {
-	Conn
-	// ServerInit returns the server's initialize result once it is ready
-	// (server/discover is built from it). The caller must not modify it.
-	ServerInit(ctx context.Context) ([]byte, error)
-	// Passthrough reports that the server speaks the stateless revision
-	// itself: requests go to it as they came, with everything the
-	// revision has (discover, listen, input_required) answered by it.
-	Passthrough() bool
-}
 
 // statelessVersion is the first protocol version without sessions: its
 // streams carry no event ids and no priming event (nothing can resume).
@@ -72,7 +51,7 @@ func isStatelessPost(r *http.Request, msgs []jsonrpc.Message, batch bool) bool {
 }
 
 // stateless answers one request of the stateless revision.
-func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string, be Backend, msgs []jsonrpc.Message, batch bool) {
+func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string, be conn.Backend, msgs []jsonrpc.Message, batch bool) {
 	if batch {
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+statelessVersion)
 		return
@@ -105,7 +84,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeProblem(w, id, prob) // paramheaders.go
 		return
 	}
-	sb, ok := be.(StatelessBackend)
+	sb, ok := be.(conn.StatelessBackend)
 	if !ok {
 		writeErrorID(w, http.StatusBadRequest, id, eras.CodeUnsupportedVersion,
 			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+statelessVersion+"; initialize a session",
@@ -136,19 +115,19 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 			}
 		}
 	}()
-	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
+	sc, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
 		status, text := openRefusal(name, err)
 		writeErrorID(w, status, id, jsonrpc.CodeServerError, text, nil)
 		return
 	}
-	s.SetValue(conn)
+	s.SetValue(sc)
 	if h.draining.Load() || h.store.Get(s.ID) != s {
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
-	if conn.Passthrough() {
-		h.forward(w, r, s, conn, msg, req)
+	if sc.Passthrough() {
+		h.forward(w, r, s, sc, msg, req)
 		return
 	}
 	if inputMethods[req.Method] && isRetry(msg) && h.sealedRetry(msg) {
@@ -158,11 +137,11 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		return
 	}
 	if req.Method == "server/discover" {
-		h.discover(w, r, conn, id)
+		h.discover(w, r, sc, id)
 		return
 	}
 	if req.Method == "subscriptions/listen" {
-		h.listen(w, r, s, conn, msg, id)
+		h.listen(w, r, s, sc, msg, id)
 		return
 	}
 	up, err := jsonrpc.Parse(eras.ToLegacy(nil, msg))
@@ -173,19 +152,19 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
-	out = newModernStream(h, s, conn, st, msg, req)
-	conn.Handle(r.Context(), &up, out)
+	out = newModernStream(h, s, sc, st, msg, req)
+	sc.Handle(r.Context(), &up, out)
 	h.await(w, r, s, st, out, msg)
 }
 
 // forward serves a request on the connection of a server that speaks the
 // stateless revision itself: as it came (ids rewritten by the connection),
 // its answers as they come.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Session, conn StatelessConn, msg *jsonrpc.Message, req eras.Request) {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Session, sc conn.StatelessConn, msg *jsonrpc.Message, req eras.Request) {
 	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
-	out := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, pass: true}
+	out := &modernStream{h: h, s: s, conn: sc, st: st, method: req.Method, pass: true}
 	if h.bindsPassState() {
 		// The server's requestState is bound to the principal
 		// (passstate.go).
@@ -197,24 +176,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Ses
 		}
 		msg, out.sealOwner, out.seal = bound, owner, true
 	}
-	conn.Handle(withRequestHeader(r.Context(), r.Header), msg, out)
+	sc.Handle(conn.WithRequestHeader(r.Context(), r.Header), msg, out)
 	h.await(w, r, s, st, out, msg)
-}
-
-type requestHeaderKey struct{}
-
-// withRequestHeader gives the connection of a forwarded stateless request
-// the POST's headers: a remote server of the revision checks the
-// Mcp-Param-* headers its tools ask for.
-func withRequestHeader(ctx context.Context, h http.Header) context.Context {
-	return context.WithValue(ctx, requestHeaderKey{}, h)
-}
-
-// RequestHeader returns the headers of the stateless request whose
-// connection's Handle got ctx, or nil.
-func RequestHeader(ctx context.Context) http.Header {
-	h, _ := ctx.Value(requestHeaderKey{}).(http.Header)
-	return h
 }
 
 // await answers the stateless request msg from st. A client that left has
@@ -228,7 +191,7 @@ func (h *Handler) await(w http.ResponseWriter, r *http.Request, s *session.Sessi
 }
 
 // discover answers server/discover from the server's initialize result.
-func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn StatelessConn, id []byte) {
+func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn conn.StatelessConn, id []byte) {
 	init, err := conn.ServerInit(r.Context())
 	if err != nil {
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, err.Error(), nil)

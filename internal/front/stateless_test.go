@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // statelessBackend is a fakeBackend that serves the stateless revision in
@@ -20,7 +20,7 @@ type statelessBackend struct {
 	init string
 }
 
-func (b statelessBackend) OpenStateless(ctx context.Context, general mux.Stream, _ string, _ []byte) (StatelessConn, error) {
+func (b statelessBackend) OpenStateless(ctx context.Context, general conn.Stream, _ string, _ []byte) (conn.StatelessConn, error) {
 	c, err := b.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -42,10 +42,10 @@ const testInit = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"list
 func statelessServer(t *testing.T, cfg Config) (*statelessBackend, *Handler, string) {
 	t.Helper()
 	b := &statelessBackend{newFakeBackend(), testInit}
-	cfg.Backends = map[string]Backend{"x": b}
+	cfg.Backends = map[string]conn.Backend{"x": b}
 	h, srv := testServer(t, b.fakeBackend, cfg)
 	// testServer registered the plain backend: serve the stateless one.
-	h.SetTargets(Targets{Backends: map[string]Backend{"x": b}, Endpoints: h.cfg.Endpoints, Policies: h.cfg.Policies, Auth: h.cfg.Auth})
+	h.SetTargets(Targets{Backends: map[string]conn.Backend{"x": b}, Endpoints: h.cfg.Endpoints, Policies: h.cfg.Policies, Auth: h.cfg.Auth})
 	return b, h, srv.URL
 }
 

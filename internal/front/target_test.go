@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // routedServer serves a Handler for cfg's own Backends and Endpoints.
@@ -92,8 +94,8 @@ func doHost(t *testing.T, srv *httptest.Server, method, path, body string, hdr .
 func TestEndpointSessionsStayOnTheirURLs(t *testing.T) {
 	server, endpoint, all := newFakeBackend(), newFakeBackend(), newFakeBackend()
 	_, srv := routedServer(t, Config{
-		Backends:  map[string]Backend{"x": server},
-		Endpoints: map[string]Backend{"x": endpoint, "all": all},
+		Backends:  map[string]conn.Backend{"x": server},
+		Endpoints: map[string]conn.Backend{"x": endpoint, "all": all},
 	})
 	paths := []string{"/servers/x/mcp", "/endpoints/x/mcp", "/mcp"}
 	backends := []*fakeBackend{server, endpoint, all}
@@ -151,8 +153,8 @@ func TestEndpointErrorsNameTheEndpoint(t *testing.T) {
 	down := newFakeBackend()
 	down.openErr = errors.New(`mcpgate: critical member "memory" is starting`)
 	_, srv := routedServer(t, Config{
-		Backends:  map[string]Backend{"x": newFakeBackend()},
-		Endpoints: map[string]Backend{"down": down},
+		Backends:  map[string]conn.Backend{"x": newFakeBackend()},
+		Endpoints: map[string]conn.Backend{"down": down},
 	})
 	resp, body := do(t, srv, http.MethodPost, "/endpoints/nope/mcp", initBody)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `unknown endpoint \"nope\"`) {
@@ -248,8 +250,8 @@ func openLegacyAt(t *testing.T, srv *httptest.Server, path, host string) *legacy
 func TestEndpointLegacySSE(t *testing.T) {
 	server, endpoint, all := newFakeBackend(), newFakeBackend(), newFakeBackend()
 	_, srv := routedServer(t, Config{
-		Backends:  map[string]Backend{"x": server},
-		Endpoints: map[string]Backend{"x": endpoint, "all": all},
+		Backends:  map[string]conn.Backend{"x": server},
+		Endpoints: map[string]conn.Backend{"x": endpoint, "all": all},
 	})
 	for _, tc := range []struct {
 		path, messages string
@@ -296,8 +298,8 @@ func TestEndpointLegacySSE(t *testing.T) {
 func TestEndpointLegacyReattachStaysOnTarget(t *testing.T) {
 	server, endpoint := newFakeBackend(), newFakeBackend()
 	h, srv := routedServer(t, Config{
-		Backends:    map[string]Backend{"x": server},
-		Endpoints:   map[string]Backend{"x": endpoint},
+		Backends:    map[string]conn.Backend{"x": server},
+		Endpoints:   map[string]conn.Backend{"x": endpoint},
 		LegacyGrace: time.Minute,
 	})
 	l := openLegacyAt(t, srv, "/servers/x/sse", "")
@@ -330,8 +332,8 @@ func TestEndpointLegacyReattachStaysOnTarget(t *testing.T) {
 func TestEndpointHostRouting(t *testing.T) {
 	server, shadowed, endpoint := newFakeBackend(), newFakeBackend(), newFakeBackend()
 	_, srv := routedServer(t, Config{
-		Backends:   map[string]Backend{"x": server},
-		Endpoints:  map[string]Backend{"x": shadowed, "team": endpoint},
+		Backends:   map[string]conn.Backend{"x": server},
+		Endpoints:  map[string]conn.Backend{"x": shadowed, "team": endpoint},
 		HostDomain: "mcp.test",
 	})
 	sx := initAt(t, srv, "/mcp", "x.mcp.test")
@@ -389,8 +391,8 @@ func TestEndpointHostRouting(t *testing.T) {
 func TestEndpointStatelessRetryStaysOnTarget(t *testing.T) {
 	server, endpoint := newAtkBackend(mrtrScript), newAtkBackend(mrtrScript)
 	h, srv := routedServer(t, Config{
-		Backends:  map[string]Backend{"x": server},
-		Endpoints: map[string]Backend{"x": endpoint},
+		Backends:  map[string]conn.Backend{"x": server},
+		Endpoints: map[string]conn.Backend{"x": endpoint},
 		InputWait: time.Minute,
 	})
 	ctx, cancel := ctxT(10 * time.Second)

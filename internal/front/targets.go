@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
@@ -26,22 +27,22 @@ import (
 // Targets are the parts of Config that SetTargets replaces: see the fields
 // of the same names in Config.
 type Targets struct {
-	Backends  map[string]Backend
-	Endpoints map[string]Backend
-	Policies  map[string]Policy
+	Backends  map[string]conn.Backend
+	Endpoints map[string]conn.Backend
+	Policies  map[string]conn.Policy
 	Auth      auth.Authenticator
 }
 
 // targets is one snapshot of Targets, with the backends under their
 // policies. Never modified once stored.
 type targets struct {
-	backends  map[string]Backend
-	endpoints map[string]Backend
-	policies  map[string]Policy // by target key (policy.go)
+	backends  map[string]conn.Backend
+	endpoints map[string]conn.Backend
+	policies  map[string]conn.Policy // by target key (policy.go)
 	// gone are the policies of the targets the previous snapshot served
 	// and this one does not: their sessions stay open until the reload's
 	// CloseTarget, under the policy last in force.
-	gone map[string]Policy
+	gone map[string]conn.Policy
 	auth auth.Authenticator
 }
 
@@ -67,7 +68,7 @@ func (h *Handler) SetTargets(t Targets) {
 	keep := func(key string) {
 		if !next.serves(key) {
 			if next.gone == nil {
-				next.gone = map[string]Policy{}
+				next.gone = map[string]conn.Policy{}
 			}
 			next.gone[key] = prev.policies[key] // nil: it had none
 		}
@@ -96,7 +97,7 @@ func (t *targets) serves(key string) bool {
 // it arrives. A key a reload just removed has the policy it had last
 // (gone); false: one the current targets know nothing of, whose sessions
 // keep the policy they were opened under (guardAll).
-func (h *Handler) policyOf(key string) (Policy, bool) {
+func (h *Handler) policyOf(key string) (conn.Policy, bool) {
 	t := h.tg.Load()
 	if t.serves(key) {
 		return t.policies[key], true
@@ -150,9 +151,9 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 // unwrap returns the backend under the policy and tracing wrappers: the
 // server's or endpoint's own, the same in every snapshot until a reload
 // replaces it.
-func unwrap(be Backend) Backend {
+func unwrap(be conn.Backend) conn.Backend {
 	for {
-		u, ok := be.(interface{ unwrap() Backend })
+		u, ok := be.(interface{ unwrap() conn.Backend })
 		if !ok {
 			return be
 		}
@@ -160,13 +161,13 @@ func unwrap(be Backend) Backend {
 	}
 }
 
-func (b *guardedBackend) unwrap() Backend { return b.Backend }
-func (b *tracedBackend) unwrap() Backend  { return b.Backend }
+func (b *guardedBackend) unwrap() conn.Backend { return b.Backend }
+func (b *tracedBackend) unwrap() conn.Backend  { return b.Backend }
 
 // replaced reports whether target key no longer serves be (its own, under
 // any wrappers) in the current snapshot: a reload replaced or removed it
 // after the request took its snapshot.
-func (h *Handler) replaced(key string, be Backend) bool {
+func (h *Handler) replaced(key string, be conn.Backend) bool {
 	t := h.loadTargets()
 	cur, ok := t.backends[key]
 	if name, isEndpoint := strings.CutPrefix(key, endpointKeyPrefix); isEndpoint {

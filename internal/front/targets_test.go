@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // TestSetTargets: targets added, replaced and removed by SetTargets are
@@ -21,7 +23,7 @@ func TestSetTargets(t *testing.T) {
 		t.Fatalf("/mcp before: %d %s", resp.StatusCode, body)
 	}
 
-	h.SetTargets(Targets{Backends: map[string]Backend{"x": x, "y": y}, Endpoints: map[string]Backend{DefaultEndpoint: all}})
+	h.SetTargets(Targets{Backends: map[string]conn.Backend{"x": x, "y": y}, Endpoints: map[string]conn.Backend{DefaultEndpoint: all}})
 	for _, path := range []string{"/servers/y/mcp", "/mcp"} {
 		if resp, body := do(t, srv, http.MethodPost, path, initBody); resp.StatusCode != http.StatusOK {
 			t.Errorf("%s after: %d %s", path, resp.StatusCode, body)
@@ -32,7 +34,7 @@ func TestSetTargets(t *testing.T) {
 		t.Errorf("the session on x after: %d %s", resp.StatusCode, body)
 	}
 
-	h.SetTargets(Targets{Backends: map[string]Backend{"x": x}})
+	h.SetTargets(Targets{Backends: map[string]conn.Backend{"x": x}})
 	if resp, _ := do(t, srv, http.MethodPost, "/servers/y/mcp", initBody); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("y removed: %d", resp.StatusCode)
 	}
@@ -44,7 +46,7 @@ func TestCloseTarget(t *testing.T) {
 	x, y := newFakeBackend(), newFakeBackend()
 	x.closeWith = true
 	h, srv := testServer(t, x, Config{})
-	h.SetTargets(Targets{Backends: map[string]Backend{"x": x, "y": y}})
+	h.SetTargets(Targets{Backends: map[string]conn.Backend{"x": x, "y": y}})
 	sid := initSession(t, srv)
 	conn := <-x.conns
 	resp, _ := do(t, srv, http.MethodPost, "/servers/y/mcp", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // This file traces client requests (Config.Tracer): each JSON-RPC request
@@ -76,11 +76,11 @@ func traced(t *targets, tr trace.Tracer) *targets {
 
 // traceAll returns backends, each traced by tr as the target prefix + its
 // name, in a map of its own.
-func traceAll(backends map[string]Backend, tr trace.Tracer, prefix string) map[string]Backend {
-	out := make(map[string]Backend, len(backends))
+func traceAll(backends map[string]conn.Backend, tr trace.Tracer, prefix string) map[string]conn.Backend {
+	out := make(map[string]conn.Backend, len(backends))
 	for name, be := range backends {
 		t := tracedBackend{Backend: be, tr: tr, target: prefix + name}
-		if sb, ok := be.(StatelessBackend); ok {
+		if sb, ok := be.(conn.StatelessBackend); ok {
 			out[name] = &tracedStatelessBackend{tracedBackend: t, sb: sb}
 		} else {
 			out[name] = &t
@@ -91,7 +91,7 @@ func traceAll(backends map[string]Backend, tr trace.Tracer, prefix string) map[s
 
 // tracedBackend is a Backend whose requests are traced.
 type tracedBackend struct {
-	Backend
+	conn.Backend
 	tr     trace.Tracer
 	target string
 }
@@ -99,10 +99,10 @@ type tracedBackend struct {
 // tracedStatelessBackend is one that also serves stateless requests.
 type tracedStatelessBackend struct {
 	tracedBackend
-	sb StatelessBackend
+	sb conn.StatelessBackend
 }
 
-func (b *tracedBackend) Open(ctx context.Context, general mux.Stream) (Conn, error) {
+func (b *tracedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := b.Backend.Open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (b *tracedBackend) Open(ctx context.Context, general mux.Stream) (Conn, err
 	return b.wrap(c), nil
 }
 
-func (b *tracedStatelessBackend) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (StatelessConn, error) {
+func (b *tracedStatelessBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	c, err := b.sb.OpenStateless(ctx, general, version, caps)
 	if err != nil {
 		return nil, err
@@ -118,24 +118,24 @@ func (b *tracedStatelessBackend) OpenStateless(ctx context.Context, general mux.
 	return &tracedStatelessConn{tracedConn: b.wrap(c), sc: c}, nil
 }
 
-func (b *tracedBackend) wrap(c Conn) *tracedConn {
-	return &tracedConn{Conn: c, tr: b.tr, target: b.target, spans: map[mux.Stream]map[*traceStream]struct{}{}}
+func (b *tracedBackend) wrap(c conn.Conn) *tracedConn {
+	return &tracedConn{Conn: c, tr: b.tr, target: b.target, spans: map[conn.Stream]map[*traceStream]struct{}{}}
 }
 
 // tracedConn is a Conn whose requests are traced.
 type tracedConn struct {
-	Conn
+	conn.Conn
 	tr     trace.Tracer
 	target string
 
 	mu    sync.Mutex
-	spans map[mux.Stream]map[*traceStream]struct{} // guards: mu. Requests in flight, by the stream they answer on
+	spans map[conn.Stream]map[*traceStream]struct{} // guards: mu. Requests in flight, by the stream they answer on
 }
 
 // tracedStatelessConn is a StatelessConn whose requests are traced.
 type tracedStatelessConn struct {
 	*tracedConn
-	sc StatelessConn
+	sc conn.StatelessConn
 }
 
 func (c *tracedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
@@ -144,14 +144,14 @@ func (c *tracedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
 func (c *tracedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
 
 func (c *tracedConn) CloseWith(reason string) {
-	if cw, ok := c.Conn.(ConnCloseWith); ok {
+	if cw, ok := c.Conn.(conn.ConnCloseWith); ok {
 		cw.CloseWith(reason)
 	}
 }
 
 // Handle starts a request's span and hands the request on with the span's
 // trace context in its _meta.
-func (c *tracedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *tracedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest || out == nil {
 		c.Conn.Handle(ctx, msg, out)
 		return
@@ -212,7 +212,7 @@ func (c *tracedConn) describe(ctx context.Context, msg *jsonrpc.Message, tm trac
 	name := method
 	switch method {
 	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
-		cp, err := ReadParams(msg)
+		cp, err := conn.ReadParams(msg)
 		if err != nil {
 			break
 		}
@@ -233,7 +233,7 @@ func (c *tracedConn) describe(ctx context.Context, msg *jsonrpc.Message, tm trac
 
 // Abandon abandons the requests answering on out, ending their spans as
 // cancelled.
-func (c *tracedConn) Abandon(out mux.Stream) {
+func (c *tracedConn) Abandon(out conn.Stream) {
 	c.mu.Lock()
 	ss := c.spans[out]
 	delete(c.spans, out)
@@ -271,7 +271,7 @@ func (c *tracedConn) untrack(s *traceStream) {
 // traceStream is the stream of one traced request: its final reply ends
 // its span.
 type traceStream struct {
-	mux.Stream
+	conn.Stream
 	c    *tracedConn
 	span trace.Span
 	done atomic.Bool // the span ended

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/servers"
 )
@@ -15,8 +16,8 @@ import (
 // the servers' backends (g.servers), into g.endpoints; it returns them as
 // the HTTP front's Backends by endpoint name. On error the endpoints made
 // so far are closed (the caller stops the servers).
-func (g *Gateway) startEndpoints() (map[string]front.Backend, error) {
-	backends := make(map[string]front.Backend, len(g.cfg.Endpoints))
+func (g *Gateway) startEndpoints() (map[string]conn.Backend, error) {
+	backends := make(map[string]conn.Backend, len(g.cfg.Endpoints))
 	for _, name := range g.cfg.EndpointNames() {
 		e, err := aggregate.New(endpointOptions(g.cfg.Endpoints[name], g.log), g.members(g.cfg.Endpoints[name]))
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/logfile"
 	"github.com/mcpgate/mcpgate/internal/policy"
@@ -131,7 +132,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
 	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs}
-	backends := map[string]front.Backend{}
+	backends := map[string]conn.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := servers.New(cfg.Servers[name], Version, log)
 		if err != nil {
@@ -172,7 +173,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 }
 
 // handlerConfig maps the gateway block onto the HTTP front's settings.
-func handlerConfig(cfg *config.Config, backends map[string]front.Backend, log *slog.Logger) front.Config {
+func handlerConfig(cfg *config.Config, backends map[string]conn.Backend, log *slog.Logger) front.Config {
 	gw := cfg.Gateway
 	replayEvents := gw.SSEReplayEvents
 	if replayEvents == 0 {

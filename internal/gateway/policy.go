@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/policy"
 )
@@ -9,8 +10,8 @@ import (
 // handlerPolicies maps the compiled policies onto the HTTP front's, by
 // target key. Only targets with a policy are in it (a nil *policy.Policy
 // in an interface would not be nil).
-func handlerPolicies(set policy.Set) map[string]front.Policy {
-	out := make(map[string]front.Policy, len(set.Servers)+len(set.Endpoints))
+func handlerPolicies(set policy.Set) map[string]conn.Policy {
+	out := make(map[string]conn.Policy, len(set.Servers)+len(set.Endpoints))
 	for name, p := range set.Servers {
 		out[name] = p
 	}
@@ -22,7 +23,7 @@ func handlerPolicies(set policy.Set) map[string]front.Policy {
 
 // memberPolicy is server name's policy as an endpoint member applies it
 // (nil: none).
-func (g *Gateway) memberPolicy(name string) front.Policy {
+func (g *Gateway) memberPolicy(name string) conn.Policy {
 	if p := g.policies.Servers[name]; p != nil {
 		return p
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/policy"
 	"github.com/mcpgate/mcpgate/internal/servers"
@@ -291,11 +292,11 @@ func (p *plan) discard() {
 // endpoints and servers removed or replaced (with the reason), then those
 // endpoints, then those servers, then the old Authenticator.
 func (g *Gateway) apply(p *plan) {
-	backends := make(map[string]front.Backend, len(p.servers))
+	backends := make(map[string]conn.Backend, len(p.servers))
 	for name, s := range p.servers {
 		backends[name] = s
 	}
-	endpoints := make(map[string]front.Backend, len(p.endpoints))
+	endpoints := make(map[string]conn.Backend, len(p.endpoints))
 	for name, e := range p.endpoints {
 		endpoints[name] = e
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -44,7 +45,7 @@ type call struct {
 	id     []byte  // the client's raw id (aliases key.b or long's copy)
 	tokBuf [24]byte
 	token  []byte // the client's raw progress token (aliases tokBuf when short), or nil
-	out    Stream
+	out    conn.Stream
 	gen    uint64
 	queued bool
 	sent   bool

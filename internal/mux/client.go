@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -14,7 +15,7 @@ import (
 // concurrent use.
 type Client struct {
 	m       *Mux
-	general Stream
+	general conn.Stream
 	// ctx is canceled by Close: requests of the session waiting for the
 	// server (to be ready, for a level change) end at once.
 	ctx  context.Context
@@ -48,7 +49,7 @@ type Client struct {
 
 // Join adds a client session; messages not tied to one of its requests go to
 // general.
-func (m *Mux) Join(general Stream) *Client {
+func (m *Mux) Join(general conn.Stream) *Client {
 	c := &Client{m: m, general: general, calls: map[idKey]*call{}, long: map[string]*call{}, subs: map[string]bool{}, level: -1}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	m.mu.Lock()
@@ -106,7 +107,7 @@ func (c *Client) Version() string {
 // once on out (out is unused for notifications and responses). Handle may
 // block while the upstream is starting, bounded by ctx and the request
 // timeout.
-func (c *Client) Handle(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	switch msg.Kind {
 	case jsonrpc.KindRequest:
 		c.request(ctx, msg, out)
@@ -117,7 +118,7 @@ func (c *Client) Handle(ctx context.Context, msg *jsonrpc.Message, out Stream) {
 	}
 }
 
-func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if c.m.opts.Modern {
 		c.modernRequest(ctx, msg, out) // modern.go
 		return
@@ -162,13 +163,13 @@ func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out Stream) 
 // progress token) rewritten. onReply, if set, sees the upstream reply first;
 // it is also told, with an error reply, when the call ends any other way
 // (refused here, failed, cancelled, abandoned), so that it can undo.
-func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message)) {
+func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out conn.Stream, onReply func(*jsonrpc.Message)) {
 	c.forwardCall(ctx, msg, out, onReply, true)
 }
 
 // forwardCall is forward; served says whether the server's answer counts
 // as the process having served a client (Upstream's optional Served).
-func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out Stream, onReply func(*jsonrpc.Message), served bool) {
+func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out conn.Stream, onReply func(*jsonrpc.Message), served bool) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
 	cl := &call{client: c, out: out, onReply: onReply, noServe: !served}
@@ -268,7 +269,7 @@ func clientText(what string, err error) string {
 
 // refuse answers a request that was never registered with an error, and
 // tells its hook.
-func refuse(out Stream, id []byte, onReply func(*jsonrpc.Message), code int, text string) {
+func refuse(out conn.Stream, id []byte, onReply func(*jsonrpc.Message), code int, text string) {
 	out.Reply(jsonrpc.ErrorResponse(id, code, text))
 	endHook(onReply, code, text)
 }
@@ -416,7 +417,7 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 // Abandon cancels upstream the client's requests still in flight whose
 // replies were to go to out: their client left and cannot resume the stream.
 // They end without a reply.
-func (c *Client) Abandon(out Stream) {
+func (c *Client) Abandon(out conn.Stream) {
 	m := c.m
 	m.mu.Lock()
 	var mine []*call

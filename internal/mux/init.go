@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -319,7 +320,7 @@ func (m *Mux) restoreState() {
 
 // initialize answers a client's initialize in shared mode from the
 // upstream's result, with the version negotiated for this client.
-func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
 	if err := c.waitReady(ctx); err != nil {
@@ -392,7 +393,7 @@ func (c *Client) recordInit(msg *jsonrpc.Message) func(*jsonrpc.Message) {
 
 // subscribe reference-counts resource subscriptions: only the first
 // subscriber of a URI subscribes upstream and only the last one unsubscribes.
-func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out Stream, on bool) {
+func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out conn.Stream, on bool) {
 	m := c.m
 	var p struct {
 		URI string `json:"uri"`

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -24,7 +25,7 @@ const defaultLevel = 1
 // message, and its previous level is kept. The whole exchange is bounded
 // by the request's context and Options.Timeout, waiting for other
 // sessions' level changes included.
-func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	var p struct {
 		Level string `json:"level"`
 	}

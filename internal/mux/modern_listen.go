@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -99,7 +100,7 @@ type hubActs struct {
 // listen registers a client's subscriptions/listen: no deadline, no
 // MaxInFlight slot; it is served by the gateway listen (see above) and
 // ends without touching the server itself.
-func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
 	want, ok := requestedFilter(msg.Raw)

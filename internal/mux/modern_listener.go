@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // This file is one client's subscriptions/listen as modern_listen.go
@@ -88,10 +90,10 @@ func ackMessage(id []byte, agreed filter) []byte {
 // listener is one client's listen: its call's Stream, which keeps the
 // acknowledgement first and nothing after the end.
 type listener struct {
-	call *call  // its call in the pending table
-	out  Stream // the client's stream
-	id   []byte // the client's raw id (its call's)
-	want filter // what it asked for; static
+	call *call       // its call in the pending table
+	out  conn.Stream // the client's stream
+	id   []byte      // the client's raw id (its call's)
+	want filter      // what it asked for; static
 
 	// guarded by Mux.mu:
 	up     *upListen // the gateway listen serving it; nil while none is open
@@ -158,7 +160,7 @@ func (l *listener) stop() {
 
 // replyStream returns the Stream the client gave for c: a listen's call
 // has its listener in between.
-func (c *call) replyStream() Stream {
+func (c *call) replyStream() conn.Stream {
 	if l, ok := c.out.(*listener); ok {
 		return l.out
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -51,7 +52,7 @@ func removedNotification(msg *jsonrpc.Message) bool {
 }
 
 // modernRequest routes a client request on a Modern Mux.
-func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	for _, name := range removedMethods {
 		if msg.MethodIs(name) {
 			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeMethodNotFound,

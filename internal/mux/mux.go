@@ -12,18 +12,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// Stream receives the messages routed to one client stream: the stream of
-// the client request that caused them, or the session's standalone stream.
-// Methods must not block; they take ownership of msg, which the mux never
-// modifies afterwards (the same slice may be given to several streams).
-type Stream interface {
-	// Send delivers a message that is not the final reply to a request.
-	Send(msg []byte)
-	// Reply delivers the final reply to a request. A nil msg ends the request
-	// without a message: the client cancelled it.
-	Reply(msg []byte)
-}
-
 // Upstream is the connection to one MCP server as the mux needs it. Its
 // owner feeds what it reads to the Mux's handler methods. Both methods are
 // safe for concurrent use and must not retain msg.

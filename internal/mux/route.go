@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -246,7 +247,7 @@ func parseCapabilities(params []byte) capability {
 // is the one client. In shared mode it is the only session with a request
 // written to the process (queued ones do not count: the server has not seen
 // them), and only if it declared need (a server request's capability).
-func (m *Mux) attributeLocked(need capability) (*Client, Stream) {
+func (m *Mux) attributeLocked(need capability) (*Client, conn.Stream) {
 	var only *Client
 	for c := range m.clients {
 		if m.opts.Exclusive {
@@ -352,7 +353,7 @@ func (m *Mux) serverNotification(msg *jsonrpc.Message) {
 // whose (rewritten) token it carries, with the client's token restored.
 func (m *Mux) progress(msg *jsonrpc.Message) {
 	id, ok := parseUint(msg.Bytes(msg.ProgressToken))
-	var out Stream
+	var out conn.Stream
 	var fwd []byte
 	m.mu.Lock()
 	// The call is still pending, so still guarded by the lock: read its
@@ -374,7 +375,7 @@ func (m *Mux) progress(msg *jsonrpc.Message) {
 // broadcast sends msg to every client's standalone stream.
 func (m *Mux) broadcast(msg []byte) {
 	m.mu.Lock()
-	streams := make([]Stream, 0, len(m.clients))
+	streams := make([]conn.Stream, 0, len(m.clients))
 	for c := range m.clients {
 		streams = append(streams, c.general)
 	}
@@ -427,7 +428,7 @@ func (m *Mux) resourceUpdated(msg *jsonrpc.Message) {
 	_ = json.Unmarshal(paramsOf(msg.Raw), &p)
 	data := bytes.Clone(msg.Raw)
 	m.mu.Lock()
-	var outs []Stream
+	var outs []conn.Stream
 	for c := range m.clients {
 		if c.subs[p.URI] {
 			outs = append(outs, c.general)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -92,7 +93,7 @@ func taskIDOf(raw []byte) (string, bool) {
 
 // taskRequest serves tasks/get, tasks/result and tasks/cancel of a shared
 // Mux: forwarded only for a task the client created.
-func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	id := msg.Bytes(msg.ID)
 	taskID, err := strictTaskID(msg.Raw)
 	if err != nil {
@@ -113,7 +114,7 @@ func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out Stre
 // createTask forwards a task-augmented request, recording the task its
 // CreateTaskResult names as the client's, with the request's progress
 // token.
-func (c *Client) createTask(ctx context.Context, msg *jsonrpc.Message, out Stream) {
+func (c *Client) createTask(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	var token []byte
 	if msg.ProgressToken.Present() {
 		token = bytes.Clone(msg.Bytes(msg.ProgressToken))
@@ -209,7 +210,7 @@ func (m *Mux) taskStatus(msg *jsonrpc.Message) {
 // taskListStream is the Stream of a shared Mux's tasks/list: its reply
 // keeps the client's own tasks only.
 type taskListStream struct {
-	Stream
+	conn.Stream
 	c *Client
 }
 
@@ -271,7 +272,7 @@ const relatedTaskKey = "io.modelcontextprotocol/related-task"
 // (params._meta[relatedTaskKey].taskId): related is true when it does, and
 // then c is the task's creator if it may take the request (nil: refuse),
 // out its stream. Called with m.mu held.
-func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Client, out Stream, related bool) {
+func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Client, out conn.Stream, related bool) {
 	if m.opts.Exclusive || !bytes.Contains(msg.Raw, []byte(relatedTaskKey)) {
 		return nil, nil, false
 	}
@@ -299,7 +300,7 @@ func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Cli
 // when no request in flight has it: the standalone stream of the client
 // whose task-augmented request had it, with that client's token; nil when
 // none. Called with m.mu held.
-func (m *Mux) taskProgressLocked(up uint64, msg *jsonrpc.Message) (Stream, []byte) {
+func (m *Mux) taskProgressLocked(up uint64, msg *jsonrpc.Message) (conn.Stream, []byte) {
 	t := m.tasks[m.taskTokens[up]]
 	if t == nil || t.token == nil || t.owner.closed {
 		return nil, nil

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
@@ -42,7 +42,7 @@ import (
 
 // Server is one configured server, ready to open sessions on.
 type Server interface {
-	front.Backend
+	conn.Backend
 	// Pending returns the requests in flight upstream, over all processes.
 	Pending() int
 	// Close stops every process of the server and waits for them.

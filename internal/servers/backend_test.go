@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 	"go.uber.org/goleak"
@@ -83,7 +83,7 @@ func (s *stream) next(t *testing.T) []byte {
 
 const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
-func handle(t *testing.T, c front.Conn, raw string, out *stream) {
+func handle(t *testing.T, c conn.Conn, raw string, out *stream) {
 	t.Helper()
 	m, err := jsonrpc.Parse([]byte(raw))
 	if err != nil {
@@ -133,7 +133,7 @@ func TestMaxProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var conns []front.Conn
+	var conns []conn.Conn
 	for range 2 {
 		c, err := s.Open(context.Background(), newStream())
 		if err != nil {
@@ -154,7 +154,7 @@ func TestMaxProcesses(t *testing.T) {
 		t.Errorf("error %q repeats the mcpgate: prefix the HTTP front adds", err)
 	}
 	conns[0].Close()
-	var c front.Conn
+	var c conn.Conn
 	waitFor(t, "a slot after a session ended", func() bool {
 		c, err = s.Open(context.Background(), newStream())
 		return err == nil
@@ -175,7 +175,7 @@ func TestIsolatedCloseIsParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns []front.Conn
+	var conns []conn.Conn
 	for range sessions {
 		c, err := s.Open(context.Background(), newStream())
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"sort"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // Per-principal upstream credentials (a remote server's
@@ -46,7 +46,7 @@ func credentialFor(ctx context.Context, cfg *config.Server) (credential, error) 
 	}
 	var name string
 	var claims map[string]any
-	if p := front.Principal(ctx); p != nil {
+	if p := conn.Principal(ctx); p != nil {
 		name, claims = p.Name, p.Claims
 	}
 	h, err := cfg.UpstreamHeaders(name, claims)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
-	"github.com/mcpgate/mcpgate/internal/front"
 )
 
 // credUpstream is a remote MCP server (the echo server) that checks the
@@ -136,7 +136,7 @@ func as(name string) context.Context {
 	if name == "" {
 		return context.Background()
 	}
-	return front.WithPrincipal(context.Background(), &auth.Principal{Name: name, Kind: auth.KindKey})
+	return conn.WithPrincipal(context.Background(), &auth.Principal{Name: name, Kind: auth.KindKey})
 }
 
 func checkNoSecretLogged(t *testing.T, logs *syncBuffer) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
@@ -121,7 +121,7 @@ func (s *isolated) release() {
 // usable, else one started now. At the cap it waits for the process the
 // filler is starting, if it is starting one (bounded by ctx), and is
 // refused otherwise.
-func (s *isolated) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (s *isolated) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -156,7 +156,7 @@ func (s *isolated) Open(ctx context.Context, general mux.Stream) (front.Conn, er
 
 // startFor starts a process for one session, in a slot already reserved
 // and counted in busy.
-func (s *isolated) startFor(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (s *isolated) startFor(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	defer s.busy.Done()
 	p, err := s.spawn(ctx)
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *isolated) startFor(ctx context.Context, general mux.Stream) (front.Conn
 	return s.conn(p, general), nil
 }
 
-func (s *isolated) conn(p *proc, general mux.Stream) *isolatedConn {
+func (s *isolated) conn(p *proc, general conn.Stream) *isolatedConn {
 	return &isolatedConn{Client: p.m.Join(general), s: s, p: p}
 }
 

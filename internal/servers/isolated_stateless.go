@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
@@ -83,7 +83,7 @@ func newIsolatedStdio(cfg *config.Server, iso *isolated, opts mux.Options, log *
 // (a server that may not take initialize at all), a session of the reverse
 // bridge on the stateless requests' server, which has no session to
 // isolate.
-func (s *isolatedStdio) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (s *isolatedStdio) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	if s.cfg.Protocol != config.ProtocolModern {
 		return s.isolated.Open(ctx, general)
 	}
@@ -98,7 +98,7 @@ func (s *isolatedStdio) Open(ctx context.Context, general mux.Stream) (front.Con
 // revision on the shared server, starting it on first use (the requests
 // arriving meanwhile wait for that one start, bounded by ctx). It then
 // waits as shared's does.
-func (s *isolatedStdio) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (front.StatelessConn, error) {
+func (s *isolatedStdio) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	st, err := s.statelessServer(ctx)
 	if err != nil {
 		return nil, err
@@ -204,6 +204,6 @@ func (s *isolatedStdio) Close() {
 
 // Interface guards.
 var (
-	_ Server                 = (*isolatedStdio)(nil)
-	_ front.StatelessBackend = (*isolatedStdio)(nil)
+	_ Server                = (*isolatedStdio)(nil)
+	_ conn.StatelessBackend = (*isolatedStdio)(nil)
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -49,7 +49,7 @@ func newSessionServer(t *testing.T, opts testkit.FakeOptions, protocol string, t
 
 // openSession opens and initializes a session and returns it with the
 // PID of its process (the fake's pid tool).
-func openSession(t *testing.T, s Server) (front.Conn, string) {
+func openSession(t *testing.T, s Server) (conn.Conn, string) {
 	t.Helper()
 	c, err := s.Open(context.Background(), newStream())
 	if err != nil {
@@ -214,7 +214,7 @@ func TestSessionStatelessProtocolSettings(t *testing.T) {
 	})
 	t.Run("2026-07-28 on a legacy server", func(t *testing.T) {
 		s, _ := newSessionServer(t, testkit.FakeOptions{}, config.ProtocolModern, nil)
-		_, err := s.(front.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
+		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
 		if !errors.Is(err, mux.ErrNotModern) {
 			t.Errorf("OpenStateless: %v; want the probe's verdict", err)
 		}
@@ -256,7 +256,7 @@ func TestSessionStatelessMaxProcesses(t *testing.T) {
 			t.Errorf("a second session after a stateless request: %v, want ErrTooManyProcesses still", err)
 		}
 		a.Close()
-		var b front.Conn
+		var b conn.Conn
 		waitFor(t, "the freed slot", func() bool {
 			var err error
 			b, err = s.Open(context.Background(), newStream())
@@ -322,7 +322,7 @@ func TestSessionStatelessCloseStopsAll(t *testing.T) {
 			if left := testkit.WaitProcsGone(opts.Marker, 5*time.Second); len(left) > 0 {
 				t.Errorf("processes left after Close: %v", left)
 			}
-			if _, err := s.(front.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`)); !errors.Is(err, errClosed) {
+			if _, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`)); !errors.Is(err, errClosed) {
 				t.Errorf("OpenStateless after Close: %v, want errClosed", err)
 			}
 			s.Close() // a second Close returns too

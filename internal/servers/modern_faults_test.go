@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -161,11 +161,11 @@ func atkServer(t *testing.T, name, modes, protocol string) (Server, string, stri
 	return s, marker, count
 }
 
-func atkOpen(t *testing.T, s Server) front.StatelessConn {
+func atkOpen(t *testing.T, s Server) conn.StatelessConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(front.StatelessBackend).OpenStateless(ctx, newRecorder(), mux.ModernVersion, []byte(`{}`))
+	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), mux.ModernVersion, []byte(`{}`))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -173,7 +173,7 @@ func atkOpen(t *testing.T, s Server) front.StatelessConn {
 	return c
 }
 
-func atkHandle(t *testing.T, c front.Conn, raw string, out *recorder) {
+func atkHandle(t *testing.T, c conn.Conn, raw string, out *recorder) {
 	t.Helper()
 	msg, err := jsonrpc.Parse([]byte(raw))
 	if err != nil {
@@ -281,7 +281,7 @@ func TestGoSDKConcurrentListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	listen := func(id, filter string) (front.StatelessConn, *recorder) {
+	listen := func(id, filter string) (conn.StatelessConn, *recorder) {
 		c := openStateless(t, s, `{}`)
 		out := newRecorder()
 		atkHandle(t, c, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"subscriptions/listen","params":{"notifications":%s,`+modernMeta+`}}`, id, filter, "{}"), out)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
@@ -48,7 +48,7 @@ func pooledPIDs(s *isolated) []int {
 func pidOf(p *proc) int { return p.up.(*stdio.Stdio).PID() }
 
 // initialized sends initialize on c and fails the test unless it succeeds.
-func initialized(t *testing.T, c front.Conn) {
+func initialized(t *testing.T, c conn.Conn) {
 	t.Helper()
 	out := newStream()
 	handle(t, c, initialize, out)
@@ -104,7 +104,7 @@ func TestPrewarmRefillsWhenSlotFrees(t *testing.T) {
 	defer srv.Close()
 	s := srv.(*isolatedStdio).isolated
 	waitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
-	var conns []front.Conn
+	var conns []conn.Conn
 	for range 2 {
 		c, err := s.Open(context.Background(), newStream())
 		if err != nil {
@@ -218,7 +218,7 @@ func TestOpenAtCapWaitsForFiller(t *testing.T) {
 			gaveUp <- err
 		}()
 		type opened struct {
-			c   front.Conn
+			c   conn.Conn
 			err error
 		}
 		got := make(chan opened, 1)

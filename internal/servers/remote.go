@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
@@ -101,7 +101,7 @@ func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *s
 // Open opens a session of the older eras: an upstream session of its own,
 // or, pinned to 2026-07-28, a session of the reverse bridge (whose
 // requests carry the credential of ctx's principal).
-func (s *remoteServer) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (s *remoteServer) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	if !s.reverse {
 		return s.isolated.Open(ctx, general)
 	}
@@ -109,13 +109,13 @@ func (s *remoteServer) Open(ctx context.Context, general mux.Stream) (front.Conn
 	if err != nil {
 		return nil, err
 	}
-	return newReverseConn(func(ctx context.Context, general mux.Stream) (front.StatelessConn, error) {
+	return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 		return open(ctx, general, mux.ModernVersion, nil)
 	}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 }
 
 // statelessOpener is OpenStateless's signature.
-type statelessOpener = func(ctx context.Context, general mux.Stream, version string, caps []byte) (front.StatelessConn, error)
+type statelessOpener = func(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error)
 
 // bindStateless returns OpenStateless bound to the credential of ctx's
 // principal, for connections opened later with contexts that carry no
@@ -126,7 +126,7 @@ func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, erro
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, general mux.Stream, version string, caps []byte) (front.StatelessConn, error) {
+	return func(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 		return s.openStateless(ctx, general, version, caps, cred)
 	}, nil
 }
@@ -134,7 +134,7 @@ func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, erro
 // OpenStateless opens the connection of one stateless request. The first
 // call probes the remote (bounded by ctx here, by the probe's own timeout
 // for the probe itself, which the requests arriving meanwhile share).
-func (s *remoteServer) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (front.StatelessConn, error) {
+func (s *remoteServer) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	cred, err := credentialFor(ctx, s.cfg)
 	if err != nil {
 		return nil, err
@@ -153,7 +153,7 @@ func (s *remoteServer) clientFor(cred credential) (*remote.Stateless, error) {
 // openStateless is OpenStateless for credential cred. A probe started
 // here carries cred: its verdict is about the server, and stands for
 // every principal.
-func (s *remoteServer) openStateless(ctx context.Context, general mux.Stream, version string, caps []byte, cred credential) (front.StatelessConn, error) {
+func (s *remoteServer) openStateless(ctx context.Context, general conn.Stream, version string, caps []byte, cred credential) (conn.StatelessConn, error) {
 	client, err := s.clientFor(cred)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", s.name, err)
@@ -269,7 +269,7 @@ var errConnClosed = errors.New("mcpgate: session closed")
 // remoteCall is one request of a remoteConn.
 type remoteCall struct {
 	id     []byte
-	out    mux.Stream
+	out    conn.Stream
 	header http.Header        // the client's Mcp-Param-* headers
 	cancel context.CancelFunc // closes its POST
 
@@ -324,12 +324,12 @@ func (c *remoteCall) drop() {
 // ctx cancels it, as Abandon does. Messages that are not requests are
 // dropped: the revision has no client notifications over HTTP, and its
 // clients never answer the server.
-func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest {
 		return
 	}
 	s := c.s
-	cl := &remoteCall{id: bytes.Clone(msg.Bytes(msg.ID)), out: out, header: paramHeaders(front.RequestHeader(ctx))}
+	cl := &remoteCall{id: bytes.Clone(msg.Bytes(msg.ID)), out: out, header: paramHeaders(conn.RequestHeader(ctx))}
 	callCtx, cancel := context.WithCancel(s.ctx)
 	cl.cancel = cancel
 	raw := bytes.Clone(msg.Raw)
@@ -388,7 +388,7 @@ func (c *remoteConn) Version() string { return mux.ModernVersion }
 
 // Abandon cancels the requests whose answers were to go to out, without
 // answering them: their client left.
-func (c *remoteConn) Abandon(out mux.Stream) {
+func (c *remoteConn) Abandon(out conn.Stream) {
 	c.mu.Lock()
 	var mine []*remoteCall
 	for cl := range c.calls {
@@ -444,7 +444,7 @@ type refusedConn struct {
 // codeUnsupportedVersion is the revision's UnsupportedProtocolVersion.
 const codeUnsupportedVersion = -32022
 
-func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest {
 		return
 	}
@@ -460,19 +460,19 @@ func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux.St
 	out.Reply(body)
 }
 
-func (c *refusedConn) Version() string    { return c.version }
-func (c *refusedConn) Abandon(mux.Stream) {}
-func (c *refusedConn) Close()             {}
-func (c *refusedConn) Passthrough() bool  { return true }
+func (c *refusedConn) Version() string     { return c.version }
+func (c *refusedConn) Abandon(conn.Stream) {}
+func (c *refusedConn) Close()              {}
+func (c *refusedConn) Passthrough() bool   { return true }
 func (c *refusedConn) ServerInit(context.Context) ([]byte, error) {
 	return nil, errors.New("mcpgate: remote server " + c.name + " does not speak protocol version " + mux.ModernVersion)
 }
 
 // Interface guards.
 var (
-	_ Server                 = (*remoteServer)(nil)
-	_ front.StatelessBackend = (*remoteServer)(nil)
-	_ front.StatelessConn    = (*remoteConn)(nil)
-	_ front.ConnCloseWith    = (*remoteConn)(nil)
-	_ front.StatelessConn    = (*refusedConn)(nil)
+	_ Server                = (*remoteServer)(nil)
+	_ conn.StatelessBackend = (*remoteServer)(nil)
+	_ conn.StatelessConn    = (*remoteConn)(nil)
+	_ conn.ConnCloseWith    = (*remoteConn)(nil)
+	_ conn.StatelessConn    = (*refusedConn)(nil)
 )

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
-	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -153,7 +153,7 @@ func TestRemoteStatelessProbeOnce(t *testing.T) {
 	s := newRemoteServer(t, remote.ts.URL+"/mcp")
 	const callers = 8
 	var wg sync.WaitGroup
-	conns := make(chan front.StatelessConn, callers)
+	conns := make(chan conn.StatelessConn, callers)
 	for range callers {
 		wg.Go(func() {
 			c, err := s.OpenStateless(context.Background(), newRecording(), "2026-07-28", []byte("{}"))
@@ -230,7 +230,7 @@ func TestRemoteStatelessRequests(t *testing.T) {
 	if s.Pending() != 1 {
 		t.Errorf("Pending = %d, want 1", s.Pending())
 	}
-	c.(front.ConnCloseWith).CloseWith("the request ended")
+	c.(conn.ConnCloseWith).CloseWith("the request ended")
 	if got := out.reply(t); got != `{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"mcpgate: the request ended"}}` {
 		t.Errorf("reply %s", got)
 	}
@@ -384,12 +384,12 @@ func TestRemoteSSEHasNoStatelessPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, ok := s.(front.StatelessBackend); ok {
+	if _, ok := s.(conn.StatelessBackend); ok {
 		t.Error("an sse remote is a StatelessBackend")
 	}
 }
 
-func handleMsg(t *testing.T, c front.Conn, raw string, out *recording) {
+func handleMsg(t *testing.T, c conn.Conn, raw string, out *recording) {
 	t.Helper()
 	m, err := jsonrpc.Parse([]byte(raw))
 	if err != nil {

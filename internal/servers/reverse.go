@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
-	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -50,8 +50,8 @@ var errReverseClosed = errors.New("mcpgate: session closed")
 type reverseConn struct {
 	// open opens the stateless connection of one request; general is the
 	// session's stream for messages not tied to a request.
-	open    func(ctx context.Context, general mux.Stream) (front.StatelessConn, error)
-	general mux.Stream
+	open    func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error)
+	general conn.Stream
 	timeout time.Duration // a request's, input rounds included; 0: none
 	log     *slog.Logger
 
@@ -71,7 +71,7 @@ type reverseConn struct {
 	listen   context.CancelFunc              // ends the session's listen; nil: none
 }
 
-func newReverseConn(open func(context.Context, mux.Stream) (front.StatelessConn, error), general mux.Stream, timeout time.Duration, log *slog.Logger) *reverseConn {
+func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) *reverseConn {
 	c := &reverseConn{
 		open: open, general: general, timeout: timeout, log: log,
 		calls: map[*reverseCall]struct{}{}, waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{},
@@ -87,7 +87,7 @@ func newReverseConn(open func(context.Context, mux.Stream) (front.StatelessConn,
 // reverseCall is one request of the session in flight.
 type reverseCall struct {
 	id     []byte // the client's, byte for byte
-	out    mux.Stream
+	out    conn.Stream
 	cancel context.CancelFunc
 
 	// initialize: the session's initialize, which its client may not
@@ -122,7 +122,7 @@ func (cl *reverseCall) fail(code int, text string) {
 }
 
 // Handle routes one message of the session.
-func (c *reverseConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *reverseConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	switch msg.Kind {
 	case jsonrpc.KindResponse:
 		c.answered(msg)
@@ -137,7 +137,7 @@ func (c *reverseConn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.
 	}
 }
 
-func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	method := msg.MethodName()
 	switch {
@@ -186,7 +186,7 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out mux
 // ends with the session or the request's timeout, not only with the
 // client's context (which a shutting-down gateway does not end: it would
 // have held the POST, unanswered by Close, as long as the server hung).
-func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, id []byte, out mux.Stream) {
+func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, id []byte, out conn.Stream) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.ctx, cancel)()
@@ -297,7 +297,7 @@ func (c *reverseConn) Version() string {
 
 // Abandon cancels the requests whose answers were to go to out, without
 // answering them: their client left.
-func (c *reverseConn) Abandon(out mux.Stream) {
+func (c *reverseConn) Abandon(out conn.Stream) {
 	c.mu.Lock()
 	var mine []*reverseCall
 	for cl := range c.calls {
@@ -374,8 +374,8 @@ func (c *reverseConn) nextID(kind string) []byte {
 
 // Interface guards.
 var (
-	_ front.Conn          = (*reverseConn)(nil)
-	_ front.ConnCloseWith = (*reverseConn)(nil)
+	_ conn.Conn          = (*reverseConn)(nil)
+	_ conn.ConnCloseWith = (*reverseConn)(nil)
 )
 
 // StatelessSession returns, for a server that serves requests of the
@@ -386,12 +386,12 @@ var (
 // session of the reverse bridge over its stateless connections for one of
 // 2026-07-28. An aggregating endpoint serves its stateless requests with
 // these. nil for a server without a stateless path.
-func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general mux.Stream, caps []byte) (front.Conn, error) {
-	sb, ok := s.(front.StatelessBackend)
+func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
+	sb, ok := s.(conn.StatelessBackend)
 	if !ok {
 		return nil
 	}
-	return func(ctx context.Context, general mux.Stream, caps []byte) (front.Conn, error) {
+	return func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
 		open := sb.OpenStateless
 		if rs, ok := s.(*remoteServer); ok {
 			// The reverse bridge opens later with contexts that carry no
@@ -409,7 +409,7 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 			return c, nil
 		}
 		c.Close()
-		return newReverseConn(func(ctx context.Context, general mux.Stream) (front.StatelessConn, error) {
+		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 			return open(ctx, general, mux.ModernVersion, caps)
 		}, general, 0, log.With("bridge", "reverse")), nil
 	}

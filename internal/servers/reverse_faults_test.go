@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 	"go.uber.org/goleak"
 )
 
@@ -50,7 +49,7 @@ type revServer struct {
 
 func newRevServer(discover string) *revServer { return &revServer{discover: []byte(discover)} }
 
-func (s *revServer) open(ctx context.Context, general mux.Stream) (front.StatelessConn, error) {
+func (s *revServer) open(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 	s.mu.Lock()
 	gate, err := s.openGate, s.openErr
 	s.opened++
@@ -116,11 +115,11 @@ type revAttempt struct {
 	raw       []byte
 	id        []byte
 	method    string
-	out       mux.Stream
+	out       conn.Stream
 	abandoned atomic.Bool
 }
 
-func (sc *revSC) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (sc *revSC) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest {
 		return
 	}
@@ -141,7 +140,7 @@ func (sc *revSC) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Strea
 
 func (sc *revSC) Version() string { return "2026-07-28" }
 
-func (sc *revSC) Abandon(out mux.Stream) {
+func (sc *revSC) Abandon(out conn.Stream) {
 	sc.srv.mu.Lock()
 	defer sc.srv.mu.Unlock()
 	for _, a := range append(slices.Clone(sc.srv.attempts), sc.srv.listens...) {
@@ -304,7 +303,7 @@ func revLeaks(t *testing.T) func() {
 
 func newRevConn(t *testing.T, srv *revServer, timeout time.Duration) (*reverseConn, *revStream) {
 	general := &revStream{}
-	c := newReverseConn(func(ctx context.Context, g mux.Stream) (front.StatelessConn, error) {
+	c := newReverseConn(func(ctx context.Context, g conn.Stream) (conn.StatelessConn, error) {
 		if g != general {
 			t.Errorf("open got a stream other than the session's general stream")
 		}
@@ -313,7 +312,7 @@ func newRevConn(t *testing.T, srv *revServer, timeout time.Duration) (*reverseCo
 	return c, general
 }
 
-func revHandle(c *reverseConn, raw string, out mux.Stream) {
+func revHandle(c *reverseConn, raw string, out conn.Stream) {
 	m, err := jsonrpc.Parse([]byte(raw))
 	if err != nil {
 		panic(fmt.Sprintf("%s: %v", raw, err))

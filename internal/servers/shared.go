@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
@@ -101,9 +101,9 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 // alone: its sessions take the reverse bridge too. (A session opened
 // while the first initialize is still unanswered joins the process, and
 // gets the refusal.)
-func (s *shared) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
+func (s *shared) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	if s.p == nil || s.isReverse() || s.modernOnly(ctx) {
-		return newReverseConn(func(ctx context.Context, general mux.Stream) (front.StatelessConn, error) {
+		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 			return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
 		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 	}
@@ -167,7 +167,7 @@ func (discard) Reply([]byte) {}
 // translation process on first use (translate.go). It waits for the second
 // process's probe (bounded by ctx, the probe's timeout and the
 // multiplexer's start wait).
-func (s *shared) OpenStateless(ctx context.Context, general mux.Stream, version string, caps []byte) (front.StatelessConn, error) {
+func (s *shared) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	p, err := s.modernProc()
 	if err != nil {
 		return nil, err
@@ -217,7 +217,7 @@ func (s *shared) modernProc() (*proc, error) {
 // 2026-07-28 server. It returns nil and no error when the request is to be
 // translated instead (auto only), after falling back for good when p is
 // not such a server or never became one.
-func (s *shared) openModern(ctx context.Context, p *proc, general mux.Stream, version string, caps []byte) (front.StatelessConn, error) {
+func (s *shared) openModern(ctx context.Context, p *proc, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	_, err := p.m.Discovered(ctx)
 	if err == nil {
 		s.mu.Lock()
@@ -318,6 +318,6 @@ func (s *shared) Pending() int {
 
 // Interface guards.
 var (
-	_ Server                 = (*shared)(nil)
-	_ front.StatelessBackend = (*shared)(nil)
+	_ Server                = (*shared)(nil)
+	_ conn.StatelessBackend = (*shared)(nil)
 )

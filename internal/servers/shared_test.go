@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -90,16 +90,16 @@ func (r *recorder) reply(t *testing.T) string {
 }
 
 // passthrough reports whether c is a client of the second process.
-func passthrough(c front.StatelessConn) bool {
+func passthrough(c conn.StatelessConn) bool {
 	p, ok := c.(interface{ Passthrough() bool })
 	return ok && p.Passthrough()
 }
 
-func openStateless(t *testing.T, s Server, caps string) front.StatelessConn {
+func openStateless(t *testing.T, s Server, caps string) conn.StatelessConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(front.StatelessBackend).OpenStateless(ctx, newRecorder(), mux.ModernVersion, []byte(caps))
+	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), mux.ModernVersion, []byte(caps))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -108,7 +108,7 @@ func openStateless(t *testing.T, s Server, caps string) front.StatelessConn {
 }
 
 // callTool sends a stateless tools/call of tool on c and returns the reply.
-func callTool(t *testing.T, c front.Conn, tool, args string) string {
+func callTool(t *testing.T, c conn.Conn, tool, args string) string {
 	t.Helper()
 	out := newRecorder()
 	raw := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":%s,`+modernMeta+`}}`, tool, args, "{}")
@@ -289,7 +289,7 @@ func TestStatelessCloseWhileProbing(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		c, err := s.(front.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
+		c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
 		if c != nil {
 			c.Close()
 		}
@@ -326,7 +326,7 @@ func TestStatelessProtocolSettings(t *testing.T) {
 		} else {
 			c.Close()
 		}
-		_, err := s.(front.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
+		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
 		if !errors.Is(err, mux.ErrNotModern) || !strings.Contains(err.Error(), "-32601") || !strings.Contains(err.Error(), `"protocol"`) {
 			t.Errorf("OpenStateless: %v; want the probe's verdict and the setting", err)
 		}

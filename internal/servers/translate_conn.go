@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -26,7 +26,7 @@ func (r *relay) Send(msg []byte) {
 	if m, err := jsonrpc.Parse(msg); err != nil || m.Kind != jsonrpc.KindNotification || !bytes.HasSuffix(m.Bytes(m.Method), []byte(`/list_changed"`)) {
 		return
 	}
-	var outs []mux.Stream
+	var outs []conn.Stream
 	r.t.cmu.Lock()
 	for c := range r.t.conns {
 		if c.tp != r.tp { // its own process's broadcast reached it already
@@ -46,7 +46,7 @@ func (*relay) Reply([]byte) {}
 type tconn struct {
 	// Static after construction.
 	t       *translation
-	general mux.Stream
+	general conn.Stream
 	version string
 	caps    []byte
 	set     capSet
@@ -93,7 +93,7 @@ type closedError struct{ text string }
 
 func (e *closedError) Error() string { return e.text }
 
-func (c *tconn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
+func (c *tconn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	mc, err := c.client()
 	if err != nil {
 		if msg.Kind == jsonrpc.KindRequest { // exactly one answer, even without a process
@@ -116,7 +116,7 @@ func (c *tconn) Version() string { return c.version }
 
 func (c *tconn) Passthrough() bool { return false }
 
-func (c *tconn) Abandon(out mux.Stream) {
+func (c *tconn) Abandon(out conn.Stream) {
 	c.mu.Lock()
 	mc := c.c
 	c.mu.Unlock()
@@ -153,6 +153,6 @@ func (c *tconn) close(reason string) {
 
 // Interface guards.
 var (
-	_ front.StatelessConn = (*tconn)(nil)
-	_ front.ConnCloseWith = (*tconn)(nil)
+	_ conn.StatelessConn = (*tconn)(nil)
+	_ conn.ConnCloseWith = (*tconn)(nil)
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
@@ -33,7 +33,7 @@ func replies(r *recorder) []string {
 // settle returns once the server has read and answered a request sent on c
 // after everything before it (the fake answers each line as it reads it,
 // and the gateway delivers a line's messages before it reads the next).
-func settle(t *testing.T, c front.Conn) {
+func settle(t *testing.T, c conn.Conn) {
 	t.Helper()
 	if r := callTool(t, c, "echo", `{"message":"settled"}`); toolText(r) != "settled" {
 		t.Fatalf("echo: %s", r)
@@ -208,7 +208,7 @@ func TestTranslationManyAtOnce(t *testing.T) {
 
 // manyClient is one client of TestTranslationManyAtOnce.
 func manyClient(s Server, i int) error {
-	c, err := s.(front.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{"sampling":{}}`))
+	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{"sampling":{}}`))
 	if err != nil {
 		return err
 	}

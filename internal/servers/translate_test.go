@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -35,10 +35,10 @@ func translated(t *testing.T, name string) (Server, *translation, string) {
 
 // openTranslated opens a translated stateless connection declaring caps
 // and returns it with the recorder of its standalone stream.
-func openTranslated(t *testing.T, s Server, caps string) (front.StatelessConn, *recorder) {
+func openTranslated(t *testing.T, s Server, caps string) (conn.StatelessConn, *recorder) {
 	t.Helper()
 	general := newRecorder()
-	c, err := s.(front.StatelessBackend).OpenStateless(context.Background(), general, mux.ModernVersion, []byte(caps))
+	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), general, mux.ModernVersion, []byte(caps))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -51,14 +51,14 @@ func openTranslated(t *testing.T, s Server, caps string) (front.StatelessConn, *
 
 // parked is a sample call whose server request the test holds.
 type parked struct {
-	c   front.StatelessConn
+	c   conn.StatelessConn
 	out *recorder
 	gid string // the gateway id of the server's sampling request
 }
 
 // park calls the sample tool on c and waits for the server's sampling
 // request to reach c's request stream.
-func park(t *testing.T, c front.StatelessConn, prompt string) *parked {
+func park(t *testing.T, c conn.StatelessConn, prompt string) *parked {
 	t.Helper()
 	out := newRecorder()
 	msg, err := jsonrpc.Parse(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"p","method":"tools/call","params":{"name":"sample","arguments":{"prompt":%q},`+modernMeta+`}}`, prompt, `{"sampling":{}}`))
@@ -323,7 +323,7 @@ func TestTranslatedCloseStopsAll(t *testing.T) {
 			t.Errorf("request %d in flight at Close: %s", i, r)
 		}
 	}
-	if c, err := s.(front.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`)); err == nil {
+	if c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`)); err == nil {
 		c.Close()
 		t.Error("OpenStateless after Close succeeded")
 	}

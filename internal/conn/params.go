@@ -1,4 +1,4 @@
-package front
+package conn
 
 import (
 	"bytes"
@@ -32,11 +32,11 @@ type CallParams struct {
 	Ref struct{ Type, Name, URI string }
 }
 
-// watched are the params members ReadParams reads, and the ref's.
+// WatchedTop, WatchedParams and WatchedRef are the members ReadParams reads, and the ref's.
 var (
-	watchedTop    = []string{"params", "method", "id"}
-	watchedParams = []string{"name", "uri", "arguments", "ref", "requestState"}
-	watchedRef    = []string{"type", "name", "uri"}
+	WatchedTop    = []string{"params", "method", "id"}
+	WatchedParams = []string{"name", "uri", "arguments", "ref", "requestState"}
+	WatchedRef    = []string{"type", "name", "uri"}
 )
 
 // errNotObject is the error of params (or a ref) that is not an object.
@@ -46,7 +46,7 @@ var errNotObject = errors.New("is not an object")
 // error says which member is ambiguous or malformed, for a -32602 reply.
 func ReadParams(msg *jsonrpc.Message) (CallParams, error) {
 	var cp CallParams
-	top, err := members(msg.Raw, watchedTop)
+	top, err := StrictMembers(msg.Raw, WatchedTop)
 	if err != nil {
 		return cp, errors.New("mcpgate: the request " + err.Error())
 	}
@@ -54,7 +54,7 @@ func ReadParams(msg *jsonrpc.Message) (CallParams, error) {
 	if !ok {
 		return cp, nil
 	}
-	params, err := members(raw, watchedParams)
+	params, err := StrictMembers(raw, WatchedParams)
 	if err != nil {
 		return cp, errors.New("mcpgate: params " + err.Error())
 	}
@@ -70,7 +70,7 @@ func ReadParams(msg *jsonrpc.Message) (CallParams, error) {
 		cp.Arguments = v
 	}
 	if v, ok := params["ref"]; ok {
-		ref, err := members(v, watchedRef)
+		ref, err := StrictMembers(v, WatchedRef)
 		if err != nil {
 			return cp, errors.New("mcpgate: params.ref " + err.Error())
 		}
@@ -86,10 +86,10 @@ func ReadParams(msg *jsonrpc.Message) (CallParams, error) {
 	return cp, nil
 }
 
-// members decodes the JSON object raw by member name (unescaped),
+// StrictMembers decodes the JSON object raw by member name (unescaped),
 // refusing a duplicate name and a name equal to one of watched but in
 // another case.
-func members(raw []byte, watched []string) (map[string]jsontext.Value, error) {
+func StrictMembers(raw []byte, watched []string) (map[string]jsontext.Value, error) {
 	var m map[string]jsontext.Value
 	if err := json.Unmarshal(raw, &m); err != nil {
 		if k := jsontext.Value(bytes.TrimSpace(raw)).Kind(); k != '{' {
