@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -88,6 +89,8 @@ type keyTable struct {
 	where string   // file:line of its header
 	path  string   // "gateway", "mcpServers.NAME", ...
 	keys  []string // the keys of its first column, in order ("oauth.issuers" stays dotted)
+	// defaults holds each key's second cell, its default as the doc gives it.
+	defaults map[string]string
 }
 
 var keyOfRE = regexp.MustCompile("^key of `([A-Za-z.]+)`$")
@@ -107,7 +110,7 @@ func keyTables(t *testing.T) []keyTable {
 			if m == nil {
 				continue
 			}
-			kt := keyTable{where: f.path + ":" + strconv.Itoa(i+1), path: m[1]}
+			kt := keyTable{where: f.path + ":" + strconv.Itoa(i+1), path: m[1], defaults: map[string]string{}}
 			for i += 2; i < len(lines) && strings.HasPrefix(lines[i], "|"); i++ {
 				first := cell(lines[i], 0)
 				spans := markdown.Parse(first).Spans
@@ -116,6 +119,7 @@ func keyTables(t *testing.T) []keyTable {
 				}
 				for _, s := range spans {
 					kt.keys = append(kt.keys, s.Text)
+					kt.defaults[s.Text] = cell(lines[i], 1)
 				}
 			}
 			tables = append(tables, kt)
@@ -249,5 +253,66 @@ func TestKeyTablesCoverExamples(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// literalRE matches a default cell that is one JSON value in code, perhaps
+// followed by a gloss: `"30s"`, `0` (unlimited).
+var literalRE = regexp.MustCompile("^`([^`]+)`(?: \\(.*\\))?$")
+
+// TestKeyTablesShowDefaults: a default the gateway, server and endpoint
+// tables give as a value (`"30s"`, `4096`, `{"domain": ""}`) is the default
+// the loader fills in, as examples/full.json spells every one out (its own
+// test in internal/config holds it to config.Defaults).
+func TestKeyTablesShowDefaults(t *testing.T) {
+	var full struct {
+		Servers map[string]map[string]json.RawMessage `json:"mcpServers"`
+		Gateway map[string]json.RawMessage            `json:"gateway"`
+	}
+	data, err := os.ReadFile(fromRoot("examples/full.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &full); err != nil {
+		t.Fatal(err)
+	}
+	var endpoints map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(full.Gateway["endpoints"], &endpoints); err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]map[string]json.RawMessage{
+		"gateway":                full.Gateway,
+		"mcpServers.NAME":        full.Servers["memory"],
+		"gateway.endpoints.NAME": endpoints["all"],
+	}
+	// full.json's memory server runs a command, which no default does.
+	notDefaults := map[string]bool{"mcpServers.NAME.command": true, "mcpServers.NAME.args": true}
+	compared := 0
+	for _, kt := range keyTables(t) {
+		example, ok := values[kt.path]
+		if !ok {
+			continue
+		}
+		for _, key := range kt.keys {
+			m := literalRE.FindStringSubmatch(kt.defaults[key])
+			raw, inExample := example[key]
+			if m == nil || !inExample || notDefaults[kt.path+"."+key] {
+				continue
+			}
+			var doc, ex any
+			if json.Unmarshal([]byte(m[1]), &doc) != nil {
+				continue // a name, such as `gateway.requestTimeout`
+			}
+			if err := json.Unmarshal(raw, &ex); err != nil {
+				t.Fatal(err)
+			}
+			compared++
+			if !reflect.DeepEqual(doc, ex) {
+				t.Errorf("%s: %s.%s: the doc's default is %s, examples/full.json's %s", kt.where, kt.path, key, m[1], raw)
+			}
+		}
+	}
+	if compared < 40 {
+		t.Errorf("compared %d defaults, want the 40 and more the tables give as values: is the scanner broken?", compared)
 	}
 }

@@ -6,7 +6,7 @@
 //   - config_test.go: every ```json block is a config that the gateway's own
 //     loader accepts (a block marked ```json fragment only has to name real
 //     keys); every key in a "key of `PATH`" table exists at PATH, and every
-//     key of examples/full.json is in its table.
+//     key of examples/full.json is in its table, with the default it shows.
 //   - make_test.go: every `make TARGET` shown is a target of the Makefile.
 //
 // The flags a doc shows (`mcpgate serve --config FILE`) are checked against
