@@ -11,7 +11,7 @@ import (
 )
 
 // TestClaudeQuirksEverythingServer replays what Claude's clients send that
-// the spec's letter refuses (see README, "What real clients send") against
+// the spec's letter refuses (see docs/eras.md, "What real clients send") against
 // the gateway binary with the Go SDK's conformance server behind it, in
 // each isolation mode: every call succeeds and carries its id byte for
 // byte. The server speaks 2026-07-28 itself, so the stateless requests

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// The README's connector recipe, end to end: a TLS proxy in front of a loopback gateway, keeping
+// The connector recipe (docs/auth.md), end to end: a TLS proxy in front of a loopback gateway, keeping
 // the public Host (as Caddy, nginx and Traefik do by default) and adding X-Forwarded-Proto, the
 // gateway with auth on and gateway.auth.publicUrl set (and no allowedHosts), and the official
 // TypeScript SDK client walking the OAuth flow through the proxy under the public name.
@@ -102,7 +102,7 @@ func (p *connectorProxy) client(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// TestConnectorRecipe: the recipe as the README gives it. The authorization server (the SDK's
+// TestConnectorRecipe: the recipe as docs/auth.md gives it. The authorization server (the SDK's
 // demo, strict) issues tokens only for the public resource URL https://mcp.example.com:PORT/...;
 // the gateway listens on loopback with that publicUrl and no allowedHosts; the SDK client is
 // given the public URL and reaches the proxy under that name (resolve_hook.mjs maps the name to

@@ -11,7 +11,7 @@ import (
 )
 
 // TestLogDurationsAsText: the gateway's logger writes a duration the same
-// way in both formats, as the README's Logs section shows it
+// way in both formats, as docs/observability.md ("Logs") shows it
 // ("startup=1.234s"), in groups too; other values are left alone.
 func TestLogDurationsAsText(t *testing.T) {
 	for _, format := range []string{config.LogFormatText, config.LogFormatJSON} {

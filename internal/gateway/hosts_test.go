@@ -78,7 +78,7 @@ func TestForeignHostRefusedOnLoopback(t *testing.T) {
 	}
 }
 
-// TestPublicURLHostAllowedBehindProxy: the README's connector recipe, a
+// TestPublicURLHostAllowedBehindProxy: the connector recipe (docs/auth.md), a
 // loopback gateway with gateway.auth.publicUrl behind a TLS proxy that
 // keeps the public Host, is served without listing the host in
 // allowedHosts; a Host that is still refused is told which keys to set.
