@@ -15,7 +15,8 @@
 // the client's own initialize is forwarded, and replayed after a restart.
 // The server's lifecycle is a State (starting, ready, backing off with a
 // reason, failed; see state.go): a failed initialize restarts the process
-// (through the Upstream's optional Restart) or is retried after a backoff;
+// (the Upstream's Restart) or, when the Upstream cannot restart (a remote
+// session), is retried after a backoff;
 // while the server is backing off or failed, requests are answered at once
 // with an error that names the reason.
 //
@@ -53,5 +54,5 @@
 // its supervisor; they never block on the server, and may come before
 // SetUpstream (what needs an answer then is dropped and counted). Answers
 // to a server's requests go only to the process generation that asked
-// (the Upstream's optional TrySendGen).
+// (the Upstream's TrySendGen).
 package mux

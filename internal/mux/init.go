@@ -219,13 +219,7 @@ func (m *Mux) roundTripCtx(parent context.Context, gen uint64, method string, pa
 		return a.result, a.err
 	}
 	msg := jsonrpc.Request(appendUint(nil, c.upID), method, params)
-	var err error
-	if g, ok := up.(genSender); ok {
-		err = g.SendGen(ctx, gen, msg)
-	} else {
-		err = up.Send(ctx, msg)
-	}
-	if err != nil {
+	if err := up.SendGen(ctx, gen, msg); err != nil {
 		m.finish(c.upID, func(*call) {})
 		if m.ctx.Err() != nil {
 			return nil, errClosed

@@ -186,11 +186,8 @@ func (m *Mux) markServed(gen uint64) {
 	if m.servedGen.Swap(gen) == gen {
 		return
 	}
-	m.mu.Lock()
-	s := m.served
-	m.mu.Unlock()
-	if s != nil {
-		s.Served(gen)
+	if up := m.upstreamNow(); up != nil {
+		up.Served(gen)
 	}
 }
 
