@@ -37,7 +37,7 @@ func (m *Mux) probe(gen uint64) {
 			continue
 		}
 		method, params := "ping", []byte(nil)
-		if m.opts.Modern { // 2026-07-28 has no ping; discover is as cheap
+		if m.mode == modeModern { // 2026-07-28 has no ping; discover is as cheap
 			method, params = "server/discover", m.discoverParams()
 		}
 		_, err := m.roundTrip(gen, method, params, wait)

@@ -125,6 +125,7 @@ var (
 type Mux struct {
 	// Static after construction.
 	opts Options
+	mode mode // which state machine runs (mode.go)
 	log  *slog.Logger
 
 	ctx    context.Context // canceled by Close
@@ -218,7 +219,7 @@ func New(opts Options) *Mux {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
-		opts: opts, log: opts.Logger.With("server", opts.Name),
+		opts: opts, mode: modeOf(opts), log: opts.Logger.With("server", opts.Name),
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
 		nextID: 1, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,

@@ -106,7 +106,7 @@ func (m *Mux) logReady(gen uint64) {
 	startup := time.Since(m.genStart)
 	m.mu.Unlock()
 	level := slog.LevelInfo
-	if m.opts.Exclusive && !m.opts.Modern {
+	if m.mode == modeExclusive {
 		level = slog.LevelDebug
 	}
 	if !m.log.Enabled(context.Background(), level) {
