@@ -25,7 +25,8 @@ type Options struct {
 	// PingInterval, when positive, sends the gateway's own ping every
 	// interval while the server is Ready; no answer within
 	// min(PingInterval, 30s), or an error answer other than -32601 (method
-	// not found), restarts the process through the optional Restart.
+	// not found), restarts the process through the Upstream's Restart (an
+	// upstream that cannot restart is probed on).
 	// 0 (the default) turns the probe off: some servers do not answer ping.
 	PingInterval time.Duration
 	// MaxInFlight bounds the client requests written upstream at once; more

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // This file is the upstream side: the handler methods the upstream's reader
@@ -445,3 +446,7 @@ func paramsOf(raw []byte) []byte {
 	_ = json.Unmarshal(raw, &env)
 	return env.Params
 }
+
+// Interface guard: the Mux is the Handler of either kind of upstream
+// (a stdio process calls Waiting too; a remote session never does).
+var _ upstream.Supervised = (*Mux)(nil)
