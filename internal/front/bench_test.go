@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // loopback answers every request at once from inside Send, as a server's
@@ -46,7 +47,7 @@ func (b muxBackend) Open(_ context.Context, general conn.Stream) (conn.Conn, err
 func BenchmarkPOST(b *testing.B) {
 	m := mux.New(mux.Options{Name: "bench"})
 	defer m.Close()
-	m.SetUpstream(&loopback{m: m})
+	m.SetUpstream(testkit.Genless(&loopback{m: m}))
 	m.Started(1)
 	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m}}})
 	defer h.Close()

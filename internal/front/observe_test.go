@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -152,7 +153,7 @@ func (nopObserver) Request(*RequestRecord) {}
 func BenchmarkPOSTObserved(b *testing.B) {
 	m := mux.New(mux.Options{Name: "bench"})
 	defer m.Close()
-	m.SetUpstream(&loopback{m: m})
+	m.SetUpstream(testkit.Genless(&loopback{m: m}))
 	m.Started(1)
 	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m}}, Observer: nopObserver{}})
 	defer h.Close()

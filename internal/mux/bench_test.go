@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // loopback is an in-process upstream that answers every request at once,
@@ -38,7 +39,7 @@ func (d *discard) Reply([]byte) { d.replies++ }
 // newLoopbackMux returns a ready shared Mux over a loopback upstream.
 func newLoopbackMux(tb testing.TB) *Mux {
 	m := New(Options{Name: "bench"})
-	m.SetUpstream(&loopback{m: m})
+	m.SetUpstream(testkit.Genless(&loopback{m: m}))
 	m.Started(1)
 	c := m.Join(&discard{})
 	if err := c.waitReady(context.Background()); err != nil {

@@ -67,7 +67,7 @@ func (m *Mux) Join(general conn.Stream) *Client {
 // input_required result), never a request on the client's stream.
 func (c *Client) Stateless(version string, caps []byte) {
 	var declared capability
-	if !c.m.opts.Modern { // a Modern Mux routes no server request to anyone
+	if c.m.mode != modeModern { // a Modern Mux routes no server request to anyone
 		declared = parseCapabilities(append(append([]byte(`{"capabilities":`), caps...), '}'))
 	}
 	c.m.mu.Lock()
@@ -87,7 +87,7 @@ func (c *Client) ServerInit(ctx context.Context) ([]byte, error) {
 	}
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
-	if c.m.opts.Modern {
+	if c.m.mode == modeModern {
 		return c.m.discover, nil // ready: a probe succeeded
 	}
 	if c.m.initResult == nil {
@@ -118,28 +118,41 @@ func (c *Client) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stre
 	}
 }
 
+// request routes a client request as the Mux's mode (mode.go) does.
 func (c *Client) request(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
-	if c.m.opts.Modern {
+	switch c.m.mode {
+	case modeModern:
 		c.modernRequest(ctx, msg, out) // modern.go
-		return
+	case modeExclusive:
+		c.exclusiveRequest(ctx, msg, out)
+	default:
+		c.sharedRequest(ctx, msg, out)
 	}
-	id := msg.Bytes(msg.ID)
-	if msg.MethodIs("ping") {
-		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
-		return
-	}
-	if c.m.opts.Exclusive {
-		if msg.MethodIs("initialize") {
-			// Its answer does not count as Served: a process that
-			// initializes and then crashes must keep backing off.
-			c.forwardCall(ctx, msg, out, c.recordInit(msg), false)
-			return
-		}
+}
+
+// exclusiveRequest routes a request of the one session of an exclusive
+// Mux: all but ping go to its process, its initialize kept for replay.
+func (c *Client) exclusiveRequest(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
+	switch {
+	case msg.MethodIs("ping"):
+		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
+	case msg.MethodIs("initialize"):
+		// Its answer does not count as Served: a process that
+		// initializes and then crashes must keep backing off.
+		c.forwardCall(ctx, msg, out, c.recordInit(msg), false)
+	default:
 		c.ensureInitialized()
 		c.forward(ctx, msg, out, nil)
-		return
 	}
+}
+
+// sharedRequest routes a request of a session of a shared Mux: what
+// carries per-session state on a process all share (initialize, the
+// logging level, subscriptions, tasks) is answered or merged here.
+func (c *Client) sharedRequest(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	switch {
+	case msg.MethodIs("ping"):
+		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
 	case msg.MethodIs("initialize"):
 		c.initialize(ctx, msg, out)
 	case msg.MethodIs("logging/setLevel"):
@@ -168,7 +181,7 @@ func (c *Client) forward(ctx context.Context, msg *jsonrpc.Message, out conn.Str
 }
 
 // forwardCall is forward; served says whether the server's answer counts
-// as the process having served a client (Upstream's optional Served).
+// as the process having served a client (the Upstream's Served).
 func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out conn.Stream, onReply func(*jsonrpc.Message), served bool) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
@@ -369,9 +382,9 @@ func (m *Mux) dequeueLocked() []job {
 func (c *Client) notification(msg *jsonrpc.Message) {
 	m := c.m
 	switch {
-	case m.opts.Modern && removedNotification(msg):
+	case m.mode == modeModern && removedNotification(msg):
 		return // of the session eras: a modern server must not see it
-	case msg.MethodIs("notifications/initialized") && !m.opts.Exclusive:
+	case msg.MethodIs("notifications/initialized") && m.mode != modeExclusive:
 		return // the gateway initialized the server itself
 	case msg.MethodIs("notifications/initialized"):
 		written := c.markInitialized()
@@ -537,7 +550,7 @@ func (c *Client) close(why error) {
 	for _, sr := range refused {
 		m.trySendGen(sr.gen, jsonrpc.ErrorResponse(sr.upID, jsonrpc.CodeInternalError, "mcpgate: client session ended"), "refusal of a server request")
 	}
-	if !m.opts.Exclusive {
+	if m.mode != modeExclusive {
 		for _, uri := range unsub {
 			m.internal("resources/unsubscribe", uriParams(uri))
 		}

@@ -9,23 +9,59 @@
 // subscriptions; merges logging levels; and routes server-to-client
 // requests to the one session they can belong to.
 //
-// In shared mode the Mux initializes the server once per process generation
-// (bounded by Options.InitTimeout) and answers each client's initialize from
-// that result. In exclusive mode (session isolation: one process per client)
-// the client's own initialize is forwarded, and replayed after a restart.
 // The server's lifecycle is a State (starting, ready, backing off with a
-// reason, failed; see state.go): a failed initialize restarts the process
-// (through the Upstream's optional Restart) or is retried after a backoff;
-// while the server is backing off or failed, requests are answered at once
-// with an error that names the reason.
+// reason, failed; see state.go); while the server is backing off or
+// failed, requests are answered at once with an error that names the
+// reason.
 //
-// A Modern Mux (Options.Modern, modern.go) serves clients of protocol
-// version 2026-07-28 on a server that speaks it itself: it never
-// initializes, but probes each process generation with server/discover
-// (Discovered reports the outcome: ready, or not such a server), forwards
-// requests untranslated, serves its clients' subscriptions/listen from one
-// listen of its own per process (fanned out by filter, each client's id
-// restored), and refuses server requests.
+// # Three modes
+//
+// A Mux runs one of three state machines, fixed by New (mode.go): Options
+// selects it, and the branches on it sit at the entries (runGen and
+// initializeUpstream for a generation, Client.request and
+// Client.notification for a client, serverRequest and serverNotification
+// for the server).
+//
+// Shared (the default): one process for every session. Each generation
+// goes Started -> Starting -> the gateway's own initialize (bounded by
+// Options.InitTimeout) -> Ready, and its result (initResult, upVersion)
+// answers each client's initialize, the version negotiated per session;
+// on Ready the sessions' subscriptions and logging level are restored to
+// the new process. A failed initialize goes to BackingOff and restarts
+// the process (the Upstream's Restart) or, when the Upstream cannot
+// restart (a remote session), is retried on the same generation after a
+// backoff. State of this mode: the upstream's initialize result, the
+// subscription reference counts, the merged logging level, the tasks and
+// who created them (tasks.go), and each client's declared capabilities,
+// which decide whether a server request may be routed to it.
+//
+// Exclusive (Options.Exclusive; session isolation, and every remote
+// upstream): one session per process. A generation is Ready as soon as it
+// starts while the session has not initialized: the client's own
+// initialize is forwarded, and kept (Client.init) to be replayed to each
+// later generation before it is Ready. The
+// session's notifications/initialized reaches each generation exactly
+// once (Client.initGen, initWritten: initialized.go). Every server message
+// is the session's.
+//
+// Modern (Options.Modern, modern*.go; Exclusive is then ignored): a server
+// that speaks 2026-07-28 itself, shared by clients of that revision. Each
+// generation is probed with server/discover, never initialized: found ->
+// Ready (the result is kept in discover); answered otherwise -> Failed
+// (ErrNotModern; the next generation is probed again); unanswered ->
+// BackingOff, the same process probed again later. Requests pass
+// untranslated, the clients' subscriptions/listen share one listen of the
+// Mux's own per process (hub), and server requests are refused.
+//
+// Across the modes, a Client is of one of two kinds. A session client
+// (Join) has an initialize and a session. A stateless client (Join, then
+// Client.Stateless) is the connection of one 2026-07-28 request: it never
+// initializes, and names its version and capabilities in the request. On
+// a shared Mux a server request may be routed to it as to any session,
+// and its caller turns that into an input_required result; on a Modern
+// Mux its requests pass through as they are (Client.Passthrough).
+//
+// # Invariants
 //
 // Invariants kept here: every client request gets exactly one reply on the
 // Stream it came with (its result, a timeout, an upstream exit, a
@@ -53,5 +89,5 @@
 // its supervisor; they never block on the server, and may come before
 // SetUpstream (what needs an answer then is dropped and counted). Answers
 // to a server's requests go only to the process generation that asked
-// (the Upstream's optional TrySendGen).
+// (the Upstream's TrySendGen).
 package mux

@@ -146,6 +146,16 @@ func (u *fakeUp) Restart(gen uint64, reason string) {
 	u.signal()
 }
 
+// SendGen and TrySendGen ignore gen: the fake has one process (genUp
+// refuses a stale generation).
+func (u *fakeUp) SendGen(ctx context.Context, _ uint64, msg []byte) error { return u.Send(ctx, msg) }
+func (u *fakeUp) TrySendGen(_ uint64, msg []byte) error                   { return u.TrySend(msg) }
+
+// CanRestart is true: Restart records its reason, and the test plays the
+// supervisor (Exited, Started) when it wants the restart to happen.
+func (u *fakeUp) CanRestart() bool { return true }
+func (u *fakeUp) PID() int         { return 0 }
+
 func (u *fakeUp) Served(gen uint64) {
 	u.mu.Lock()
 	u.served = append(u.served, gen)
@@ -183,13 +193,6 @@ func (u *fakeUp) writtenLocked(method string) []jsonrpc.Message {
 	}
 	return out
 }
-
-// plainUp is an upstream without the optional Restart and Served (a remote
-// one, as the mux sees it).
-type plainUp struct{ f *fakeUp }
-
-func (p plainUp) Send(ctx context.Context, msg []byte) error { return p.f.Send(ctx, msg) }
-func (p plainUp) TrySend(msg []byte) error                   { return p.f.TrySend(msg) }
 
 // rec is a Stream that records what it gets.
 type rec struct {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // FuzzUpstreamLine feeds whatever a server might write to the multiplexer:
@@ -32,7 +33,7 @@ func FuzzUpstreamLine(f *testing.F) {
 		m := New(Options{Name: "fuzz"})
 		defer m.Close()
 		up := &silent{m: m}
-		m.SetUpstream(up)
+		m.SetUpstream(testkit.Genless(up))
 		m.Started(1)
 		out := &collect{done: make(chan struct{}, 16)}
 		c := m.Join(out)

@@ -39,65 +39,95 @@ const gatewayCapabilities = `{"roots":{"listChanged":true},"sampling":{},"elicit
 // the session that created it, tasks.go.)
 var unroutable = []string{"experimental"}
 
-// initializeUpstream brings generation gen to the ready state: in shared
-// mode by the gateway's own initialize; in exclusive mode by replaying the
-// client's initialize after a restart (the first one is the client's own).
-// It is bounded by Options.InitTimeout; on failure the caller (runGen)
-// arranges the retry.
+// initializeUpstream brings generation gen to the ready state as its mode
+// does: in shared mode by the gateway's own initialize; in exclusive mode
+// by replaying the client's initialize after a restart (the first one is
+// the client's own). It is bounded by Options.InitTimeout; on failure the
+// caller (runGen) arranges the retry. A Modern Mux probes instead
+// (runModernGen).
 func (m *Mux) initializeUpstream(gen uint64) error {
-	var params []byte
-	if m.opts.Exclusive {
-		m.mu.Lock()
-		for c := range m.clients {
-			params = c.init
-		}
-		m.mu.Unlock()
-		if params == nil {
-			if !m.markReady(gen) {
-				return errGenGone
-			}
-			return nil
-		}
-	} else {
-		caps := m.opts.ClientCapabilities
-		if caps == nil {
-			caps = []byte(gatewayCapabilities)
-		}
-		params = fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"mcpgate","version":%q}}`,
-			LatestVersion, caps, m.opts.Version)
+	if m.mode == modeExclusive {
+		return m.replayInitialize(gen)
 	}
+	return m.initializeShared(gen)
+}
+
+// initializeShared initializes generation gen with the gateway's own
+// initialize, keeps its result for the clients' initialize, and restores
+// the sessions' subscriptions and logging level on it.
+func (m *Mux) initializeShared(gen uint64) error {
+	caps := m.opts.ClientCapabilities
+	if caps == nil {
+		caps = []byte(gatewayCapabilities)
+	}
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"mcpgate","version":%q}}`,
+		LatestVersion, caps, m.opts.Version)
 	reply, err := m.roundTrip(gen, "initialize", params, m.opts.InitTimeout)
-	if err == nil && !m.opts.Exclusive {
+	if err == nil {
 		err = m.storeInit(reply)
 	}
 	if err != nil {
 		return fmt.Errorf("initialize failed: %w", err)
 	}
-	// A generation replaced since its reply must not send its successor
-	// (which gets its own initialize first) anything: not initialized, not
-	// the restored state. Checked again by markReady; only the few
-	// instructions between this check and the write remain racy.
-	if !m.current(gen) {
+	if !m.sendInitialized(gen) {
 		return errGenGone
-	}
-	m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
-	if m.opts.Exclusive {
-		// The replay's is the generation's: neither the session's next
-		// request nor the client's own late one sends another.
-		m.mu.Lock()
-		for c := range m.clients {
-			c.initGen = gen
-		}
-		m.mu.Unlock()
 	}
 	if !m.markReady(gen) {
 		return errGenGone
 	}
 	m.logReady(gen)
-	if !m.opts.Exclusive {
-		m.restoreState()
-	}
+	m.restoreState()
 	return nil
+}
+
+// replayInitialize initializes generation gen of an exclusive Mux with its
+// client's initialize, when there was one: the first generation is ready
+// at once, and the client's own initialize is forwarded to it.
+func (m *Mux) replayInitialize(gen uint64) error {
+	var params []byte
+	m.mu.Lock()
+	for c := range m.clients {
+		params = c.init
+	}
+	m.mu.Unlock()
+	if params == nil {
+		if !m.markReady(gen) {
+			return errGenGone
+		}
+		return nil
+	}
+	if _, err := m.roundTrip(gen, "initialize", params, m.opts.InitTimeout); err != nil {
+		return fmt.Errorf("initialize failed: %w", err)
+	}
+	if !m.sendInitialized(gen) {
+		return errGenGone
+	}
+	// The replay's is the generation's: neither the session's next
+	// request nor the client's own late one sends another.
+	m.mu.Lock()
+	for c := range m.clients {
+		c.initGen = gen
+	}
+	m.mu.Unlock()
+	if !m.markReady(gen) {
+		return errGenGone
+	}
+	m.logReady(gen)
+	return nil
+}
+
+// sendInitialized sends notifications/initialized after generation gen
+// answered the initialize, and reports false, sending nothing, when gen was
+// replaced since: a successor (which gets its own initialize first) must
+// not get anything of gen's, not initialized, not the restored state.
+// Checked again by markReady; only the few instructions between this
+// check and the write remain racy.
+func (m *Mux) sendInitialized(gen uint64) bool {
+	if !m.current(gen) {
+		return false
+	}
+	m.trySend(jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+	return true
 }
 
 // errGenGone says a generation exited (or was replaced) before it was ready:
@@ -219,13 +249,7 @@ func (m *Mux) roundTripCtx(parent context.Context, gen uint64, method string, pa
 		return a.result, a.err
 	}
 	msg := jsonrpc.Request(appendUint(nil, c.upID), method, params)
-	var err error
-	if g, ok := up.(genSender); ok {
-		err = g.SendGen(ctx, gen, msg)
-	} else {
-		err = up.Send(ctx, msg)
-	}
-	if err != nil {
+	if err := up.SendGen(ctx, gen, msg); err != nil {
 		m.finish(c.upID, func(*call) {})
 		if m.ctx.Err() != nil {
 			return nil, errClosed

@@ -86,6 +86,9 @@ func (u *gateInitUp) TrySend(msg []byte) error {
 	return u.fakeUp.TrySend(msg)
 }
 
+// TrySendGen is gated like TrySend (the embedded fakeUp's would bypass it).
+func (u *gateInitUp) TrySendGen(_ uint64, msg []byte) error { return u.TrySend(msg) }
+
 // Concurrent first requests of a session (claude.ai lists tools, prompts
 // and resources at once) must all reach the process after the
 // notifications/initialized the gateway sends for the first of them: the

@@ -11,9 +11,10 @@ import (
 // every interval while gen is Ready it sends the gateway's own ping (a
 // Modern Mux: server/discover); no
 // answer within min(PingInterval, 30s), or an error answer other than
-// "method not found", restarts the process through the upstream's optional
-// Restart. It runs on gen's init goroutine and returns when gen is gone
-// (checked each interval), the probe failed, or the Mux closes.
+// "method not found", restarts the process through the upstream's Restart
+// (an upstream that cannot restart is probed on). It runs on gen's init
+// goroutine and returns when gen is gone (checked each interval), the
+// probe failed, or the Mux closes.
 func (m *Mux) probe(gen uint64) {
 	t := time.NewTicker(m.opts.PingInterval)
 	defer t.Stop()
@@ -27,7 +28,7 @@ func (m *Mux) probe(gen uint64) {
 		m.mu.Lock()
 		current := m.gen == gen && m.running
 		ready := current && m.readyLocked()
-		restarter := m.restarter
+		restarter := m.restarterLocked()
 		m.mu.Unlock()
 		if !current {
 			return
@@ -36,7 +37,7 @@ func (m *Mux) probe(gen uint64) {
 			continue
 		}
 		method, params := "ping", []byte(nil)
-		if m.opts.Modern { // 2026-07-28 has no ping; discover is as cheap
+		if m.mode == modeModern { // 2026-07-28 has no ping; discover is as cheap
 			method, params = "server/discover", m.discoverParams()
 		}
 		_, err := m.roundTrip(gen, method, params, wait)

@@ -10,48 +10,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
-
-// Upstream is the connection to one MCP server as the mux needs it. Its
-// owner feeds what it reads to the Mux's handler methods. Both methods are
-// safe for concurrent use and must not retain msg.
-//
-// An Upstream may also implement, detected by type assertion:
-//
-//	interface{ Restart(gen uint64, reason string) } // kill generation gen now; its owner restarts it
-//	interface{ Served(gen uint64) }                 // generation gen answered a client request
-//	interface{ TrySendGen(gen uint64, msg []byte) error }                   // TrySend, only to generation gen
-//	interface{ SendGen(ctx context.Context, gen uint64, msg []byte) error } // Send, only to generation gen
-//	interface{ PID() int }                          // the running process's id, for the "server ready" line
-//
-// The gen senders keep messages meant for one process (answers to its
-// server requests, the gateway's initialize of it) from reaching a
-// restarted successor before the Mux hears of the exit; without them the
-// Mux uses TrySend and Send.
-type Upstream interface {
-	// Send writes one message; it may block while the upstream's queue is
-	// full, until ctx ends.
-	Send(ctx context.Context, msg []byte) error
-	// TrySend writes one message or fails at once (queue full, not
-	// running); it never blocks.
-	TrySend(msg []byte) error
-}
-
-// restarter, servedMarker and the gen senders are the optional Upstream
-// interfaces.
-type restarter interface {
-	Restart(gen uint64, reason string)
-}
-
-type servedMarker interface{ Served(gen uint64) }
-
-type genTrySender interface {
-	TrySendGen(gen uint64, msg []byte) error
-}
-
-type genSender interface {
-	SendGen(ctx context.Context, gen uint64, msg []byte) error
-}
 
 // Options configure a Mux. Zero values take the documented defaults.
 type Options struct {
@@ -65,7 +25,8 @@ type Options struct {
 	// PingInterval, when positive, sends the gateway's own ping every
 	// interval while the server is Ready; no answer within
 	// min(PingInterval, 30s), or an error answer other than -32601 (method
-	// not found), restarts the process through the optional Restart.
+	// not found), restarts the process through the Upstream's Restart (an
+	// upstream that cannot restart is probed on).
 	// 0 (the default) turns the probe off: some servers do not answer ping.
 	PingInterval time.Duration
 	// MaxInFlight bounds the client requests written upstream at once; more
@@ -165,6 +126,7 @@ var (
 type Mux struct {
 	// Static after construction.
 	opts Options
+	mode mode // which state machine runs (mode.go)
 	log  *slog.Logger
 
 	ctx    context.Context // canceled by Close
@@ -172,10 +134,11 @@ type Mux struct {
 	wg     sync.WaitGroup // goroutines started by the Mux
 
 	upMu      sync.Mutex
-	up        Upstream      // written once by SetUpstream under upMu, before upCh closes; read after upCh
-	restarter restarter     // up's optional Restart, or nil; guarded by mu
-	served    servedMarker  // up's optional Served, or nil; guarded by mu
-	servedGen atomic.Uint64 // last generation reported to served
+	up        upstream.Upstream // written once by SetUpstream under upMu, before upCh closes; read after upCh
+	servedGen atomic.Uint64     // last generation reported to up.Served
+	// restarts is up.CanRestart(), asked once by SetUpstream; guarded by
+	// mu, as the state transitions it decides are made under it.
+	restarts bool
 
 	// Rate limits of warnings a misbehaving server (or a hung one under many
 	// clients' calls) can flood the log with.
@@ -257,7 +220,7 @@ func New(opts Options) *Mux {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
-		opts: opts, log: opts.Logger.With("server", opts.Name),
+		opts: opts, mode: modeOf(opts), log: opts.Logger.With("server", opts.Name),
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
 		nextID: 1, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
@@ -277,14 +240,14 @@ func New(opts Options) *Mux {
 // then best-effort messages (answers to server pings, refusals) are dropped
 // and counted (Stats.DroppedSends), and the gateway's initialize waits for
 // it, bounded by Options.InitTimeout.
-func (m *Mux) SetUpstream(up Upstream) {
+func (m *Mux) SetUpstream(up upstream.Upstream) {
 	m.upMu.Lock()
 	defer m.upMu.Unlock()
 	if m.up == nil {
 		m.up = up
+		restarts := up.CanRestart()
 		m.mu.Lock()
-		m.restarter, _ = up.(restarter)
-		m.served, _ = up.(servedMarker)
+		m.restarts = restarts
 		m.mu.Unlock()
 		close(m.upCh)
 	}
@@ -292,7 +255,7 @@ func (m *Mux) SetUpstream(up Upstream) {
 
 // upstream waits for SetUpstream, at most until ctx ends or the Mux closes
 // (then nil).
-func (m *Mux) upstream(ctx context.Context) Upstream {
+func (m *Mux) upstream(ctx context.Context) upstream.Upstream {
 	select {
 	case <-m.upCh:
 	case <-ctx.Done():

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -113,7 +114,7 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 	m := New(Options{Name: "t", Timeout: 100 * time.Millisecond})
 	defer m.Close()
 	up := &silent{m: m}
-	m.SetUpstream(up)
+	m.SetUpstream(testkit.Genless(up))
 	m.Started(1)
 	out := &collect{done: make(chan struct{}, 3)}
 	c := m.Join(out)
@@ -174,7 +175,7 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 func TestQueueBoundPerClient(t *testing.T) {
 	m := New(Options{Name: "t", MaxInFlight: 1})
 	defer m.Close()
-	m.SetUpstream(&silent{m: m})
+	m.SetUpstream(testkit.Genless(&silent{m: m}))
 	m.Started(1)
 	out := &collect{done: make(chan struct{}, 1)}
 	c := m.Join(out)

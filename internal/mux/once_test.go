@@ -85,7 +85,16 @@ func (u *chaosUp) next() []byte {
 	return id
 }
 
+// The chaos server restarts only when the test says (Exited, Started):
+// Restart is accepted and does nothing, and generations are not checked.
 func (u *chaosUp) Restart(uint64, string) {}
+func (u *chaosUp) CanRestart() bool       { return true }
+func (u *chaosUp) Served(uint64)          {}
+func (u *chaosUp) PID() int               { return 0 }
+func (u *chaosUp) SendGen(ctx context.Context, _ uint64, msg []byte) error {
+	return u.Send(ctx, msg)
+}
+func (u *chaosUp) TrySendGen(_ uint64, msg []byte) error { return u.TrySend(msg) }
 
 // TestEveryRequestAnsweredOnce hammers a shared Mux with sessions sending,
 // cancelling and closing while the server answers, stalls, exits and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestRateLimit(t *testing.T) {
@@ -82,7 +83,7 @@ func TestTimeoutFloodLogRateLimited(t *testing.T) {
 	h := &countHandler{n: map[string]int{}}
 	m := New(Options{Name: "t", Timeout: 50 * time.Millisecond, Logger: slog.New(h)})
 	defer m.Close()
-	m.SetUpstream(&silent{m: m})
+	m.SetUpstream(testkit.Genless(&silent{m: m}))
 	m.Started(1)
 	const flood = 300
 	out := &collect{done: make(chan struct{}, flood)}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // This file is the upstream side: the handler methods the upstream's reader
@@ -26,7 +27,7 @@ func (m *Mux) Started(gen uint64) {
 		m.ready = make(chan struct{}) // a new generation without Exited for the old one
 	}
 	m.gen, m.running, m.genStart = gen, true, time.Now()
-	if m.opts.Modern {
+	if m.mode == modeModern {
 		// A new process gets its own verdict: what the last one answered
 		// says nothing about it until its probe does.
 		m.probeErr, m.discover = nil, nil
@@ -43,7 +44,7 @@ func (m *Mux) Started(gen uint64) {
 // runGen initializes generation gen, retrying as initFailed arranges, then
 // runs its liveness probe (when configured) while it lives.
 func (m *Mux) runGen(gen uint64) {
-	if m.opts.Modern {
+	if m.mode == modeModern {
 		m.runModernGen(gen) // probes with server/discover instead (modern.go)
 		return
 	}
@@ -186,11 +187,8 @@ func (m *Mux) markServed(gen uint64) {
 	if m.servedGen.Swap(gen) == gen {
 		return
 	}
-	m.mu.Lock()
-	s := m.served
-	m.mu.Unlock()
-	if s != nil {
-		s.Served(gen)
+	if up := m.upstreamNow(); up != nil {
+		up.Served(gen)
 	}
 }
 
@@ -250,7 +248,7 @@ func parseCapabilities(params []byte) capability {
 func (m *Mux) attributeLocked(need capability) (*Client, conn.Stream) {
 	var only *Client
 	for c := range m.clients {
-		if m.opts.Exclusive {
+		if m.mode == modeExclusive {
 			only = c
 			break
 		}
@@ -262,7 +260,7 @@ func (m *Mux) attributeLocked(need capability) (*Client, conn.Stream) {
 		}
 		only = c
 	}
-	if only == nil || (!m.opts.Exclusive && only.caps&need != need) {
+	if only == nil || (m.mode != modeExclusive && only.caps&need != need) {
 		return nil, nil
 	}
 	if only.latest != nil && only.latest.out != nil && !only.latest.queued {
@@ -280,7 +278,7 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 		m.trySendGen(gen, jsonrpc.Response(upID, []byte(`{}`)), "ping answer")
 		return
 	}
-	if m.opts.Modern {
+	if m.mode == modeModern {
 		m.refuseModern(gen, upID, msg)
 		return
 	}
@@ -325,7 +323,7 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 
 // serverNotification routes a notification from the server.
 func (m *Mux) serverNotification(msg *jsonrpc.Message) {
-	if m.opts.Modern {
+	if m.mode == modeModern {
 		m.modernNotification(msg)
 		return
 	}
@@ -334,7 +332,7 @@ func (m *Mux) serverNotification(msg *jsonrpc.Message) {
 		m.progress(msg)
 	case bytes.HasSuffix(msg.Bytes(msg.Method), []byte(`/list_changed"`)):
 		m.broadcast(bytes.Clone(msg.Raw))
-	case m.opts.Exclusive:
+	case m.mode == modeExclusive:
 		m.toAttributed(msg)
 	case msg.MethodIs("notifications/message"):
 		m.logMessage(msg)
@@ -448,3 +446,7 @@ func paramsOf(raw []byte) []byte {
 	_ = json.Unmarshal(raw, &env)
 	return env.Params
 }
+
+// Interface guard: the Mux is the Handler of either kind of upstream
+// (a stdio process calls Waiting too; a remote session never does).
+var _ upstream.Supervised = (*Mux)(nil)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // This file writes upstream. The rule: only a client request's own
@@ -23,7 +24,7 @@ var errNoUpstream = errors.New("mcpgate: no upstream connection yet")
 // reads m.up without upMu: SetUpstream writes it once, before it closes
 // upCh, so a receive from the closed upCh orders that write before the
 // read. This is on the path of every message; it takes no lock.
-func (m *Mux) upstreamNow() Upstream {
+func (m *Mux) upstreamNow() upstream.Upstream {
 	select {
 	case <-m.upCh:
 		return m.up
@@ -33,17 +34,15 @@ func (m *Mux) upstreamNow() Upstream {
 }
 
 // tryWrite writes msg upstream without blocking: to process generation gen
-// only when gen is not 0 and the upstream can do that (TrySendGen), else to
-// whichever process runs (TrySend).
+// only when gen is not 0 (TrySendGen), else to whichever process runs
+// (TrySend).
 func (m *Mux) tryWrite(gen uint64, msg []byte) error {
 	up := m.upstreamNow()
 	if up == nil {
 		return errNoUpstream
 	}
 	if gen != 0 {
-		if g, ok := up.(genTrySender); ok {
-			return g.TrySendGen(gen, msg)
-		}
+		return up.TrySendGen(gen, msg)
 	}
 	return up.TrySend(msg)
 }
@@ -54,9 +53,9 @@ func (m *Mux) trySend(msg []byte, what string) bool {
 	return m.trySendGen(0, msg, what)
 }
 
-// trySendGen is trySend restricted to process generation gen (0: any) when
-// the upstream can do that (TrySendGen), for messages that belong to gen
-// only: answers to its server requests and refusals of them.
+// trySendGen is trySend restricted to process generation gen (0: any), for
+// messages that belong to gen only: answers to its server requests and
+// refusals of them.
 func (m *Mux) trySendGen(gen uint64, msg []byte, what string) bool {
 	err := m.tryWrite(gen, msg)
 	if err == nil {

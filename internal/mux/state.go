@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // Phase is where a server is in its lifecycle, as the Mux sees it.
@@ -43,10 +45,11 @@ func (p Phase) String() string {
 //	Exited(gen, err)           -> BackingOff Reason err (the process's exit), RetryAt zero
 //	Waiting(err, d)            -> BackingOff Reason err, RetryAt now+d
 //	initialize failed          -> BackingOff Reason the init error; the process is
-//	                              restarted through the upstream's optional
-//	                              Restart(gen, reason); without it (a remote
-//	                              upstream) the Mux retries the initialize itself
-//	                              after a backoff, RetryAt set
+//	                              restarted through the upstream's
+//	                              Restart(gen, reason); when it cannot restart
+//	                              (CanRestart false: a remote upstream) the Mux
+//	                              retries the initialize itself after a
+//	                              backoff, RetryAt set
 //	Close                      -> Failed     Reason "gateway is shutting down"
 //
 // A Modern Mux (Options.Modern) probes with server/discover instead of
@@ -103,15 +106,15 @@ func (m *Mux) logReady(gen uint64) {
 	startup := time.Since(m.genStart)
 	m.mu.Unlock()
 	level := slog.LevelInfo
-	if m.opts.Exclusive && !m.opts.Modern {
+	if m.mode == modeExclusive {
 		level = slog.LevelDebug
 	}
 	if !m.log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 4)
-	if p, ok := m.upstreamNow().(interface{ PID() int }); ok {
-		if pid := p.PID(); pid != 0 {
+	if up := m.upstreamNow(); up != nil {
+		if pid := up.PID(); pid != 0 {
 			attrs = append(attrs, slog.Int("pid", pid))
 		}
 	}
@@ -233,19 +236,28 @@ func (m *Mux) initFailed(gen uint64, err error) bool {
 	if refusedErr(err) {
 		m.refused = err
 	}
-	restarter := m.restarter
+	up := m.restarterLocked()
 	var retryAt time.Time
-	if restarter == nil {
+	if up == nil {
 		retryAt = time.Now().Add(d)
 	}
 	m.setStateLocked(BackingOff, err, retryAt)
 	m.wakeLocked()
 	m.mu.Unlock()
-	if restarter != nil {
-		restarter.Restart(gen, err.Error()) // err says "initialize failed: ..."
+	if up != nil {
+		up.Restart(gen, err.Error()) // err says "initialize failed: ..."
 		return false
 	}
 	return m.retryAfter(gen, d)
+}
+
+// restarterLocked returns the upstream when it can restart a generation
+// (CanRestart), else nil, as before SetUpstream. Called with m.mu held.
+func (m *Mux) restarterLocked() upstream.Upstream {
+	if !m.restarts {
+		return nil
+	}
+	return m.up // written before restarts, which is read under mu
 }
 
 // retryAfter waits d (or until Close), then reports whether generation gen

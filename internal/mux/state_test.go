@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestStateTransitions walks a server through its lifecycle and checks
@@ -144,7 +146,7 @@ func TestInitFailureRetriedWithoutRestart(t *testing.T) {
 		}
 		return result(`{"protocolVersion":"2025-11-25","capabilities":{}}`)(id)
 	})
-	m.SetUpstream(plainUp{up})
+	m.SetUpstream(testkit.Genless(up)) // cannot restart, like a remote upstream
 	m.Started(1)
 	st := waitPhase(t, m, BackingOff)
 	if st.RetryAt.IsZero() {

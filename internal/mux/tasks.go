@@ -273,7 +273,7 @@ const relatedTaskKey = "io.modelcontextprotocol/related-task"
 // then c is the task's creator if it may take the request (nil: refuse),
 // out its stream. Called with m.mu held.
 func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Client, out conn.Stream, related bool) {
-	if m.opts.Exclusive || !bytes.Contains(msg.Raw, []byte(relatedTaskKey)) {
+	if m.mode == modeExclusive || !bytes.Contains(msg.Raw, []byte(relatedTaskKey)) {
 		return nil, nil, false
 	}
 	var p struct {

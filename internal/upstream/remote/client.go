@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // Errors returned by Client.
@@ -38,32 +39,19 @@ var (
 // sees (at most).
 const OversizedPrefixLen = 4 << 10
 
-// Handler receives what a Client reads. Its methods are never called
-// concurrently (one at a time, from whichever Client goroutine read the
-// message), in the order Started, Line/Oversized..., Exited for each
-// generation. A method may call Send but must not call Close (Close waits
-// for the goroutine calling it) and should return quickly.
-type Handler interface {
-	// Started is called for generation gen: 1 from Start, and gen+1 after
-	// a legacy SSE stream was lost and a new one (a new upstream session)
-	// got its endpoint.
-	Started(gen uint64)
-	// Line is called for each JSON-RPC message from the server. msg is
-	// valid only during the call.
-	Line(gen uint64, msg []byte)
-	// Oversized is called instead of Line for a message over
-	// MaxMessageBytes: prefix is its beginning (up to OversizedPrefixLen;
-	// for an SSE event, the raw event text as far as it could be
-	// captured), size its length as far as it was read (more than the
-	// limit; the rest is never read). If it came on a POST's response,
-	// the Client also delivers an error response for that request; on a
-	// legacy SSE stream, the stream is lost (Exited).
-	Oversized(gen uint64, prefix []byte, size int)
-	// Exited is called once per generation when it is gone: by Close (err
-	// nil), or when a legacy SSE stream was lost (err wraps
-	// ErrDisconnected). After Exited, Send no longer reaches gen.
-	Exited(gen uint64, err error)
-}
+// Handler receives what a Client reads: the contract of upstream.Handler,
+// with these specifics. Its methods are called one at a time, from
+// whichever Client goroutine read the message. Started(1) comes from
+// Start; Started(gen+1) after a legacy SSE stream was lost and a new one
+// (a new upstream session) got its endpoint. Line gets each JSON-RPC
+// message. Oversized gets a message over MaxMessageBytes: prefix is up to
+// OversizedPrefixLen bytes (for an SSE event, the raw event text as far as
+// it could be captured); if it came on a POST's response the Client also
+// delivers an error response for that request, and on a legacy SSE stream
+// the stream is lost (Exited). Exited's err is nil after Close, and wraps
+// ErrDisconnected when a legacy SSE stream was lost. A method may call
+// Send.
+type Handler = upstream.Handler
 
 // mode is the transport in use.
 type mode uint8
@@ -180,6 +168,28 @@ func (o *outgoing) release() { o.once.Do(func() { close(o.next) }) }
 // besides being sent; no error reply is synthesized for the cancelled
 // request, as its sender gave up on it.
 func (c *Client) Send(ctx context.Context, msg []byte) error {
+	return c.send(ctx, 0, msg)
+}
+
+// SendGen is Send restricted to generation gen: it returns ErrNotConnected
+// unless gen is the current generation and it has started. The
+// multiplexer uses it for messages that belong to one upstream session
+// (answers to its server requests), which must not reach the session of a
+// reconnected legacy SSE stream. Never blocks; safe for concurrent use.
+func (c *Client) SendGen(ctx context.Context, gen uint64, msg []byte) error {
+	if gen == 0 {
+		return ErrNotConnected
+	}
+	return c.send(ctx, gen, msg)
+}
+
+// TrySendGen is SendGen without a context; it never blocks either.
+func (c *Client) TrySendGen(gen uint64, msg []byte) error {
+	return c.SendGen(context.Background(), gen, msg)
+}
+
+// send is Send to generation gen, or to the current one when gen is 0.
+func (c *Client) send(ctx context.Context, gen uint64, msg []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -206,7 +216,7 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 	switch {
 	case c.closed:
 		return ErrClosed
-	case !c.started:
+	case !c.started, gen != 0 && gen != c.gen:
 		return ErrNotConnected
 	}
 	if params != nil {
@@ -233,6 +243,21 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 func (c *Client) TrySend(msg []byte) error {
 	return c.Send(context.Background(), msg)
 }
+
+// Restart does nothing: a remote session has no process to replace, and a
+// new session would lose what the client negotiated in the one it has.
+// CanRestart says so, and the multiplexer retries a failed initialize on
+// the same session instead.
+func (c *Client) Restart(gen uint64, reason string) {}
+
+// CanRestart reports false: see Restart.
+func (c *Client) CanRestart() bool { return false }
+
+// Served does nothing: the Client keeps no restart backoff to reset.
+func (c *Client) Served(gen uint64) {}
+
+// PID returns 0: a remote server is no local process.
+func (c *Client) PID() int { return 0 }
 
 // run carries one message to the server in whichever transport is in use.
 // Messages start in the order they were sent (each waits for the previous
@@ -396,3 +421,6 @@ func versionOf(raw []byte) string {
 func redact(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
+
+// Interface guard: the multiplexer takes a Client as its upstream.
+var _ upstream.Upstream = (*Client)(nil)

@@ -167,3 +167,46 @@ func waitGoroutines(t *testing.T, n int, tidy func()) {
 		}
 	}
 }
+
+// TestSendGenOnlyToItsGeneration: SendGen and TrySendGen reach the
+// generation they name and nothing else. Once a legacy SSE stream is lost,
+// a message for its generation is refused with ErrNotConnected, also after
+// the next generation started: an answer meant for the lost upstream
+// session (the reply to its server request) never reaches its successor,
+// which did not ask. Generation 0 is never running.
+func TestSendGenOnlyToItsGeneration(t *testing.T) {
+	f := newLegacyFake(t)
+	c, r := start(t, Config{URL: f.run(), Transport: TransportSSE})
+	send(t, c, initReq)
+	r.waitLine(`"id":1`)
+	if err := c.TrySendGen(1, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)); err != nil {
+		t.Fatalf("TrySendGen(1) while 1 runs: %v", err)
+	}
+	r.waitLine(`"id":2`, `"sid":1`)
+	if err := c.TrySendGen(0, []byte(`{"jsonrpc":"2.0","id":"zero","method":"tools/list"}`)); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("TrySendGen(0) = %v, want ErrNotConnected", err)
+	}
+
+	f.dropStream(1)
+	r.waitKind("exited", 1)
+	r.waitKind("started", 2)
+	stale := []byte(`{"jsonrpc":"2.0","id":"stale","method":"tools/list"}`)
+	if err := c.TrySendGen(1, stale); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("TrySendGen(1) after generation 2 started = %v, want ErrNotConnected", err)
+	}
+	if err := c.SendGen(t.Context(), 1, stale); !errors.Is(err, ErrNotConnected) {
+		t.Errorf("SendGen(1) after generation 2 started = %v, want ErrNotConnected", err)
+	}
+	if err := c.SendGen(t.Context(), 2, []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)); err != nil {
+		t.Fatalf("SendGen(2) while 2 runs: %v", err)
+	}
+	r.waitLine(`"id":3`, `"sid":2`)
+	c.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.posts {
+		if strings.Contains(p.body, `"stale"`) || strings.Contains(p.body, `"zero"`) {
+			t.Errorf("refused message was POSTed: %s", p.body)
+		}
+	}
+}

@@ -2,10 +2,12 @@
 // server over HTTP: Streamable HTTP (protocol 2025-03-26 and later) or the
 // legacy HTTP+SSE transport of 2024-11-05, or "auto", which tries the first
 // and falls back to the second the way the specification's backwards
-// compatibility section describes. A [Client] plugs into the multiplexer
-// (internal/mux) exactly like a stdio process (internal/upstream): the owner
-// calls Send and Close, and the Client reports what the server sends to a
-// [Handler]. Like upstream, it knows JSON-RPC only as far as it must: ids,
+// compatibility section describes. A [Client] is an upstream.Upstream: it
+// plugs into the multiplexer (internal/mux) exactly like a stdio process
+// (internal/upstream/stdio): the owner calls Send and Close, and the Client
+// reports what the server sends to a [Handler]. It cannot restart (a
+// remote session has no process to replace). Like stdio, it knows JSON-RPC
+// only as far as it must: ids,
 // to match replies to the POSTs that carried their requests, and the
 // initialize exchange, to learn the session and the protocol version.
 //

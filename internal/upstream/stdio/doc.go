@@ -1,5 +1,6 @@
-// Package upstream owns the connection to one MCP server. This file set covers
-// the stdio transport: [Stdio] spawns the server as a child process, writes
+// Package stdio owns the connection to one MCP server over the stdio
+// transport, one of the two kinds of upstream.Upstream (the other is
+// internal/upstream/remote): [Stdio] spawns the server as a child process, writes
 // newline-delimited JSON-RPC messages to its stdin, hands every stdout line to
 // a [Handler], logs its stderr, restarts it after a crash, and stops it the way
 // the MCP specification asks (close stdin, then SIGTERM, then SIGKILL) when it

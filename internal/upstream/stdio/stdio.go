@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
 // Defaults for the zero values of StdioConfig fields.
@@ -33,40 +34,21 @@ const SendQueueLen = 1024
 // OversizedPrefixLen is how much of an oversized line Handler.Oversized sees.
 const OversizedPrefixLen = 4 << 10
 
-// Handler receives what a Stdio reads. Its methods are called one at a time,
-// never concurrently, in the order Started, Line/Oversized..., Exited for
-// each generation, generations in order, with Waiting before each retry:
-// Started, Line, Oversized and Exited from the generation's reader
-// goroutine, Waiting from the supervisor. A method may call Send, TrySend,
-// Restart, Served, Generation, PID and Stats, but must not call Close (Close
-// waits for the goroutine that is calling it) and should return quickly:
-// while it runs, the child's stdout is not read. It should not call Send
-// with a context that never ends (use TrySend): if the child does not read
-// stdin either, only the stuck rule (StuckTimeout) breaks that cycle.
-type Handler interface {
-	// Started is called after process generation gen (1, 2, ... counting
-	// restarts) started, before any of its lines is delivered. Send already
-	// reaches gen when Started is called.
-	Started(gen uint64)
-	// Line is called for each non-empty stdout line (without the newline).
-	// line is valid only during the call.
-	Line(gen uint64, line []byte)
-	// Oversized is called instead of Line for a line longer than
-	// MaxLineBytes: prefix is its first 4 KiB (valid during the call), size
-	// its total length. The rest of the line is discarded.
-	Oversized(gen uint64, prefix []byte, size int)
-	// Exited is called once per generation after the process exited and all
-	// its stdout lines were delivered; err describes the exit: nil after a
-	// clean stop by Close, else an *ExitError (errors.Is(err, ErrExited)).
-	// By the time Exited is called, Send no longer reaches gen.
-	Exited(gen uint64, err error)
-	// Waiting is called when Restart is set, before the supervisor sleeps d
-	// ahead of the next start: after Exited returned (err is the error that
-	// Exited got), or after a start that could not run the command (err
-	// wraps ErrSpawn, e.g. "command not found: uvx"), including the very
-	// first one. No Started follows if Close comes first.
-	Waiting(err error, d time.Duration)
-}
+// Handler receives what a Stdio reads: the contract of upstream.Handler
+// and upstream.Supervised, with these specifics. Started, Line, Oversized
+// and Exited come from the generation's reader goroutine, Waiting from the
+// supervisor, never concurrently. Line gets each non-empty stdout line
+// (without the newline); Oversized, a line longer than MaxLineBytes (its
+// first OversizedPrefixLen bytes). Exited's err is nil after a clean stop
+// by Close, else an *ExitError (errors.Is(err, ErrExited)). Waiting is
+// called only when Restart is set: after Exited returned (with the error
+// Exited got), or after a start that could not run the command (err wraps
+// ErrSpawn, e.g. "command not found: uvx"), including the very first one;
+// no Started follows if Close comes first. A method may call Send,
+// TrySend, Restart, Served, Generation, PID and Stats. It should not call
+// Send with a context that never ends (use TrySend): if the child does not
+// read stdin either, only the stuck rule (StuckTimeout) breaks that cycle.
+type Handler = upstream.Supervised
 
 // StdioConfig configures a Stdio. Only Command is required.
 type StdioConfig struct {
@@ -385,6 +367,10 @@ func (s *Stdio) Restart(gen uint64, reason string) {
 	}
 }
 
+// CanRestart reports true: Restart kills the generation, and the
+// supervisor starts its successor when cfg.Restart is set.
+func (s *Stdio) CanRestart() bool { return true }
+
 // Served records that generation gen answered a client request: when it
 // exits, the restart backoff starts again from MinBackoff. A no-op for a
 // generation that is not the latest. Never blocks; safe for concurrent use.
@@ -475,3 +461,6 @@ func putBuf(b *[]byte) {
 	*b = (*b)[:0]
 	bufPool.Put(b)
 }
+
+// Interface guard: the multiplexer takes a Stdio as its upstream.
+var _ upstream.Upstream = (*Stdio)(nil)
