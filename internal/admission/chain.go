@@ -43,9 +43,25 @@ type Request struct {
 
 type requestKey struct{}
 
-// With returns ctx carrying req.
-func With(ctx context.Context, req *Request) context.Context {
-	return context.WithValue(ctx, requestKey{}, req)
+// requestContext is a context carrying a Request: the two in one
+// allocation, on every request to a target.
+type requestContext struct {
+	context.Context
+	req Request
+}
+
+func (c *requestContext) Value(key any) any {
+	if key == (requestKey{}) {
+		return &c.req
+	}
+	return c.Context.Value(key)
+}
+
+// With returns ctx carrying req, and the Request it carries: the stages
+// after fill that one in.
+func With(ctx context.Context, req Request) (context.Context, *Request) {
+	c := &requestContext{Context: ctx, req: req}
+	return c, &c.req
 }
 
 // From returns the Request ctx carries; nil outside a chain.

@@ -61,11 +61,12 @@ func (h *Handler) resolved(next http.Handler) http.Handler {
 			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
 			return
 		}
-		req := &admission.Request{Key: key, Kind: "server", Name: key, Backend: be, Auth: t.auth}
+		req := admission.Request{Key: key, Kind: "server", Name: key, Backend: be, Auth: t.auth}
 		if name, ok := strings.CutPrefix(key, endpointKeyPrefix); ok {
 			req.Kind, req.Name = "endpoint", name
 		}
-		next.ServeHTTP(w, r.WithContext(admission.With(r.Context(), req)))
+		ctx, _ := admission.With(r.Context(), req)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
