@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/limits"
 )
 
 // keyAuth is fakeAuth with one more API key, "carol-key", valid but not
@@ -41,11 +43,11 @@ func findLine(t *testing.T, lines []auditEntry, outcome string, status int) audi
 // rate_limited, 503 overloaded, with the request's method and id).
 func TestAuditRefusals(t *testing.T) {
 	var buf syncBuffer
-	au := NewAuditor(&buf, false)
+	au := audit.New(&buf, false)
 	clock := newTestClock()
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{Auth: keyAuth{newFakeAuth()}, Audit: au,
-		Limits: &Limits{RequestsPerSecond: 0.5, MaxInFlightTotal: 1, Now: clock.Now}})
+		Limits: &limits.Config{RequestsPerSecond: 0.5, MaxInFlightTotal: 1, Now: clock.Now}})
 
 	noBody := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	for _, tc := range []struct {
@@ -135,9 +137,9 @@ func TestAuditRefusals(t *testing.T) {
 func TestAuditLegacyLines(t *testing.T) {
 	var buf syncBuffer
 	clock := newTestClock()
-	au := newAuditor(&buf, true, clock.Now)
+	au := audit.NewWith(&buf, audit.Options{Arguments: true, Now: clock.Now})
 	b := newFakeBackend()
-	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Audit: au, Limits: &Limits{ToolsPerSecond: 1, Now: clock.Now}})
+	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Audit: au, Limits: &limits.Config{ToolsPerSecond: 1, Now: clock.Now}})
 	c := openLegacy(t, srv, "Authorization", "Bearer alice-key")
 	conn := waitFor(t, b.conns, "the session's conn")
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/audit"
+	"github.com/mcpgate/mcpgate/internal/limits"
 )
 
 type auditEntry struct {
@@ -46,9 +48,9 @@ func parseAudit(t *testing.T, s string) []auditEntry {
 func TestAuditLines(t *testing.T) {
 	for _, withArgs := range []bool{true, false} {
 		var buf syncBuffer
-		au := NewAuditor(&buf, withArgs)
+		au := audit.New(&buf, withArgs)
 		clock := newTestClock()
-		_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Audit: au, Limits: &Limits{ToolsPerSecond: 1, Now: clock.Now}})
+		_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Audit: au, Limits: &limits.Config{ToolsPerSecond: 1, Now: clock.Now}})
 		who := []string{"Authorization", "Bearer alice-key"}
 		resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, who...)
 		if resp.StatusCode != http.StatusOK {
@@ -104,51 +106,5 @@ func TestAuditLines(t *testing.T) {
 		if withArgs && gotArgs != `{"text":"hi"}` || !withArgs && gotArgs != "" {
 			t.Errorf("arguments %q with arguments=%v", gotArgs, withArgs)
 		}
-	}
-}
-
-// blockingWriter blocks every Write until release is closed, telling
-// entered the first time.
-type blockingWriter struct {
-	entered chan struct{}
-	once    sync.Once
-	release chan struct{}
-	buf     syncBuffer
-}
-
-func (w *blockingWriter) Write(p []byte) (int, error) {
-	w.once.Do(func() { close(w.entered) })
-	<-w.release
-	return w.buf.Write(p)
-}
-
-func TestAuditDropsWhenFull(t *testing.T) {
-	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
-	au := NewAuditor(w, false)
-	au.log([]byte("{}\n"))
-	waitFor(t, w.entered, "the writer to be stalled")
-	start := time.Now()
-	for range AuditQueue + 20 {
-		au.log([]byte("{}\n"))
-	}
-	if time.Since(start) > time.Second {
-		t.Errorf("logging to a stalled writer took %v", time.Since(start))
-	}
-	if d := au.Dropped(); d != 20 {
-		t.Errorf("dropped %d, want 20", d)
-	}
-	close(w.release)
-	au.Close()
-	au.log([]byte("{}\n")) // after Close: dropped, no panic
-	if d := au.Dropped(); d != 21 {
-		t.Errorf("a line after Close was not counted as dropped: %d", d)
-	}
-	lines := parseAudit(t, w.buf.String())
-	var reported int64
-	for _, l := range lines {
-		reported += l.Dropped
-	}
-	if reported != 20 || len(lines) != 1+AuditQueue+1 {
-		t.Errorf("%d lines reporting %d dropped; want %d lines and 20", len(lines), reported, 1+AuditQueue+1)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
@@ -76,7 +77,7 @@ type compat struct {
 	mu     sync.Mutex
 	logged map[string]bool // guarded by mu: kind + "\x00" + User-Agent, logged already
 	full   bool            // guarded by mu: the bound was reached (and said so)
-	lines  logLimit        // the lines of dropped and initialized messages
+	lines  limits.LogLimit // the lines of dropped and initialized messages
 }
 
 // CompatCounts are the counters of this file, each monotonic.
@@ -265,7 +266,7 @@ func (h *Handler) dropIDless(r *http.Request, msgs []jsonrpc.Message, transport 
 // without an id, dropped on transport.
 func (h *Handler) droppedIDless(r *http.Request, msg *jsonrpc.Message, transport string) {
 	h.compat.dropped[slices.Index(dropTransports[:], transport)].Add(1)
-	if ok, held := h.compat.lines.allow(time.Now()); ok {
+	if ok, held := h.compat.lines.Allow(time.Now()); ok {
 		h.log.Warn("request without id dropped: it cannot be answered and is not forwarded", "method", clipHeader(msg.MethodName()),
 			"transport", transport, "user_agent", strconv.Quote(clipHeader(r.Header.Get("User-Agent"))), "suppressed", held)
 	}
@@ -275,7 +276,7 @@ func (h *Handler) droppedIDless(r *http.Request, msg *jsonrpc.Message, transport
 // without Mcp-Session-Id: 202, counted.
 func (h *Handler) initializedWithoutSession(w http.ResponseWriter, r *http.Request) {
 	h.compat.initialized.Add(1)
-	if ok, held := h.compat.lines.allow(time.Now()); ok {
+	if ok, held := h.compat.lines.Allow(time.Now()); ok {
 		h.log.Debug("notifications/initialized without Mcp-Session-Id accepted", "user_agent", strconv.Quote(clipHeader(r.Header.Get("User-Agent"))), "suppressed", held)
 	}
 	w.WriteHeader(http.StatusAccepted)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -22,7 +23,7 @@ import (
 // and outcome "ok", and the Observer counted it as a request answered.)
 func TestDroppedRequestsLeaveNoAuditLine(t *testing.T) {
 	var buf syncBuffer
-	au := NewAuditor(&buf, false)
+	au := audit.New(&buf, false)
 	rec := &recorder{}
 	h, srv := testServer(t, newFakeBackend(), Config{Audit: au, Observer: rec})
 	const idless = `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","arguments":{}}}`

@@ -6,9 +6,12 @@
 // and .../messages. Sessions are keyed by what their URL serves, so a
 // server and an endpoint of the same name never share one (target.go).
 //
-// A Handler owns the session store. For each POST it checks Origin, Accept,
-// Content-Type, body size, session and protocol version, parses the JSON-RPC
-// envelope once, and hands each message to the session's Conn (a
+// A request to a target is admitted first (admission.go wires
+// internal/admission in one order: Host, Origin, the target, the principal,
+// the version header, the limits, the audit record). A Handler owns the
+// session store. For each POST it checks Accept, Content-Type, body size,
+// session and protocol version, parses the JSON-RPC envelope once, asks the
+// limits (admit), and hands each message to the session's Conn (a
 // multiplexer client). Replies and the messages related to a request come
 // back on that POST's session.Stream; the handler answers with a JSON body
 // when the reply is all there is, or switches to an SSE stream as soon as a

@@ -13,20 +13,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/limits"
 )
-
-func TestRequestHost(t *testing.T) {
-	for in, want := range map[string]string{
-		"LocalHost:8080": "localhost", "[::1]:9": "::1", "[::1]": "::1", "Example.COM": "example.com", "": "",
-		"localhost:": "localhost",
-		// net/http accepts these Host values; they are not localhost.
-		"localhost:1,evil.example": "localhost:1,evil.example", "[::1]:x!evil": "[::1]:x!evil",
-	} {
-		if got := requestHost(in); got != want {
-			t.Errorf("requestHost(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 // A Host not allowed gets 403 naming it, before anything else is checked
 // (here: before the unknown server would get its 404).
@@ -97,7 +85,7 @@ func TestOpenErrorRetryAfter(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "2" || !strings.Contains(body, "starting") {
 		t.Fatalf("%d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if retryAfter(0) != "1" || retryAfter(time.Second) != "1" {
+	if limits.RetryAfter(0) != "1" || limits.RetryAfter(time.Second) != "1" {
 		t.Fatal("Retry-After must be at least 1 and rounded up")
 	}
 }

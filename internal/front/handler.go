@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,9 +12,12 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpgate/mcpgate/internal/admission"
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -80,8 +82,9 @@ type Config struct {
 	// TrustProxyHeaders honours X-Forwarded-Host (routing, endpoint URLs)
 	// and X-Forwarded-Proto (endpoint URLs). Default false.
 	TrustProxyHeaders bool
-	// Auth, if set, authenticates every request to a target and serves
-	// the targets' RFC 9728 metadata documents (auth.go). nil: none.
+	// Auth, if set, authenticates every request to a target (admission.go)
+	// and serves the targets' RFC 9728 metadata documents (metadata.go).
+	// nil: none.
 	Auth auth.Authenticator
 	// PublicURL is the gateway's URL as clients reach it
 	// ("https://mcp.example.com", or with the path a proxy serves it
@@ -93,16 +96,17 @@ type Config struct {
 	// (policy.go), by the target's key: a server's name, or
 	// "endpoints/" + an endpoint's name. A target without one: everything.
 	Policies map[string]conn.Policy
-	// Limits, if set, are per-principal limits (limits.go). nil: none.
-	Limits *Limits
+	// Limits, if set, are per-principal limits (internal/limits). nil:
+	// none.
+	Limits *limits.Config
 	// Metrics, if set, serves /metrics (behind the Host check, no auth);
 	// Observer, if set, gets a record of every client request (observe.go).
 	Metrics  http.Handler
-	Observer Observer
+	Observer audit.Observer
 	// Audit, if set, gets one line per client request POSTed to a
-	// target's /mcp URL (audit.go); its owner closes it after the
+	// target's /mcp URL (internal/audit); its owner closes it after the
 	// Handler. nil: no audit log.
-	Audit *Auditor
+	Audit *audit.Auditor
 	// Admin, if set, serves /admin/ and /status (behind the Host check;
 	// it authenticates its requests itself). nil: 404.
 	Admin http.Handler
@@ -117,7 +121,11 @@ type Handler struct {
 	cfg   Config
 	log   *slog.Logger
 	mux   *http.ServeMux
+	serve http.Handler // mux behind the Host check
 	store *session.Store
+
+	// A target's URLs behind admission (admission.go).
+	admittedMCP, admittedSSE, admittedMessages http.Handler
 
 	draining atomic.Bool
 	drain    chan struct{} // closed by Drain: standalone streams end
@@ -127,20 +135,20 @@ type Handler struct {
 	closers  tracker       // session closes started by Sweep and Close
 	closeSem chan struct{} // bounds the session closes running at once
 
-	openFailures logLimit // "opening session failed" lines
-	compat       compat   // client quirks accepted, requests without id dropped (compat.go)
-	parking      parking  // stateless requests waiting for input (mrtr.go)
+	openFailures limits.LogLimit // "opening session failed" lines
+	compat       compat          // client quirks accepted, requests without id dropped (compat.go)
+	parking      parking         // stateless requests waiting for input (mrtr.go)
 
 	paramTools paramTools // tools' Mcp-Param headers, from relayed lists (paramheaders.go)
 
-	limits   *limiter      // Config.Limits' state; nil: none
-	requests atomic.Uint64 // requests to targets (sessions_admin.go)
+	limits   *limits.Limiter // Config.Limits' state; nil: none
+	requests atomic.Uint64   // requests to targets (sessions_admin.go)
 
 	// tg is what requests route to (targets.go): Config's Backends,
 	// Endpoints, Policies and Auth at first, swapped by SetTargets.
 	tg atomic.Pointer[targets]
 
-	// From Config.PublicURL (auth.go): the origin and path prefix of the
+	// From Config.PublicURL (metadata.go): the origin and path prefix of the
 	// targets' resource URLs; "" for the request's.
 	publicOrigin, publicPath string
 }
@@ -186,7 +194,7 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	cfg.Audit = observed(cfg.Audit, cfg.Observer) // observe.go
+	cfg.Audit = audit.Observe(cfg.Audit, cfg.Observer, isDenial) // observe.go
 	h := &Handler{
 		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
 		store: session.NewStore(session.Limits{
@@ -195,12 +203,12 @@ func New(cfg Config) *Handler {
 		}),
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),
-		limits:   newLimiter(cfg.Limits),
+		limits:   limits.New(cfg.Limits),
 	}
 	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf), cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error
-		if h.publicOrigin, h.publicPath, err = parsePublicURL(cfg.PublicURL); err != nil {
+		if h.publicOrigin, h.publicPath, err = admission.ParsePublicURL(cfg.PublicURL); err != nil {
 			// Resource URLs then follow the requests: tokens minted for the
 			// URL meant are refused (their audience differs), never the
 			// other way round.
@@ -216,19 +224,25 @@ func New(cfg Config) *Handler {
 		h.mux.Handle("/metrics", cfg.Metrics)
 	}
 	h.routeAdmin() // sessions_admin.go
+	// A target's URLs, behind admission (admission.go).
+	h.admittedMCP = h.admitted(h.serveMCP, auditPOST)
+	h.admittedSSE = h.admitted(h.serveSSE, nil)
+	h.admittedMessages = h.admitted(h.serveMessages, auditAll)
 	// Each URL also with a trailing slash (routes.go).
-	h.route("/servers/{name}/mcp", h.serveMCP)
-	h.route("/servers/{name}/sse", h.serveSSE)
-	h.route("/servers/{name}/messages", h.serveMessages)
-	h.route("/endpoints/{endpoint}/mcp", h.serveMCP)
-	h.route("/endpoints/{endpoint}/sse", h.serveSSE)
-	h.route("/endpoints/{endpoint}/messages", h.serveMessages)
+	h.route("/servers/{name}/mcp", h.admittedMCP.ServeHTTP)
+	h.route("/servers/{name}/sse", h.admittedSSE.ServeHTTP)
+	h.route("/servers/{name}/messages", h.admittedMessages.ServeHTTP)
+	h.route("/endpoints/{endpoint}/mcp", h.admittedMCP.ServeHTTP)
+	h.route("/endpoints/{endpoint}/sse", h.admittedSSE.ServeHTTP)
+	h.route("/endpoints/{endpoint}/messages", h.admittedMessages.ServeHTTP)
 	// Always routed: serveDefault answers 404 while there is no default
 	// endpoint (SetTargets may add one).
-	h.route("/mcp", h.serveDefault(h.serveMCP))
-	h.route("/sse", h.serveDefault(h.serveSSE))
-	h.route("/messages", h.serveDefault(h.serveMessages))
+	h.route("/mcp", h.serveDefault(h.admittedMCP.ServeHTTP))
+	h.route("/sse", h.serveDefault(h.admittedSSE.ServeHTTP))
+	h.route("/messages", h.serveDefault(h.admittedMessages.ServeHTTP))
 	h.mux.HandleFunc("/", h.notFound)
+	// The Host first, for every URL, before anything is revealed.
+	h.serve = admission.CheckHost(cfg.HostAllowed, http.HandlerFunc(h.routeRequest))
 	return h
 }
 
@@ -236,25 +250,22 @@ func New(cfg Config) *Handler {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.handlers.add()
 	defer h.handlers.done()
-	// Host first, before anything is revealed: a DNS-rebinding page reaches
-	// a loopback listener under its own name.
-	if h.cfg.HostAllowed != nil {
-		if host := requestHost(r.Host); !h.cfg.HostAllowed(host) {
-			writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
-				" is not allowed: list it in gateway.allowedHosts, or set gateway.auth.publicUrl to the URL clients use (https://"+host+")")
-			return
-		}
-	}
+	h.serve.ServeHTTP(w, r)
+}
+
+// routeRequest routes a request whose Host was admitted: by subdomain
+// under HostDomain, else by path.
+func (h *Handler) routeRequest(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.HostDomain != "" {
 		if name, ok := h.hostServer(r); ok {
 			var serve http.HandlerFunc
 			switch strings.TrimSuffix(r.URL.Path, "/") {
 			case "/mcp":
-				serve = h.serveMCP
+				serve = h.admittedMCP.ServeHTTP
 			case "/sse":
-				serve = h.serveSSE
+				serve = h.admittedSSE.ServeHTTP
 			case "/messages":
-				serve = h.serveMessages
+				serve = h.admittedMessages.ServeHTTP
 			default:
 				if h.authenticator() != nil && isMetadataPath(r.URL.Path) {
 					serve = h.serveMetadata
@@ -302,65 +313,23 @@ func connOf(s *session.Session) conn.Conn {
 	return c
 }
 
-// front runs the checks every URL shares and finds its target (a server
-// or an endpoint); it answers the request itself when they fail. It
-// returns the target's session key (see target.go), and the request with
-// its principal in its context when Config.Auth is set (auth.go).
-func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, conn.Backend, *http.Request, bool) {
-	h.requests.Add(1)
-	// Origin first: a DNS-rebinding page must learn nothing, not even which
-	// servers exist.
-	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
-		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
-		return "", nil, nil, false
-	}
-	t := h.loadTargets() // the one load of the request's targets (targets.go)
-	name, be, unknown := h.targetIn(t, r)
-	if be == nil {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
-		return "", nil, nil, false
-	}
-	// Then who is asking, before anything of the target is revealed.
-	if t.auth != nil {
-		var ok bool
-		if r, ok = h.authenticate(w, r, name, t.auth); !ok {
-			return "", nil, nil, false
-		}
-	}
-	// A POST without a session may be of the stateless revision, whose
-	// versions post checks itself.
-	onSession := r.Header.Get("Mcp-Session-Id") != "" || isMessagesPath(r.URL.Path)
-	statelessPost := r.Method == http.MethodPost && !onSession
-	if !statelessPost && !h.checkVersionHeader(w, r, onSession) { // compat.go
-		return "", nil, nil, false
-	}
-	return name, be, r, true
-}
-
-func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
-	name, be, r, ok := h.front(w, r)
-	if !ok {
-		return
-	}
+// serveSSE, serveMessages and serveMCP serve a target's URLs once the
+// request was admitted (admission.go).
+func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, req *admission.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
-	h.legacyGet(w, r, name, be)
+	h.legacyGet(w, r, req.Key, req.Backend)
 }
 
-func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request) {
-	if name, _, r, ok := h.front(w, r); ok {
-		h.legacyPost(w, r, name)
-	}
+func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request, req *admission.Request) {
+	h.legacyPost(w, r, req.Key)
 }
 
-func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
-	name, be, r, ok := h.front(w, r)
-	if !ok {
-		return
-	}
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, req *admission.Request) {
+	name, be := req.Key, req.Backend
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r, name, be)
@@ -455,23 +424,6 @@ func lists(header, want string) bool {
 	return false
 }
 
-// requestHost returns the host a request names, as Config.HostAllowed sees
-// it: lower-cased, without port or IPv6 brackets.
-func requestHost(hostport string) string {
-	host := hostport
-	if h, port, err := net.SplitHostPort(hostport); err == nil {
-		// net/http admits ',' and '!' in Host: "localhost:1,evil.example"
-		// must not pass for localhost. A port is digits only; otherwise the
-		// whole value is the name (and matches no allowed host).
-		if strings.Trim(port, "0123456789") == "" {
-			host = h
-		}
-	} else if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
-		host = host[1 : len(host)-1]
-	}
-	return strings.ToLower(host)
-}
-
 // mediaType returns the type/subtype of a media range or Content-Type,
 // without parameters or surrounding space, and without allocating (this is
 // on every request). Case is left as is: compare with strings.EqualFold.
@@ -482,9 +434,7 @@ func mediaType(v string) string {
 
 // writeError answers with an HTTP status and a JSON-RPC error body (id null).
 func writeError(w http.ResponseWriter, status, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(jsonrpc.ErrorResponse(nil, code, msg))
+	admission.WriteError(w, status, code, msg)
 }
 
 var errTooMany = errors.New("mcpgate: too many sessions")

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
@@ -120,12 +122,7 @@ func (h *Handler) endpointURL(r *http.Request, name, id string) string {
 // reach the stream: a malformed body, an unknown session, and a stream
 // not read (Backlogged: an event there would not be read either).
 func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string) {
-	var audit *auditWriter
-	if h.cfg.Audit != nil {
-		audit = h.cfg.Audit.begin(w, r, name)
-		defer audit.finish()
-		w = audit
-	}
+	rec, _ := w.(*audit.Exchange) // nil without an audit log (admission.go)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
@@ -146,18 +143,14 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	}
 	// Requests cannot travel as notifications (compat.go).
 	if msgs = h.dropIDless(r, msgs, TransportLegacySSE); len(msgs) == 0 {
-		if audit != nil {
-			// No request left, so no line: not one of a POST whose
-			// messages were never read (a nil msgs).
-			audit.msgs = msgs
-		}
+		// No request left, so no line: not one of a POST whose messages
+		// were never read (a nil msgs).
+		rec.SetMessages(msgs)
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte("Accepted"))
 		return
 	}
-	if audit != nil {
-		audit.msgs = msgs
-	}
+	rec.SetMessages(msgs)
 	conn := connOf(s)
 	if conn == nil {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
@@ -172,13 +165,11 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 			"mcpgate: the session's SSE stream is not read: its unread replies are over sseReplayBytes; read them before sending more")
 		return
 	}
-	if audit != nil {
-		audit.skip = true // one line per request, when its reply is on the stream
-	}
-	release, ref := h.check(r, msgs) // limits.go
+	rec.Skip()                       // one line per request, when its reply is on the stream
+	release, ref := h.check(r, msgs) // admission.go
 	if ref != nil {
 		h.refuseLegacy(r, name, s.General(), msgs, ref)
-		w.Header().Set("Retry-After", retryAfter(ref.retry))
+		w.Header().Set("Retry-After", limits.RetryAfter(ref.Retry))
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte("Accepted"))
 		return

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/limits"
 )
 
 // legacyClient is a 2024-11-05 HTTP+SSE client: one GET stream, on which
@@ -118,7 +120,7 @@ func checkStreamRefusal(t *testing.T, r legacyReply, id, want, retryAfter string
 // request; the session goes on once the limit allows.
 func TestLegacyRefusalOnStream(t *testing.T) {
 	clock := newTestClock()
-	_, srv := testServer(t, newFakeBackend(), Config{Limits: &Limits{RequestsPerSecond: 0.5, Now: clock.Now}})
+	_, srv := testServer(t, newFakeBackend(), Config{Limits: &limits.Config{RequestsPerSecond: 0.5, Now: clock.Now}})
 	c := openLegacy(t, srv)
 	c.accepted(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	if r := c.next(); string(r.ID) != "1" || r.Error != nil {
@@ -146,7 +148,7 @@ func TestLegacyRefusalOnStream(t *testing.T) {
 // cap gets its "overloaded" refusal on the stream.
 func TestLegacyInFlightUntilReply(t *testing.T) {
 	b := newFakeBackend()
-	_, srv := testServer(t, b, Config{Limits: &Limits{MaxInFlightTotal: 1}})
+	_, srv := testServer(t, b, Config{Limits: &limits.Config{MaxInFlightTotal: 1}})
 	c := openLegacy(t, srv)
 	c.accepted(`{"jsonrpc":"2.0","id":1,"method":"hold"}`)
 	conn := waitFor(t, b.conns, "the session's conn")

@@ -5,16 +5,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/admission"
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
 // This file follows the requests of a legacy /messages POST past its 202:
 // each request's reply travels on the session's SSE stream, so the POST
-// counts against the limits (limits.go, overload.go), and its requests'
-// audit lines are timed, until the last of its replies is put on that
+// counts against the limits (internal/limits), and its requests' audit
+// lines are timed (internal/audit: Accepted, Replied), until the last of its replies is put on that
 // stream. "Put on" is when the reply is queued on the session's stream,
 // ready for its reader: the SSE writer of an attached client writes it
 // at once, and a client between connections gets it when it is back (a
@@ -22,7 +25,7 @@ import (
 
 // legacyPost is one legacy POST whose requests are being answered.
 type legacyPost struct {
-	audit   *Auditor // nil: no audit log
+	audit   *audit.Auditor // nil: no audit log
 	start   time.Time
 	left    atomic.Int32 // requests without their reply yet
 	release func()       // of the limits, once left is 0
@@ -34,7 +37,7 @@ type legacyPost struct {
 type legacyOut struct {
 	st   *session.Stream
 	post *legacyPost
-	line auditLine // with an audit log: the request's, as it came
+	line audit.Pending // with an audit log: the request's line, as it came
 	done atomic.Bool
 }
 
@@ -47,20 +50,7 @@ func (o *legacyOut) Reply(msg []byte) {
 	}
 	p := o.post
 	if p.audit != nil {
-		l := o.line
-		l.DurationMs = durationMs(p.audit.now().Sub(p.start))
-		l.BytesOut = int64(len(msg))
-		l.Outcome = "ok"
-		if msg == nil {
-			l.Outcome = "cancelled" // the client cancelled it: no reply
-		} else if len(msg) <= auditCapture {
-			// A bigger reply is a result: errors are short, and parsing
-			// a large reply only to learn that is not worth its cost.
-			if rep, ok := parseReply(msg); ok && rep.isError {
-				l.Outcome, l.Code, l.denied = "error", rep.code, rep.denied
-			}
-		}
-		p.audit.emit(&l)
+		p.audit.Replied(&o.line, msg)
 	}
 	if p.left.Add(-1) == 0 {
 		p.release()
@@ -72,7 +62,7 @@ func (o *legacyOut) Reply(msg []byte) {
 // their replies on st.
 func (h *Handler) handleLegacy(r *http.Request, name string, conn conn.Conn, st *session.Stream, msgs []jsonrpc.Message, release func()) {
 	n := countRequests(msgs)
-	if n == 0 || h.limits == nil && h.cfg.Audit == nil {
+	if n == 0 || !admission.From(r.Context()).Limited() && h.cfg.Audit == nil {
 		// Nothing to follow: the replies go straight to the stream.
 		release()
 		for i := range msgs {
@@ -82,7 +72,7 @@ func (h *Handler) handleLegacy(r *http.Request, name string, conn conn.Conn, st 
 	}
 	p := &legacyPost{audit: h.cfg.Audit, start: time.Now(), release: release}
 	if p.audit != nil {
-		p.start = p.audit.now()
+		p.start = p.audit.Now()
 	}
 	p.left.Store(int32(n))
 	for i := range msgs {
@@ -93,9 +83,7 @@ func (h *Handler) handleLegacy(r *http.Request, name string, conn conn.Conn, st 
 		}
 		out := &legacyOut{st: st, post: p}
 		if p.audit != nil {
-			out.line = p.audit.baseLine(r, name, p.start)
-			out.line.Status = http.StatusAccepted
-			p.audit.describe(&out.line, m)
+			out.line = p.audit.Accepted(r, auditTarget(name), p.start, m)
 		}
 		conn.Handle(r.Context(), m, out)
 	}
@@ -106,9 +94,9 @@ func (h *Handler) handleLegacy(r *http.Request, name string, conn conn.Conn, st 
 // (the refusal's Retry-After, in seconds, as the error's data
 // "retryAfter"), and logs their audit lines. The caller answers the POST
 // 202: see legacyPost for why.
-func (h *Handler) refuseLegacy(r *http.Request, name string, st *session.Stream, msgs []jsonrpc.Message, ref *refusal) {
-	retry := retryAfter(ref.retry)
-	prob := eras.Problem{Code: jsonrpc.CodeServerError, Message: "mcpgate: " + ref.msg, Data: []byte(`{"retryAfter":` + retry + `}`)}
+func (h *Handler) refuseLegacy(r *http.Request, name string, st *session.Stream, msgs []jsonrpc.Message, ref *limits.Refusal) {
+	retry := limits.RetryAfter(ref.Retry)
+	prob := eras.Problem{Code: jsonrpc.CodeServerError, Message: "mcpgate: " + ref.Msg, Data: []byte(`{"retryAfter":` + retry + `}`)}
 	// Announced first, as legacyPost does, so a draining stream waits for
 	// them.
 	st.Expect(countRequests(msgs))
@@ -121,10 +109,7 @@ func (h *Handler) refuseLegacy(r *http.Request, name string, st *session.Stream,
 		reply := prob.AppendResponse(nil, m.Bytes(m.ID))
 		st.Reply(reply)
 		if a := h.cfg.Audit; a != nil {
-			l := a.baseLine(r, name, now)
-			a.describe(&l, m)
-			l.Status, l.Outcome, l.Code, l.BytesOut = http.StatusAccepted, ref.auditOutcome(), jsonrpc.CodeServerError, int64(len(reply))
-			a.emit(&l)
+			a.RefusedOnStream(r, auditTarget(name), now, m, ref.AuditOutcome(), reply)
 		}
 	}
 }

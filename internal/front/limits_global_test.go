@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/mcpgate/mcpgate/internal/limits"
 )
 
 // checkOverloaded checks a 503 with Retry-After and a JSON-RPC error of
@@ -42,7 +41,7 @@ func checkOverloaded(t *testing.T, resp *http.Response, body, id string) {
 // are admitted again.
 func TestGlobalCapAcrossPrincipals(t *testing.T) {
 	b := newFakeBackend()
-	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Limits: &Limits{MaxInFlightTotal: 2}})
+	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Limits: &limits.Config{MaxInFlightTotal: 2}})
 	type user struct {
 		hdr  []string
 		conn *fakeConn
@@ -95,77 +94,4 @@ func TestGlobalCapAcrossPrincipals(t *testing.T) {
 		resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":78,"method":"tools/list"}`, alice...)
 		return resp.StatusCode == http.StatusOK
 	})
-}
-
-// Under real concurrency the cap is never exceeded, and every slot taken
-// is given back.
-func TestOverloadConcurrentAdmit(t *testing.T) {
-	o := &overload{max: 3}
-	var inside, peak atomic.Int64
-	var refused atomic.Int64
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 500 {
-				release, ref := o.admit(time.Now)
-				if ref != nil {
-					if ref.status != http.StatusServiceUnavailable || ref.auditOutcome() != outcomeOverloaded || ref.retry < time.Second {
-						t.Errorf("refusal %+v", ref)
-					}
-					refused.Add(1)
-					continue
-				}
-				n := inside.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				inside.Add(-1)
-				release()
-			}
-		})
-	}
-	wg.Wait()
-	if p := peak.Load(); p > 3 {
-		t.Errorf("%d admitted at once, cap 3", p)
-	}
-	if n := o.inFlight.Load(); n != 0 {
-		t.Errorf("%d slots still taken", n)
-	}
-	t.Logf("%d of 8000 refused", refused.Load())
-}
-
-// Retry-After is the expected wait for the first of the requests in
-// flight to end: average/(n+1), within [1 s, 30 s].
-func TestOverloadRetryAfter(t *testing.T) {
-	for _, tt := range []struct {
-		avg  time.Duration
-		n    int64
-		want time.Duration
-	}{
-		{0, 5, time.Second},                           // nothing ended yet
-		{50 * time.Millisecond, 100, time.Second},     // short calls: the floor
-		{60 * time.Second, 9, 6 * time.Second},        // minute-long calls, 9 in flight
-		{10 * time.Minute, 1, overloadRetryMax},       // the ceiling
-		{90 * time.Second, 2, 30 * time.Second},       // exactly the ceiling
-		{3 * time.Second, 1, 1500 * time.Millisecond}, // Retry-After rounds it up to 2
-	} {
-		o := &overload{max: tt.n}
-		o.avg.Store(int64(tt.avg))
-		if got := o.retryAfter(tt.n); got != tt.want {
-			t.Errorf("avg %v, %d in flight: %v, want %v", tt.avg, tt.n, got, tt.want)
-		}
-	}
-	// The average follows the durations of the POSTs that ended.
-	clock := newTestClock()
-	o := &overload{max: 1}
-	release, _ := o.admit(clock.Now)
-	clock.advance(8 * time.Second)
-	release()
-	if got := time.Duration(o.avg.Load()); got != 8*time.Second {
-		t.Errorf("average %v after one POST of 8s", got)
-	}
-	release, _ = o.admit(clock.Now)
-	if _, ref := o.admit(clock.Now); ref == nil || retryAfter(ref.retry) != "4" {
-		t.Errorf("refusal %+v, want Retry-After 4 (8s / 2)", ref)
-	}
-	release()
 }

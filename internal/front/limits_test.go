@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/limits"
 )
 
 // testClock is a clock the test moves.
@@ -58,7 +60,7 @@ func TestLimitRateRetryAfter(t *testing.T) {
 	clock := newTestClock()
 	// 0.4 per second, burst 1: after one request the next token is 2.5 s
 	// away, which Retry-After rounds up to 3.
-	_, srv := testServer(t, newFakeBackend(), Config{Limits: &Limits{RequestsPerSecond: 0.4, Burst: 1, Now: clock.Now}})
+	_, srv := testServer(t, newFakeBackend(), Config{Limits: &limits.Config{RequestsPerSecond: 0.4, Burst: 1, Now: clock.Now}})
 	sid := initSession(t, srv)
 	hdr := []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18"}
 	resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, hdr...)
@@ -82,7 +84,7 @@ func TestLimitRateRetryAfter(t *testing.T) {
 
 func TestLimitRatePerPrincipal(t *testing.T) {
 	clock := newTestClock()
-	_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Limits: &Limits{RequestsPerSecond: 1, Now: clock.Now}})
+	_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Limits: &limits.Config{RequestsPerSecond: 1, Now: clock.Now}})
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
 	for _, who := range []string{"alice", "bob", "alice-key"} {
 		if resp, body := do(t, srv, http.MethodPost, mcpPath, init, "Authorization", "Bearer "+who); resp.StatusCode != http.StatusOK {
@@ -95,7 +97,7 @@ func TestLimitRatePerPrincipal(t *testing.T) {
 
 func TestLimitInFlight(t *testing.T) {
 	b := newFakeBackend()
-	_, srv := testServer(t, b, Config{Limits: &Limits{MaxInFlight: 1}})
+	_, srv := testServer(t, b, Config{Limits: &limits.Config{MaxInFlight: 1}})
 	sid := initSession(t, srv)
 	conn := waitFor(t, b.conns, "the session's connection")
 	held := postAsync(t, srv, sid, "2025-06-18", `{"jsonrpc":"2.0","id":1,"method":"hold"}`)
@@ -114,7 +116,7 @@ func TestLimitInFlight(t *testing.T) {
 
 func TestLimitSessions(t *testing.T) {
 	b := newFakeBackend()
-	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Limits: &Limits{MaxSessions: 1}})
+	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Limits: &limits.Config{MaxSessions: 1}})
 	init := `{"jsonrpc":"2.0","id":4,"method":"initialize","params":{}}`
 	resp, body := do(t, srv, http.MethodPost, mcpPath, init, "Authorization", "Bearer alice")
 	sid := resp.Header.Get("Mcp-Session-Id")
@@ -144,7 +146,7 @@ func TestLimitSessions(t *testing.T) {
 
 func TestLimitToolRate(t *testing.T) {
 	clock := newTestClock()
-	_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Limits: &Limits{ToolsPerSecond: 0.5, Now: clock.Now}})
+	_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Limits: &limits.Config{ToolsPerSecond: 0.5, Now: clock.Now}})
 	session := func(who string) []string {
 		resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, "Authorization", "Bearer "+who)
 		if resp.StatusCode != http.StatusOK {
@@ -176,30 +178,5 @@ func TestLimitToolRate(t *testing.T) {
 	clock.advance(2 * time.Second)
 	if resp, body := call(alice, "5", "echo"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after 2 s: %d %s", resp.StatusCode, body)
-	}
-}
-
-func TestLimitsEvictIdle(t *testing.T) {
-	clock := newTestClock()
-	h := New(Config{Limits: &Limits{RequestsPerSecond: 1, MaxPrincipals: 2, Now: clock.Now}})
-	defer h.Close()
-	for _, k := range []string{"a", "b"} {
-		release, ref := h.limits.admitRequest(k, nil, h.store)
-		if ref != nil {
-			t.Fatalf("%s: %v", k, ref.msg)
-		}
-		release()
-	}
-	if _, ref := h.limits.admitRequest("c", nil, h.store); ref == nil || ref.msg != "too many principals are active" {
-		t.Fatalf("a third principal while both buckets are drained: %v", ref)
-	}
-	clock.advance(time.Second) // both buckets full again: idle
-	release, ref := h.limits.admitRequest("c", nil, h.store)
-	if ref != nil {
-		t.Fatalf("c after the others went idle: %s", ref.msg)
-	}
-	release()
-	if n := len(h.limits.principals); n != 1 {
-		t.Errorf("%d principals kept, want 1", n)
 	}
 }

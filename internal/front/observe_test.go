@@ -8,8 +8,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -17,16 +19,16 @@ import (
 // recorder is an Observer that keeps what it is told.
 type recorder struct {
 	mu   sync.Mutex
-	recs []RequestRecord
+	recs []audit.Record
 }
 
-func (r *recorder) Request(rec *RequestRecord) {
+func (r *recorder) Request(rec *audit.Record) {
 	r.mu.Lock()
 	r.recs = append(r.recs, *rec)
 	r.mu.Unlock()
 }
 
-func (r *recorder) records() []RequestRecord {
+func (r *recorder) records() []audit.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.recs)
@@ -38,7 +40,7 @@ func (r *recorder) records() []RequestRecord {
 func TestObserverWithoutAudit(t *testing.T) {
 	b := newFakeBackend()
 	rec := &recorder{}
-	h, srv := testServer(t, b, Config{Auth: newFakeAuth(), Observer: rec, Limits: &Limits{ToolsPerSecond: 0.001}})
+	h, srv := testServer(t, b, Config{Auth: newFakeAuth(), Observer: rec, Limits: &limits.Config{ToolsPerSecond: 0.001}})
 	alice := []string{"Authorization", "Bearer alice"}
 	resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, alice...)
 	if resp.StatusCode != http.StatusOK {
@@ -77,12 +79,12 @@ func TestObserverWithoutAudit(t *testing.T) {
 		method, outcome string
 		code, status    int
 	}{
-		{"initialize", OutcomeOK, 0, 200},
-		{"tools/call", OutcomeOK, 0, 200},
-		{"missing", OutcomeError, jsonrpc.CodeMethodNotFound, 200},
-		{"tools/call", OutcomeRateLimited, jsonrpc.CodeServerError, 429},
-		{"", OutcomeUnauthenticated, jsonrpc.CodeInvalidRequest, 401},
-		{"hold", OutcomeOK, 0, 200},
+		{"initialize", audit.OutcomeOK, 0, 200},
+		{"tools/call", audit.OutcomeOK, 0, 200},
+		{"missing", audit.OutcomeError, jsonrpc.CodeMethodNotFound, 200},
+		{"tools/call", audit.OutcomeRateLimited, jsonrpc.CodeServerError, 429},
+		{"", audit.OutcomeUnauthenticated, jsonrpc.CodeInvalidRequest, 401},
+		{"hold", audit.OutcomeOK, 0, 200},
 	}
 	got := rec.records()
 	if len(got) != len(want) {
@@ -107,7 +109,7 @@ func TestObserverWithoutAudit(t *testing.T) {
 // Observer gets the same requests.
 func TestObserverWithAudit(t *testing.T) {
 	var buf syncBuffer
-	au := NewAuditor(&buf, false)
+	au := audit.New(&buf, false)
 	rec := &recorder{}
 	_, srv := testServer(t, newFakeBackend(), Config{Audit: au, Observer: rec})
 	resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
@@ -146,7 +148,7 @@ func TestIsDenial(t *testing.T) {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(*RequestRecord) {}
+func (nopObserver) Request(*audit.Record) {}
 
 // BenchmarkPOSTObserved is BenchmarkPOST with an Observer (what metrics
 // cost a request): the audit code path without an audit log.

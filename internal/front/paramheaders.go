@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/admission"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -42,14 +43,14 @@ const (
 )
 
 // paramKey is the cache's key of target for the principal whose owner key
-// (ownerKey; "" without authentication) is owner.
+// (admission.PrincipalKey; "" without authentication) is owner.
 func paramKey(target, owner string) string { return target + "\x00" + owner }
 
 // paramKeyOf is the cache's key of target for the request of ctx.
 func (h *Handler) paramKeyOf(ctx context.Context, target string) string {
 	owner := ""
 	if h.authenticator() != nil {
-		owner = ownerKey(conn.Principal(ctx))
+		owner = admission.PrincipalKey(conn.Principal(ctx))
 	}
 	return paramKey(target, owner)
 }

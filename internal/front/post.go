@@ -10,8 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/admission"
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -27,12 +30,7 @@ var timerPool = sync.Pool{New: func() any {
 }}
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be conn.Backend) {
-	var audit *auditWriter
-	if h.cfg.Audit != nil {
-		audit = h.cfg.Audit.begin(w, r, name)
-		defer audit.finish()
-		w = audit
-	}
+	rec, _ := w.(*audit.Exchange) // nil without an audit log (admission.go)
 	accept := r.Header.Get("Accept")
 	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list application/json and text/event-stream")
@@ -46,19 +44,15 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be c
 	if !ok {
 		return
 	}
-	if audit != nil {
-		audit.msgs = msgs
-	}
+	rec.SetMessages(msgs)
 	stateless := isStatelessPost(r, msgs, batch)
 	if !stateless {
 		if msgs, ok = h.sessionEraMessages(w, r, msgs, batch); !ok { // compat.go
 			return
 		}
-		if audit != nil {
-			audit.msgs = msgs // without the requests dropped
-		}
+		rec.SetMessages(msgs) // without the requests dropped
 	}
-	release, ok := h.admit(w, r, msgs, batch) // limits.go
+	release, ok := h.admit(w, r, msgs, batch) // admission.go
 	if !ok {
 		return
 	}
@@ -314,13 +308,11 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
-	var counted func(*session.Session)
-	if h.limits != nil { // limits.go: sessions per principal
-		var ref *refusal
-		if counted, ref = h.limits.admitSession(limitKey(r), h.store); ref != nil {
-			refuse(w, ref, nil)
-			return nil, nil
-		}
+	// Sessions per principal (admission.go).
+	counted, ref := admission.From(r.Context()).AdmitSession(h.store)
+	if ref != nil {
+		refuse(w, ref, nil)
+		return nil, nil
 	}
 	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
 	if counted != nil {
@@ -341,12 +333,12 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 		s.Close("the server could not be opened")
 		// A client retrying against a server at its limit must not cost a
 		// log line per attempt.
-		if ok, held := h.openFailures.allow(time.Now()); ok {
+		if ok, held := h.openFailures.Allow(time.Now()); ok {
 			h.log.Error("opening session failed", logTarget(name), "err", err, "suppressed", held)
 		}
 		var ra interface{ RetryAfter() time.Duration }
 		if errors.As(err, &ra) {
-			w.Header().Set("Retry-After", retryAfter(ra.RetryAfter()))
+			w.Header().Set("Retry-After", limits.RetryAfter(ra.RetryAfter()))
 		}
 		status, text := openRefusal(name, err)
 		writeError(w, status, jsonrpc.CodeServerError, text)
@@ -380,12 +372,6 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 		h.established(s, name, transportSSE, "") // sessionlog.go
 	}
 	return s, conn
-}
-
-// retryAfter formats d as Retry-After seconds: rounded up, at least 1.
-func retryAfter(d time.Duration) string {
-	secs := int64((d + time.Second - 1) / time.Second)
-	return strconv.FormatInt(max(secs, 1), 10)
 }
 
 func isJSON(contentType string) bool {

@@ -54,7 +54,7 @@ func (h *Handler) logEnded(s *session.Session, reason string) {
 	h.log.LogAttrs(context.Background(), slog.LevelInfo, "session closed", attrs...)
 }
 
-// appendPrincipal adds the principal of owner key owner (see ownerKey) as
+// appendPrincipal adds the principal of owner key owner (see admission.PrincipalKey) as
 // KIND:NAME, as the audit log writes it; nothing when there is none.
 func appendPrincipal(attrs []slog.Attr, owner string) []slog.Attr {
 	if owner == "" {

@@ -5,8 +5,9 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/logfile"
 )
 
@@ -14,20 +15,20 @@ import (
 // appended to and reopened when rotated (file, for SIGHUP: reopenAudit),
 // or stderr for "-". Write errors are logged on log. close writes the
 // lines queued and closes the file.
-func openAudit(a *config.Audit, log *slog.Logger) (au *front.Auditor, file *logfile.File, closeFn func(), err error) {
+func openAudit(a *config.Audit, log *slog.Logger) (au *audit.Auditor, file *logfile.File, closeFn func(), err error) {
 	if a == nil {
 		return nil, nil, func() {}, nil
 	}
-	o := front.AuditOptions{Arguments: a.Arguments, Logger: log, Name: a.File}
+	o := audit.Options{Arguments: a.Arguments, Logger: log, Name: a.File}
 	if a.File == "-" {
-		au = front.NewAuditorWith(os.Stderr, o)
+		au = audit.NewWith(os.Stderr, o)
 		return au, nil, au.Close, nil
 	}
 	f, err := logfile.Open(a.File, 0o600)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("gateway.audit.file: %w", err)
 	}
-	au = front.NewAuditorWith(f, o)
+	au = audit.NewWith(f, o)
 	return au, f, func() {
 		au.Close()
 		_ = f.Close()
@@ -44,12 +45,12 @@ func (g *Gateway) reopenAudit() {
 	}
 }
 
-// limits maps gateway.limits onto the HTTP front's (nil: none).
-func limits(l *config.Limits) *front.Limits {
+// limitsOf maps gateway.limits onto the limits' Config (nil: none).
+func limitsOf(l *config.Limits) *limits.Config {
 	if l == nil {
 		return nil
 	}
-	return &front.Limits{
+	return &limits.Config{
 		RequestsPerSecond: l.RequestsPerSecond, Burst: l.Burst, MaxInFlight: l.MaxInFlight,
 		MaxSessions: l.MaxSessions, ToolsPerSecond: l.ToolsPerSecond, ToolBurst: l.ToolBurst,
 		MaxInFlightTotal: l.MaxInFlightTotal,

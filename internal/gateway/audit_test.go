@@ -41,10 +41,10 @@ func TestOpenAudit(t *testing.T) {
 }
 
 func TestLimitsMapped(t *testing.T) {
-	if limits(nil) != nil {
+	if limitsOf(nil) != nil {
 		t.Error("no limits block gave limits")
 	}
-	l := limits(&config.Limits{RequestsPerSecond: 2, Burst: 3, MaxInFlight: 4, MaxSessions: 5, ToolsPerSecond: 6, ToolBurst: 7, MaxInFlightTotal: 8})
+	l := limitsOf(&config.Limits{RequestsPerSecond: 2, Burst: 3, MaxInFlight: 4, MaxSessions: 5, ToolsPerSecond: 6, ToolBurst: 7, MaxInFlightTotal: 8})
 	if l.RequestsPerSecond != 2 || l.Burst != 3 || l.MaxInFlight != 4 || l.MaxSessions != 5 || l.ToolsPerSecond != 6 || l.ToolBurst != 7 || l.MaxInFlightTotal != 8 {
 		t.Errorf("limits mapped to %+v", l)
 	}

@@ -187,7 +187,7 @@ func handlerConfig(cfg *config.Config, backends map[string]conn.Backend, log *sl
 		HostAllowed:     hostCheck(gw.Listen, gw.AllowedHosts, gw.HostRouting.Domain, publicURL(gw)),
 		BodyReadTimeout: gw.BodyReadTimeout, ReplyWait: gw.ReplyWait, InputWait: gw.InputWait,
 		ReplayBytes: gw.SSEReplayBytes, SessionReplayBytes: gw.SessionReplayBytes,
-		PublicURL: publicURL(gw), Limits: limits(gw.Limits), BareServer: cfg.BareServer,
+		PublicURL: publicURL(gw), Limits: limitsOf(gw.Limits), BareServer: cfg.BareServer,
 	}
 }
 

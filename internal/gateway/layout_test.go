@@ -24,13 +24,16 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/conn":            {"internal/auth", "internal/jsonrpc"},
 		"internal/mux":             {"internal/conn", "internal/jsonrpc", "internal/upstream"},
 		"internal/eras":            {"internal/jsonrpc"},
-		"internal/front":           {"internal/auth", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
+		"internal/limits":          {"internal/conn", "internal/jsonrpc", "internal/session"},
+		"internal/audit":           {"internal/auth", "internal/conn", "internal/jsonrpc", "internal/limits"},
+		"internal/admission":       {"internal/audit", "internal/auth", "internal/conn", "internal/jsonrpc", "internal/limits", "internal/session"},
+		"internal/front":           {"internal/admission", "internal/audit", "internal/auth", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/limits", "internal/mux", "internal/session", "internal/sse"},
 		"internal/servers":         {"internal/config", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/mux", "internal/upstream/stdio", "internal/upstream/remote"},
 		"internal/aggregate":       {"internal/auth", "internal/conn", "internal/jsonrpc", "internal/mux"},
 		"internal/policy":          {"internal/auth", "internal/config"},
 		"internal/tracing":         {},
 		"internal/admin":           {"internal/auth"},
-		"internal/gateway":         {"internal/admin", "internal/aggregate", "internal/auth", "internal/config", "internal/conn", "internal/front", "internal/logfile", "internal/metrics", "internal/policy", "internal/servers", "internal/tracing"},
+		"internal/gateway":         {"internal/admin", "internal/aggregate", "internal/audit", "internal/auth", "internal/config", "internal/conn", "internal/front", "internal/limits", "internal/logfile", "internal/metrics", "internal/policy", "internal/servers", "internal/tracing"},
 		"cmd/mcpgate":              {"internal/config", "internal/gateway", "internal/loadgen", "internal/bridge", "internal/upstream/remote"},
 		"internal/upstream/remote": {"internal/jsonrpc", "internal/eras", "internal/sse", "internal/upstream"},
 		"internal/bridge":          {"internal/jsonrpc", "internal/eras", "internal/upstream/remote"},
@@ -43,6 +46,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/jsonrpc": {"net/http", "os/exec"},
 		// contracts only: the kinds of upstream live in its subpackages
 		"internal/upstream": {"net/http", "os/exec"},
+		"internal/limits":   {"net/http"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
 	if err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"strings"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 	"github.com/mcpgate/mcpgate/internal/servers"
@@ -28,7 +29,7 @@ func (g *Gateway) setupMetrics(hc *front.Config) {
 // requestObserver hands the front's records to the metrics.
 type requestObserver struct{ m *metrics.Metrics }
 
-func (o requestObserver) Request(r *front.RequestRecord) {
+func (o requestObserver) Request(r *audit.Record) {
 	o.m.Request(&metrics.Request{
 		Target: r.Target, Kind: r.Kind, Method: r.Method, Outcome: r.Outcome,
 		Duration: r.Duration, BytesIn: int64(r.BytesIn), BytesOut: r.BytesOut,
@@ -38,7 +39,7 @@ func (o requestObserver) Request(r *front.RequestRecord) {
 // metricsSource is metrics.Source over a gateway.
 type metricsSource struct {
 	g     *Gateway
-	audit *front.Auditor // the configured audit log; nil: none
+	audit *audit.Auditor // the configured audit log; nil: none
 }
 
 func (s *metricsSource) Sessions() []metrics.Sessions {

@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/logfile"
 	"github.com/mcpgate/mcpgate/internal/metrics"
 )
@@ -31,7 +31,7 @@ func vcsRevision() string {
 
 // exportOps registers the build and, with an audit log (au; its file f,
 // nil for stderr), its writes on m.
-func exportOps(m *metrics.Metrics, au *front.Auditor, f *logfile.File) {
+func exportOps(m *metrics.Metrics, au *audit.Auditor, f *logfile.File) {
 	m.SetBuild(metrics.Build{Version: Version, Commit: Commit, GoVersion: runtime.Version()})
 	if au == nil {
 		return

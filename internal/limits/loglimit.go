@@ -1,35 +1,35 @@
-package front
+package limits
 
 import (
 	"sync"
 	"time"
 )
 
-// logEvery is the interval a logLimit allows one line per, by default.
+// logEvery is the interval a LogLimit allows one line per, by default.
 const logEvery = time.Second
 
-// logLimit lets one log line of one kind through per logEvery (or its
+// LogLimit lets one log line of one kind through per logEvery (or its
 // own interval) and counts the lines it held back, so that a client
 // repeating a failing request as fast as it can costs one line per
 // second, and the log still says how many there were. The zero value is ready; safe for concurrent use.
-type logLimit struct {
-	every time.Duration // the interval; 0: logEvery
+type LogLimit struct {
+	Every time.Duration // the interval; 0: logEvery
 
 	mu   sync.Mutex
 	next time.Time // guarded by mu: when the next line may be logged
 	held int       // guarded by mu: lines held back since the last one logged
 }
 
-// allow reports whether a line may be logged at now and, if so, how many
+// Allow reports whether a line may be logged at now and, if so, how many
 // were held back since the previous one.
-func (l *logLimit) allow(now time.Time) (ok bool, held int) {
+func (l *LogLimit) Allow(now time.Time) (ok bool, held int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Before(l.next) {
 		l.held++
 		return false, 0
 	}
-	every := l.every
+	every := l.Every
 	if every <= 0 {
 		every = logEvery
 	}

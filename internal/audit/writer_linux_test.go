@@ -1,6 +1,6 @@
 //go:build linux
 
-package front
+package audit
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func TestAuditFullFilesystemRecovers(t *testing.T) {
 	}
 	defer f.Close()
 	filler := fill(t, dir)
-	au := NewAuditorWith(f, AuditOptions{Logger: testAuditLogger(&syncBuffer{}), Name: path})
+	au := NewWith(f, Options{Logger: testAuditLogger(&syncBuffer{}), Name: path})
 	au.log(auditTestLine(0))
 	waitForCond(t, "the write to the full filesystem to fail", func() bool { return au.WriteStats().Errors > 0 })
 	if err := os.Remove(filler); err != nil {
@@ -75,7 +75,7 @@ func TestAuditFullFilesystemRecovers(t *testing.T) {
 	if len(lines) != 2 || lines[0].Dropped != 1 || lines[1].Method != "m1" {
 		t.Errorf("the log holds %q; want a dropped line of 1, then m1", data)
 	}
-	if s := au.WriteStats(); s != (AuditWriteStats{Errors: 1, Lost: 1}) {
+	if s := au.WriteStats(); s != (WriteStats{Errors: 1, Lost: 1}) {
 		t.Errorf("WriteStats %+v, want 1 error, 1 lost", s)
 	}
 }

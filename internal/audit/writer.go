@@ -1,4 +1,4 @@
-package front
+package audit
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 //     so one full disk would end the log for good.
 //   - A failed Write loses the lines it did not write whole: they are
 //     counted (WriteStats), the error is logged (one line per
-//     auditErrorEvery, with the number held back), and the next batch is
+//     errorEvery, with the number held back), and the next batch is
 //     tried as if nothing happened. When one goes through, it starts with
 //     {"time":...,"dropped":N}: the lines missing before it, dropped from
 //     a full queue or lost to failed writes.
@@ -30,22 +30,22 @@ import (
 // auditBatch bounds the bytes of one Write.
 const auditBatch = 64 << 10
 
-// auditErrorEvery is how often a failing audit log is logged: a full disk
+// errorEvery is how often a failing audit log is logged: a full disk
 // fails every batch.
-const auditErrorEvery = 10 * time.Second
+const errorEvery = 10 * time.Second
 
 // Dropped returns how many lines were dropped because the queue was full.
 func (a *Auditor) Dropped() int64 { return a.dropped.Load() }
 
-// AuditWriteStats are the failed writes of an audit log.
-type AuditWriteStats struct {
+// WriteStats are the failed writes of an audit log.
+type WriteStats struct {
 	Errors int64 // writes that failed
 	Lost   int64 // lines they lost
 }
 
 // WriteStats returns the failed writes so far.
-func (a *Auditor) WriteStats() AuditWriteStats {
-	return AuditWriteStats{Errors: a.writeErrors.Load(), Lost: a.lost.Load()}
+func (a *Auditor) WriteStats() WriteStats {
+	return WriteStats{Errors: a.writeErrors.Load(), Lost: a.lost.Load()}
 }
 
 // Close writes the lines queued and stops; lines logged after are
@@ -111,7 +111,7 @@ func (a *Auditor) run(w io.Writer) {
 				midLine = batch[n-1] != '\n'
 			}
 			failing = true
-			if ok, held := a.errLog.allow(a.now()); ok {
+			if ok, held := a.errLog.Allow(a.now()); ok {
 				a.logger.Error("audit log write failed; its lines are lost and counted",
 					"file", a.name, "err", err, "lines", lost, "failures_held_back", held)
 			}

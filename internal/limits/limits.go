@@ -1,9 +1,7 @@
-package front
+package limits
 
 import (
-	"encoding/json"
 	"math"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -15,20 +13,20 @@ import (
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
-// This file holds the per-principal limits (Config.Limits): a request
-// rate, requests in flight, sessions, and a rate per principal and tool;
-// and, in overload.go, the gateway-wide cap on requests in flight. They
-// are checked once a POST's messages are read (post, for either era and
-// the stateless revision; legacyPost) and when a session is opened (open),
-// before anything reaches a server. A refusal is 429 (503 for the global
-// cap) with Retry-After and a JSON-RPC error carrying the request's id; a
-// legacy POST's refusal travels on the session's SSE stream instead
-// (legacy.go). Requests without a principal (authentication off, or an
-// open target asked without credentials) share one anonymous principal.
+// This file holds the per-principal limits: a request rate, requests in
+// flight, sessions, and a rate per principal and tool; and, in
+// overload.go, the gateway-wide cap on requests in flight. The front
+// checks them once a POST's messages are read (for either era and the
+// stateless revision, and a legacy /messages POST) and when a session is
+// opened, before anything reaches a server. A refusal is 429 (503 for the
+// global cap) with Retry-After and a JSON-RPC error carrying the request's
+// id; a legacy POST's refusal travels on the session's SSE stream instead.
+// Requests without a principal (authentication off, or an open target
+// asked without credentials) share one anonymous principal (key "").
 
-// Limits are the per-principal limits, and one for the whole gateway
+// Config is the per-principal limits, and one for the whole gateway
 // (MaxInFlightTotal); a zero field is no limit.
-type Limits struct {
+type Config struct {
 	// RequestsPerSecond and Burst bound the POSTs (a batch is one) of
 	// each principal: a token bucket of Burst tokens refilled at
 	// RequestsPerSecond. Burst 0: max(1, ceil(RequestsPerSecond)).
@@ -59,9 +57,16 @@ type Limits struct {
 // names come from clients.
 const maxToolsPerPrincipal = 256
 
-// limiter keeps the limits' state per principal.
-type limiter struct {
-	cfg Limits
+// Live is where a Limiter checks that a principal's sessions still live:
+// the front's session store.
+type Live interface {
+	Get(id string) *session.Session
+}
+
+// Limiter keeps the limits' state per principal. A nil *Limiter limits
+// nothing.
+type Limiter struct {
+	cfg Config
 	// perPrincipal: a limit of POSTs per principal is set, so admitRequest
 	// takes mu; without one only the global cap's atomic counter is used.
 	perPrincipal bool
@@ -86,11 +91,12 @@ func burstFor(rps float64, burst int) int {
 	return max(1, int(math.Ceil(rps)))
 }
 
-func newLimiter(cfg *Limits) *limiter {
+// New returns the Limiter of cfg; nil for a nil cfg (no limits).
+func New(cfg *Config) *Limiter {
 	if cfg == nil {
 		return nil
 	}
-	l := &limiter{cfg: *cfg, principals: map[string]*principalState{}}
+	l := &Limiter{cfg: *cfg, principals: map[string]*principalState{}}
 	if l.cfg.MaxPrincipals <= 0 {
 		l.cfg.MaxPrincipals = 10000
 	}
@@ -106,7 +112,7 @@ func newLimiter(cfg *Limits) *limiter {
 
 // state returns principal key's state, making room for it if needed;
 // nil when the map is full of busy principals. mu is held.
-func (l *limiter) state(key string, now time.Time, store *session.Store) *principalState {
+func (l *Limiter) state(key string, now time.Time, store Live) *principalState {
 	if ps := l.principals[key]; ps != nil {
 		return ps
 	}
@@ -129,7 +135,7 @@ func (l *limiter) state(key string, now time.Time, store *session.Store) *princi
 }
 
 // idle reports whether forgetting ps changes nothing a client could see.
-func (l *limiter) idle(ps *principalState, now time.Time, store *session.Store) bool {
+func (l *Limiter) idle(ps *principalState, now time.Time, store Live) bool {
 	if ps.inFlight > 0 || ps.pending > 0 || liveSessions(ps, store) > 0 {
 		return false
 	}
@@ -146,45 +152,13 @@ func (l *limiter) idle(ps *principalState, now time.Time, store *session.Store) 
 
 // liveSessions counts ps's sessions still in the store, forgetting the
 // others. mu is held.
-func liveSessions(ps *principalState, store *session.Store) int {
+func liveSessions(ps *principalState, store Live) int {
 	for s := range ps.sessions {
 		if store.Get(s.ID) != s {
 			delete(ps.sessions, s)
 		}
 	}
 	return len(ps.sessions)
-}
-
-// limitKey is the limiter's key of r's principal: anonymous is "".
-func limitKey(r *http.Request) string { return ownerKey(conn.Principal(r.Context())) }
-
-// Outcomes of refused requests in the audit log.
-const (
-	outcomeRateLimited = "rate_limited" // a per-principal limit: 429
-	outcomeOverloaded  = "overloaded"   // the global cap: 503
-)
-
-// refusal is why a request is refused: its message and Retry-After, the
-// HTTP status (0: 429) and the audit log's outcome ("": rate_limited).
-type refusal struct {
-	msg     string
-	retry   time.Duration
-	status  int
-	outcome string
-}
-
-func (ref *refusal) httpStatus() int {
-	if ref.status == 0 {
-		return http.StatusTooManyRequests
-	}
-	return ref.status
-}
-
-func (ref *refusal) auditOutcome() string {
-	if ref.outcome == "" {
-		return outcomeRateLimited
-	}
-	return ref.outcome
 }
 
 // reserve takes one token of lim at now, or returns how long until it
@@ -201,10 +175,10 @@ func reserve(lim *rate.Limiter, now time.Time) (*rate.Reservation, time.Duration
 	return res, 0
 }
 
-// noRelease is the release of a POST no limit counts.
-func noRelease() {}
+// NoRelease is the release of a POST no limit counts.
+func NoRelease() {}
 
-// admitRequest checks the limits of a POST of msgs: the global cap first
+// AdmitRequest checks the limits of a POST of msgs: the global cap first
 // (one atomic add; a refusal there costs no lock), then the principal's.
 // When it may go on, the caller calls release once it is answered.
 //
@@ -213,9 +187,9 @@ func noRelease() {}
 // not count it. Refusing it could wedge the requests in flight: a tool
 // call waiting on a sampling response, or a cancellation that would free
 // a slot.
-func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store *session.Store) (release func(), ref *refusal) {
-	requests := countRequests(msgs) > 0
-	releaseGlobal := noRelease
+func (l *Limiter) AdmitRequest(key string, msgs []jsonrpc.Message, store Live) (release func(), ref *Refusal) {
+	requests := hasRequest(msgs)
+	releaseGlobal := NoRelease
 	if l.global != nil && requests {
 		if releaseGlobal, ref = l.global.admit(l.cfg.Now); ref != nil {
 			return nil, ref
@@ -236,13 +210,13 @@ func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store *sessio
 }
 
 // admitPrincipal checks the limits of principal key.
-func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store *session.Store) (release func(), ref *refusal) {
+func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store Live) (release func(), ref *Refusal) {
 	now := l.cfg.Now()
 	var tools []string
 	if l.cfg.ToolsPerSecond > 0 {
 		for i := range msgs {
 			if msgs[i].Kind == jsonrpc.KindRequest && msgs[i].MethodIs("tools/call") {
-				tools = append(tools, paramsOf(&msgs[i]).Name)
+				tools = append(tools, toolName(&msgs[i]))
 			}
 		}
 	}
@@ -250,16 +224,16 @@ func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 	defer l.mu.Unlock()
 	ps := l.state(key, now, store)
 	if ps == nil {
-		return nil, &refusal{msg: "too many principals are active", retry: time.Second}
+		return nil, &Refusal{Msg: "too many principals are active", Retry: time.Second}
 	}
 	if requests && l.cfg.MaxInFlight > 0 && ps.inFlight >= l.cfg.MaxInFlight {
-		return nil, &refusal{msg: "too many requests in flight (limit " + strconv.Itoa(l.cfg.MaxInFlight) + ")", retry: time.Second}
+		return nil, &Refusal{Msg: "too many requests in flight (limit " + strconv.Itoa(l.cfg.MaxInFlight) + ")", Retry: time.Second}
 	}
 	var taken []*rate.Reservation
 	if ps.rate != nil {
 		res, d := reserve(ps.rate, now)
 		if d > 0 {
-			return nil, &refusal{msg: "request rate limit exceeded", retry: d}
+			return nil, &Refusal{Msg: "request rate limit exceeded", Retry: d}
 		}
 		taken = append(taken, res)
 	}
@@ -270,7 +244,7 @@ func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 			for _, t := range taken {
 				t.CancelAt(now)
 			}
-			return nil, &refusal{msg: "rate limit exceeded for tool " + strconv.Quote(name), retry: d}
+			return nil, &Refusal{Msg: "rate limit exceeded for tool " + strconv.Quote(name), Retry: d}
 		}
 		taken = append(taken, res)
 	}
@@ -285,7 +259,7 @@ func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 // tool returns the bucket of tool name, making room for it if needed (a
 // principal calling more tools than maxToolsPerPrincipal shares one
 // bucket among the newest).
-func (ps *principalState) tool(name string, cfg Limits, now time.Time) *rate.Limiter {
+func (ps *principalState) tool(name string, cfg Config, now time.Time) *rate.Limiter {
 	if t := ps.tools[name]; t != nil {
 		return t
 	}
@@ -314,9 +288,9 @@ func (ps *principalState) tool(name string, cfg Limits, now time.Time) *rate.Lim
 	return t
 }
 
-// admitSession reserves one of the principal's sessions; the caller
+// AdmitSession reserves one of the principal's sessions; the caller
 // calls commit with the session opened, or nil when it was not.
-func (l *limiter) admitSession(key string, store *session.Store) (commit func(*session.Session), ref *refusal) {
+func (l *Limiter) AdmitSession(key string, store Live) (commit func(*session.Session), ref *Refusal) {
 	if l.cfg.MaxSessions <= 0 {
 		return func(*session.Session) {}, nil
 	}
@@ -324,10 +298,10 @@ func (l *limiter) admitSession(key string, store *session.Store) (commit func(*s
 	defer l.mu.Unlock()
 	ps := l.state(key, l.cfg.Now(), store)
 	if ps == nil {
-		return nil, &refusal{msg: "too many principals are active", retry: time.Second}
+		return nil, &Refusal{Msg: "too many principals are active", Retry: time.Second}
 	}
 	if liveSessions(ps, store)+ps.pending >= l.cfg.MaxSessions {
-		return nil, &refusal{msg: "too many sessions (limit " + strconv.Itoa(l.cfg.MaxSessions) + "); delete one (DELETE with its Mcp-Session-Id) or let one expire", retry: 5 * time.Second}
+		return nil, &Refusal{Msg: "too many sessions (limit " + strconv.Itoa(l.cfg.MaxSessions) + "); delete one (DELETE with its Mcp-Session-Id) or let one expire", Retry: 5 * time.Second}
 	}
 	ps.pending++
 	return func(s *session.Session) {
@@ -348,59 +322,23 @@ func (l *limiter) admitSession(key string, store *session.Store) (commit func(*s
 	}, nil
 }
 
-// refuse answers a request refused by a limit: 429 (503 for the global
-// cap), Retry-After, and a JSON-RPC error with the request's id (null for
-// a batch). It is only for a response not started: a refusal once a
-// stream is open goes on the stream (legacy.go).
-func refuse(w http.ResponseWriter, ref *refusal, id []byte) {
-	if aw, ok := w.(*auditWriter); ok {
-		aw.refused = ref.auditOutcome()
-	}
-	w.Header().Set("Retry-After", retryAfter(ref.retry))
-	writeErrorID(w, ref.httpStatus(), id, jsonrpc.CodeServerError, "mcpgate: "+ref.msg, nil)
-}
-
-// check checks the limits of a POST of msgs: it returns the release to
-// call once the POST is answered, or why it is refused.
-func (h *Handler) check(r *http.Request, msgs []jsonrpc.Message) (release func(), ref *refusal) {
-	if h.limits == nil {
-		return h.track(noRelease, msgs), nil // observe.go
-	}
-	release, ref = h.limits.admitRequest(limitKey(r), msgs, h.store)
-	return h.track(release, msgs), ref
-}
-
-// admit checks the limits of a POST of msgs (post: either era, and the
-// stateless revision): it returns the release to call once the POST is
-// answered, or answers the refusal itself and returns false.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, msgs []jsonrpc.Message, batch bool) (func(), bool) {
-	release, ref := h.check(r, msgs)
-	if ref != nil {
-		var id []byte
-		if !batch && len(msgs) == 1 {
-			id = msgs[0].Bytes(msgs[0].ID)
+// hasRequest reports whether msgs hold a request (one that gets a reply).
+func hasRequest(msgs []jsonrpc.Message) bool {
+	for i := range msgs {
+		if msgs[i].Kind == jsonrpc.KindRequest {
+			return true
 		}
-		refuse(w, ref, id)
-		return nil, false
 	}
-	return release, true
+	return false
 }
 
-// callParams are the parts of a request's params the limits and the
-// audit log look at.
-type callParams struct {
-	Name      string          `json:"name"`
-	URI       string          `json:"uri"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-// paramsOf reads msg's params (params.go; zero when it has none, or when
-// they are ambiguous: such requests share the tool bucket "", and the
-// policy refuses them).
-func paramsOf(msg *jsonrpc.Message) callParams {
+// toolName is the name a tools/call request calls (conn.ReadParams): ""
+// when its params are missing or ambiguous. Such requests share the tool
+// bucket "", and the policy refuses them.
+func toolName(msg *jsonrpc.Message) string {
 	cp, err := conn.ReadParams(msg)
 	if err != nil {
-		return callParams{}
+		return ""
 	}
-	return callParams{Name: cp.Name, URI: cp.URI, Arguments: json.RawMessage(cp.Arguments)}
+	return cp.Name
 }

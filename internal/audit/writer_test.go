@@ -1,4 +1,4 @@
-package front
+package audit
 
 import (
 	"bytes"
@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // scriptedWriter hands each Write's bytes to the test (calls) and returns
@@ -80,19 +82,19 @@ func countLines(s string, parts ...string) int {
 // writing (a bufio.Writer would keep its first error for ever), the lines
 // of the failed writes are counted as lost and told by a "dropped" line
 // before the next one written; the failures are logged once per
-// auditErrorEvery with the number held back, and the recovery once.
+// errorEvery with the number held back, and the recovery once.
 func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 	w := newScriptedWriter()
 	var logs syncBuffer
 	clock := newTestClock()
-	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&logs), Name: "audit.jsonl"}, clock.Now)
+	au := NewWith(w, Options{Logger: testAuditLogger(&logs), Name: "audit.jsonl", Now: clock.Now})
 	for i := range 4 {
 		au.log(auditTestLine(i))
 		got := waitFor(t, w.calls, "the audit writer's next write")
 		if i == 3 {
 			// The writer is past the third failure (it is in the fourth
-			// write): the fourth's log line comes after auditErrorEvery.
-			clock.advance(auditErrorEvery)
+			// write): the fourth's log line comes after errorEvery.
+			clock.advance(errorEvery)
 		}
 		w.results <- writeResult{err: syscall.ENOSPC}
 		// From the second on, the failed write starts with the dropped
@@ -114,7 +116,7 @@ func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 	if !strings.HasPrefix(first, `{"time":"2026-01-02T03:04:15Z","dropped":4}`+"\n") || strings.Contains(second, "dropped") {
 		t.Errorf("writes after recovery: %q, %q; want the dropped line once, first", first, second)
 	}
-	if s := au.WriteStats(); s != (AuditWriteStats{Errors: 4, Lost: 4}) {
+	if s := au.WriteStats(); s != (WriteStats{Errors: 4, Lost: 4}) {
 		t.Errorf("WriteStats %+v, want 4 errors, 4 lost", s)
 	}
 	if au.Dropped() != 0 {
@@ -122,7 +124,7 @@ func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 	}
 	out := logs.String()
 	if n := countLines(out, "level=ERROR", "audit log write failed", "file=audit.jsonl", `err="no space left on device"`); n != 2 {
-		t.Errorf("%d error lines, want 2 (the first failure, then one after auditErrorEvery):\n%s", n, out)
+		t.Errorf("%d error lines, want 2 (the first failure, then one after errorEvery):\n%s", n, out)
 	}
 	if countLines(out, "audit log write failed", "failures_held_back=2") != 1 {
 		t.Errorf("the second error line does not count the 2 held back:\n%s", out)
@@ -138,7 +140,7 @@ func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 // still one JSON object.
 func TestAuditPartialWriteKeepsLinesWhole(t *testing.T) {
 	w := newScriptedWriter()
-	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&syncBuffer{})}, newTestClock().Now)
+	au := NewWith(w, Options{Logger: testAuditLogger(&syncBuffer{}), Now: newTestClock().Now})
 	au.log(auditTestLine(0))
 	waitFor(t, w.calls, "the first write")
 	// Queued while the writer is busy: the next batch holds both.
@@ -174,7 +176,7 @@ func TestAuditPartialWriteKeepsLinesWhole(t *testing.T) {
 	if strings.Join(methods, ",") != "m0,m1,m3" || bad != 1 || dropped != 1 {
 		t.Errorf("lines %v, %d partial, %d told dropped; want m0,m1,m3, 1 partial, 1 dropped", methods, bad, dropped)
 	}
-	if s := au.WriteStats(); s != (AuditWriteStats{Errors: 1, Lost: 1}) {
+	if s := au.WriteStats(); s != (WriteStats{Errors: 1, Lost: 1}) {
 		t.Errorf("WriteStats %+v, want 1 error, 1 lost", s)
 	}
 }
@@ -189,7 +191,7 @@ func TestAuditFullDevice(t *testing.T) {
 	}
 	defer f.Close()
 	var logs syncBuffer
-	au := NewAuditorWith(f, AuditOptions{Logger: testAuditLogger(&logs), Name: "/dev/full"})
+	au := NewWith(f, Options{Logger: testAuditLogger(&logs), Name: "/dev/full"})
 	const n = 50
 	for i := range n {
 		au.log(auditTestLine(i))
@@ -200,5 +202,51 @@ func TestAuditFullDevice(t *testing.T) {
 	}
 	if countLines(logs.String(), "level=ERROR", "audit log write failed", "file=/dev/full", "no space left on device") != 1 {
 		t.Errorf("the failure was not logged once:\n%s", logs.String())
+	}
+}
+
+// blockingWriter blocks every Write until release is closed, telling
+// entered the first time.
+type blockingWriter struct {
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+	buf     syncBuffer
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
+	<-w.release
+	return w.buf.Write(p)
+}
+
+func TestAuditDropsWhenFull(t *testing.T) {
+	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	au := New(w, false)
+	au.log([]byte("{}\n"))
+	waitFor(t, w.entered, "the writer to be stalled")
+	start := time.Now()
+	for range Queue + 20 {
+		au.log([]byte("{}\n"))
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("logging to a stalled writer took %v", time.Since(start))
+	}
+	if d := au.Dropped(); d != 20 {
+		t.Errorf("dropped %d, want 20", d)
+	}
+	close(w.release)
+	au.Close()
+	au.log([]byte("{}\n")) // after Close: dropped, no panic
+	if d := au.Dropped(); d != 21 {
+		t.Errorf("a line after Close was not counted as dropped: %d", d)
+	}
+	lines := parseAudit(t, w.buf.String())
+	var reported int64
+	for _, l := range lines {
+		reported += l.Dropped
+	}
+	if reported != 20 || len(lines) != 1+Queue+1 {
+		t.Errorf("%d lines reporting %d dropped; want %d lines and 20", len(lines), reported, 1+Queue+1)
 	}
 }

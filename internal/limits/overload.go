@@ -1,4 +1,4 @@
-package front
+package limits
 
 import (
 	"strconv"
@@ -7,7 +7,7 @@ import (
 )
 
 // This file is the gateway-wide cap on POSTs being answered at once
-// (Limits.MaxInFlightTotal). Where the per-principal limits keep a fair
+// (Config.MaxInFlightTotal). Where the per-principal limits keep a fair
 // share, this one keeps the gateway itself alive: past the cap a POST is
 // refused with 503, Retry-After and a JSON-RPC error (429 is for a
 // principal over its own share; RFC 9110 section 15.6.4 makes 503 the
@@ -17,9 +17,10 @@ import (
 // Every POST to a target that carries a request counts, of either era and
 // of the stateless revision, as one (a batch is one), from when its
 // messages are read until it is answered (a POST of notifications or
-// responses only is never refused by it: see admitRequest): a /mcp POST until its response ends; a legacy /messages
-// POST until the replies of its requests are on the session's SSE stream
-// (legacy.go), since its 202 comes long before.
+// responses only is never refused by it: see AdmitRequest): a /mcp POST
+// until its response ends; a legacy /messages POST until the replies of
+// its requests are on the session's SSE stream, since its 202 comes long
+// before.
 
 // overloadRetryMax bounds the Retry-After of an overload refusal.
 const overloadRetryMax = 30 * time.Second
@@ -35,15 +36,15 @@ type overload struct {
 }
 
 // admit takes one of the cap's slots, or refuses.
-func (o *overload) admit(now func() time.Time) (release func(), ref *refusal) {
+func (o *overload) admit(now func() time.Time) (release func(), ref *Refusal) {
 	n := o.inFlight.Add(1)
 	if n > o.max {
 		o.inFlight.Add(-1)
-		return nil, &refusal{
-			msg:     "the gateway is overloaded: " + strconv.FormatInt(o.max, 10) + " requests are being answered (gateway.limits.maxInFlightTotal); try again later",
-			retry:   o.retryAfter(n - 1),
-			status:  503,
-			outcome: outcomeOverloaded,
+		return nil, &Refusal{
+			Msg:     "the gateway is overloaded: " + strconv.FormatInt(o.max, 10) + " requests are being answered (gateway.limits.maxInFlightTotal); try again later",
+			Retry:   o.retryAfter(n - 1),
+			Status:  503,
+			Outcome: OutcomeOverloaded,
 		}
 	}
 	start := now()

@@ -1,0 +1,224 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// This file follows one audited POST to its answer: the Exchange wraps the
+// POST's ResponseWriter, counting the bytes out and keeping the head and
+// tail of the body, and writes the POST's lines when Finish is called,
+// with outcomes read from the replies it saw. What only the front knows
+// it tells the Exchange: the messages it read (SetMessages), a limit's
+// refusal (Refused), and that the lines are written elsewhere (Skip: a
+// legacy POST's, written as their replies reach the session's stream).
+// The methods of a nil *Exchange do nothing.
+
+// auditCapture bounds what of a response is kept to find its outcome:
+// its head, and its tail when longer.
+const auditCapture = 64 << 10
+
+// Exchange is the ResponseWriter of an audited POST: it counts the bytes
+// out and keeps the head and tail of the body. It is used by the POST's
+// goroutine only.
+type Exchange struct {
+	http.ResponseWriter
+	a      *Auditor
+	start  time.Time
+	r      *http.Request
+	target Target
+	status int
+	out    int64
+	head   []byte
+	tail   []byte // the last auditCapture bytes past head, when over
+	msgs   []jsonrpc.Message
+	// refused is the outcome of a POST a limit refused (Refused); "" else.
+	refused string
+	// skip: the lines of the POST's requests are logged elsewhere (a
+	// legacy POST accepted).
+	skip bool
+}
+
+// Begin starts the audit of a POST of r to target, answered on w: the
+// caller answers on the Exchange and calls Finish once it is answered.
+func (a *Auditor) Begin(w http.ResponseWriter, r *http.Request, target Target) *Exchange {
+	return &Exchange{ResponseWriter: w, a: a, start: a.now(), r: r, target: target}
+}
+
+// SetMessages tells the messages the POST carries, as they are handled:
+// one line per request. Without it (a POST refused before its body was
+// read) the POST gets one line. A non-nil empty msgs: no line.
+func (aw *Exchange) SetMessages(msgs []jsonrpc.Message) {
+	if aw != nil {
+		aw.msgs = msgs
+	}
+}
+
+// Refused tells that a limit refused the POST, with outcome.
+func (aw *Exchange) Refused(outcome string) {
+	if aw != nil {
+		aw.refused = outcome
+	}
+}
+
+// Skip tells that the lines of the POST's requests are written elsewhere
+// (Accepted and Replied: a legacy POST's requests).
+func (aw *Exchange) Skip() {
+	if aw != nil {
+		aw.skip = true
+	}
+}
+
+func (aw *Exchange) Unwrap() http.ResponseWriter { return aw.ResponseWriter }
+
+func (aw *Exchange) WriteHeader(status int) {
+	if aw.status == 0 {
+		aw.status = status
+	}
+	aw.ResponseWriter.WriteHeader(status)
+}
+
+func (aw *Exchange) Write(b []byte) (int, error) {
+	if aw.status == 0 {
+		aw.status = http.StatusOK
+	}
+	n, err := aw.ResponseWriter.Write(b)
+	aw.out += int64(n)
+	b = b[:n]
+	if room := auditCapture - len(aw.head); room > 0 {
+		k := min(room, len(b))
+		aw.head = append(aw.head, b[:k]...)
+		b = b[k:]
+	}
+	if len(b) > 0 {
+		aw.tail = append(aw.tail, b...)
+		if len(aw.tail) > auditCapture {
+			aw.tail = append(aw.tail[:0], aw.tail[len(aw.tail)-auditCapture:]...)
+		}
+	}
+	return n, err
+}
+
+// Finish logs the lines of the POST: one per request, or one for a POST
+// refused before its messages were read.
+func (aw *Exchange) Finish() {
+	if aw == nil || aw.skip {
+		return
+	}
+	base := aw.a.baseLine(aw.r, aw.target, aw.start)
+	base.DurationMs = durationMs(aw.a.now().Sub(aw.start))
+	base.Status, base.BytesOut = aw.status, aw.out
+	replies := aw.replies()
+	if aw.msgs == nil {
+		base.BytesIn = int(max(aw.r.ContentLength, 0))
+		aw.outcome(&base, nil, replies)
+		aw.a.emit(&base)
+		return
+	}
+	for i := range aw.msgs {
+		m := &aw.msgs[i]
+		if m.Kind != jsonrpc.KindRequest {
+			continue
+		}
+		l := base
+		aw.a.describe(&l, m)
+		aw.outcome(&l, l.ID, replies)
+		aw.a.emit(&l)
+	}
+}
+
+// outcome sets l's outcome: the limit's that refused the POST, the error
+// its reply (by id) carries, else the HTTP status's.
+func (aw *Exchange) outcome(l *line, id []byte, replies []auditReply) {
+	l.Outcome = OutcomeOK
+	if aw.refused != "" {
+		defer func() { l.Outcome = aw.refused }()
+	}
+	for _, rep := range replies {
+		if id == nil || bytes.Equal(rep.id, id) || len(replies) == 1 && !rep.hasID {
+			if rep.isError {
+				l.Outcome, l.Code, l.denied = OutcomeError, rep.code, rep.denied
+			}
+			return
+		}
+	}
+	if aw.status >= 400 {
+		l.Outcome = OutcomeError
+	}
+}
+
+type auditReply struct {
+	id      []byte
+	hasID   bool
+	isError bool
+	code    int
+	denied  bool // a policy's refusal (observe.go)
+}
+
+// replies are the JSON-RPC replies found in what was kept of the body:
+// a JSON body (object or array), or the data lines of an SSE stream.
+func (aw *Exchange) replies() []auditReply {
+	var out []auditReply
+	add := func(b []byte) {
+		b = bytes.TrimSpace(b)
+		if len(b) > 0 && b[0] == '[' {
+			var arr []json.RawMessage
+			if json.Unmarshal(b, &arr) == nil {
+				for _, e := range arr {
+					if rep, ok := aw.a.parseReply(e); ok {
+						out = append(out, rep)
+					}
+				}
+			}
+			return
+		}
+		if rep, ok := aw.a.parseReply(b); ok {
+			out = append(out, rep)
+		}
+	}
+	ct := aw.Header().Get("Content-Type")
+	if !strings.HasPrefix(ct, "text/event-stream") {
+		if aw.tail == nil {
+			add(aw.head)
+		}
+		return out
+	}
+	for _, part := range [][]byte{aw.head, aw.tail} {
+		for line := range bytes.SplitSeq(part, []byte("\n")) {
+			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				add(data)
+			}
+		}
+	}
+	return out
+}
+
+// parseReply reads a reply's id and error code; false if b is not a
+// response.
+func (a *Auditor) parseReply(b []byte) (auditReply, bool) {
+	// The envelope's one validating pass (no allocation); only an error's
+	// code and message are decoded.
+	m, err := jsonrpc.Parse(b)
+	if err != nil || m.Kind != jsonrpc.KindResponse {
+		return auditReply{}, false
+	}
+	id := m.Bytes(m.ID)
+	rep := auditReply{id: bytes.Clone(id), hasID: len(id) > 0 && string(id) != "null"}
+	if m.IsError {
+		var e struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		rep.isError, rep.code = true, e.Error.Code
+		rep.denied = a.obs != nil && a.obs.denied != nil && a.obs.denied(e.Error.Code, e.Error.Message)
+	}
+	return rep, true
+}
