@@ -16,6 +16,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/sse":             {},
 		"internal/config":          {},
 		"internal/session":         {},
+		"internal/seal":            {},
 		"internal/auth":            {},
 		"internal/metrics":         {},
 		"internal/logfile":         {},
