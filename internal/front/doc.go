@@ -6,7 +6,10 @@
 // and .../messages. Sessions are keyed by what their URL serves, so a
 // server and an endpoint of the same name never share one (target.go).
 //
-// A Handler owns the session store. For each POST it checks Origin, Accept,
+// A Handler keeps its sessions in a session.Directory (Config.Sessions;
+// an in-memory store by default) and goes through it for every creation,
+// lookup and deletion; values it gives clients to give back (requestState)
+// are sealed with Config.Seal's key ring. For each POST it checks Origin, Accept,
 // Content-Type, body size, session and protocol version, parses the JSON-RPC
 // envelope once, and hands each message to the session's Conn (a
 // multiplexer client). Replies and the messages related to a request come

@@ -105,7 +105,7 @@ func newLimiter(cfg *Limits) *limiter {
 
 // state returns principal key's state, making room for it if needed;
 // nil when the map is full of busy principals. mu is held.
-func (l *limiter) state(key string, now time.Time, store *session.Store) *principalState {
+func (l *limiter) state(key string, now time.Time, store session.Directory) *principalState {
 	if ps := l.principals[key]; ps != nil {
 		return ps
 	}
@@ -128,7 +128,7 @@ func (l *limiter) state(key string, now time.Time, store *session.Store) *princi
 }
 
 // idle reports whether forgetting ps changes nothing a client could see.
-func (l *limiter) idle(ps *principalState, now time.Time, store *session.Store) bool {
+func (l *limiter) idle(ps *principalState, now time.Time, store session.Directory) bool {
 	if ps.inFlight > 0 || ps.pending > 0 || liveSessions(ps, store) > 0 {
 		return false
 	}
@@ -145,9 +145,9 @@ func (l *limiter) idle(ps *principalState, now time.Time, store *session.Store) 
 
 // liveSessions counts ps's sessions still in the store, forgetting the
 // others. mu is held.
-func liveSessions(ps *principalState, store *session.Store) int {
+func liveSessions(ps *principalState, store session.Directory) int {
 	for s := range ps.sessions {
-		if store.Get(s.ID) != s {
+		if store.Lookup(s.ID) != s {
 			delete(ps.sessions, s)
 		}
 	}
@@ -212,7 +212,7 @@ func noRelease() {}
 // not count it. Refusing it could wedge the requests in flight: a tool
 // call waiting on a sampling response, or a cancellation that would free
 // a slot.
-func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store *session.Store) (release func(), ref *refusal) {
+func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store session.Directory) (release func(), ref *refusal) {
 	requests := countRequests(msgs) > 0
 	releaseGlobal := noRelease
 	if l.global != nil && requests {
@@ -235,7 +235,7 @@ func (l *limiter) admitRequest(key string, msgs []jsonrpc.Message, store *sessio
 }
 
 // admitPrincipal checks the limits of principal key.
-func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store *session.Store) (release func(), ref *refusal) {
+func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store session.Directory) (release func(), ref *refusal) {
 	now := l.cfg.Now()
 	var tools []string
 	if l.cfg.ToolsPerSecond > 0 {
@@ -315,7 +315,7 @@ func (ps *principalState) tool(name string, cfg Limits, now time.Time) *rate.Lim
 
 // admitSession reserves one of the principal's sessions; the caller
 // calls commit with the session opened, or nil when it was not.
-func (l *limiter) admitSession(key string, store *session.Store) (commit func(*session.Session), ref *refusal) {
+func (l *limiter) admitSession(key string, store session.Directory) (commit func(*session.Session), ref *refusal) {
 	if l.cfg.MaxSessions <= 0 {
 		return func(*session.Session) {}, nil
 	}

@@ -353,7 +353,7 @@ func (h *Handler) release(m *modernStream, reason string) {
 	m.mu.Lock()
 	m.handle, m.ended = "", true
 	m.mu.Unlock()
-	if h.store.Remove(m.s.ID) != nil {
+	if h.store.Delete(m.s.ID) != nil {
 		h.end(m.s, reason)
 	}
 }
