@@ -14,7 +14,7 @@ func TestImportsPointOneWay(t *testing.T) {
 	allowed := map[string][]string{
 		"internal/jsonrpc":         {},
 		"internal/sse":             {},
-		"internal/config":          {},
+		"internal/config":          {"internal/seal"},
 		"internal/session":         {},
 		"internal/seal":            {},
 		"internal/auth":            {},
