@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/seal"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -495,8 +494,7 @@ func (h *Handler) sealedRetry(msg *jsonrpc.Message) bool {
 	if err != nil {
 		return true // resume refuses it, naming why
 	}
-	n, ok := seal.PayloadLen(state)
-	return ok && n == handleLen+sha256.Size
+	return h.cfg.Seal.Shaped(state, handleLen+sha256.Size)
 }
 
 // retryParams returns a retry's requestState and inputResponses.

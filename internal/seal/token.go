@@ -85,20 +85,29 @@ func (r *Ring) Open(purpose, token string) ([]byte, error) {
 	return plain[expirySize:], nil
 }
 
-// PayloadLen returns the length of the plaintext token would open to,
-// from its shape alone (nothing is checked but the format): for a caller
-// that must tell a token of the ring from another party's opaque value
-// before it decides who checks it.
-func PayloadLen(token string) (int, bool) {
+// Shaped reports whether token has the shape of a value of n plaintext
+// bytes sealed by a ring: its header names a key (known to this ring or
+// not: retired, say) and leaves n bytes for the plaintext, or its length
+// is that of such a value sealed by one of the ring's keys. Nothing else
+// is checked. It is for a caller that must tell its own tokens from
+// another party's opaque values before it decides who checks one: a token
+// of the ring altered in place, or sealed by a key since retired, stays
+// its own (and Open refuses it), while another party's value is its own
+// only in the unlikely case that it decodes to such a shape.
+func (r *Ring) Shaped(token string, n int) bool {
 	raw, err := enc.Strict().DecodeString(token)
 	if err != nil {
-		return 0, false
+		return false
 	}
-	_, body, ok := split(raw)
-	if !ok {
-		return 0, false
+	if _, body, ok := split(raw); ok && len(body) == nonceSize+expirySize+n+tagSize {
+		return true
 	}
-	return len(body) - nonceSize - expirySize - tagSize, true
+	for id := range r.set.Load().byID {
+		if len(raw) == 2+len(id)+nonceSize+expirySize+n+tagSize {
+			return true
+		}
+	}
+	return false
 }
 
 // split cuts a decoded token into its key id and the rest (nonce,

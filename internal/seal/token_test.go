@@ -26,8 +26,8 @@ func TestSealOpens(t *testing.T) {
 		if err != nil || !bytes.Equal(got, plain) {
 			t.Fatalf("Open(Seal(%d bytes)): %d bytes, %v", len(plain), len(got), err)
 		}
-		if n, ok := PayloadLen(tok); !ok || n != len(plain) {
-			t.Fatalf("PayloadLen: %d, %v; want %d", n, ok, len(plain))
+		if !r.Shaped(tok, len(plain)) || r.Shaped(tok, len(plain)+1) || len(plain) > 0 && r.Shaped(tok, len(plain)-1) {
+			t.Fatalf("Shaped: not true for %d bytes only", len(plain))
 		}
 	}
 	if a, b := r.Seal("p", []byte("same"), hour), r.Seal("p", []byte("same"), hour); a == b {
@@ -57,6 +57,27 @@ func TestOpenExpires(t *testing.T) {
 	c.t = c.t.Add(time.Nanosecond)
 	if _, err := r.Open("p", tok); !errors.Is(err, ErrExpired) {
 		t.Fatalf("past its expiry: %v, want ErrExpired", err)
+	}
+}
+
+// A token altered in place, or sealed by a key the ring no longer holds,
+// keeps its shape: its holder refuses it rather than take it for another
+// party's value.
+func TestShaped(t *testing.T) {
+	r, _ := New([]Key{key("k1", 1, true), key("k22", 2, false)})
+	tok := r.Seal("p", make([]byte, 48), hour)
+	alt := "AAAAAAAA" + tok[8:]
+	if !r.Shaped(alt, 48) {
+		t.Error("a token altered in place lost its shape")
+	}
+	other, _ := New([]Key{key("retired", 3, true)})
+	if byOther := other.Seal("p", make([]byte, 48), hour); !r.Shaped(byOther, 48) || r.Shaped(byOther, 47) {
+		t.Error("a token of a key the ring does not hold is not Shaped for its length only")
+	}
+	for _, bad := range []string{"", "srv:x1", tok + "AAAA", tok[:len(tok)-1], tok[:len(tok)-4]} {
+		if r.Shaped(bad, 48) {
+			t.Errorf("Shaped(%q)", bad)
+		}
 	}
 }
 
@@ -139,11 +160,9 @@ func FuzzOpen(f *testing.F) {
 			}
 			return
 		}
-		// Only a value the ring sealed opens: it has the ring's shape,
-		// and its plaintext the length that shape says.
-		n, ok := PayloadLen(tok)
-		if !ok || n != len(plain) {
-			t.Fatalf("opened %d bytes, PayloadLen %d, %v", len(plain), n, ok)
+		// Only a value the ring sealed opens: it has the ring's shape.
+		if !r.Shaped(tok, len(plain)) {
+			t.Fatalf("opened %d bytes from a token not Shaped for them", len(plain))
 		}
 	})
 }

@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
+)
+
+// sealKey is a config seal key of id whose secret is b repeated.
+func sealKey(id string, b byte, primary bool) config.SealKey {
+	return config.SealKey{ID: id, Secret: bytes.Repeat([]byte{b}, 32), Primary: primary}
+}
+
+// A reload rotates the seal keys in place: a value sealed before the
+// rotation keeps opening while its key is listed, and once its key is
+// retired it gets the answer a forged value gets. Without keys, the
+// random key outlives a reload that configures none. The values are a
+// passthrough server's requestState, sealed for its principal.
+func TestReloadRotatesSealKeys(t *testing.T) {
+	srv := fakeServer("m", testkit.FakeOptions{Modern: true})
+	srv.Protocol = config.ProtocolModern
+	cfg := newConfig(srv)
+	cfg.Gateway.Auth = config.NewAuth()
+	sum := sha256.Sum256([]byte("key-of-alice"))
+	cfg.Gateway.Auth.APIKeys = []config.APIKey{{Name: "alice", SHA256: hex.EncodeToString(sum[:])}}
+	g, logs := startReloading(t, cfg, ReloadOptions{})
+	if len(logs.lines("sealing with a random key")) != 1 {
+		t.Errorf("no warning that the key is random:\n%s", logs)
+	}
+
+	// call calls the fake's mrtr_state tool, retrying with state if set,
+	// and returns the HTTP status and the JSON-RPC message.
+	call := func(state string) (int, rpc) {
+		t.Helper()
+		params := `{"name":"mrtr_state","arguments":{"message":"x1"},` + gwAtkMeta + `}}`
+		if state != "" {
+			params = `{"name":"mrtr_state","arguments":{"message":"x1"},"requestState":` + state + `,"inputResponses":{"q":{"action":"accept","content":{}}},` + gwAtkMeta + `}}`
+		}
+		req := modernRequest(t.Context(), g, "m", "tools/call", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":`+params+`}`)
+		req.Header.Set("Mcp-Name", "mrtr_state")
+		req.Header.Set("Authorization", "Bearer key-of-alice")
+		resp, err := g.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.Header.Get("Content-Type") == "text/event-stream" {
+			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			raw = []byte(strings.TrimPrefix(lines[len(lines)-1], "data: "))
+		}
+		return resp.StatusCode, decode(t, raw)
+	}
+	// sealed returns a fresh state sealed by the ring's primary key.
+	sealed := func() string {
+		t.Helper()
+		status, m := call("")
+		var res struct {
+			ResultType   string          `json:"resultType"`
+			RequestState json.RawMessage `json:"requestState"`
+		}
+		if err := json.Unmarshal(m.Result, &res); status != http.StatusOK || err != nil || res.ResultType != "input_required" {
+			t.Fatalf("first call: %d %+v", status, m)
+		}
+		return string(res.RequestState)
+	}
+	opens := func(what, state string) {
+		t.Helper()
+		if status, m := call(state); status != http.StatusOK || m.Error != nil || toolText(t, m) != "state srv:x1" {
+			t.Errorf("%s: %d %+v, want the server's own state back", what, status, m)
+		}
+	}
+	// forged is the answer to a state altered inside its sealed bytes.
+	forged := func(state string) string {
+		t.Helper()
+		var text string
+		if err := json.Unmarshal([]byte(state), &text); err != nil {
+			t.Fatalf("state %s: %v", state, err)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(text)
+		if err != nil {
+			t.Fatalf("state %s is not base64url: %v", state, err)
+		}
+		raw[len(raw)-5] ^= 1 // a bit of the tag
+		alt, _ := json.Marshal(base64.RawURLEncoding.EncodeToString(raw))
+		status, m := call(string(alt))
+		if status != http.StatusBadRequest || m.Error == nil {
+			t.Fatalf("a forged state: %d %+v, want 400", status, m)
+		}
+		return m.Error.Message
+	}
+	refused := func(what, state, forgedAnswer string) {
+		t.Helper()
+		status, m := call(state)
+		if status != http.StatusBadRequest || m.Error == nil || m.Error.Code != -32602 || m.Error.Message != forgedAnswer {
+			t.Errorf("%s: %d %+v, want 400 -32602 %q as a forged state gets", what, status, m, forgedAnswer)
+		}
+	}
+	reload := func(keys ...config.SealKey) {
+		t.Helper()
+		next := cloneConfig(cfg)
+		next.Gateway.SealKeys = keys
+		if err := g.gw.Reload(next); err != nil {
+			t.Fatal(err)
+		}
+		cfg = next
+	}
+
+	byRandom := sealed()
+	reload() // no keys still: the random key stays
+	opens("sealed by the random key, after a reload with no keys", byRandom)
+	if len(logs.lines("sealing with a random key")) != 1 {
+		t.Errorf("a reload that keeps the random key warned again:\n%s", logs)
+	}
+
+	reload(sealKey("k1", 1, true))
+	refused("sealed by the random key, after keys are configured", byRandom, forged(byRandom))
+	byK1 := sealed()
+	opens("sealed by k1", byK1)
+
+	reload(sealKey("k1", 1, true), sealKey("k2", 2, false)) // add
+	opens("sealed by k1, k2 added", byK1)
+	reload(sealKey("k1", 1, false), sealKey("k2", 2, true)) // promote
+	opens("sealed by k1, k2 promoted", byK1)
+	byK2 := sealed()
+	opens("sealed by k2", byK2)
+	reload(sealKey("k2", 2, true)) // retire k1
+	refused("sealed by k1, retired", byK1, forged(byK2))
+	opens("sealed by k2 (the primary: k1 is gone), k1 retired", byK2)
+	if len(logs.lines("seal keys changed")) != 4 {
+		t.Errorf("want 4 \"seal keys changed\" lines:\n%s", logs)
+	}
+}
