@@ -140,3 +140,61 @@ func TestReloadRotatesSealKeys(t *testing.T) {
 		t.Errorf("want 4 \"seal keys changed\" lines:\n%s", logs)
 	}
 }
+
+// A request parked for input (a session-era server asked the client
+// something) keeps its requestState through a rotation that keeps its
+// key, and once its key is retired the state gets the answer a forged
+// one gets.
+func TestReloadRotationKeepsParkedStates(t *testing.T) {
+	cfg := newConfig(fakeServer("s", testkit.FakeOptions{}))
+	cfg.Gateway.SealKeys = []config.SealKey{sealKey("k1", 1, true)}
+	g, _ := startReloading(t, cfg, ReloadOptions{})
+	reload := func(keys ...config.SealKey) {
+		t.Helper()
+		next := cloneConfig(cfg)
+		next.Gateway.SealKeys = keys
+		if err := g.gw.Reload(next); err != nil {
+			t.Fatal(err)
+		}
+		cfg = next
+	}
+	// ask parks a sampling request and returns the retry's extra params.
+	ask := func(prompt string, alter bool) string {
+		t.Helper()
+		status, m := modernCall(t, g, "s", `"ask"`, "sample", map[string]string{"prompt": prompt}, "")
+		var res struct {
+			InputRequests map[string]json.RawMessage
+			RequestState  string
+		}
+		if err := json.Unmarshal(m["result"], &res); err != nil || status != http.StatusOK || len(res.InputRequests) != 1 {
+			t.Fatalf("asking %q: %d %s %s", prompt, status, m["result"], m["error"])
+		}
+		if alter {
+			raw, _ := base64.RawURLEncoding.DecodeString(res.RequestState)
+			raw[len(raw)-5] ^= 1 // a bit of the tag
+			res.RequestState = base64.RawURLEncoding.EncodeToString(raw)
+		}
+		var key string
+		for k := range res.InputRequests {
+			key = k
+		}
+		state, _ := json.Marshal(res.RequestState)
+		return `,"inputResponses":{"` + key + `":{"role":"assistant","content":{"type":"text","text":"an answer"},"model":"m"}},"requestState":` + string(state)
+	}
+	retry := func(prompt, extra string) (int, map[string]json.RawMessage) {
+		t.Helper()
+		return modernCall(t, g, "s", `"retry"`, "sample", map[string]string{"prompt": prompt}, extra)
+	}
+
+	kept, retired := ask("kept", false), ask("retired", false) // sealed by k1
+	reload(sealKey("k1", 1, false), sealKey("k2", 2, true))    // add and promote k2
+	if status, m := retry("kept", kept); status != http.StatusOK || !strings.Contains(string(m["result"]), "an answer") {
+		t.Fatalf("retry sealed by k1, k2 promoted: %d %s %s", status, m["result"], m["error"])
+	}
+	reload(sealKey("k2", 2, true)) // retire k1
+	fstatus, forged := retry("forged", ask("forged", true))
+	status, m := retry("retired", retired)
+	if fstatus != http.StatusBadRequest || status != fstatus || string(m["error"]) != string(forged["error"]) {
+		t.Fatalf("retry sealed by k1, retired: %d %s; a forged state: %d %s; want the same 400", status, m["error"], fstatus, forged["error"])
+	}
+}
