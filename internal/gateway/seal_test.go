@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -37,28 +36,9 @@ func TestReloadRotatesSealKeys(t *testing.T) {
 		t.Errorf("no warning that the key is random:\n%s", logs)
 	}
 
-	// call calls the fake's mrtr_state tool, retrying with state if set,
-	// and returns the HTTP status and the JSON-RPC message.
 	call := func(state string) (int, rpc) {
 		t.Helper()
-		params := `{"name":"mrtr_state","arguments":{"message":"x1"},` + gwAtkMeta + `}}`
-		if state != "" {
-			params = `{"name":"mrtr_state","arguments":{"message":"x1"},"requestState":` + state + `,"inputResponses":{"q":{"action":"accept","content":{}}},` + gwAtkMeta + `}}`
-		}
-		req := modernRequest(t.Context(), g, "m", "tools/call", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":`+params+`}`)
-		req.Header.Set("Mcp-Name", "mrtr_state")
-		req.Header.Set("Authorization", "Bearer key-of-alice")
-		resp, err := g.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.Header.Get("Content-Type") == "text/event-stream" {
-			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-			raw = []byte(strings.TrimPrefix(lines[len(lines)-1], "data: "))
-		}
-		return resp.StatusCode, decode(t, raw)
+		return mrtrStateCall(t, g, "alice", state)
 	}
 	// sealed returns a fresh state sealed by the ring's primary key.
 	sealed := func() string {
@@ -105,35 +85,26 @@ func TestReloadRotatesSealKeys(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 400 -32602 %q as a forged state gets", what, status, m, forgedAnswer)
 		}
 	}
-	reload := func(keys ...config.SealKey) {
-		t.Helper()
-		next := cloneConfig(cfg)
-		next.Gateway.SealKeys = keys
-		if err := g.gw.Reload(next); err != nil {
-			t.Fatal(err)
-		}
-		cfg = next
-	}
 
 	byRandom := sealed()
-	reload() // no keys still: the random key stays
+	cfg = reloadSealKeys(t, g, cfg) // no keys still: the random key stays
 	opens("sealed by the random key, after a reload with no keys", byRandom)
 	if len(logs.lines("sealing with a random key")) != 1 {
 		t.Errorf("a reload that keeps the random key warned again:\n%s", logs)
 	}
 
-	reload(sealKey("k1", 1, true))
+	cfg = reloadSealKeys(t, g, cfg, sealKey("k1", 1, true))
 	refused("sealed by the random key, after keys are configured", byRandom, forged(byRandom))
 	byK1 := sealed()
 	opens("sealed by k1", byK1)
 
-	reload(sealKey("k1", 1, true), sealKey("k2", 2, false)) // add
+	cfg = reloadSealKeys(t, g, cfg, sealKey("k1", 1, true), sealKey("k2", 2, false)) // add
 	opens("sealed by k1, k2 added", byK1)
-	reload(sealKey("k1", 1, false), sealKey("k2", 2, true)) // promote
+	cfg = reloadSealKeys(t, g, cfg, sealKey("k1", 1, false), sealKey("k2", 2, true)) // promote
 	opens("sealed by k1, k2 promoted", byK1)
 	byK2 := sealed()
 	opens("sealed by k2", byK2)
-	reload(sealKey("k2", 2, true)) // retire k1
+	reloadSealKeys(t, g, cfg, sealKey("k2", 2, true)) // retire k1
 	refused("sealed by k1, retired", byK1, forged(byK2))
 	opens("sealed by k2 (the primary: k1 is gone), k1 retired", byK2)
 	if len(logs.lines("seal keys changed")) != 4 {
@@ -149,15 +120,6 @@ func TestReloadRotationKeepsParkedStates(t *testing.T) {
 	cfg := newConfig(fakeServer("s", testkit.FakeOptions{}))
 	cfg.Gateway.SealKeys = []config.SealKey{sealKey("k1", 1, true)}
 	g, _ := startReloading(t, cfg, ReloadOptions{})
-	reload := func(keys ...config.SealKey) {
-		t.Helper()
-		next := cloneConfig(cfg)
-		next.Gateway.SealKeys = keys
-		if err := g.gw.Reload(next); err != nil {
-			t.Fatal(err)
-		}
-		cfg = next
-	}
 	// ask parks a sampling request and returns the retry's extra params.
 	ask := func(prompt string, alter bool) string {
 		t.Helper()
@@ -186,15 +148,27 @@ func TestReloadRotationKeepsParkedStates(t *testing.T) {
 		return modernCall(t, g, "s", `"retry"`, "sample", map[string]string{"prompt": prompt}, extra)
 	}
 
-	kept, retired := ask("kept", false), ask("retired", false) // sealed by k1
-	reload(sealKey("k1", 1, false), sealKey("k2", 2, true))    // add and promote k2
+	kept, retired := ask("kept", false), ask("retired", false)                       // sealed by k1
+	cfg = reloadSealKeys(t, g, cfg, sealKey("k1", 1, false), sealKey("k2", 2, true)) // add and promote k2
 	if status, m := retry("kept", kept); status != http.StatusOK || !strings.Contains(string(m["result"]), "an answer") {
 		t.Fatalf("retry sealed by k1, k2 promoted: %d %s %s", status, m["result"], m["error"])
 	}
-	reload(sealKey("k2", 2, true)) // retire k1
+	reloadSealKeys(t, g, cfg, sealKey("k2", 2, true)) // retire k1
 	fstatus, forged := retry("forged", ask("forged", true))
 	status, m := retry("retired", retired)
 	if fstatus != http.StatusBadRequest || status != fstatus || string(m["error"]) != string(forged["error"]) {
 		t.Fatalf("retry sealed by k1, retired: %d %s; a forged state: %d %s; want the same 400", status, m["error"], fstatus, forged["error"])
 	}
+}
+
+// reloadSealKeys reloads g with a copy of cfg whose seal keys are keys,
+// and returns that copy.
+func reloadSealKeys(t *testing.T, g *testGateway, cfg *config.Config, keys ...config.SealKey) *config.Config {
+	t.Helper()
+	next := cloneConfig(cfg)
+	next.Gateway.SealKeys = keys
+	if err := g.gw.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	return next
 }
