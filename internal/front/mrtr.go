@@ -482,7 +482,8 @@ func isRetry(msg *jsonrpc.Message) bool {
 }
 
 // sealedRetry reports whether a retry's requestState has the shape of
-// one the gateway sealed (what park returns: a sealed handle and digest). Any other state is the
+// one the gateway sealed (what park returns: a handle and a digest,
+// sealed by a key the ring holds or held). Any other state is the
 // server's own (a server on an SDK of both eras may answer a session-era
 // request with its own input round, which FromLegacy marks
 // input_required): the retry then goes to the server as a new request,
