@@ -31,7 +31,12 @@ const (
 	expirySize = 8
 )
 
-var enc = base64.RawURLEncoding
+// enc writes tokens; strict reads them, refusing any other spelling of
+// the same bytes (nonzero padding bits).
+var (
+	enc    = base64.RawURLEncoding
+	strict = base64.RawURLEncoding.Strict()
+)
 
 // Seal returns plaintext sealed with the primary key for purpose, valid
 // for ttl from now.
@@ -59,7 +64,7 @@ func (r *Ring) Seal(purpose string, plaintext []byte, ttl time.Duration) string 
 // another purpose; ErrUnknownKey if its key is not in the ring;
 // ErrExpired if it is past its expiry.
 func (r *Ring) Open(purpose, token string) ([]byte, error) {
-	raw, err := enc.Strict().DecodeString(token)
+	raw, err := strict.DecodeString(token)
 	if err != nil {
 		return nil, ErrInvalid
 	}
@@ -95,7 +100,7 @@ func (r *Ring) Open(purpose, token string) ([]byte, error) {
 // its own (and Open refuses it), while another party's value is its own
 // only in the unlikely case that it decodes to such a shape.
 func (r *Ring) Shaped(token string, n int) bool {
-	raw, err := enc.Strict().DecodeString(token)
+	raw, err := strict.DecodeString(token)
 	if err != nil {
 		return false
 	}
