@@ -206,6 +206,16 @@ type Gateway struct {
 	SecretsFile string
 	// Secrets is SecretsFile's content, read by Parse; nil without one.
 	Secrets *Secrets
+
+	// SealKeys seal what the gateway gives clients to give back
+	// (requestState): several open, the primary seals (key "sealKeys",
+	// seal.go). A reload applies them. Default none: a random key, so
+	// sealed values do not survive a restart or open on another replica.
+	SealKeys []SealKey
+	// SealKeyFile is a JSON file of the same array (key "sealKeyFile"),
+	// read at load into SealKeys; set it or "sealKeys", not both.
+	// Default "": none.
+	SealKeyFile string
 }
 
 // HostRouting is the "gateway.hostRouting" block.

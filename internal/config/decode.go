@@ -140,6 +140,7 @@ type decoder struct {
 // "endpoints" into cfg.Endpoints).
 func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 	g := &cfg.Gateway
+	var fileKeys []SealKey // gateway.sealKeyFile's
 	d.fields(path, raw, "an object", func(key, p string, v json.RawMessage) bool {
 		switch key {
 		case "listen":
@@ -212,11 +213,16 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.tls(p, v, &g.TLS)
 		case "secretsFile":
 			d.secretsFile(p, v, g)
+		case "sealKeys":
+			d.sealKeys(p, v, &g.SealKeys, true)
+		case "sealKeyFile":
+			fileKeys = d.sealKeyFile(p, v, g)
 		default:
 			return false
 		}
 		return true
 	})
+	d.useSealKeyFile(join(path, "sealKeyFile"), g, fileKeys) // seal.go
 }
 
 // boolean decodes true or false.

@@ -94,6 +94,7 @@ func validEnvName(k string) bool {
 // check records problems with g's values.
 func (g *Gateway) check(ps *Problems, path string) {
 	g.checkLimits(ps, path)
+	g.checkSeal(ps, path)
 	g.checkAdmin(ps, path)
 	g.checkTLS(ps, path)
 	if err := CheckListen(g.Listen); err != nil {

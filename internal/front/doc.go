@@ -8,10 +8,13 @@
 //
 // A request to a target is admitted first (admission.go wires
 // internal/admission in one order: Host, Origin, the target, the principal,
-// the version header, the limits, the audit record). A Handler owns the
-// session store. For each POST it checks Accept, Content-Type, body size,
-// session and protocol version, parses the JSON-RPC envelope once, asks the
-// limits (admit), and hands each message to the session's Conn (a
+// the version header, the limits, the audit record). A Handler keeps its
+// sessions in a session.Directory (Config.Sessions; an in-memory store by
+// default) and goes through it for every creation, lookup and deletion;
+// values it gives clients to give back (requestState) are sealed with
+// Config.Seal's key ring. For each POST it checks Accept, Content-Type, body
+// size, session and protocol version, parses the JSON-RPC envelope once,
+// asks the limits (admit), and hands each message to the session's Conn (a
 // multiplexer client). Replies and the messages related to a request come
 // back on that POST's session.Stream; the handler answers with a JSON body
 // when the reply is all there is, or switches to an SSE stream as soon as a

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/seal"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -74,6 +75,14 @@ type Config struct {
 	// (its server asked the client something) waits for the client's retry
 	// before it is cancelled upstream. Default 2m.
 	InputWait time.Duration
+	// Seal seals and opens every value the Handler gives a client to give
+	// back (requestState: mrtr.go, passstate.go); its owner may swap its
+	// keys at any time. Default nil: a ring of one random key, made by New.
+	Seal *seal.Ring
+	// Sessions is where every session is created, looked up and deleted.
+	// Default nil: an in-memory session.Store bounded by MaxSessions,
+	// IdleTimeout and the replay settings, which bind only that default.
+	Sessions session.Directory
 	// HostDomain enables subdomain routing: with "mcp.example.com", host
 	// "memory.mcp.example.com" serves server "memory" at /mcp, /sse and
 	// /messages, or endpoint "memory" when no server has that name.
@@ -122,7 +131,7 @@ type Handler struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	serve http.Handler // mux behind the Host check
-	store *session.Store
+	store session.Directory
 
 	// A target's URLs behind admission (admission.go).
 	admittedMCP, admittedSSE, admittedMessages http.Handler
@@ -195,12 +204,18 @@ func New(cfg Config) *Handler {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Audit = audit.Observe(cfg.Audit, cfg.Observer, isDenial) // observe.go
-	h := &Handler{
-		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
-		store: session.NewStore(session.Limits{
+	if cfg.Seal == nil {
+		cfg.Seal = seal.NewRandom()
+	}
+	if cfg.Sessions == nil {
+		cfg.Sessions = session.NewStore(session.Limits{
 			MaxSessions: cfg.MaxSessions, IdleTimeout: cfg.IdleTimeout, ReplayEvents: cfg.ReplayEvents,
 			ReplayBytes: cfg.ReplayBytes, SessionReplayBytes: cfg.SessionReplayBytes, ResumeGrace: cfg.ResumeGrace,
-		}),
+		})
+	}
+	h := &Handler{
+		cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(),
+		store:    cfg.Sessions,
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   limits.New(cfg.Limits),
@@ -373,7 +388,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *s
 		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
 		return nil
 	}
-	s := h.store.Get(id)
+	s := h.store.Lookup(id)
 	// Another principal's session is unknown to this one: it must not
 	// learn that it exists.
 	if s == nil || s.Server != name || s.Legacy() || s.Owner != h.owner(r) {
@@ -389,7 +404,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 	if s == nil {
 		return
 	}
-	if h.store.Remove(s.ID) != nil {
+	if h.store.Delete(s.ID) != nil {
 		h.end(s, "the client deleted the session")
 		h.log.Debug("session deleted", "session", logID(s.ID), logTarget(name))
 	}

@@ -56,7 +56,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	st.Detach()
 	s.End(time.Now())
 	time.AfterFunc(h.cfg.LegacyGrace, func() {
-		if !st.Attached() && h.store.Remove(s.ID) != nil {
+		if !st.Attached() && h.store.Delete(s.ID) != nil {
 			h.log.Debug("legacy SSE session ended", "session", logID(s.ID), logTarget(name))
 			h.end(s, "the client's SSE stream closed")
 		}
@@ -71,7 +71,7 @@ func (h *Handler) reattach(r *http.Request, name string) (*session.Session, uint
 		return nil, 0
 	}
 	seq, err := strconv.ParseUint(seqText, 10, 64)
-	s := h.store.Get(id)
+	s := h.store.Lookup(id)
 	if err != nil || s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
 		return nil, 0 // another principal's session is unknown here: a new one opens
 	}
@@ -132,7 +132,7 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
 		return
 	}
-	s := h.store.Get(r.URL.Query().Get("sessionId"))
+	s := h.store.Lookup(r.URL.Query().Get("sessionId"))
 	if s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
 		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
 		return

@@ -40,7 +40,7 @@ func TestLegacyUnreadRepliesBounded(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	sid := endpoint[strings.Index(endpoint, "sessionId=")+len("sessionId="):]
-	s := h.store.Get(sid)
+	s := h.store.Lookup(sid)
 	if s == nil {
 		t.Fatalf("no session %q", sid)
 	}

@@ -49,7 +49,7 @@ func (h *Handler) Run(ctx context.Context) {
 // goroutine Close waits for, so one slow server cannot hold up the expiry
 // of every other session.
 func (h *Handler) Sweep(now time.Time) {
-	h.store.Prune(now)
+	session.Prune(h.store, now)
 	for _, s := range h.store.Expire(now) {
 		h.endAsync(s, "the session expired") // logged by end
 	}
@@ -75,7 +75,7 @@ func (h *Handler) Close() {
 	h.unparkAll() // their sessions end below
 	deadline := time.Now().Add(closeWait)
 	const reason = "the gateway is shutting down"
-	sessions := h.store.RemoveAll()
+	sessions := h.store.DeleteAll()
 	for _, s := range sessions {
 		h.endAsync(s, reason)
 	}

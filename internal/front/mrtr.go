@@ -3,12 +3,8 @@ package front
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -36,9 +32,9 @@ import (
 // waits for the server's result, which is delivered as the retry's
 // answer; a server that asks again gets another round.
 //
-// A requestState is AES-GCM sealed with a key made when the handler
-// starts: it names the parked request (random, single use: a request has
-// one valid state at a time), an expiry, and a digest of the request
+// A requestState is sealed by the key ring (Config.Seal) until the
+// request's deadline: it names the parked request (random, single use: a
+// request has one valid state at a time) and holds a digest of the request
 // (method and params without inputResponses, requestState and _meta), so
 // it cannot be forged, altered, replayed or used for another request. A
 // request is parked for InputWait in all, over at most maxInputRounds
@@ -267,7 +263,6 @@ func (m *modernStream) isParked() bool {
 // parking is the handler's table of requests parked for input.
 type parking struct {
 	once sync.Once
-	aead cipher.AEAD
 	mu   sync.Mutex
 	reqs map[string]*parked // by handle
 }
@@ -277,22 +272,16 @@ type parked struct {
 	timer *time.Timer
 }
 
-// init makes the sealing key.
+// init makes the table.
 func (p *parking) init() {
-	p.once.Do(func() {
-		key := make([]byte, 32)
-		_, _ = rand.Read(key) // never fails (crypto/rand)
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			panic(err) // a 32-byte key is always valid
-		}
-		p.aead, _ = cipher.NewGCM(block)
-		p.reqs = map[string]*parked{}
-	})
+	p.once.Do(func() { p.reqs = map[string]*parked{} })
 }
 
 // handleLen is the random part of a requestState, in bytes.
 const handleLen = 16
+
+// parkedPurpose is what a parked request's requestState is sealed for.
+const parkedPurpose = "mcpgate/front/parked-requestState"
 
 // park registers m (its m.mu held) until deadline under a new handle,
 // replacing the one it had, and returns the requestState for its retry.
@@ -311,13 +300,10 @@ func (h *Handler) park(m *modernStream, deadline time.Time) string {
 	p.mu.Unlock()
 	m.handle = key
 
-	plain := make([]byte, 0, handleLen+8+sha256.Size)
+	plain := make([]byte, 0, handleLen+sha256.Size)
 	plain = append(plain, handle[:]...)
-	plain = binary.BigEndian.AppendUint64(plain, uint64(deadline.UnixNano()))
 	plain = append(plain, m.digest[:]...)
-	nonce := make([]byte, p.aead.NonceSize(), p.aead.NonceSize()+len(plain)+p.aead.Overhead())
-	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(p.aead.Seal(nonce, nonce, plain, nil))
+	return h.cfg.Seal.Seal(parkedPurpose, plain, time.Until(deadline))
 }
 
 // take removes key from the table; whoever takes an entry owns its
@@ -354,7 +340,7 @@ func (h *Handler) release(m *modernStream, reason string) {
 	m.mu.Lock()
 	m.handle, m.ended = "", true
 	m.mu.Unlock()
-	if h.store.Remove(m.s.ID) != nil {
+	if h.store.Delete(m.s.ID) != nil {
 		h.end(m.s, reason)
 	}
 }
@@ -392,17 +378,9 @@ var errBadState = errors.New("mcpgate: requestState is not valid: altered, expir
 func (h *Handler) unpark(state string, digest [32]byte, server, owner string) (*modernStream, error) {
 	p := &h.parking
 	p.init()
-	raw, err := base64.RawURLEncoding.DecodeString(state)
-	if err != nil || len(raw) < p.aead.NonceSize() {
-		return nil, errBadState
-	}
-	n := p.aead.NonceSize()
-	plain, err := p.aead.Open(nil, raw[:n], raw[n:], nil)
-	if err != nil || len(plain) != handleLen+8+sha256.Size {
-		return nil, errBadState
-	}
-	expires := time.Unix(0, int64(binary.BigEndian.Uint64(plain[handleLen:])))
-	if time.Now().After(expires) || !bytes.Equal(plain[handleLen+8:], digest[:]) {
+	// Expired, sealed by a retired key, or forged: the same answer.
+	plain, err := h.cfg.Seal.Open(parkedPurpose, state)
+	if err != nil || len(plain) != handleLen+sha256.Size || !bytes.Equal(plain[handleLen:], digest[:]) {
 		return nil, errBadState
 	}
 	e := p.takeFor(hex.EncodeToString(plain[:handleLen]), server, owner)
@@ -505,8 +483,8 @@ func isRetry(msg *jsonrpc.Message) bool {
 }
 
 // sealedRetry reports whether a retry's requestState has the shape of
-// one the gateway sealed (what park returns: base64url of the nonce, the
-// handle, the deadline, the digest and the tag). Any other state is the
+// one the gateway sealed (what park returns: a handle and a digest,
+// sealed by a key the ring holds or held). Any other state is the
 // server's own (a server on an SDK of both eras may answer a session-era
 // request with its own input round, which FromLegacy marks
 // input_required): the retry then goes to the server as a new request,
@@ -518,10 +496,7 @@ func (h *Handler) sealedRetry(msg *jsonrpc.Message) bool {
 	if err != nil {
 		return true // resume refuses it, naming why
 	}
-	p := &h.parking
-	p.init()
-	raw, err := base64.RawURLEncoding.DecodeString(state)
-	return err == nil && len(raw) == p.aead.NonceSize()+handleLen+8+sha256.Size+p.aead.Overhead()
+	return h.cfg.Seal.Shaped(state, handleLen+sha256.Size)
 }
 
 // retryParams returns a retry's requestState and inputResponses.

@@ -2,8 +2,7 @@ package front
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/base64"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
@@ -17,36 +16,32 @@ import (
 // state is its own, opaque to the gateway, and proves nothing of who
 // retries: another principal holding it could otherwise resume, on the
 // shared server, a request that was not theirs. So the state a client gets
-// is the server's sealed with the gateway's key and, as authenticated
-// data, the target and principal; a retry's state must open for the
+// is the server's sealed by the key ring (Config.Seal) for a purpose that
+// names the target and principal; a retry's state must open for the
 // retry's own, and the server gets its state back as it wrote it.
 
-// passStateAD is the data a passthrough state is bound to: the target's
-// key (which has no NUL) and the principal's.
-func passStateAD(target, owner string) []byte {
-	return []byte(target + "\x00" + owner)
+// passStatePurpose is what a passthrough state is sealed for: the
+// target's key (which has no NUL) and the principal's.
+func passStatePurpose(target, owner string) string {
+	return "mcpgate/front/passthrough-requestState\x00" + target + "\x00" + owner
 }
+
+// passStateTTL bounds a passthrough state's life. The server's own state
+// has whatever life the server gives it; the seal's bound only keeps a
+// leaked state from being good forever, so it is far beyond a client's
+// round (InputWait bounds a parked one at minutes).
+const passStateTTL = 24 * time.Hour
 
 // sealPassState seals a server's requestState for target and owner.
 func (h *Handler) sealPassState(inner, target, owner string) string {
-	p := &h.parking
-	p.init()
-	nonce := make([]byte, p.aead.NonceSize(), p.aead.NonceSize()+len(inner)+p.aead.Overhead())
-	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(p.aead.Seal(nonce, nonce, []byte(inner), passStateAD(target, owner)))
+	return h.cfg.Seal.Seal(passStatePurpose(target, owner), []byte(inner), passStateTTL)
 }
 
 // openPassState returns the server's requestState sealed in state, if it
-// was sealed for target and owner.
+// was sealed for target and owner (expired, sealed by a retired key, or
+// forged: not).
 func (h *Handler) openPassState(state, target, owner string) (string, bool) {
-	p := &h.parking
-	p.init()
-	raw, err := base64.RawURLEncoding.DecodeString(state)
-	if err != nil || len(raw) < p.aead.NonceSize() {
-		return "", false
-	}
-	n := p.aead.NonceSize()
-	plain, err := p.aead.Open(nil, raw[:n], raw[n:], passStateAD(target, owner))
+	plain, err := h.cfg.Seal.Open(passStatePurpose(target, owner), state)
 	if err != nil {
 		return "", false
 	}

@@ -259,7 +259,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 		// The client left, perhaps while Backend.Open started its process,
 		// and will never learn the session's id: end it now rather than
 		// hold a process until the idle timeout.
-		if h.store.Remove(s.ID) != nil {
+		if h.store.Delete(s.ID) != nil {
 			h.end(s, "the client left during initialize")
 		}
 		return
@@ -267,7 +267,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 	last := seqOf(evs) // before an error of ours (seq 0) is added
 	v := conn.Version()
 	if v == "" || !st.Complete() {
-		if h.store.Remove(s.ID) != nil {
+		if h.store.Delete(s.ID) != nil {
 			h.end(s, "initialize failed")
 		}
 		if !st.Complete() {
@@ -314,7 +314,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 		refuse(w, ref, nil)
 		return nil, nil
 	}
-	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
+	s, err := h.store.Create(name, h.owner(r), time.Now())
 	if counted != nil {
 		counted(s) // nil on error
 	}
@@ -329,7 +329,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 	}
 	conn, err := be.Open(r.Context(), s.General())
 	if err != nil {
-		h.store.Remove(s.ID)
+		h.store.Delete(s.ID)
 		s.Close("the server could not be opened")
 		// A client retrying against a server at its limit must not cost a
 		// log line per attempt.
@@ -349,8 +349,8 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 	// store (finding no connection to close yet), or it came between the
 	// draining check above and Create, leaving a session nobody would end.
 	// Either way this connection must be closed, once (end takes it).
-	if h.draining.Load() || h.store.Get(s.ID) != s {
-		h.store.Remove(s.ID)
+	if h.draining.Load() || h.store.Lookup(s.ID) != s {
+		h.store.Delete(s.ID)
 		h.end(s, "the gateway is shutting down")
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
@@ -362,7 +362,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 	// stopped backend. The swap comes before CloseTarget, so one of the
 	// two sees the other (targets.go).
 	if h.replaced(name, be) {
-		h.store.Remove(s.ID)
+		h.store.Delete(s.ID)
 		h.end(s, "the server's config changed")
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" was reconfigured while the session opened; retry")

@@ -144,7 +144,7 @@ func TestFinishedStreamGoneAfterGrace(t *testing.T) {
 	h, srv := testServer(t, b, Config{})
 	sid := initSession(t, srv)
 	last := finishedPost(t, h, srv, sid)
-	s := h.store.Get(sid)
+	s := h.store.Lookup(sid)
 	if s.Bytes() == 0 {
 		t.Fatal("the finished stream keeps nothing during its grace")
 	}

@@ -61,9 +61,9 @@ func TestSessionOpenCloseLogged(t *testing.T) {
 	}
 	do(t, srv, http.MethodDelete, mcpPath, "", "Mcp-Session-Id", deleted)
 	// Expiry: only the session made idle on purpose.
-	h.store.Get(atShutdown).Begin()
+	h.store.Lookup(atShutdown).Begin()
 	h.Sweep(time.Now().Add(time.Hour))
-	h.store.Get(atShutdown).End(time.Now())
+	h.store.Lookup(atShutdown).End(time.Now())
 	h.Close()
 
 	opened := logs.records(t, "session opened")

@@ -83,7 +83,7 @@ func (h *Handler) EndSession(idOrPrefix string) (SessionInfo, error) {
 		return SessionInfo{}, ErrSessionUnknown
 	}
 	var found []*session.Session
-	for _, s := range h.store.ByPrefix(idOrPrefix) {
+	for _, s := range session.ByPrefix(h.store, idOrPrefix) {
 		if _, ok := s.Established(); ok {
 			found = append(found, s)
 		}
@@ -99,7 +99,7 @@ func (h *Handler) EndSession(idOrPrefix string) (SessionInfo, error) {
 	si := SessionInfo{IDPrefix: logID(s.ID), Target: s.Server, Version: s.Version(), Legacy: s.Legacy(),
 		Principal: strings.Replace(s.Owner, "\x00", ":", 1), Requests: s.Requests()}
 	si.Opened, _ = s.Established()
-	if h.store.Remove(s.ID) == nil {
+	if h.store.Delete(s.ID) == nil {
 		return SessionInfo{}, ErrSessionUnknown // ended meanwhile
 	}
 	h.end(s, AdminEndReason)

@@ -98,7 +98,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}
 	// The request is recorded as a session of its own for as long as it
 	// runs, so that shutdown and the session limit see it like any other.
-	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
+	s, err := h.store.Create(name, h.owner(r), time.Now())
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, errTooMany.Error(), nil)
@@ -110,7 +110,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	defer func() {
 		s.End(time.Now())
 		if out == nil || !out.isParked() {
-			if h.store.Remove(s.ID) != nil {
+			if h.store.Delete(s.ID) != nil {
 				h.end(s, "the request ended")
 			}
 		}
@@ -122,7 +122,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		return
 	}
 	s.SetValue(sc)
-	if h.draining.Load() || h.store.Get(s.ID) != s {
+	if h.draining.Load() || h.store.Lookup(s.ID) != s {
 		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}

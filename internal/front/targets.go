@@ -121,7 +121,7 @@ func (h *Handler) authenticator() auth.Authenticator { return h.tg.Load().auth }
 // lands on the old one.
 func (h *Handler) CloseTarget(key, reason string) int {
 	h.paramTools.forget(key) // its tools may differ now (paramheaders.go)
-	ss := h.store.RemoveTarget(key)
+	ss := h.store.DeleteTarget(key)
 	if len(ss) == 0 {
 		return 0
 	}

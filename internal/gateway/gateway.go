@@ -30,6 +30,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/logfile"
 	"github.com/mcpgate/mcpgate/internal/policy"
+	"github.com/mcpgate/mcpgate/internal/seal"
 	"github.com/mcpgate/mcpgate/internal/servers"
 	"github.com/mcpgate/mcpgate/internal/tracing"
 )
@@ -90,6 +91,9 @@ type Gateway struct {
 	certs   *certReloader     // gateway.tls's; nil: plain HTTP (tls.go)
 	admin   *adminServer      // gateway.admin.listen's; nil: none (admin.go)
 	tracing *tracing.Provider // nil: tracing off (tracing.go)
+	// ring seals the front's requestStates; its keys are swapped by a
+	// reload (seal.go).
+	ring *seal.Ring
 }
 
 // Start starts every configured server (all or none), builds every
@@ -128,10 +132,14 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	if err := checkCritical(problems); err != nil {
 		return nil, err
 	}
+	ring, err := newRing(cfg, log) // seal.go
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs, ring: ring}
 	backends := map[string]conn.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := servers.New(cfg.Servers[name], Version, log)
@@ -157,6 +165,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	hc.Probes = g.probes()
 	g.setupMetrics(&hc) // metrics.go
 	hc.Auth = a
+	hc.Seal = ring
 	hc.Policies = handlerPolicies(pols)
 	ah := g.newAdmin() // admin.go
 	hc.Admin = mainAdmin(ah, cfg.Gateway.Admin.ListenAddr())

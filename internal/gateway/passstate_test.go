@@ -29,26 +29,7 @@ func TestPassthroughStateBoundToPrincipal(t *testing.T) {
 	g := startGateway(t, cfg)
 	call := func(who, state string) (int, rpc) {
 		t.Helper()
-		params := `{"name":"mrtr_state","arguments":{"message":"x1"},` + gwAtkMeta + `}`
-		if state != "" {
-			params = `{"name":"mrtr_state","arguments":{"message":"x1"},"requestState":` + state + `,"inputResponses":{"q":{"action":"accept","content":{}}},` + gwAtkMeta + `}}`
-		} else {
-			params += `}`
-		}
-		req := modernRequest(t.Context(), g, "m", "tools/call", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":`+params+`}`)
-		req.Header.Set("Mcp-Name", "mrtr_state")
-		req.Header.Set("Authorization", "Bearer key-of-"+who)
-		resp, err := g.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		if resp.Header.Get("Content-Type") == "text/event-stream" {
-			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-			raw = []byte(strings.TrimPrefix(lines[len(lines)-1], "data: "))
-		}
-		return resp.StatusCode, decode(t, raw)
+		return mrtrStateCall(t, g, who, state)
 	}
 	status, m := call("alice", "")
 	var res struct {
@@ -75,4 +56,31 @@ func TestPassthroughStateBoundToPrincipal(t *testing.T) {
 	if status, m := call("alice", string(res.RequestState)); status != http.StatusOK || toolText(t, m) != "state srv:x1" {
 		t.Errorf("alice's retry: %d %+v, want the server's own state back", status, m)
 	}
+}
+
+// mrtrStateCall calls server m's mrtr_state tool (2026-07-28, passthrough)
+// as principal who (API key "key-of-"+who), retrying with state (a JSON
+// string) if set, and returns the HTTP status and the reply.
+func mrtrStateCall(t *testing.T, g *testGateway, who, state string) (int, rpc) {
+	t.Helper()
+	params := `{"name":"mrtr_state","arguments":{"message":"x1"},` + gwAtkMeta + `}`
+	if state != "" {
+		params = `{"name":"mrtr_state","arguments":{"message":"x1"},"requestState":` + state + `,"inputResponses":{"q":{"action":"accept","content":{}}},` + gwAtkMeta + `}}`
+	} else {
+		params += `}`
+	}
+	req := modernRequest(t.Context(), g, "m", "tools/call", `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":`+params+`}`)
+	req.Header.Set("Mcp-Name", "mrtr_state")
+	req.Header.Set("Authorization", "Bearer key-of-"+who)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.Header.Get("Content-Type") == "text/event-stream" {
+		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+		raw = []byte(strings.TrimPrefix(lines[len(lines)-1], "data: "))
+	}
+	return resp.StatusCode, decode(t, raw)
 }

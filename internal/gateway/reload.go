@@ -176,6 +176,9 @@ func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkSealKeys(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	keepPolicies(g.cfg, g.policies, cfg, pols)
 	p.policies = pols
 	replaced := map[string]bool{} // servers added, changed or removed: their endpoints are rebuilt
@@ -310,6 +313,8 @@ func (g *Gateway) apply(p *plan) {
 	cfg := *p.cfg
 	cfg.Gateway = g.cfg.Gateway
 	cfg.Gateway.Auth = p.cfg.Gateway.Auth
+	cfg.Gateway.SealKeys, cfg.Gateway.SealKeyFile = p.cfg.Gateway.SealKeys, p.cfg.Gateway.SealKeyFile
+	g.setSealKeys(g.cfg, p.cfg) // seal.go
 	g.rl.state.Lock()
 	g.cfg, g.servers, g.endpoints, g.auth, g.policies = &cfg, p.servers, p.endpoints, p.auth, p.policies
 	g.rl.state.Unlock()
@@ -387,9 +392,10 @@ func membersChanged(a, b *config.Config, name string, replaced map[string]bool) 
 }
 
 // restartKeys returns the gateway keys ("gateway.listen") whose values
-// differ between a and b and apply only at start: every key but auth
-// (applied by a reload) and the ones copied into each server at load
-// (requestTimeout, maxLineBytes, secrets: a reload compares the servers).
+// differ between a and b and apply only at start: every key but auth and
+// the seal keys (applied by a reload) and the ones copied into each
+// server at load (requestTimeout, maxLineBytes, secrets: a reload
+// compares the servers).
 func restartKeys(a, b config.Gateway) []string {
 	var keys []string
 	if publicURL(a) != publicURL(b) {
@@ -400,7 +406,7 @@ func restartKeys(a, b config.Gateway) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		switch f.Name {
-		case "Auth", "RequestTimeout", "MaxLineBytes", "SecretsFile", "Secrets":
+		case "Auth", "RequestTimeout", "MaxLineBytes", "SecretsFile", "Secrets", "SealKeys", "SealKeyFile":
 			continue
 		}
 		if !f.IsExported() {

@@ -60,7 +60,7 @@ const maxToolsPerPrincipal = 256
 // Live is where a Limiter checks that a principal's sessions still live:
 // the front's session store.
 type Live interface {
-	Get(id string) *session.Session
+	Lookup(id string) *session.Session
 }
 
 // Limiter keeps the limits' state per principal. A nil *Limiter limits
@@ -154,7 +154,7 @@ func (l *Limiter) idle(ps *principalState, now time.Time, store Live) bool {
 // others. mu is held.
 func liveSessions(ps *principalState, store Live) int {
 	for s := range ps.sessions {
-		if store.Get(s.ID) != s {
+		if store.Lookup(s.ID) != s {
 			delete(ps.sessions, s)
 		}
 	}

@@ -14,7 +14,7 @@ func TestSessionBytesReturnToZero(t *testing.T) {
 	for _, keep := range []int{4, -1} {
 		rng := rand.New(rand.NewPCG(1, uint64(keep+10)))
 		store := NewStore(Limits{ReplayEvents: keep, ReplayBytes: 8 << 10, SessionReplayBytes: 32 << 10})
-		s, _ := store.Create("x", time.Now())
+		s, _ := store.Create("x", "", time.Now())
 		var live []*Stream
 		for range 2000 {
 			switch op := rng.IntN(6); {

@@ -5,18 +5,16 @@ import (
 	"time"
 )
 
-// ByPrefix returns the live sessions whose id starts with prefix (the one
-// whose id is prefix, alone, when there is one). It scans every session:
-// for administration (the admin API), not for the request path.
-func (st *Store) ByPrefix(prefix string) []*Session {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if s := st.sessions[prefix]; s != nil {
+// ByPrefix returns the live sessions of d whose id starts with prefix
+// (the one whose id is prefix, alone, when there is one). It scans every
+// session: for administration (the admin API), not for the request path.
+func ByPrefix(d Directory, prefix string) []*Session {
+	if s := d.Lookup(prefix); s != nil {
 		return []*Session{s}
 	}
 	var out []*Session
-	for id, s := range st.sessions {
-		if strings.HasPrefix(id, prefix) {
+	for _, s := range d.Snapshot() {
+		if strings.HasPrefix(s.ID, prefix) {
 			out = append(out, s)
 		}
 	}

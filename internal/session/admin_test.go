@@ -8,18 +8,18 @@ import (
 func TestByPrefix(t *testing.T) {
 	st := NewStore(Limits{})
 	now := time.Now()
-	a, _ := st.Create("a", now)
-	b, _ := st.Create("b", now)
-	if got := st.ByPrefix(a.ID); len(got) != 1 || got[0] != a {
+	a, _ := st.Create("a", "", now)
+	b, _ := st.Create("b", "", now)
+	if got := ByPrefix(st, a.ID); len(got) != 1 || got[0] != a {
 		t.Errorf("by the whole id: %v", got)
 	}
-	if got := st.ByPrefix(b.ID[:8]); len(got) != 1 || got[0] != b {
+	if got := ByPrefix(st, b.ID[:8]); len(got) != 1 || got[0] != b {
 		t.Errorf("by a prefix: %v", got)
 	}
-	if got := st.ByPrefix(""); len(got) != 2 {
+	if got := ByPrefix(st, ""); len(got) != 2 {
 		t.Errorf("every id starts with the empty prefix: %d sessions", len(got))
 	}
-	if got := st.ByPrefix("!"); len(got) != 0 {
+	if got := ByPrefix(st, "!"); len(got) != 0 {
 		t.Errorf("no id has '!': %v", got)
 	}
 	a.Begin()

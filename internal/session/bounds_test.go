@@ -121,7 +121,7 @@ func TestStandaloneDropsOnlyDeliveredFinals(t *testing.T) {
 // first over the session's byte bound: 64 abandoned big replies used to stay.
 func TestSessionEvictsAbandonedStreamsByBytes(t *testing.T) {
 	store := NewStore(Limits{SessionReplayBytes: 1 << 20})
-	s, _ := store.Create("x", time.Now())
+	s, _ := store.Create("x", "", time.Now())
 	reply := bytes.Repeat([]byte("x"), 300<<10)
 	waiting := s.NewStream(1, time.Now())
 	waiting.Attach() // a connected reader waits for this one
@@ -157,11 +157,11 @@ func TestSessionEvictsAbandonedStreamsByBytes(t *testing.T) {
 // before Close are still read, then the stream is done.
 func TestCloseKeepsRepliesReadable(t *testing.T) {
 	store := NewStore(Limits{})
-	s, _ := store.Create("x", time.Now())
+	s, _ := store.Create("x", "", time.Now())
 	st := s.NewStream(2, time.Now())
 	st.Reply([]byte("r1"))
-	if store.Remove(s.ID) != s || st.Closed() {
-		t.Fatal("Remove closed the session's streams before its connection was closed")
+	if store.Delete(s.ID) != s || st.Closed() {
+		t.Fatal("Delete closed the session's streams before its connection was closed")
 	}
 	st.Reply([]byte("error: session ended"))
 	s.Close("deleted")

@@ -3,7 +3,9 @@
 // with Last-Event-ID.
 //
 // A Session is created by the HTTP front when a client initializes and lives
-// in a Store until the client deletes it, it expires, or the gateway stops.
+// in a Directory (directory.go; Store, in memory, is the one there is)
+// until the client deletes it, it expires, or the gateway stops. The front
+// creates, looks up and deletes sessions only through the Directory.
 // Messages for a client are appended to a Stream (one per POST that carries
 // requests, plus the session's standalone GET stream); whoever serves that
 // stream over HTTP reads them back with Stream.Next. Appending never blocks
@@ -24,6 +26,6 @@
 // releases its own lock before asking the session to evict). No lock is held
 // while calling out of the package.
 //
-// Ending a session: take it out of the Store, close its connection (which
+// Ending a session: take it out of the Directory, close its connection (which
 // answers the requests in flight on their streams), then Session.Close.
 package session

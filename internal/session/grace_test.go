@@ -24,7 +24,7 @@ func finished(s *Session, now time.Time) *Stream {
 func TestFinishKeepsStreamForGrace(t *testing.T) {
 	store := NewStore(Limits{ResumeGrace: 10 * time.Second})
 	t0 := time.Now()
-	s, _ := store.Create("x", t0)
+	s, _ := store.Create("x", "", t0)
 	st := finished(s, t0)
 	kept := st.Bytes()
 
@@ -49,19 +49,19 @@ func TestFinishKeepsStreamForGrace(t *testing.T) {
 func TestStorePrune(t *testing.T) {
 	store := NewStore(Limits{})
 	t0 := time.Now()
-	a, _ := store.Create("x", t0)
-	b, _ := store.Create("x", t0)
+	a, _ := store.Create("x", "", t0)
+	b, _ := store.Create("x", "", t0)
 	old := finished(a, t0)
 	again := finished(a, t0)
 	young := finished(b, t0.Add(5*time.Second))
 	a.Finish(again, t0.Add(5*time.Second)) // resumed and finished again
 
-	store.Prune(t0.Add(DefaultResumeGrace))
+	Prune(store, t0.Add(DefaultResumeGrace))
 	if a.Stream(old.ID()) != nil || a.Stream(again.ID()) != again || b.Stream(young.ID()) != young {
 		t.Fatalf("after the first grace: old kept %v, again kept %v, young kept %v",
 			a.Stream(old.ID()) != nil, a.Stream(again.ID()) == again, b.Stream(young.ID()) == young)
 	}
-	store.Prune(t0.Add(5*time.Second + DefaultResumeGrace))
+	Prune(store, t0.Add(5*time.Second+DefaultResumeGrace))
 	if a.Bytes() != 0 || b.Bytes() != 0 || a.Stream(again.ID()) != nil || b.Stream(young.ID()) != nil {
 		t.Fatalf("after every grace: bytes %d and %d", a.Bytes(), b.Bytes())
 	}
@@ -71,7 +71,7 @@ func TestStorePrune(t *testing.T) {
 // grace, has nothing to resume: Finish forgets it at once.
 func TestFinishWithoutReplay(t *testing.T) {
 	for _, l := range []Limits{{ReplayEvents: -1}, {ResumeGrace: -1}} {
-		s, _ := NewStore(l).Create("x", time.Now())
+		s, _ := NewStore(l).Create("x", "", time.Now())
 		st := finished(s, time.Now())
 		if s.Stream(st.ID()) != nil || s.Bytes() != 0 {
 			t.Fatalf("%+v: stream kept %v, %d bytes", l, s.Stream(st.ID()) != nil, s.Bytes())
@@ -83,7 +83,7 @@ func TestFinishWithoutReplay(t *testing.T) {
 // counting the stream as evicted (it was written out).
 func TestGraceCutByCountBound(t *testing.T) {
 	t0 := time.Now()
-	s, _ := NewStore(Limits{}).Create("x", t0)
+	s, _ := NewStore(Limits{}).Create("x", "", t0)
 	first := finished(s, t0)
 	for range maxRetainedStreams {
 		finished(s, t0)
@@ -101,7 +101,7 @@ func TestSessionBytesReturnToZeroWithGrace(t *testing.T) {
 		rng := rand.New(rand.NewPCG(2, uint64(keep+10)))
 		now := time.Now()
 		store := NewStore(Limits{ReplayEvents: keep, ReplayBytes: 8 << 10, SessionReplayBytes: 32 << 10})
-		s, _ := store.Create("x", now)
+		s, _ := store.Create("x", "", now)
 		var live []*Stream
 		for range 3000 {
 			switch op := rng.IntN(9); {
@@ -139,7 +139,7 @@ func TestSessionBytesReturnToZeroWithGrace(t *testing.T) {
 			st.Detach()
 			s.Finish(st, now)
 		}
-		store.Prune(now.Add(DefaultResumeGrace))
+		Prune(store, now.Add(DefaultResumeGrace))
 		s.General().Next(nil, 0)
 		if got, want := s.Bytes(), s.General().Bytes(); got != want {
 			t.Fatalf("keep %d: session counts %d bytes, its standalone stream keeps %d and every grace ended", keep, got, want)

@@ -1,9 +1,9 @@
 package session
 
-// RemoveTarget removes and returns every session of server (Session.Server:
+// DeleteTarget removes and returns every session of server (Session.Server:
 // a target's key), for a reload that takes the target away or replaces it.
-// Like Remove, it hands each session to one caller, who closes it.
-func (st *Store) RemoveTarget(server string) []*Session {
+// Like Delete, it hands each session to one caller, who closes it.
+func (st *Store) DeleteTarget(server string) []*Session {
 	var out []*Session
 	st.mu.Lock()
 	for id, s := range st.sessions {

@@ -380,9 +380,10 @@ func (s *Session) CloseReason() string {
 	return s.reason
 }
 
-// Store holds the live sessions. Taking a session out of the store (Remove,
-// Expire, RemoveAll) does not close it: the caller closes the session's
-// connection, then calls Session.Close.
+// Store holds the live sessions in memory: the first Directory. Taking a
+// session out of the store (Delete, DeleteTarget, Expire, DeleteAll) does
+// not close it: the caller closes the session's connection, then calls
+// Session.Close.
 type Store struct {
 	limits Limits
 
@@ -397,13 +398,9 @@ func NewStore(l Limits) *Store {
 	return &Store{limits: l, sessions: map[string]*Session{}}
 }
 
-// Create makes a session on server, or returns ErrTooMany.
-func (st *Store) Create(server string, now time.Time) (*Session, error) {
-	return st.CreateOwned(server, "", now)
-}
-
-// CreateOwned is Create, of a session owned by owner (Session.Owner).
-func (st *Store) CreateOwned(server, owner string, now time.Time) (*Session, error) {
+// Create makes a session on server owned by owner (Session.Owner), or
+// returns ErrTooMany.
+func (st *Store) Create(server, owner string, now time.Time) (*Session, error) {
 	id, err := newID()
 	if err != nil {
 		return nil, err
@@ -431,16 +428,16 @@ func newID() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// Get returns the session with id, or nil.
-func (st *Store) Get(id string) *Session {
+// Lookup returns the session with id, or nil.
+func (st *Store) Lookup(id string) *Session {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
 	return st.sessions[id]
 }
 
-// Remove takes a session out of the store. It returns nil if the session
+// Delete takes a session out of the store. It returns nil if the session
 // was not there (already removed), so exactly one caller gets to close it.
-func (st *Store) Remove(id string) *Session {
+func (st *Store) Delete(id string) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]
 	delete(st.sessions, id)
@@ -463,18 +460,8 @@ func (st *Store) Expire(now time.Time) []*Session {
 	return out
 }
 
-// Prune drops, in every session, the streams whose resume grace ended by
-// now (Session.Prune).
-func (st *Store) Prune(now time.Time) {
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	for _, s := range st.sessions {
-		s.Prune(now)
-	}
-}
-
-// RemoveAll removes and returns every session.
-func (st *Store) RemoveAll() []*Session {
+// DeleteAll removes and returns every session.
+func (st *Store) DeleteAll() []*Session {
 	st.mu.Lock()
 	out := make([]*Session, 0, len(st.sessions))
 	for _, s := range st.sessions {

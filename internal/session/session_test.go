@@ -82,12 +82,12 @@ func TestEventIDRoundTrip(t *testing.T) {
 func TestStoreLimitsExpiryAndIDs(t *testing.T) {
 	now := time.Unix(1000, 0)
 	st := NewStore(Limits{MaxSessions: 2, IdleTimeout: time.Minute, ReplayEvents: 8})
-	a, err := st.Create("x", now)
+	a, err := st.Create("x", "", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := st.Create("x", now)
-	if _, err := st.Create("x", now); !errors.Is(err, ErrTooMany) {
+	b, _ := st.Create("x", "", now)
+	if _, err := st.Create("x", "", now); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("third session: %v", err)
 	}
 	if len(a.ID) < 32 || a.ID == b.ID {
@@ -109,14 +109,14 @@ func TestStoreLimitsExpiryAndIDs(t *testing.T) {
 	if got := st.Expire(now.Add(4 * time.Minute)); len(got) != 1 {
 		t.Fatal("the session did not expire once idle")
 	}
-	if st.Len() != 0 || st.Remove(b.ID) != nil {
+	if st.Len() != 0 || st.Delete(b.ID) != nil {
 		t.Fatal("store not empty")
 	}
 }
 
 func TestSessionRetainsBoundedStreams(t *testing.T) {
 	st := NewStore(Limits{IdleTimeout: time.Minute, ReplayEvents: 8})
-	s, _ := st.Create("x", time.Now())
+	s, _ := st.Create("x", "", time.Now())
 	first := s.NewStream(1, time.Now())
 	first.Reply([]byte("r"))
 	for range maxRetainedStreams {
@@ -128,8 +128,8 @@ func TestSessionRetainsBoundedStreams(t *testing.T) {
 	if s.Stream(0) != s.General() {
 		t.Fatal("stream 0 is not the standalone stream")
 	}
-	if got := st.RemoveAll(); len(got) != 1 || s.General().Closed() {
-		t.Fatal("RemoveAll closed the session: its connection must close first")
+	if got := st.DeleteAll(); len(got) != 1 || s.General().Closed() {
+		t.Fatal("DeleteAll closed the session: its connection must close first")
 	}
 	s.Close("deleted")
 	if _, done, _ := s.General().Next(nil, 0); !done || s.CloseReason() != "deleted" {
@@ -197,15 +197,15 @@ func TestAttachWait(t *testing.T) {
 // A session keeps the owner it was created for; Create's has none.
 func TestCreateOwned(t *testing.T) {
 	st := NewStore(Limits{MaxSessions: 1})
-	s, err := st.CreateOwned("x", "token\x00alice", time.Now())
-	if err != nil || s.Owner != "token\x00alice" || st.Get(s.ID) != s {
-		t.Fatalf("CreateOwned: %v, owner %q", err, s.Owner)
+	s, err := st.Create("x", "token\x00alice", time.Now())
+	if err != nil || s.Owner != "token\x00alice" || st.Lookup(s.ID) != s {
+		t.Fatalf("Create: %v, owner %q", err, s.Owner)
 	}
-	if _, err := st.CreateOwned("x", "key\x00bob", time.Now()); !errors.Is(err, ErrTooMany) {
-		t.Fatalf("CreateOwned beyond MaxSessions: %v", err)
+	if _, err := st.Create("x", "key\x00bob", time.Now()); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("Create beyond MaxSessions: %v", err)
 	}
-	st.Remove(s.ID)
-	if s, _ := st.Create("x", time.Now()); s.Owner != "" {
+	st.Delete(s.ID)
+	if s, _ := st.Create("x", "", time.Now()); s.Owner != "" {
 		t.Fatalf("Create gives owner %q", s.Owner)
 	}
 }
