@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // conn is one client session of an endpoint (the session eras): one
@@ -199,7 +200,7 @@ func (c *conn) Handle(ctx context.Context, msg *jsonrpc.Message, out mux.Stream)
 }
 
 func (c *conn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream) {
-	if msg.MethodIs("ping") {
+	if msg.MethodIs(protocol.MethodPing) {
 		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
 		return
 	}
@@ -217,19 +218,19 @@ func (c *conn) request(ctx context.Context, msg *jsonrpc.Message, out mux.Stream
 		}
 	}
 	switch method {
-	case "initialize":
+	case protocol.MethodInitialize:
 		params := bytes.Clone(paramsOf(msg.Raw))
 		c.spawn(p, func(ctx context.Context) { c.initialize(ctx, p, params) })
-	case "logging/setLevel":
+	case protocol.MethodLoggingSetLevel:
 		params := bytes.Clone(paramsOf(msg.Raw))
 		c.spawn(p, func(ctx context.Context) { c.setLevel(ctx, p, params) })
-	case "tools/call":
+	case protocol.MethodToolsCall:
 		c.routeName(ctx, p, msg, kindTools, "params", "name")
-	case "prompts/get":
+	case protocol.MethodPromptsGet:
 		c.routeName(ctx, p, msg, kindPrompts, "params", "name")
-	case "completion/complete":
+	case protocol.MethodCompletionComplete:
 		c.routeCompletion(ctx, p, msg)
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe:
 		c.routeURI(ctx, p, msg, "params", "uri")
 	default:
 		c.routeOther(ctx, p, msg)
@@ -245,9 +246,9 @@ func (c *conn) register(id []byte, out mux.Stream) *pending {
 	var refusal []byte
 	switch {
 	case c.closed:
-		refusal = jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, c.closeText)
+		refusal = jsonrpc.ErrorResponse(id, protocol.CodeServerError, c.closeText)
 	case c.pending[string(id)] != nil:
-		refusal = jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
+		refusal = jsonrpc.ErrorResponse(id, protocol.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
 	}
 	if refusal != nil {
 		c.mu.Unlock()
@@ -311,7 +312,7 @@ func (c *conn) answer(p *pending, result []byte) { c.finish(p, jsonrpc.Response(
 func (c *conn) fail(p *pending, err error) {
 	var re *rpcError
 	if !errors.As(err, &re) {
-		re = &rpcError{jsonrpc.CodeInternalError, err.Error()}
+		re = &rpcError{protocol.CodeInternalError, err.Error()}
 	}
 	c.finish(p, jsonrpc.ErrorResponse(p.id, re.Code, re.Message), true)
 }
@@ -377,7 +378,7 @@ func (c *conn) CloseWith(reason string) {
 	}
 	c.mu.Unlock()
 	for _, p := range left {
-		c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeServerError, text), true)
+		c.finish(p, jsonrpc.ErrorResponse(p.id, protocol.CodeServerError, text), true)
 	}
 }
 
@@ -415,13 +416,13 @@ func (c *conn) visibleLocked(i int) bool {
 func (c *conn) unavailable(mc *member, failed string) error {
 	name, i := mc.m.Name, mc.i
 	if mc.removed {
-		return errorf(jsonrpc.CodeInvalidParams, "%s", removedReason(name, c.e.opts.Name))
+		return errorf(protocol.CodeInvalidParams, "%s", removedReason(name, c.e.opts.Name))
 	}
 	if st := c.e.state(i); !st.ready {
-		return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, st.text)
+		return errorf(protocol.CodeServerError, "server %q is not available: %s", name, st.text)
 	}
 	if failed == "" {
 		failed = "it is not initialized in this session"
 	}
-	return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, failed)
+	return errorf(protocol.CodeServerError, "server %q is not available: %s", name, failed)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // cursorBomb is a member whose tools/list pages are empty, each with a
@@ -40,7 +41,7 @@ func (c *cursorBombConn) Handle(_ context.Context, msg *jsonrpc.Message, out mux
 		cursor := fmt.Sprintf("%d-", n) + strings.Repeat("c", c.b.cursorLen)
 		result = `{"tools":[],"nextCursor":"` + cursor + `"}`
 	default:
-		go out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound, "no"))
+		go out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound, "no"))
 		return
 	}
 	reply := jsonrpc.Response(id, []byte(result))

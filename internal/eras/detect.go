@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // IsModern reports whether a POST that carries no Mcp-Session-Id is to be
@@ -15,11 +16,11 @@ import (
 //
 // The rule (versioning.mdx: "a request carrying modern per-request _meta is
 // served statelessly …; an initialize request selects legacy semantics"):
-//   - params._meta[KeyProtocolVersion] present, whatever its value: modern;
+//   - params._meta[protocol.MetaProtocolVersion] present, whatever its value: modern;
 //   - else initialize: legacy, whatever the header (a legacy client may
 //     send any header on initialize; modern clients never send initialize
 //     without the _meta key);
-//   - else a header that is set and not one of [LegacyVersions]: modern,
+//   - else a header that is set and not one of [protocol.SessionVersions]: modern,
 //     so an unknown future version gets a modern error (-32022), not a
 //     legacy one;
 //   - else (no header: 2025-03-26 clients may omit it; a legacy version):
@@ -32,17 +33,17 @@ func IsModern(headerVersion string, msg *jsonrpc.Message) bool {
 		if hasMetaVersion(msg) {
 			return true
 		}
-		if msg.MethodIs("initialize") {
+		if msg.MethodIs(protocol.MethodInitialize) {
 			return false
 		}
 	}
-	return headerVersion != "" && !slices.Contains(LegacyVersions, headerVersion)
+	return headerVersion != "" && !slices.Contains(protocol.SessionVersions, headerVersion)
 }
 
-// hasMetaVersion reports whether msg has params._meta[KeyProtocolVersion].
+// hasMetaVersion reports whether msg has params._meta[protocol.MetaProtocolVersion].
 func hasMetaVersion(msg *jsonrpc.Message) bool {
 	meta := find(msg.Raw, find(msg.Raw, wholeValue(msg.Raw), "params"), "_meta")
-	return find(msg.Raw, meta, KeyProtocolVersion).Present()
+	return find(msg.Raw, meta, protocol.MetaProtocolVersion).Present()
 }
 
 // IsInputRequest reports whether msg, sent by a server, is one of the
@@ -64,9 +65,9 @@ func IsInputRequest(msg *jsonrpc.Message) bool {
 // that the gateway does not serve.
 func removed(method string) bool {
 	switch method {
-	case "initialize", "notifications/initialized", "ping", "logging/setLevel",
-		"resources/subscribe", "resources/unsubscribe",
-		"notifications/roots/list_changed", "notifications/elicitation/complete":
+	case protocol.MethodInitialize, protocol.NotificationInitialized, protocol.MethodPing, protocol.MethodLoggingSetLevel,
+		protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe,
+		protocol.NotificationRootsListChanged, protocol.NotificationElicitationComplete:
 		return true
 	}
 	return strings.HasPrefix(method, "tasks/")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Discover returns the server/discover result (schema.ts DiscoverResult)
@@ -16,7 +18,7 @@ import (
 //	 "instructions":…,"ttlMs":0,"cacheScope":"private",
 //	 "_meta":{"io.modelcontextprotocol/serverInfo":{…}}}
 //
-// supportedVersions is [Supported] followed by legacyVersions (the
+// supportedVersions is [protocol.StatelessVersions] followed by legacyVersions (the
 // versions the gateway itself serves to legacy clients), without
 // repeats. capabilities is the server's, less the keys in drop (what the
 // gateway cannot serve in front of it); discover must list only what works
@@ -53,7 +55,7 @@ func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte
 		CacheScope        string                     `json:"cacheScope"`
 		Meta              map[string]json.RawMessage `json:"_meta,omitempty"`
 	}{ResultType: "complete", Capabilities: caps, CacheScope: "private"}
-	out.SupportedVersions = slices.Clone(Supported)
+	out.SupportedVersions = slices.Clone(protocol.StatelessVersions)
 	for _, v := range legacyVersions {
 		if !slices.Contains(out.SupportedVersions, v) {
 			out.SupportedVersions = append(out.SupportedVersions, v)
@@ -63,7 +65,7 @@ func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte
 		out.Instructions = init.Instructions
 	}
 	if len(init.ServerInfo) > 0 && !bytes.Equal(init.ServerInfo, []byte("null")) {
-		out.Meta = map[string]json.RawMessage{KeyServerInfo: init.ServerInfo}
+		out.Meta = map[string]json.RawMessage{protocol.MetaServerInfo: init.ServerInfo}
 	}
 
 	// An Encoder, not Marshal: Marshal would rewrite <, > and & in the

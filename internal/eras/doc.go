@@ -25,41 +25,6 @@
 // [Problem] carrying both the HTTP status and the JSON-RPC error.
 package eras
 
-// Version is the protocol revision this package implements.
-const Version = "2026-07-28"
-
-// Supported lists the modern versions the gateway serves. Check refuses
-// others with [CodeUnsupportedVersion], naming these in the error's data.
-// Callers must not modify it.
-var Supported = []string{Version}
-
-// LegacyVersions lists the initialized-era versions. A POST whose
-// MCP-Protocol-Version header is one of these is not modern.
-// Callers must not modify it.
-var LegacyVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
-
-// Keys of _meta that 2026-07-28 reserves (basic/index.mdx, "Reserved keys").
-const (
-	// KeyProtocolVersion is required in every modern request's params._meta.
-	KeyProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-	// KeyClientCapabilities is required in every modern request's
-	// params._meta: an object, {} for none.
-	KeyClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	// KeyClientInfo is optional (SHOULD); servers must not require it.
-	KeyClientInfo = "io.modelcontextprotocol/clientInfo"
-	// KeyLogLevel asks for notifications/message at or above the level on
-	// this request's response stream; absent means none may be sent.
-	KeyLogLevel = "io.modelcontextprotocol/logLevel"
-	// KeyServerInfo identifies the server in a result's _meta (SHOULD).
-	KeyServerInfo = "io.modelcontextprotocol/serverInfo"
-	// KeySubscriptionID tags every notification of a subscriptions/listen
-	// stream with the listen request's id.
-	KeySubscriptionID = "io.modelcontextprotocol/subscriptionId"
-)
-
-// keyPrefix is the prefix of the keys ToLegacy strips.
-const keyPrefix = "io.modelcontextprotocol/"
-
 // Headers a modern client sends on every POST (streamable-http.mdx,
 // "Request Metadata"). Names are case-insensitive; values are not.
 const (
@@ -69,12 +34,4 @@ const (
 	// params.uri (resources/read), possibly in the base64 sentinel form
 	// (see [DecodeHeaderValue]).
 	HeaderName = "Mcp-Name"
-)
-
-// Error codes 2026-07-28 defines (renumbered late: drafts and old SDKs used
-// -32001, -32003 and -32004).
-const (
-	CodeHeaderMismatch     = -32020
-	CodeMissingCapability  = -32021
-	CodeUnsupportedVersion = -32022
 )

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func FuzzDecodeHeaderValue(f *testing.F) {
@@ -110,7 +111,7 @@ func FuzzToLegacy(f *testing.F) {
 			if meta, ok := params["_meta"].(map[string]any); ok {
 				n := len(meta)
 				for k := range meta {
-					if strings.HasPrefix(k, keyPrefix) {
+					if strings.HasPrefix(k, protocol.MetaPrefix) {
 						delete(meta, k)
 					}
 				}
@@ -174,11 +175,11 @@ func FuzzFromLegacy(f *testing.F) {
 // response must be valid JSON carrying the message's id.
 func FuzzCheck(f *testing.F) {
 	for _, s := range messageSeeds {
-		f.Add([]byte(s), Version, "tools/call", "x")
+		f.Add([]byte(s), protocol.StatelessVersion, "tools/call", "x")
 	}
 	f.Add([]byte(req("tools/call", `{"name":"x","_meta":`+meta("")+`}`)), "2025-11-25, 2025-11-25", "tools/call", "x")
-	f.Add([]byte(req("tools/call", `{"name":"Hello, 世界","_meta":`+meta("")+`}`)), Version, "tools/call", "=?base64?SGVsbG8sIOS4lueVjA==?=")
-	f.Add([]byte(req("server/discover", `{"_meta":{"`+KeyProtocolVersion+`":"v9","`+KeyClientCapabilities+`":{}}}`)), "v9", "server/discover", "")
+	f.Add([]byte(req("tools/call", `{"name":"Hello, 世界","_meta":`+meta("")+`}`)), protocol.StatelessVersion, "tools/call", "=?base64?SGVsbG8sIOS4lueVjA==?=")
+	f.Add([]byte(req("server/discover", `{"_meta":{"`+protocol.MetaProtocolVersion+`":"v9","`+protocol.MetaClientCapabilities+`":{}}}`)), "v9", "server/discover", "")
 	f.Fuzz(func(t *testing.T, b []byte, version, method, name string) {
 		m, err := jsonrpc.Parse(b)
 		if err != nil {
@@ -189,15 +190,15 @@ func FuzzCheck(f *testing.F) {
 		got, p := Check(h, &m)
 		if p == nil {
 			hv, _, _ := HeaderVersion(h)
-			headerOK := hv == got.Version || got.OlderHeader == hv && slices.Contains(LegacyVersions, hv)
-			if m.Kind == jsonrpc.KindRequest && (!headerOK || !slices.Contains(Supported, got.Version) ||
+			headerOK := hv == got.Version || got.OlderHeader == hv && slices.Contains(protocol.SessionVersions, hv)
+			if m.Kind == jsonrpc.KindRequest && (!headerOK || !slices.Contains(protocol.StatelessVersions, got.Version) ||
 				got.Method != method || !json.Valid(got.Capabilities)) {
 				t.Fatalf("accepted %s under %q with %+v", b, version, got)
 			}
 			return
 		}
 		switch {
-		case p.Status == 400 && slices.Contains([]int{-32600, -32602, CodeHeaderMismatch, CodeUnsupportedVersion}, p.Code):
+		case p.Status == 400 && slices.Contains([]int{-32600, -32602, protocol.CodeHeaderMismatch, protocol.CodeUnsupportedVersion}, p.Code):
 		case p.Status == 404 && p.Code == -32601:
 		default:
 			t.Fatalf("unexpected refusal %v", p)

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file holds the rules of the reverse bridge: a client of the
@@ -39,12 +40,12 @@ func InitializeResult(discover []byte, version string) ([]byte, error) {
 	if len(d.Capabilities) == 0 || d.Capabilities[0] != '{' {
 		return nil, errors.New("modern: server/discover result has no capabilities object")
 	}
-	info := d.Meta[KeyServerInfo]
+	info := d.Meta[protocol.MetaServerInfo]
 	if !rawObject(info) {
 		info = d.ServerInfo
 	}
 	if !rawObject(info) {
-		info = json.RawMessage(`{"name":"unknown (a ` + Version + ` server)","version":"0"}`)
+		info = json.RawMessage(`{"name":"unknown (a ` + protocol.StatelessVersion + ` server)","version":"0"}`)
 	}
 	out := struct {
 		ProtocolVersion string          `json:"protocolVersion"`
@@ -202,7 +203,7 @@ func ParseInputRequired(reply []byte) (InputRequired, bool, error) {
 // client: in inputRequests of 2026-07-28, or as a server request before.
 func IsInputMethod(method string) bool {
 	switch method {
-	case "sampling/createMessage", "elicitation/create", "roots/list":
+	case protocol.MethodSamplingCreateMessage, protocol.MethodElicitationCreate, protocol.MethodRootsList:
 		return true
 	}
 	return false

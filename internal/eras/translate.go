@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // ToLegacy appends to dst the message to send to an initialized (legacy)
@@ -78,7 +79,7 @@ func dropMembers(edits []jsonrpc.Edit, b []byte, obj jsonrpc.Span, drop func(mem
 // (caching.mdx; schema.ts CacheableResult).
 func cacheable(method string) bool {
 	switch method {
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read":
+	case protocol.MethodToolsList, protocol.MethodPromptsList, protocol.MethodResourcesList, protocol.MethodResourcesTemplateList, protocol.MethodResourcesRead:
 		return true
 	}
 	return false
@@ -110,14 +111,14 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	}
 	top := wholeValue(reply)
 	if msg.IsError {
-		if method != "resources/read" {
+		if method != protocol.MethodResourcesRead {
 			return append(dst, reply...)
 		}
 		code := find(reply, find(reply, top, "error"), "code")
-		if !code.Present() || !numberIs(reply[code.Start:code.End], -32002) {
+		if !code.Present() || !numberIs(reply[code.Start:code.End], protocol.CodeResourceNotFound) {
 			return append(dst, reply...)
 		}
-		return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: code, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
+		return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: code, Value: []byte(strconv.Itoa(protocol.CodeInvalidParams))})
 	}
 	result := find(reply, top, "result")
 	if !isObject(reply, result) {
@@ -173,7 +174,7 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 
 // inputMethod reports whether method may be answered input_required.
 func inputMethod(method string) bool {
-	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
+	return method == protocol.MethodToolsCall || method == protocol.MethodPromptsGet || method == protocol.MethodResourcesRead
 }
 
 // numberIs reports whether the JSON number n has the value want (so that

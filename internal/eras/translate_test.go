@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestToLegacy(t *testing.T) {
@@ -160,7 +161,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	reply := []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`)
 	buf := make([]byte, 0, 4096)
 	for name, f := range map[string]func(){
-		"IsModern":   func() { IsModern(Version, m) },
+		"IsModern":   func() { IsModern(protocol.StatelessVersion, m) },
 		"Check":      func() { Check(h, m) },
 		"ToLegacy":   func() { ToLegacy(buf[:0], m) },
 		"FromLegacy": func() { FromLegacy(buf[:0], "tools/list", reply) },

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file writes the audit log (Config.Audit): one JSON line per client
@@ -218,7 +219,7 @@ func (a *Auditor) describe(l *auditLine, m *jsonrpc.Message) {
 	l.ID = json.RawMessage(bytes.Clone(m.Bytes(m.ID)))
 	l.BytesIn = len(m.Raw)
 	switch l.Method {
-	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet, protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe:
 		if a.lines == nil {
 			return // observing only: no Name, which costs decoding the params
 		}
@@ -375,6 +376,6 @@ func (h *Handler) auditAuthRefusal(r *http.Request, target string, start time.Ti
 	if status == http.StatusForbidden {
 		l.Outcome = "forbidden"
 	}
-	l.Code = jsonrpc.CodeInvalidRequest
+	l.Code = protocol.CodeInvalidRequest
 	a.emit(&l)
 }

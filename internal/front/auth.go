@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is the front's part of authentication (Config.Auth). Every
@@ -77,7 +77,7 @@ func (h *Handler) owner(r *http.Request) string {
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key string, a auth.Authenticator) (*http.Request, bool) {
 	target, ok := h.authTarget(r, key)
 	if !ok {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return nil, false
 	}
 	start := time.Now()
@@ -112,7 +112,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, key strin
 		}
 	}
 	h.log.Debug("request refused by authentication", logTarget(key), "status", status, "reason", d.Reason)
-	writeError(w, status, jsonrpc.CodeInvalidRequest, "mcpgate: "+reason+" for "+describe(key))
+	writeError(w, status, protocol.CodeInvalidRequest, "mcpgate: "+reason+" for "+describe(key))
 	h.auditAuthRefusal(r, key, start, status, d.Refused) // audit.go
 	return nil, false
 }
@@ -166,24 +166,24 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		hdr.Set("Allow", "GET, HEAD, OPTIONS")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
 	notFound := "mcpgate: no protected resource metadata at " + r.URL.Path
 	t := h.loadTargets()
 	key, be, _ := h.targetIn(t, r)
 	if be == nil || t.auth == nil { // t.auth: SetTargets may just have removed it
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, notFound)
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, notFound)
 		return
 	}
 	target, ok := h.authTarget(r, key)
 	if !ok {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return
 	}
 	doc, protected := t.auth.Metadata(target)
 	if !protected {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, notFound)
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, notFound)
 		return
 	}
 	writeBody(w, doc)

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -277,7 +278,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// a loopback listener under its own name.
 	if h.cfg.HostAllowed != nil {
 		if host := requestHost(r.Host); !h.cfg.HostAllowed(host) {
-			writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
+			writeError(w, http.StatusForbidden, protocol.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
 				" is not allowed: list it in gateway.allowedHosts, or set gateway.auth.publicUrl to the URL clients use (https://"+host+")")
 			return
 		}
@@ -348,13 +349,13 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, Backend
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.
 	if origin := r.Header.Get("Origin"); !h.cfg.OriginAllowed(origin) {
-		writeError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
+		writeError(w, http.StatusForbidden, protocol.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
 		return "", nil, nil, false
 	}
 	t := h.loadTargets() // the one load of the request's targets (targets.go)
 	name, be, unknown := h.targetIn(t, r)
 	if be == nil {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, unknown)
 		return "", nil, nil, false
 	}
 	// Then who is asking, before anything of the target is revealed.
@@ -381,7 +382,7 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
 	h.legacyGet(w, r, name, be)
@@ -412,7 +413,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 				// A client of the stateless revision, which has no GET, is
 				// told so as that revision asks.
 				w.Header().Set("Allow", "POST")
-				writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest,
+				writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest,
 					"mcpgate: GET needs a session (Mcp-Session-Id), or Accept: text/event-stream to open a legacy HTTP+SSE session")
 				return
 			}
@@ -423,13 +424,13 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			w.Header().Set("Allow", "GET, POST")
-			writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: DELETE ends a session and needs its Mcp-Session-Id")
+			writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: DELETE ends a session and needs its Mcp-Session-Id")
 			return
 		}
 		h.delete(w, r, name)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 	}
 }
 
@@ -438,14 +439,14 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *session.Session {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
 		return nil
 	}
 	s := h.store.Get(id)
 	// Another principal's session is unknown to this one: it must not
 	// learn that it exists.
 	if s == nil || s.Server != name || s.Legacy() || s.Owner != h.owner(r) {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
 	}
 	h.sessionVersion(r, s) // compat.go

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -107,7 +108,7 @@ func (h *Handler) handleLegacy(r *http.Request, name string, conn Conn, st *sess
 // 202: see legacyPost for why.
 func (h *Handler) refuseLegacy(r *http.Request, name string, st *session.Stream, msgs []jsonrpc.Message, ref *refusal) {
 	retry := retryAfter(ref.retry)
-	prob := eras.Problem{Code: jsonrpc.CodeServerError, Message: "mcpgate: " + ref.msg, Data: []byte(`{"retryAfter":` + retry + `}`)}
+	prob := eras.Problem{Code: protocol.CodeServerError, Message: "mcpgate: " + ref.msg, Data: []byte(`{"retryAfter":` + retry + `}`)}
 	// Announced first, as legacyPost does, so a draining stream waits for
 	// them.
 	st.Expect(countRequests(msgs))
@@ -122,7 +123,7 @@ func (h *Handler) refuseLegacy(r *http.Request, name string, st *session.Stream,
 		if a := h.cfg.Audit; a != nil {
 			l := a.baseLine(r, name, now)
 			a.describe(&l, m)
-			l.Status, l.Outcome, l.Code, l.BytesOut = http.StatusAccepted, ref.auditOutcome(), jsonrpc.CodeServerError, int64(len(reply))
+			l.Status, l.Outcome, l.Code, l.BytesOut = http.StatusAccepted, ref.auditOutcome(), protocol.CodeServerError, int64(len(reply))
 			a.emit(&l)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -240,7 +241,7 @@ func (l *limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 	var tools []string
 	if l.cfg.ToolsPerSecond > 0 {
 		for i := range msgs {
-			if msgs[i].Kind == jsonrpc.KindRequest && msgs[i].MethodIs("tools/call") {
+			if msgs[i].Kind == jsonrpc.KindRequest && msgs[i].MethodIs(protocol.MethodToolsCall) {
 				tools = append(tools, paramsOf(&msgs[i]).Name)
 			}
 		}
@@ -356,7 +357,7 @@ func refuse(w http.ResponseWriter, ref *refusal, id []byte) {
 		aw.refused = ref.auditOutcome()
 	}
 	w.Header().Set("Retry-After", retryAfter(ref.retry))
-	writeErrorID(w, ref.httpStatus(), id, jsonrpc.CodeServerError, "mcpgate: "+ref.msg, nil)
+	writeErrorID(w, ref.httpStatus(), id, protocol.CodeServerError, "mcpgate: "+ref.msg, nil)
 }
 
 // check checks the limits of a POST of msgs: it returns the release to

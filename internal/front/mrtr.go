@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -45,7 +46,7 @@ import (
 // server's attention (its requests to clients) for longer.
 
 // inputMethods are the methods the revision allows input_required for.
-var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+var inputMethods = map[string]bool{protocol.MethodToolsCall: true, protocol.MethodPromptsGet: true, protocol.MethodResourcesRead: true}
 
 // maxInputRounds bounds the input_required answers one request gets.
 const maxInputRounds = 10
@@ -109,13 +110,13 @@ func (m *modernStream) Send(msg []byte) {
 	if m.pass {
 		// The server ending a listen says so with notifications/cancelled
 		// (its reply follows): on HTTP the stream just ends.
-		if parsed, err := jsonrpc.Parse(msg); err != nil || !parsed.MethodIs("notifications/cancelled") {
+		if parsed, err := jsonrpc.Parse(msg); err != nil || !parsed.MethodIs(protocol.NotificationCancelled) {
 			m.st.Send(msg)
 		}
 		return
 	}
 	parsed, err := jsonrpc.Parse(msg)
-	if !m.logs && err == nil && parsed.Kind == jsonrpc.KindNotification && parsed.MethodIs("notifications/message") {
+	if !m.logs && err == nil && parsed.Kind == jsonrpc.KindNotification && parsed.MethodIs(protocol.NotificationMessage) {
 		return
 	}
 	if err == nil && parsed.Kind == jsonrpc.KindRequest {
@@ -132,7 +133,7 @@ func (m *modernStream) Send(msg []byte) {
 }
 
 func (m *modernStream) Reply(msg []byte) {
-	if m.method == "tools/list" && msg != nil {
+	if m.method == protocol.MethodToolsList && msg != nil {
 		m.h.paramTools.observe(paramKey(m.s.Server, m.s.Owner), msg) // paramheaders.go
 	}
 	if m.pass {
@@ -187,8 +188,8 @@ func (m *modernStream) withID(reply, id []byte) []byte {
 func (m *modernStream) ask(msg *jsonrpc.Message) {
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	if !m.mrtr || !eras.IsInputRequest(msg) {
-		m.respondUp(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound,
-			"mcpgate: "+msg.MethodName()+" cannot be asked during "+m.method+" in protocol version "+statelessVersion))
+		m.respondUp(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound,
+			"mcpgate: "+msg.MethodName()+" cannot be asked during "+m.method+" in protocol version "+protocol.StatelessVersion))
 		return
 	}
 	m.mu.Lock()
@@ -417,12 +418,12 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 	id := msg.Bytes(msg.ID)
 	state, responses, err := retryParams(msg)
 	if err != nil {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams, err.Error(), nil)
 		return
 	}
 	m, err := h.unpark(state, requestDigest(msg), server, h.owner(r))
 	if err != nil {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams, err.Error(), nil)
 		return
 	}
 	// m is ours now: nobody else can take it (its state opened once).
@@ -462,7 +463,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 		m.answered = true
 		answers = nil
 		if reply = m.withID(m.final, m.id); reply == nil {
-			reply = jsonrpc.ErrorResponse(m.id, jsonrpc.CodeInternalError, "mcpgate: the request was cancelled while it waited for input")
+			reply = jsonrpc.ErrorResponse(m.id, protocol.CodeInternalError, "mcpgate: the request was cancelled while it waited for input")
 		}
 	case len(missing) > 0:
 		// Asked and not answered: asked again (the answered ones go up).
@@ -473,7 +474,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 	}
 	m.mu.Unlock()
 	if release {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams,
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams,
 			"mcpgate: the request asked for input more than "+strconv.Itoa(maxInputRounds)+" times, or for longer than "+h.cfg.InputWait.String(), nil)
 		return
 	}

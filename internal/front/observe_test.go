@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -77,9 +77,9 @@ func TestObserverWithoutAudit(t *testing.T) {
 	}{
 		{"initialize", OutcomeOK, 0, 200},
 		{"tools/call", OutcomeOK, 0, 200},
-		{"missing", OutcomeError, jsonrpc.CodeMethodNotFound, 200},
-		{"tools/call", OutcomeRateLimited, jsonrpc.CodeServerError, 429},
-		{"", OutcomeUnauthenticated, jsonrpc.CodeInvalidRequest, 401},
+		{"missing", OutcomeError, protocol.CodeMethodNotFound, 200},
+		{"tools/call", OutcomeRateLimited, protocol.CodeServerError, 429},
+		{"", OutcomeUnauthenticated, protocol.CodeInvalidRequest, 401},
 		{"hold", OutcomeOK, 0, 200},
 	}
 	got := rec.records()
@@ -134,7 +134,7 @@ func TestIsDenial(t *testing.T) {
 		{CodePolicyDenied, `mcpgate: tool "x" is not allowed by the policy of endpoint "all"`, true},
 		{CodePolicyDenied, `unknown tool: x`, false},
 		{CodePolicyDenied, `x is not allowed by the policy of mine`, false}, // a server's words
-		{jsonrpc.CodeServerError, `mcpgate: tool "x" is not allowed by the policy of server "s"`, false},
+		{protocol.CodeServerError, `mcpgate: tool "x" is not allowed by the policy of server "s"`, false},
 	} {
 		if got := isDenial(tt.code, tt.msg); got != tt.want {
 			t.Errorf("isDenial(%d, %q) = %v, want %v", tt.code, tt.msg, got, tt.want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // A stateless tools/call with Mcp-Param headers may name a tool no list
@@ -88,8 +89,8 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb Stateless
 	}
 	defer conn.Close()
 	meta, _ := json.Marshal(map[string]json.RawMessage{
-		eras.KeyProtocolVersion:    mustJSON(req.Version),
-		eras.KeyClientCapabilities: capsOrEmpty(req.Capabilities),
+		protocol.MetaProtocolVersion:    mustJSON(req.Version),
+		protocol.MetaClientCapabilities: capsOrEmpty(req.Capabilities),
 	})
 	cursor := ""
 	for range paramListPages {
@@ -97,7 +98,7 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb Stateless
 		if cursor != "" {
 			params += `,"cursor":` + string(mustJSON(cursor))
 		}
-		raw := jsonrpc.Request([]byte(`1`), "tools/list", []byte(params+"}"))
+		raw := jsonrpc.Request([]byte(`1`), protocol.MethodToolsList, []byte(params+"}"))
 		msg, err := jsonrpc.Parse(raw)
 		if err != nil {
 			return

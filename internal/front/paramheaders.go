@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file validates the Mcp-Param-{Name} headers of stateless
@@ -176,7 +177,7 @@ func (p *paramTools) forget(target string) {
 // not the first call of a client that has not listed tools, which the
 // spec has send none) and be serves stateless requests (paramfetch.go).
 func (h *Handler) checkParamHeaders(ctx context.Context, target string, be Backend, header http.Header, msg *jsonrpc.Message, req eras.Request) *eras.Problem {
-	if req.Method != "tools/call" {
+	if req.Method != protocol.MethodToolsCall {
 		return nil
 	}
 	p, err := ReadParams(msg) // strictly, as the policy reads the name (params.go)

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 
 	"context"
-	"github.com/mcpgate/mcpgate/internal/auth"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/auth"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"

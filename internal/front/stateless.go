@@ -9,6 +9,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -42,15 +43,6 @@ type StatelessConn interface {
 	Passthrough() bool
 }
 
-// statelessVersion is the first protocol version without sessions: its
-// streams carry no event ids and no priming event (nothing can resume).
-const statelessVersion = eras.Version
-
-// isStateless reports whether a session's version is stateless: the
-// session then is the handler's own record of one request, never a
-// client's.
-func isStateless(v string) bool { return v >= statelessVersion }
-
 // unservedCapabilities are server capabilities a stateless client cannot
 // use through the gateway yet: tasks and experimental ones as in shared
 // mode, and logging (per-request levels are not forwarded to a shared
@@ -74,7 +66,7 @@ func isStatelessPost(r *http.Request, msgs []jsonrpc.Message, batch bool) bool {
 // stateless answers one request of the stateless revision.
 func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string, be Backend, msgs []jsonrpc.Message, batch bool) {
 	if batch {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+statelessVersion)
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+protocol.StatelessVersion)
 		return
 	}
 	msg := &msgs[0]
@@ -107,14 +99,14 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}
 	sb, ok := be.(StatelessBackend)
 	if !ok {
-		writeErrorID(w, http.StatusBadRequest, id, eras.CodeUnsupportedVersion,
-			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+statelessVersion+"; initialize a session",
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeUnsupportedVersion,
+			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+protocol.StatelessVersion+"; initialize a session",
 			unsupportedData(req.Version))
 		return
 	}
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
 	// The request is recorded as a session of its own for as long as it
@@ -122,7 +114,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	s, err := h.store.CreateOwned(name, h.owner(r), time.Now())
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, errTooMany.Error(), nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, errTooMany.Error(), nil)
 		return
 	}
 	s.Begin()
@@ -139,12 +131,12 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	conn, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
 		status, text := openRefusal(name, err)
-		writeErrorID(w, status, id, jsonrpc.CodeServerError, text, nil)
+		writeErrorID(w, status, id, protocol.CodeServerError, text, nil)
 		return
 	}
 	s.SetValue(conn)
 	if h.draining.Load() || h.store.Get(s.ID) != s {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
 	if conn.Passthrough() {
@@ -157,17 +149,17 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		h.resume(w, r, name, msg) // by the same principal only (unpark)
 		return
 	}
-	if req.Method == "server/discover" {
+	if req.Method == protocol.MethodServerDiscover {
 		h.discover(w, r, conn, id)
 		return
 	}
-	if req.Method == "subscriptions/listen" {
+	if req.Method == protocol.MethodSubscriptionsListen {
 		h.listen(w, r, s, conn, msg, id)
 		return
 	}
 	up, err := jsonrpc.Parse(eras.ToLegacy(nil, msg))
 	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
-		writeErrorID(w, http.StatusInternalServerError, id, jsonrpc.CodeInternalError, "mcpgate: "+err.Error(), nil)
+		writeErrorID(w, http.StatusInternalServerError, id, protocol.CodeInternalError, "mcpgate: "+err.Error(), nil)
 		return
 	}
 	st := s.NewStream(1, time.Now())
@@ -192,7 +184,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Ses
 		owner := h.owner(r)
 		bound, ok := h.unsealRetry(msg, s.Server, owner)
 		if !ok {
-			writeErrorID(w, http.StatusBadRequest, msg.Bytes(msg.ID), jsonrpc.CodeInvalidParams, errBadState.Error(), nil)
+			writeErrorID(w, http.StatusBadRequest, msg.Bytes(msg.ID), protocol.CodeInvalidParams, errBadState.Error(), nil)
 			return
 		}
 		msg, out.sealOwner, out.seal = bound, owner, true
@@ -231,12 +223,12 @@ func (h *Handler) await(w http.ResponseWriter, r *http.Request, s *session.Sessi
 func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn StatelessConn, id []byte) {
 	init, err := conn.ServerInit(r.Context())
 	if err != nil {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, err.Error(), nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, err.Error(), nil)
 		return
 	}
-	result, err := eras.Discover(init, mux.SupportedVersions, unservedCapabilities)
+	result, err := eras.Discover(init, protocol.SessionVersions, unservedCapabilities)
 	if err != nil {
-		writeErrorID(w, http.StatusBadGateway, id, jsonrpc.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
+		writeErrorID(w, http.StatusBadGateway, id, protocol.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
 		return
 	}
 	writeBody(w, jsonrpc.Response(id, result))
@@ -274,9 +266,9 @@ func errorStatus(reply []byte) int {
 		return http.StatusOK
 	}
 	switch eras.ErrorCode(&m) {
-	case jsonrpc.CodeMethodNotFound:
+	case protocol.CodeMethodNotFound:
 		return http.StatusNotFound
-	case jsonrpc.CodeInvalidParams, eras.CodeHeaderMismatch, eras.CodeMissingCapability, eras.CodeUnsupportedVersion:
+	case protocol.CodeInvalidParams, protocol.CodeHeaderMismatch, protocol.CodeMissingCapability, protocol.CodeUnsupportedVersion:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
@@ -302,7 +294,7 @@ func writeErrorID(w http.ResponseWriter, status int, id []byte, code int, msg st
 // unsupportedData is the data of an unsupported-version error.
 func unsupportedData(requested string) []byte {
 	b := []byte(`{"supported":[`)
-	for i, v := range mux.SupportedVersions {
+	for i, v := range protocol.SessionVersions {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -143,7 +143,7 @@ func (h *Handler) CloseTarget(key, reason string) int {
 
 // notFound answers a path that serves nothing.
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
+	writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
 		" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
 }
 

@@ -3,6 +3,7 @@ package metrics
 import (
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -87,13 +88,13 @@ func (m *requestMetrics) observe(r *Request) {
 // methods are the MCP methods a client sends that get a label of their
 // own: those of every protocol version the gateway serves.
 var methods = map[string]bool{
-	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
-	"tools/list": true, "tools/call": true,
-	"prompts/list": true, "prompts/get": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
-	"logging/setLevel": true, "completion/complete": true,
-	"tasks/get": true, "tasks/list": true, "tasks/result": true, "tasks/cancel": true,
+	protocol.MethodInitialize: true, protocol.MethodPing: true, protocol.MethodServerDiscover: true, protocol.MethodSubscriptionsListen: true,
+	protocol.MethodToolsList: true, protocol.MethodToolsCall: true,
+	protocol.MethodPromptsList: true, protocol.MethodPromptsGet: true,
+	protocol.MethodResourcesList: true, protocol.MethodResourcesTemplateList: true, protocol.MethodResourcesRead: true,
+	protocol.MethodResourcesSubscribe: true, protocol.MethodResourcesUnsubscribe: true,
+	protocol.MethodLoggingSetLevel: true, protocol.MethodCompletionComplete: true,
+	protocol.MethodTasksGet: true, protocol.MethodTasksList: true, protocol.MethodTasksResult: true, protocol.MethodTasksCancel: true,
 }
 
 // Method is the method label of a request's method: the method itself

@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file routes the messages of a Modern Mux (see modern.go). Requests
@@ -31,15 +32,11 @@ import (
 // A Modern Mux answers them "method not found" itself: a dual-era server
 // must not see them (after initialize a Go SDK process serves the legacy
 // way; a level or a subscription would be global to the process).
-var removedMethods = []string{"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+var removedMethods = []string{protocol.MethodInitialize, protocol.MethodPing, protocol.MethodLoggingSetLevel, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe}
 
 // removedNotifications are client notifications that 2026-07-28 removed; a
 // Modern Mux drops them.
-var removedNotifications = []string{"notifications/initialized", "notifications/roots/list_changed", "notifications/elicitation/complete"}
-
-// subscriptionKey is the _meta key naming the listen a notification (or a
-// listen's final result) belongs to.
-const subscriptionKey = "io.modelcontextprotocol/subscriptionId"
+var removedNotifications = []string{protocol.NotificationInitialized, protocol.NotificationRootsListChanged, protocol.NotificationElicitationComplete}
 
 func removedNotification(msg *jsonrpc.Message) bool {
 	for _, name := range removedNotifications {
@@ -54,12 +51,12 @@ func removedNotification(msg *jsonrpc.Message) bool {
 func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
 	for _, name := range removedMethods {
 		if msg.MethodIs(name) {
-			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeMethodNotFound,
-				"method not found: "+name+" is not part of protocol version "+ModernVersion))
+			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeMethodNotFound,
+				"method not found: "+name+" is not part of protocol version "+protocol.StatelessVersion))
 			return
 		}
 	}
-	if msg.MethodIs("subscriptions/listen") {
+	if msg.MethodIs(protocol.MethodSubscriptionsListen) {
 		c.listen(ctx, msg, out) // modern_listen.go
 		return
 	}
@@ -71,17 +68,17 @@ func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out St
 func (m *Mux) refuseModern(gen uint64, upID []byte, msg *jsonrpc.Message) {
 	m.stats.unroutable.Add(1)
 	if ok, n := m.warnUnroutable.allow(); ok {
-		m.log.Warn("server request refused: protocol version "+ModernVersion+" has no server requests",
+		m.log.Warn("server request refused: protocol version "+protocol.StatelessVersion+" has no server requests",
 			"method", msg.MethodName(), "suppressed", n)
 	}
-	m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeMethodNotFound,
-		"mcpgate: "+msg.MethodName()+": clients of protocol version "+ModernVersion+" take no requests; return input_required"),
+	m.trySendGen(gen, jsonrpc.ErrorResponse(upID, protocol.CodeMethodNotFound,
+		"mcpgate: "+msg.MethodName()+": clients of protocol version "+protocol.StatelessVersion+" take no requests; return input_required"),
 		"refusal of a server request")
 }
 
 // modernNotification routes a notification from a Modern Mux's server.
 func (m *Mux) modernNotification(msg *jsonrpc.Message) {
-	if msg.MethodIs("notifications/cancelled") {
+	if msg.MethodIs(protocol.NotificationCancelled) {
 		// Ends a listen, tagged with its subscription or not.
 		m.listenCancelled(msg)
 		return
@@ -95,7 +92,7 @@ func (m *Mux) modernNotification(msg *jsonrpc.Message) {
 		// listen, and must reach nobody else.
 		m.stats.droppedNotes.Add(1)
 		m.log.Debug("notification with an invalid subscriptionId dropped", "method", msg.MethodName())
-	case msg.MethodIs("notifications/progress"):
+	case msg.MethodIs(protocol.NotificationProgress):
 		m.progress(msg)
 	case bytes.HasSuffix(msg.Bytes(msg.Method), []byte(`/list_changed"`)):
 		m.broadcast(bytes.Clone(msg.Raw))
@@ -113,7 +110,7 @@ func subscriptionSpan(raw []byte, member string) (span jsonrpc.Span, tagged bool
 		return jsonrpc.Span{}, false
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(raw))
-	for _, name := range []string{member, "_meta", subscriptionKey} {
+	for _, name := range []string{member, "_meta", protocol.MetaSubscriptionID} {
 		if !enterMember(d, name) {
 			return jsonrpc.Span{}, false
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Stream receives the messages routed to one client stream: the stream of
@@ -406,7 +407,7 @@ func (m *Mux) failCallsCause(calls []*call, err, cause error) {
 			c.onGone(cause)
 			continue
 		}
-		m.fail(c, jsonrpc.CodeServerError, err.Error())
+		m.fail(c, protocol.CodeServerError, err.Error())
 	}
 }
 

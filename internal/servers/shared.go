@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // shared serves every session from one process, initialized by its
@@ -26,7 +27,7 @@ import (
 // capabilities the request declared, and none taking new requests while
 // one of its requests waits for a client's input (translate.go).
 //
-// Config "protocol": "legacy" never starts the second process; "auto"
+// Config "protocol": "sessions" (or "legacy") never starts the second process; "auto"
 // starts it on the first stateless request and, unless a probe of it
 // succeeds first, falls back to translation for this Server's lifetime when
 // its probe finds no 2026-07-28 server or it exits or cannot be spawned;
@@ -42,7 +43,7 @@ type shared struct {
 	// Static after construction.
 	p        *proc  // the sessions' process; nil when pinned to 2026-07-28
 	name     string // server name
-	protocol string // config.Protocol*; "" counts as auto
+	protocol string // config.Protocol*, ProtocolLegacy read as ProtocolSessions; "" counts as auto
 	spawn    func() (*proc, error)
 	timeout  time.Duration // a request's (config "timeout"): a reverse session's, input rounds included
 	trans    *translation  // the translated stateless requests' processes
@@ -76,10 +77,14 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 	}
 	modernOpts := opts
 	modernOpts.Modern = true
-	modernLog := log.With("era", mux.ModernVersion)
+	modernLog := log.With("era", protocol.StatelessVersion)
 	modernOpts.Logger = modernLog
+	proto := cfg.Protocol
+	if cfg.SessionsOnly() {
+		proto = config.ProtocolSessions
+	}
 	s := &shared{
-		p: p, name: cfg.Name, protocol: cfg.Protocol, timeout: cfg.Timeout, log: log,
+		p: p, name: cfg.Name, protocol: proto, timeout: cfg.Timeout, log: log,
 		spawn: func() (*proc, error) { return start(cfg, modernOpts, sharedPipeBytes, modernLog) },
 		trans: newTranslation(cfg, opts, log),
 	}
@@ -104,7 +109,7 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 func (s *shared) Open(ctx context.Context, general mux.Stream) (front.Conn, error) {
 	if s.p == nil || s.isReverse() || s.modernOnly(ctx) {
 		return newReverseConn(func(ctx context.Context, general mux.Stream) (front.StatelessConn, error) {
-			return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
+			return s.OpenStateless(ctx, general, protocol.StatelessVersion, nil)
 		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 	}
 	return s.p.m.Join(general), nil
@@ -113,7 +118,7 @@ func (s *shared) Open(ctx context.Context, general mux.Stream) (front.Conn, erro
 // modernOnly reports, for "auto", that the sessions' process refused
 // initialize and the server speaks 2026-07-28 (probing it if not yet).
 func (s *shared) modernOnly(ctx context.Context) bool {
-	if s.protocol == config.ProtocolLegacy {
+	if s.protocol == config.ProtocolSessions {
 		return false
 	}
 	if s.p.m.InitRefused() == nil {
@@ -121,7 +126,7 @@ func (s *shared) modernOnly(ctx context.Context) bool {
 	}
 	// As a stateless request would: the probe, and the fallback when it
 	// finds no 2026-07-28 server, are OpenStateless's.
-	c, err := s.OpenStateless(ctx, discard{}, mux.ModernVersion, nil)
+	c, err := s.OpenStateless(ctx, discard{}, protocol.StatelessVersion, nil)
 	if err != nil {
 		return false
 	}
@@ -139,7 +144,7 @@ func (s *shared) modernOnly(ctx context.Context) bool {
 	s.reverse = true
 	s.stops.Add(1)
 	s.mu.Unlock()
-	s.log.Info("the server refuses initialize and speaks "+mux.ModernVersion+": its sessions of the older eras take the reverse bridge", "server", s.name)
+	s.log.Info("the server refuses initialize and speaks "+protocol.StatelessVersion+": its sessions of the older eras take the reverse bridge", "server", s.name)
 	go func() {
 		defer s.stops.Done()
 		s.p.stop()
@@ -184,7 +189,7 @@ func (s *shared) OpenStateless(ctx context.Context, general mux.Stream, version 
 // modernProc returns the second process, starting it on first use; nil
 // when stateless requests are translated.
 func (s *shared) modernProc() (*proc, error) {
-	if s.protocol == config.ProtocolLegacy {
+	if s.protocol == config.ProtocolSessions {
 		return nil, nil
 	}
 	s.mu.Lock()
@@ -225,7 +230,7 @@ func (s *shared) openModern(ctx context.Context, p *proc, general mux.Stream, ve
 		s.probed = true
 		s.mu.Unlock()
 		if first {
-			s.log.Info("server speaks "+mux.ModernVersion+"; its stateless requests go to a process of their own", "server", s.name)
+			s.log.Info("server speaks "+protocol.StatelessVersion+"; its stateless requests go to a process of their own", "server", s.name)
 		}
 		c := p.m.Join(general)
 		c.Stateless(version, caps)

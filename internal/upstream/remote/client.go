@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Errors returned by Client.
@@ -193,10 +194,10 @@ func (c *Client) Send(ctx context.Context, msg []byte) error {
 	switch {
 	case m.Kind == jsonrpc.KindRequest:
 		o.id = o.body[m.ID.Start:m.ID.End]
-		if o.method == "initialize" {
+		if o.method == protocol.MethodInitialize {
 			params = paramsOf(o.body)
 		}
-	case m.Kind == jsonrpc.KindNotification && o.method == "notifications/cancelled":
+	case m.Kind == jsonrpc.KindNotification && o.method == protocol.NotificationCancelled:
 		if s := m.CancelRequestID; s.Present() {
 			cancelled = o.body[s.Start:s.End]
 		}
@@ -252,7 +253,7 @@ func (c *Client) run(o *outgoing) {
 	}
 	c.mu.Lock()
 	m := c.mode
-	o.probe = m == modeUndecided && o.method == "initialize"
+	o.probe = m == modeUndecided && o.method == protocol.MethodInitialize
 	c.mu.Unlock()
 	if m == modeSSE {
 		c.postLegacy(o)
