@@ -197,7 +197,7 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 		}{protocol.StatelessVersions, req.Version})
 		return req, &Problem{http.StatusBadRequest, protocol.CodeUnsupportedVersion, "Unsupported protocol version", data}
 	}
-	if removed(method) {
+	if protocol.RemovedInStateless(method) {
 		return req, methodNotFound(method)
 	}
 	if level.Present() {
@@ -217,7 +217,7 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 // checkNotification applies the notification rules of [Check].
 func checkNotification(msg *jsonrpc.Message) (Request, *Problem) {
 	method := msg.MethodName()
-	if removed(method) {
+	if protocol.RemovedInStateless(method) {
 		return Request{}, methodNotFound(method)
 	}
 	b := msg.Raw

@@ -2,7 +2,6 @@ package eras
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -55,20 +54,5 @@ func IsInputRequest(msg *jsonrpc.Message) bool {
 	if msg.Kind != jsonrpc.KindRequest {
 		return false
 	}
-	return IsInputMethod(msg.MethodName())
-}
-
-// removed reports whether method is gone from 2026-07-28 (changelog;
-// §7 of the digest): session setup, ping, logging/setLevel and
-// resources/(un)subscribe, which subscriptions/listen and per-request _meta
-// replace, and the core tasks/* methods, which moved to the tasks extension
-// that the gateway does not serve.
-func removed(method string) bool {
-	switch method {
-	case protocol.MethodInitialize, protocol.NotificationInitialized, protocol.MethodPing, protocol.MethodLoggingSetLevel,
-		protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe,
-		protocol.NotificationRootsListChanged, protocol.NotificationElicitationComplete:
-		return true
-	}
-	return strings.HasPrefix(method, "tasks/")
+	return protocol.IsServerRequest(msg.MethodName())
 }

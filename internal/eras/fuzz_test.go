@@ -150,7 +150,7 @@ func FuzzFromLegacy(f *testing.F) {
 		got, want := decode(t, out), decode(t, b)
 		if res, ok := want["result"].(map[string]any); ok {
 			add := map[string]any{"resultType": "complete"}
-			if cacheable(method) {
+			if protocol.IsCacheable(method) {
 				add["ttlMs"], add["cacheScope"] = json.Number("0"), "private"
 			}
 			for k, v := range add {

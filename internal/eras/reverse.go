@@ -185,7 +185,7 @@ func ParseInputRequired(reply []byte) (InputRequired, bool, error) {
 		if err := json.Unmarshal(r.Result.InputRequests[key], &req); err != nil {
 			return out, true, fmt.Errorf("modern: input_required inputRequests[%q] is not a request object", key)
 		}
-		if !IsInputMethod(req.Method) {
+		if !protocol.IsServerRequest(req.Method) {
 			return out, true, fmt.Errorf("modern: input_required inputRequests[%q] has method %q (allowed: sampling/createMessage, elicitation/create, roots/list)", key, req.Method)
 		}
 		if bytes.Equal(req.Params, []byte("null")) {
@@ -197,16 +197,6 @@ func ParseInputRequired(reply []byte) (InputRequired, bool, error) {
 		return out, true, errors.New("modern: input_required result has neither inputRequests nor requestState")
 	}
 	return out, true, nil
-}
-
-// IsInputMethod reports whether method is one a server may ask of its
-// client: in inputRequests of 2026-07-28, or as a server request before.
-func IsInputMethod(method string) bool {
-	switch method {
-	case protocol.MethodSamplingCreateMessage, protocol.MethodElicitationCreate, protocol.MethodRootsList:
-		return true
-	}
-	return false
 }
 
 // KeyInputKey is the _meta key of a server request the gateway makes of a

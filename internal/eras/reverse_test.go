@@ -196,7 +196,7 @@ func FuzzParseInputRequired(f *testing.F) {
 			t.Fatal("neither requests nor state")
 		}
 		for _, r := range ir.Requests {
-			if !IsInputMethod(r.Method) {
+			if !protocol.IsServerRequest(r.Method) {
 				t.Fatalf("method %q", r.Method)
 			}
 		}

@@ -75,16 +75,6 @@ func dropMembers(edits []jsonrpc.Edit, b []byte, obj jsonrpc.Span, drop func(mem
 	return edits, kept
 }
 
-// cacheable are the methods whose results must carry ttlMs and cacheScope
-// (caching.mdx; schema.ts CacheableResult).
-func cacheable(method string) bool {
-	switch method {
-	case protocol.MethodToolsList, protocol.MethodPromptsList, protocol.MethodResourcesList, protocol.MethodResourcesTemplateList, protocol.MethodResourcesRead:
-		return true
-	}
-	return false
-}
-
 // FromLegacy appends to dst the reply a modern client should get for reply,
 // a legacy server's whole JSON-RPC response to its request of method.
 //
@@ -147,14 +137,14 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	}
 	switch {
 	case hasType:
-	case hasInput && inputMethod(method):
+	case hasInput && protocol.AllowsInputRequired(method):
 		// A server built on an SDK of both eras may answer a session-era
 		// client with its own multi round-trip result, untyped: it is one.
 		add(`"resultType":"input_required"`)
 	default:
 		add(`"resultType":"complete"`)
 	}
-	if cacheable(method) {
+	if protocol.IsCacheable(method) {
 		if !hasTTL {
 			add(`"ttlMs":0`)
 		}
@@ -170,11 +160,6 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	}
 	at := jsonrpc.Span{Start: result.Start + 1, End: result.Start + 1}
 	return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: at, Value: ins})
-}
-
-// inputMethod reports whether method may be answered input_required.
-func inputMethod(method string) bool {
-	return method == protocol.MethodToolsCall || method == protocol.MethodPromptsGet || method == protocol.MethodResourcesRead
 }
 
 // numberIs reports whether the JSON number n has the value want (so that

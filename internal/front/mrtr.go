@@ -45,9 +45,6 @@ import (
 // rounds: then it is cancelled upstream, so no client holds a shared
 // server's attention (its requests to clients) for longer.
 
-// inputMethods are the methods the revision allows input_required for.
-var inputMethods = map[string]bool{protocol.MethodToolsCall: true, protocol.MethodPromptsGet: true, protocol.MethodResourcesRead: true}
-
 // maxInputRounds bounds the input_required answers one request gets.
 const maxInputRounds = 10
 
@@ -99,7 +96,7 @@ func newModernStream(h *Handler, s *session.Session, conn StatelessConn, st *ses
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	token := bytes.Clone(msg.Bytes(msg.ProgressToken))
 	m := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, logs: req.LogLevel != "",
-		id: id, first: id, token: token, curToken: token, mrtr: inputMethods[req.Method]}
+		id: id, first: id, token: token, curToken: token, mrtr: protocol.AllowsInputRequired(req.Method)}
 	if m.mrtr {
 		m.digest = requestDigest(msg)
 	}

@@ -143,7 +143,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		h.forward(w, r, s, conn, msg, req)
 		return
 	}
-	if inputMethods[req.Method] && isRetry(msg) && h.sealedRetry(msg) {
+	if protocol.AllowsInputRequired(req.Method) && isRetry(msg) && h.sealedRetry(msg) {
 		// The retry of a request that got input_required goes on where
 		// that request was parked (this request's own session ends).
 		h.resume(w, r, name, msg) // by the same principal only (unpark)

@@ -85,24 +85,12 @@ func (m *requestMetrics) observe(r *Request) {
 	}
 }
 
-// methods are the MCP methods a client sends that get a label of their
-// own: those of every protocol version the gateway serves.
-var methods = map[string]bool{
-	protocol.MethodInitialize: true, protocol.MethodPing: true, protocol.MethodServerDiscover: true, protocol.MethodSubscriptionsListen: true,
-	protocol.MethodToolsList: true, protocol.MethodToolsCall: true,
-	protocol.MethodPromptsList: true, protocol.MethodPromptsGet: true,
-	protocol.MethodResourcesList: true, protocol.MethodResourcesTemplateList: true, protocol.MethodResourcesRead: true,
-	protocol.MethodResourcesSubscribe: true, protocol.MethodResourcesUnsubscribe: true,
-	protocol.MethodLoggingSetLevel: true, protocol.MethodCompletionComplete: true,
-	protocol.MethodTasksGet: true, protocol.MethodTasksList: true, protocol.MethodTasksResult: true, protocol.MethodTasksCancel: true,
-}
-
 // Method is the method label of a request's method: the method itself
 // when MCP defines it, "none" for no method (a POST refused before its
 // messages were read), else "other", so a client cannot add label values.
 func Method(m string) string {
 	switch {
-	case methods[m]:
+	case protocol.IsClientRequest(m):
 		return m
 	case m == "":
 		return "none"

@@ -28,18 +28,10 @@ import (
 //     server sends one only for a request that asked) to the one client
 //     with a request in flight, else dropped and counted.
 
-// removedMethods are requests of the session eras that 2026-07-28 removed.
-// A Modern Mux answers them "method not found" itself: a dual-era server
-// must not see them (after initialize a Go SDK process serves the legacy
-// way; a level or a subscription would be global to the process).
-var removedMethods = []string{protocol.MethodInitialize, protocol.MethodPing, protocol.MethodLoggingSetLevel, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe}
-
-// removedNotifications are client notifications that 2026-07-28 removed; a
-// Modern Mux drops them.
-var removedNotifications = []string{protocol.NotificationInitialized, protocol.NotificationRootsListChanged, protocol.NotificationElicitationComplete}
-
+// removedNotification reports whether msg is a client notification that
+// 2026-07-28 removed; a Modern Mux drops them.
 func removedNotification(msg *jsonrpc.Message) bool {
-	for _, name := range removedNotifications {
+	for _, name := range protocol.RemovedNotifications {
 		if msg.MethodIs(name) {
 			return true
 		}
@@ -49,7 +41,11 @@ func removedNotification(msg *jsonrpc.Message) bool {
 
 // modernRequest routes a client request on a Modern Mux.
 func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out Stream) {
-	for _, name := range removedMethods {
+	// A request the revision removed is answered "method not found" here:
+	// a dual-era server must not see it (after initialize a Go SDK process
+	// serves the session eras' way; a level or a subscription would be
+	// global to the process).
+	for _, name := range protocol.RemovedRequests {
 		if msg.MethodIs(name) {
 			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeMethodNotFound,
 				"method not found: "+name+" is not part of protocol version "+protocol.StatelessVersion))

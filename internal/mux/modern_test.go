@@ -238,7 +238,7 @@ func TestModernRefusesRemovedAndServerRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := modernClient(t, m)
-	for _, method := range removedMethods {
+	for _, method := range protocol.RemovedRequests {
 		out := newRec()
 		c.Handle(context.Background(), request(t, "1", method, `{}`), out)
 		if code, _, _ := errorCode(t, out.waitReplies(t, 1)[0]); code != protocol.CodeMethodNotFound {

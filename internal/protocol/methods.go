@@ -126,3 +126,12 @@ func RemovedInStateless(method string) bool {
 
 // IsTaskMethod reports whether method is one of the tasks/* requests.
 func IsTaskMethod(method string) bool { return strings.HasPrefix(method, tasksPrefix) }
+
+// CacheableMethods are the requests whose results 2026-07-28 requires to
+// carry ttlMs and cacheScope (caching.mdx; CacheableResult in the schema).
+var CacheableMethods = []string{
+	MethodToolsList, MethodPromptsList, MethodResourcesList, MethodResourcesTemplateList, MethodResourcesRead,
+}
+
+// IsCacheable reports whether method is one of [CacheableMethods].
+func IsCacheable(method string) bool { return slices.Contains(CacheableMethods, method) }

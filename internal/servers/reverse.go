@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,7 +153,7 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out mux
 	case method == protocol.MethodResourcesSubscribe || method == protocol.MethodResourcesUnsubscribe:
 		out.Reply(c.subscribe(msg, id, method == protocol.MethodResourcesSubscribe))
 		return
-	case strings.HasPrefix(method, "tasks/"):
+	case protocol.IsTaskMethod(method):
 		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound,
 			"mcpgate: the server speaks "+protocol.StatelessVersion+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
 		return
