@@ -8,22 +8,23 @@ import (
 )
 
 // IsModern reports whether a POST that carries no Mcp-Session-Id is to be
-// served under 2026-07-28 (the caller sends session traffic down the legacy
-// path without asking). headerVersion is its MCP-Protocol-Version header,
+// served under 2026-07-28 (the caller sends session traffic down the
+// session path without asking). headerVersion is its MCP-Protocol-Version header,
 // "" if absent; msg is its parsed body, or nil when there is none to look at
 // (a batch, a body that did not parse), and then the header alone decides.
 //
 // The rule (versioning.mdx: "a request carrying modern per-request _meta is
-// served statelessly …; an initialize request selects legacy semantics"):
+// served statelessly …; an initialize request selects legacy semantics",
+// legacy meaning the session eras there):
 //   - params._meta[protocol.MetaProtocolVersion] present, whatever its value: modern;
-//   - else initialize: legacy, whatever the header (a legacy client may
+//   - else initialize: a session, whatever the header (a session-era client may
 //     send any header on initialize; modern clients never send initialize
 //     without the _meta key);
 //   - else a header that is set and not one of [protocol.SessionVersions]: modern,
 //     so an unknown future version gets a modern error (-32022), not a
-//     legacy one;
-//   - else (no header: 2025-03-26 clients may omit it; a legacy version):
-//     legacy.
+//     session-era one;
+//   - else (no header: 2025-03-26 clients may omit it; a session-era
+//     version): a session.
 //
 // So a modern client's initialize or ping reaches [Check] and gets 404,
 // which is what the conformance suite expects.
@@ -47,7 +48,7 @@ func hasMetaVersion(msg *jsonrpc.Message) bool {
 
 // IsInputRequest reports whether msg, sent by a server, is one of the
 // requests that 2026-07-28 allows only inside an input_required result
-// (MRTR: sampling/createMessage, elicitation/create, roots/list). A legacy
+// (MRTR: sampling/createMessage, elicitation/create, roots/list). A session-era
 // server sends them as JSON-RPC requests; a modern client must get them as
 // inputRequests instead.
 func IsInputRequest(msg *jsonrpc.Message) bool {

@@ -11,15 +11,16 @@ import (
 )
 
 // Discover returns the server/discover result (schema.ts DiscoverResult)
-// for a legacy server, built from initResult, the raw JSON InitializeResult
+// for a session-era server, built from initResult, the raw JSON InitializeResult
 // the server gave the gateway:
 //
 //	{"resultType":"complete","supportedVersions":[…],"capabilities":{…},
 //	 "instructions":…,"ttlMs":0,"cacheScope":"private",
 //	 "_meta":{"io.modelcontextprotocol/serverInfo":{…}}}
 //
-// supportedVersions is [protocol.StatelessVersions] followed by legacyVersions (the
-// versions the gateway itself serves to legacy clients), without
+// supportedVersions is [protocol.StatelessVersions] followed by
+// sessionVersions (the versions the gateway itself serves to session-era
+// clients), without
 // repeats. capabilities is the server's, less the keys in drop (what the
 // gateway cannot serve in front of it); discover must list only what works
 // (conformance sep-2575-discover-capabilities-match-handlers). instructions
@@ -29,7 +30,7 @@ import (
 //
 // It is an error for initResult not to be an object with a capabilities
 // object. Values are copied as the server wrote them, compacted.
-func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte, error) {
+func Discover(initResult []byte, sessionVersions []string, drop []string) ([]byte, error) {
 	var init struct {
 		Capabilities json.RawMessage `json:"capabilities"`
 		Instructions json.RawMessage `json:"instructions"`
@@ -56,7 +57,7 @@ func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte
 		Meta              map[string]json.RawMessage `json:"_meta,omitempty"`
 	}{ResultType: "complete", Capabilities: caps, CacheScope: "private"}
 	out.SupportedVersions = slices.Clone(protocol.StatelessVersions)
-	for _, v := range legacyVersions {
+	for _, v := range sessionVersions {
 		if !slices.Contains(out.SupportedVersions, v) {
 			out.SupportedVersions = append(out.SupportedVersions, v)
 		}

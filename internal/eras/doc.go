@@ -1,23 +1,25 @@
-// Package modern holds the rules of the MCP 2026-07-28 revision ("modern",
+// Package eras holds the rules of the MCP 2026-07-28 revision ("modern",
 // stateless) that the gateway needs to serve it in front of servers of the
-// initialized (legacy, 2024-11-05 … 2025-11-25) eras: telling a modern POST
-// from a legacy one ([IsModern]), checking a modern request against its
-// headers ([Check]), translating a request for a legacy server ([ToLegacy])
-// and its reply back ([FromLegacy]), answering server/discover for a legacy
-// server ([Discover]), and spotting the server-to-client requests that the
+// session eras (2024-11-05 … 2025-11-25): telling a modern POST from a
+// session-era one ([IsModern]), checking a modern request against its
+// headers ([Check]), translating a request for a session-era server
+// ([ToSessionEra]) and its reply back ([FromSessionEra]), answering
+// server/discover for a session-era server ([Discover]), and spotting the server-to-client requests that the
 // revision only allows through multi round-trip requests ([IsInputRequest]).
 //
 // The package is pure: no HTTP server, no I/O, no goroutines, no state.
 // front calls IsModern and Check before it routes a POST; the code that
-// talks to a legacy upstream calls ToLegacy, FromLegacy and Discover. It
-// imports only internal/jsonrpc and the standard library.
+// talks to a session-era upstream calls ToSessionEra, FromSessionEra and
+// Discover. It imports only internal/jsonrpc, internal/protocol (where the
+// versions, codes, _meta keys and method tables it applies are named) and
+// the standard library.
 //
 // Ownership: like [jsonrpc.Message], what Check returns may alias the bytes
 // the message was parsed from (see [Request]); the Append functions copy into
 // dst and never modify their inputs. Every function is safe for concurrent
 // use.
 //
-// Byte exactness: ToLegacy and FromLegacy splice into the original bytes
+// Byte exactness: ToSessionEra and FromSessionEra splice into the original bytes
 // instead of re-encoding, so ids, numbers, key order, escapes and whitespace
 // outside the spliced members come out exactly as they went in.
 //

@@ -89,7 +89,7 @@ func sameEnvelope(t *testing.T, in *jsonrpc.Message, out []byte) *jsonrpc.Messag
 	return &m
 }
 
-func FuzzToLegacy(f *testing.F) {
+func FuzzToSessionEra(f *testing.F) {
 	for _, s := range messageSeeds {
 		f.Add([]byte(s))
 	}
@@ -99,7 +99,7 @@ func FuzzToLegacy(f *testing.F) {
 			return
 		}
 		orig := bytes.Clone(b)
-		out := ToLegacy(nil, &in)
+		out := ToSessionEra(nil, &in)
 		if !bytes.Equal(b, orig) {
 			t.Fatal("input modified")
 		}
@@ -121,12 +121,12 @@ func FuzzToLegacy(f *testing.F) {
 			}
 		}
 		if got := decode(t, out); !reflect.DeepEqual(got, want) {
-			t.Fatalf("ToLegacy(%s) = %s\ngot  %v\nwant %v", b, out, got, want)
+			t.Fatalf("ToSessionEra(%s) = %s\ngot  %v\nwant %v", b, out, got, want)
 		}
 	})
 }
 
-func FuzzFromLegacy(f *testing.F) {
+func FuzzFromSessionEra(f *testing.F) {
 	for _, s := range messageSeeds {
 		for _, m := range []string{"tools/list", "resources/read", "tools/call"} {
 			f.Add(m, []byte(s))
@@ -134,14 +134,14 @@ func FuzzFromLegacy(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, method string, b []byte) {
 		orig := bytes.Clone(b)
-		out := FromLegacy(nil, method, b)
+		out := FromSessionEra(nil, method, b)
 		if !bytes.Equal(b, orig) {
 			t.Fatal("input modified")
 		}
 		in, err := jsonrpc.Parse(b)
 		if err != nil || in.Kind != jsonrpc.KindResponse {
 			if !bytes.Equal(out, b) {
-				t.Fatalf("FromLegacy changed what it cannot read: %s", out)
+				t.Fatalf("FromSessionEra changed what it cannot read: %s", out)
 			}
 			return
 		}
@@ -165,7 +165,7 @@ func FuzzFromLegacy(f *testing.F) {
 			}
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("FromLegacy(%q, %s) = %s\ngot  %v\nwant %v", method, b, out, got, want)
+			t.Fatalf("FromSessionEra(%q, %s) = %s\ngot  %v\nwant %v", method, b, out, got, want)
 		}
 	})
 }

@@ -141,7 +141,7 @@ func (m *modernStream) Reply(msg []byte) {
 		return
 	}
 	if msg != nil {
-		msg = eras.FromLegacy(nil, m.method, msg)
+		msg = eras.FromSessionEra(nil, m.method, msg)
 	}
 	m.mu.Lock()
 	if m.answered {
@@ -505,7 +505,7 @@ func isRetry(msg *jsonrpc.Message) bool {
 // one the gateway sealed (what park returns: base64url of the nonce, the
 // handle, the deadline, the digest and the tag). Any other state is the
 // server's own (a server on an SDK of both eras may answer a session-era
-// request with its own input round, which FromLegacy marks
+// request with its own input round, which FromSessionEra marks
 // input_required): the retry then goes to the server as a new request,
 // state and inputResponses as they came, for the server to check. A
 // gateway state altered to another length is thereby the server's to

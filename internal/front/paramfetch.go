@@ -104,7 +104,7 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb Stateless
 			return
 		}
 		if !conn.Passthrough() {
-			if msg, err = jsonrpc.Parse(eras.ToLegacy(nil, &msg)); err != nil {
+			if msg, err = jsonrpc.Parse(eras.ToSessionEra(nil, &msg)); err != nil {
 				return
 			}
 		}

@@ -17,7 +17,7 @@ import (
 // endpoints as the session eras: a POST without a session id whose request
 // names a modern version in params._meta (or in MCP-Protocol-Version) is
 // one self-contained request. It gets its own connection to the server for
-// as long as it runs, in front of the server's one initialized (legacy)
+// as long as it runs, in front of the server's one initialized (session-era)
 // process: the request goes up without the revision's _meta keys, its
 // result comes back with resultType (and ttlMs and cacheScope where the
 // revision asks for them).
@@ -157,8 +157,8 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		h.listen(w, r, s, conn, msg, id)
 		return
 	}
-	up, err := jsonrpc.Parse(eras.ToLegacy(nil, msg))
-	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
+	up, err := jsonrpc.Parse(eras.ToSessionEra(nil, msg))
+	if err != nil { // cannot happen: ToSessionEra keeps a valid message valid
 		writeErrorID(w, http.StatusInternalServerError, id, protocol.CodeInternalError, "mcpgate: "+err.Error(), nil)
 		return
 	}

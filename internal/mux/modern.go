@@ -23,13 +23,13 @@ import (
 // an initialized process instead). Its routing is in modern_route.go.
 //
 // Why a process of its own: a dual-era server built on the Go SDK decides
-// how to ask its client for input from what its process saw first; after a
-// legacy initialize it sends server requests where a stateless client
+// how to ask its client for input from what its process saw first; after an
+// initialize it sends server requests where a stateless client
 // needs input_required results. So a Modern Mux never lets its process see
 // initialize (nor any other request the revision removed).
 
 // defaultProbeTimeout is Options.ProbeTimeout's default: the revision asks
-// for "a reasonable timeout" without a number; a legacy server answers an
+// for "a reasonable timeout" without a number; a session-era server answers an
 // unknown method at once or, some, never.
 const defaultProbeTimeout = 5 * time.Second
 

@@ -110,8 +110,8 @@ type Options struct {
 	Modern bool
 	// ProbeTimeout bounds a Modern Mux's server/discover probe of each
 	// process generation (at most InitTimeout): no answer by then counts as
-	// "not a 2026-07-28 server" (a legacy server may ignore requests
-	// before initialize), and the probe is repeated after a backoff.
+	// "not a 2026-07-28 server" (a session-era server may ignore
+	// requests before initialize), and the probe is repeated after a backoff.
 	// Default 5s.
 	ProbeTimeout time.Duration
 }

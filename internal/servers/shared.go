@@ -49,17 +49,18 @@ type shared struct {
 	trans    *translation  // the translated stateless requests' processes
 	log      *slog.Logger
 
-	// stops are the background stops of second processes found legacy;
+	// stops are the background stops of second processes found to speak
+	// only the session eras;
 	// Add only under mu while not closed, so that it comes before the
 	// Wait in Close.
 	stops sync.WaitGroup
 
 	mu sync.Mutex
 	// guarded by mu:
-	closed bool
-	modern *proc // the stateless requests' process; nil before it starts and after a fallback
-	legacy error // auto: why stateless requests are translated; once set, for good
-	probed bool  // a probe of modern succeeded once
+	closed       bool
+	modern       *proc // the stateless requests' process; nil before it starts and after a fallback
+	sessionsOnly error // auto: why stateless requests are translated; once set, for good
+	probed       bool  // a probe of modern succeeded once
 	// reverse: p refused initialize and the server speaks 2026-07-28
 	// alone (auto); p is stopped and sessions take the reverse bridge.
 	reverse bool
@@ -197,7 +198,7 @@ func (s *shared) modernProc() (*proc, error) {
 	switch {
 	case s.closed:
 		return nil, errClosed
-	case s.legacy != nil:
+	case s.sessionsOnly != nil:
 		return nil, nil
 	case s.modern != nil:
 		return s.modern, nil
@@ -210,7 +211,7 @@ func (s *shared) modernProc() (*proc, error) {
 		if s.protocol == config.ProtocolModern {
 			return nil, err
 		}
-		s.legacy = err
+		s.sessionsOnly = err
 		s.log.Warn("no process for stateless requests; they are translated", "server", s.name, "err", err)
 		return nil, nil
 	}
@@ -276,7 +277,7 @@ func (s *shared) fallBack(p *proc, why error) {
 		s.mu.Unlock()
 		return // closing, or another request fell back already
 	}
-	s.modern, s.legacy = nil, why
+	s.modern, s.sessionsOnly = nil, why
 	s.stops.Add(1)
 	s.mu.Unlock()
 	s.log.Info("stateless requests are translated for a server of the session eras", "server", s.name, "reason", why)

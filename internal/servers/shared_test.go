@@ -273,8 +273,8 @@ func TestStatelessModernProcessRestarted(t *testing.T) {
 	sh := s.(*shared)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.legacy != nil {
-		t.Errorf("fell back after a crash of a server probed before: %v", sh.legacy)
+	if sh.sessionsOnly != nil {
+		t.Errorf("fell back after a crash of a server probed before: %v", sh.sessionsOnly)
 	}
 }
 
