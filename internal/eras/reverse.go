@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -124,8 +125,7 @@ func BridgeRequest(msg *jsonrpc.Message, id []byte, meta, params map[string]json
 
 // reserved reports whether a decoded _meta key is the revision's.
 func reserved(key string) bool {
-	const prefix = "io.modelcontextprotocol/"
-	return len(key) >= len(prefix) && key[:len(prefix)] == prefix
+	return strings.HasPrefix(key, protocol.MetaPrefix)
 }
 
 // InputRequest is one request of an input_required result: what the

@@ -112,7 +112,7 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, s *session.Sess
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	agreed, _ := json.Marshal(f)
-	ack := `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"` +
+	ack := `{"jsonrpc":"2.0","method":"` + protocol.NotificationSubscriptionsAcknowledged + `","params":{"_meta":{"` +
 		protocol.MetaSubscriptionID + `":` + string(id) + `},"notifications":` + string(agreed) + `}}`
 	buf, _ := sse.AppendEvent(nil, sse.Event{Event: "message", Data: []byte(ack)})
 	if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
@@ -170,7 +170,7 @@ func endListen(w http.ResponseWriter, id []byte) {
 // the server agreed.
 func (h *Handler) subscribe(ctx context.Context, s *session.Session, conn StatelessConn, uri string) bool {
 	q, _ := json.Marshal(uri)
-	req, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"mcpgate-listen","method":"resources/subscribe","params":{"uri":` + string(q) + `}}`))
+	req, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"mcpgate-listen","method":"` + protocol.MethodResourcesSubscribe + `","params":{"uri":` + string(q) + `}}`))
 	if err != nil {
 		return false
 	}

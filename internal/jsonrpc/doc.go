@@ -27,7 +27,7 @@
 //
 // Errors: every error from Parse and SplitBatch wraps exactly one of
 // [ErrParse] (the bytes are not valid JSON: the client gets
-// [protocol.CodeParseError]) or [ErrInvalidRequest] (valid JSON that is not a valid
-// JSON-RPC 2.0 message: [protocol.CodeInvalidRequest]); [Code] makes that decision in
-// one place.
+// [protocol.CodeParseError]) or [ErrInvalidRequest] (valid JSON that is
+// not a valid JSON-RPC 2.0 message: [protocol.CodeInvalidRequest]); [Code]
+// makes that decision in one place.
 package jsonrpc

@@ -62,9 +62,9 @@ func ProbeRetries(err error) bool {
 // its subscriptions/listen): the per-request keys the revision requires,
 // with no client capability.
 func (m *Mux) modernMeta() []byte {
-	return fmt.Appendf(nil, `{"io.modelcontextprotocol/protocolVersion":%q,`+
-		`"io.modelcontextprotocol/clientCapabilities":{},`+
-		`"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":%q}}`, protocol.StatelessVersion, m.opts.Version)
+	return fmt.Appendf(nil, `{%q:%q,%q:{},%q:{"name":"mcpgate","version":%q}}`,
+		protocol.MetaProtocolVersion, protocol.StatelessVersion,
+		protocol.MetaClientCapabilities, protocol.MetaClientInfo, m.opts.Version)
 }
 
 // discoverParams are the params of the gateway's own server/discover.

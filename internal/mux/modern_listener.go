@@ -82,7 +82,7 @@ func requestedFilter(raw []byte) (filter, bool) {
 // ackMessage is the acknowledgement of a client listen with raw id.
 func ackMessage(id []byte, agreed filter) []byte {
 	f, _ := json.Marshal(agreed)
-	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"`+protocol.MetaSubscriptionID+`":`), id...)
+	msg := append([]byte(`{"jsonrpc":"2.0","method":"`+protocol.NotificationSubscriptionsAcknowledged+`","params":{"_meta":{"`+protocol.MetaSubscriptionID+`":`), id...)
 	msg = append(append(append(msg, `},"notifications":`...), f...), "}}"...)
 	return msg
 }

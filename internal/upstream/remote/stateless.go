@@ -106,7 +106,7 @@ func (s *Stateless) Close() {
 // discoverRequest is the server/discover a Discover POSTs: no clientInfo
 // (optional: servers must not require it) and no client capabilities (the
 // result does not depend on them).
-var discoverRequest = []byte(`{"jsonrpc":"2.0","id":"mcpgate-discover","method":"server/discover","params":{"_meta":{` +
+var discoverRequest = []byte(`{"jsonrpc":"2.0","id":"mcpgate-discover","method":"` + protocol.MethodServerDiscover + `","params":{"_meta":{` +
 	`"` + protocol.MetaProtocolVersion + `":"` + protocol.StatelessVersion + `",` +
 	`"` + protocol.MetaClientCapabilities + `":{}}}}`)
 
