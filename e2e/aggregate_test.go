@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -311,7 +310,7 @@ func TestAggregatePagination(t *testing.T) {
 			}
 			_, err = c.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "not-a-cursor-of-the-gateway"})
 			var werr *jsonrpc.Error
-			if !errors.As(err, &werr) || werr.Code != protocol.CodeInvalidParams {
+			if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams {
 				t.Errorf("tools/list with a cursor the gateway never gave: %v, want a -32602 error", err)
 			}
 		})
