@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -38,16 +37,6 @@ import (
 // with an error (-32000) and counted: blocking the reader instead would
 // also hold back the notifications/cancelled that could free a slot.
 const MaxStatelessInFlight = 256
-
-// sessionVersions are the versions a session-era remote may speak, newest
-// first: the "supported" of the -32022 a modern request gets in front of
-// one, for the client to fall back to initialize with.
-var sessionVersions = func() []string {
-	v := slices.Clone(protocol.SessionVersions)
-	slices.Sort(v)
-	slices.Reverse(v)
-	return v
-}()
 
 // era is the bridge's verdict about the remote's revision.
 type era uint8
@@ -256,7 +245,9 @@ func unsupportedVersion(id, line []byte) []byte {
 	out, err := json.Marshal(errorReply{JSONRPC: "2.0", ID: id, Error: errorObject{
 		Code:    protocol.CodeUnsupportedVersion,
 		Message: "Unsupported protocol version: the remote server speaks only session-era versions; send initialize",
-		Data:    versionData{Supported: sessionVersions, Requested: requested},
+		// The versions a session-era remote may speak, newest first, for
+		// the client to fall back to initialize with.
+		Data: versionData{Supported: protocol.SessionVersions, Requested: requested},
 	}})
 	if err != nil { // unreachable: id and requested are valid JSON
 		return jsonrpc.ErrorResponse(id, protocol.CodeUnsupportedVersion, "Unsupported protocol version")

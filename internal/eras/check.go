@@ -190,7 +190,7 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 		}
 	}
 
-	if !slices.Contains(protocol.StatelessVersions, req.Version) {
+	if !protocol.IsStatelessVersion(req.Version) {
 		data, _ := json.Marshal(struct {
 			Supported []string `json:"supported"`
 			Requested string   `json:"requested"`

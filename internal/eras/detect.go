@@ -1,8 +1,6 @@
 package eras
 
 import (
-	"slices"
-
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -37,7 +35,7 @@ func IsModern(headerVersion string, msg *jsonrpc.Message) bool {
 			return false
 		}
 	}
-	return headerVersion != "" && !slices.Contains(protocol.SessionVersions, headerVersion)
+	return headerVersion != "" && !protocol.IsSessionVersion(headerVersion)
 }
 
 // hasMetaVersion reports whether msg has params._meta[protocol.MetaProtocolVersion].

@@ -2,7 +2,6 @@ package eras
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -51,5 +50,5 @@ func HeaderVersion(h http.Header) (v string, repeated, ok bool) {
 // A header naming any other version (unknown, or modern and different) is
 // still a mismatch, as the conformance suite checks.
 func olderHeader(header, body string) bool {
-	return slices.Contains(protocol.StatelessVersions, body) && slices.Contains(protocol.SessionVersions, header)
+	return protocol.IsStatelessVersion(body) && protocol.IsSessionVersion(header)
 }

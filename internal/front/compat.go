@@ -160,7 +160,7 @@ func (h *Handler) checkVersionHeader(w http.ResponseWriter, r *http.Request, onS
 			strconv.Quote(clipHeader(headerLine(r.Header))))
 		return false
 	}
-	if v != "" && !protocol.IsSessionVersion(v) && !(onSession && slices.Contains(protocol.StatelessVersions, v)) {
+	if v != "" && !protocol.IsSessionVersion(v) && !(onSession && protocol.IsStatelessVersion(v)) {
 		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(clipHeader(v)))
 		return false
 	}
