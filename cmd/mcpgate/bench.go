@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/loadgen"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 var benchCmd = command{
@@ -122,7 +123,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	openParallel := fs.Int("open-parallel", 64, "open `P` sessions at a time (1: one after another)")
 	duration := fs.Duration("duration", 10*time.Second, "measure for `D`")
 	warmup := fs.Duration("warmup", time.Second, "run for `D` before measuring (not counted in throughput or latency)")
-	version := fs.String("version", "2025-11-25", "speak protocol version `V` (asked for in initialize; 2026-07-28: stateless, no initialize)")
+	version := fs.String("version", protocol.LatestSessionVersion, "speak protocol version `V` (asked for in initialize; "+protocol.StatelessVersion+": stateless, no initialize)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	idle := fs.Int("idle", 0, "idle mode: open `N` sessions and hold them instead of calling")
 	streams := fs.Int("streams", 0, "idle mode: `M` of the sessions also hold a GET stream open")

@@ -9,8 +9,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is authentication as a stage. Every request to a target (a
@@ -59,7 +59,7 @@ func Authenticate(a Authentication) Stage {
 func (a *Authentication) authenticate(w http.ResponseWriter, r *http.Request, req *Request) (*http.Request, bool) {
 	target, ok := a.Resource(r, req.Key)
 	if !ok {
-		WriteError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
+		WriteError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return nil, false
 	}
 	start := time.Now()
@@ -94,7 +94,7 @@ func (a *Authentication) authenticate(w http.ResponseWriter, r *http.Request, re
 		}
 	}
 	a.Logger.Debug("request refused by authentication", slog.String(req.Kind, req.Name), "status", status, "reason", d.Reason)
-	WriteError(w, status, jsonrpc.CodeInvalidRequest, "mcpgate: "+reason+" for "+req.Kind+" "+req.Name)
+	WriteError(w, status, protocol.CodeInvalidRequest, "mcpgate: "+reason+" for "+req.Kind+" "+req.Name)
 	a.Audit.AuthRefused(r, audit.Target{Kind: req.Kind, Name: req.Name}, start, status, d.Refused)
 	return nil, false
 }

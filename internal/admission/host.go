@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // CheckHost serves next only the requests whose Host allowed admits (nil:
@@ -19,7 +19,7 @@ func CheckHost(allowed func(host string) bool, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if host := RequestHost(r.Host); !allowed(host) {
-			WriteError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
+			WriteError(w, http.StatusForbidden, protocol.CodeInvalidRequest, "mcpgate: host "+strconv.Quote(host)+
 				" is not allowed: list it in gateway.allowedHosts, or set gateway.auth.publicUrl to the URL clients use (https://"+host+")")
 			return
 		}

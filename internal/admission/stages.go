@@ -8,6 +8,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file holds the stages that check or record, in the order the
@@ -21,7 +22,7 @@ func CheckOrigin(allowed func(origin string) bool) Stage {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if origin := r.Header.Get("Origin"); !allowed(origin) {
-				WriteError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
+				WriteError(w, http.StatusForbidden, protocol.CodeInvalidRequest, "mcpgate: origin "+strconv.Quote(origin)+" is not allowed")
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // clientSession is one client session of an endpoint (the session eras): one
@@ -198,7 +199,7 @@ func (c *clientSession) Handle(ctx context.Context, msg *jsonrpc.Message, out co
 }
 
 func (c *clientSession) request(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
-	if msg.MethodIs("ping") {
+	if msg.MethodIs(protocol.MethodPing) {
 		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
 		return
 	}
@@ -216,19 +217,19 @@ func (c *clientSession) request(ctx context.Context, msg *jsonrpc.Message, out c
 		}
 	}
 	switch method {
-	case "initialize":
+	case protocol.MethodInitialize:
 		params := bytes.Clone(paramsOf(msg.Raw))
 		c.spawn(p, func(ctx context.Context) { c.initialize(ctx, p, params) })
-	case "logging/setLevel":
+	case protocol.MethodLoggingSetLevel:
 		params := bytes.Clone(paramsOf(msg.Raw))
 		c.spawn(p, func(ctx context.Context) { c.setLevel(ctx, p, params) })
-	case "tools/call":
+	case protocol.MethodToolsCall:
 		c.routeName(ctx, p, msg, kindTools, "params", "name")
-	case "prompts/get":
+	case protocol.MethodPromptsGet:
 		c.routeName(ctx, p, msg, kindPrompts, "params", "name")
-	case "completion/complete":
+	case protocol.MethodCompletionComplete:
 		c.routeCompletion(ctx, p, msg)
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe:
 		c.routeURI(ctx, p, msg, "params", "uri")
 	default:
 		c.routeOther(ctx, p, msg)
@@ -244,9 +245,9 @@ func (c *clientSession) register(id []byte, out conn.Stream) *pending {
 	var refusal []byte
 	switch {
 	case c.closed:
-		refusal = jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, c.closeText)
+		refusal = jsonrpc.ErrorResponse(id, protocol.CodeServerError, c.closeText)
 	case c.pending[string(id)] != nil:
-		refusal = jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
+		refusal = jsonrpc.ErrorResponse(id, protocol.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
 	}
 	if refusal != nil {
 		c.mu.Unlock()
@@ -312,7 +313,7 @@ func (c *clientSession) answer(p *pending, result []byte) {
 func (c *clientSession) fail(p *pending, err error) {
 	var re *rpcError
 	if !errors.As(err, &re) {
-		re = &rpcError{jsonrpc.CodeInternalError, err.Error()}
+		re = &rpcError{protocol.CodeInternalError, err.Error()}
 	}
 	c.finish(p, jsonrpc.ErrorResponse(p.id, re.Code, re.Message), true)
 }
@@ -378,7 +379,7 @@ func (c *clientSession) CloseWith(reason string) {
 	}
 	c.mu.Unlock()
 	for _, p := range left {
-		c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeServerError, text), true)
+		c.finish(p, jsonrpc.ErrorResponse(p.id, protocol.CodeServerError, text), true)
 	}
 }
 
@@ -416,13 +417,13 @@ func (c *clientSession) visibleLocked(i int) bool {
 func (c *clientSession) unavailable(mc *member, failed string) error {
 	name, i := mc.m.Name, mc.i
 	if mc.removed {
-		return errorf(jsonrpc.CodeInvalidParams, "%s", removedReason(name, c.e.opts.Name))
+		return errorf(protocol.CodeInvalidParams, "%s", removedReason(name, c.e.opts.Name))
 	}
 	if st := c.e.state(i); !st.ready {
-		return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, st.text)
+		return errorf(protocol.CodeServerError, "server %q is not available: %s", name, st.text)
 	}
 	if failed == "" {
 		failed = "it is not initialized in this session"
 	}
-	return errorf(jsonrpc.CodeServerError, "server %q is not available: %s", name, failed)
+	return errorf(protocol.CodeServerError, "server %q is not available: %s", name, failed)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // initialize answers the client's initialize. Each member is initialized
@@ -27,7 +28,7 @@ func (c *clientSession) initialize(ctx context.Context, p *pending, params []byt
 	c.mu.Lock()
 	if c.initParams != nil {
 		c.mu.Unlock()
-		c.fail(p, errorf(jsonrpc.CodeInvalidRequest, "the session is already initialized"))
+		c.fail(p, errorf(protocol.CodeInvalidRequest, "the session is already initialized"))
 		return
 	}
 	if params == nil {
@@ -65,7 +66,7 @@ func (c *clientSession) initialize(ctx context.Context, p *pending, params []byt
 				mctx, cancelWait = context.WithTimeoutCause(mctx, waits[mc.i], deadline{waits[mc.i]})
 				defer cancelWait()
 			}
-			results[mc.i], errs[mc.i] = c.callMember(mctx, mc, "initialize", params)
+			results[mc.i], errs[mc.i] = c.callMember(mctx, mc, protocol.MethodInitialize, params)
 		})
 	}
 	wg.Wait()
@@ -86,7 +87,7 @@ func (c *clientSession) initialize(ctx context.Context, p *pending, params []byt
 			// client's initialize does not fail for it (found by the
 			// fault tests).
 			if mc.m.Critical && critical == nil && c.members[mc.i] == mc {
-				critical = errorf(jsonrpc.CodeServerError, "server %q, critical in endpoint %q, failed to initialize: %s",
+				critical = errorf(protocol.CodeServerError, "server %q, critical in endpoint %q, failed to initialize: %s",
 					mc.m.Name, c.e.opts.Name, strings.TrimPrefix(err.Error(), "mcpgate: "))
 			}
 			continue
@@ -164,7 +165,7 @@ func (c *clientSession) mergeInit(params []byte, members []*member, results [][]
 			Instructions    string `json:"instructions"`
 		}
 		_ = json.Unmarshal(r, &res)
-		if mux.IsSupported(res.ProtocolVersion) && (version == "" || res.ProtocolVersion < version) {
+		if protocol.IsSessionVersion(res.ProtocolVersion) && (version == "" || res.ProtocolVersion < version) {
 			version = res.ProtocolVersion
 		}
 		all |= parseCaps(r)
@@ -229,7 +230,7 @@ func (c *clientSession) startInitLocked(mc *member) {
 func (c *clientSession) initMember(mc *member, params []byte) {
 	ctx, cancel := c.memberCtxOf(c.ctx, mc)
 	defer cancel()
-	result, err := c.callMember(ctx, mc, "initialize", params)
+	result, err := c.callMember(ctx, mc, protocol.MethodInitialize, params)
 	c.mu.Lock()
 	mc.initing = false
 	if c.closed {
@@ -254,7 +255,7 @@ func (c *clientSession) initMember(mc *member, params []byte) {
 	c.mu.Unlock()
 	c.e.rememberCaps(mc, mc.caps)
 	if initialized {
-		if msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil)); err == nil {
+		if msg, err := jsonrpc.Parse(jsonrpc.Notification(protocol.NotificationInitialized, nil)); err == nil {
 			mc.conn.Handle(ctx, &msg, nil)
 		}
 	}

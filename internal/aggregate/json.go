@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // The endpoint rewrites a few values in place (a tool's name in a call, in
@@ -111,13 +112,13 @@ func resultOf(reply []byte) ([]byte, error) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(reply, &r); err != nil {
-		return nil, &rpcError{jsonrpc.CodeInternalError, "mcpgate: unreadable reply: " + err.Error()}
+		return nil, &rpcError{protocol.CodeInternalError, "mcpgate: unreadable reply: " + err.Error()}
 	}
 	if r.Error != nil {
 		return nil, &rpcError{r.Error.Code, r.Error.Message}
 	}
 	if r.Result == nil {
-		return nil, &rpcError{jsonrpc.CodeInternalError, "mcpgate: reply without result"}
+		return nil, &rpcError{protocol.CodeInternalError, "mcpgate: reply without result"}
 	}
 	return r.Result, nil
 }

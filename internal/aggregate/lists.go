@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // A session knows each member's lists whole (every page, following the
@@ -283,7 +283,7 @@ func (c *clientSession) list(ctx context.Context, p *pending, k kind, cursor str
 	if hasCursor {
 		var err error
 		if member, offset, err = decodeCursor(cursor, c.memberCount()); err != nil {
-			c.fail(p, errorf(jsonrpc.CodeInvalidParams, "invalid cursor %q: not one this endpoint gave", clip(cursor)))
+			c.fail(p, errorf(protocol.CodeInvalidParams, "invalid cursor %q: not one this endpoint gave", clip(cursor)))
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // cursorBomb is a member whose tools/list pages are empty, each with a
@@ -39,7 +40,7 @@ func (c *cursorBombConn) Handle(_ context.Context, msg *jsonrpc.Message, out con
 		cursor := fmt.Sprintf("%d-", n) + strings.Repeat("c", c.b.cursorLen)
 		result = `{"tools":[],"nextCursor":"` + cursor + `"}`
 	default:
-		go out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound, "no"))
+		go out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound, "no"))
 		return
 	}
 	reply := jsonrpc.Response(id, []byte(result))

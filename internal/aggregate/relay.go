@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is the traffic between members and the client that is not a
@@ -48,7 +49,7 @@ func (g memberGeneral) Send(msg []byte) {
 		// reload, maybe: its subscription at the member was made before)
 		// is not the client's to hear of, as it is not its to read
 		// (found by the fault tests).
-		if m.MethodIs("notifications/resources/updated") {
+		if m.MethodIs(protocol.NotificationResourcesUpdated) {
 			if uri, _, ok := findString(m.Raw, "params", "uri"); ok && !g.c.allowed(i, kindResources, uri) {
 				return
 			}
@@ -88,7 +89,7 @@ func (c *clientSession) relayParsed(mc *member, m *jsonrpc.Message, out conn.Str
 	switch {
 	case m.Kind == jsonrpc.KindRequest:
 		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.ID, Value: encodeServerID(mc.i, mc.gen, m.Bytes(m.ID))})
-	case m.Kind == jsonrpc.KindNotification && m.MethodIs("notifications/cancelled") && m.CancelRequestID.Present():
+	case m.Kind == jsonrpc.KindNotification && m.MethodIs(protocol.NotificationCancelled) && m.CancelRequestID.Present():
 		msg = jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.CancelRequestID, Value: encodeServerID(mc.i, mc.gen, m.Bytes(m.CancelRequestID))})
 	}
 	out.Send(msg)
@@ -123,12 +124,12 @@ func (c *clientSession) response(ctx context.Context, msg *jsonrpc.Message) {
 // that has the request, the rest (initialized, roots/list_changed,
 // progress of a server request) to every member up.
 func (c *clientSession) notification(ctx context.Context, msg *jsonrpc.Message) {
-	if msg.MethodIs("notifications/cancelled") {
+	if msg.MethodIs(protocol.NotificationCancelled) {
 		c.cancel(ctx, msg)
 		return
 	}
 	c.mu.Lock()
-	if msg.MethodIs("notifications/initialized") {
+	if msg.MethodIs(protocol.NotificationInitialized) {
 		c.initialized = true // members initialized later get it then
 	}
 	var to []conn.Conn
@@ -171,7 +172,7 @@ func (c *clientSession) cancel(ctx context.Context, msg *jsonrpc.Message) {
 func cancelUpstream(mconn conn.Conn, id []byte, reason string) {
 	params := append(append([]byte(`{"requestId":`), id...), `,"reason":`...)
 	params = append(append(params, quote(reason)...), '}')
-	msg, err := jsonrpc.Parse(jsonrpc.Notification("notifications/cancelled", params))
+	msg, err := jsonrpc.Parse(jsonrpc.Notification(protocol.NotificationCancelled, params))
 	if err == nil {
 		mconn.Handle(context.Background(), &msg, nil)
 	}

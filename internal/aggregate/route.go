@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file routes a client's request to the member that owns what it
@@ -25,7 +26,7 @@ import (
 func (c *clientSession) routeName(ctx context.Context, p *pending, msg *jsonrpc.Message, k kind, path ...string) {
 	name, span, ok := findString(msg.Raw, path...)
 	if !ok {
-		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
+		c.fail(p, errorf(protocol.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
 		return
 	}
 	c.mu.Lock()
@@ -161,7 +162,7 @@ func (c *clientSession) resolveNameLocked(k kind, name string) (entry, error) {
 	}
 	noun := kindInfo[k].noun
 	if ens, ok := v.collisions[name]; ok {
-		return entry{}, errorf(jsonrpc.CodeInvalidParams,
+		return entry{}, errorf(protocol.CodeInvalidParams,
 			"%s %q is ambiguous in endpoint %q: servers %s all expose it, so it is left out (give them different prefixes, or filter one out)",
 			noun, name, c.e.opts.Name, c.e.describe(ens))
 	}
@@ -171,15 +172,15 @@ func (c *clientSession) resolveNameLocked(k kind, name string) (entry, error) {
 			continue
 		}
 		if err := mc.lists[k].err; visible && err != nil {
-			return entry{}, errorf(jsonrpc.CodeServerError, "server %q did not list its %ss: %s", mc.m.Name, noun, strings.TrimPrefix(err.Error(), "mcpgate: "))
+			return entry{}, errorf(protocol.CodeServerError, "server %q did not list its %ss: %s", mc.m.Name, noun, strings.TrimPrefix(err.Error(), "mcpgate: "))
 		}
 		if visible {
 			// Its list changed while the session loaded it.
-			return entry{}, errorf(jsonrpc.CodeServerError, "server %q is listing its %ss again; retry", mc.m.Name, noun)
+			return entry{}, errorf(protocol.CodeServerError, "server %q is listing its %ss again; retry", mc.m.Name, noun)
 		}
 		return entry{}, c.unavailable(mc, mc.failed)
 	}
-	return entry{}, errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", noun, name)
+	return entry{}, errorf(protocol.CodeInvalidParams, "unknown %s %q", noun, name)
 }
 
 // belongsLocked reports whether an exposed name is member i's, as far as
@@ -206,10 +207,10 @@ func (c *clientSession) belongsLocked(i int, k kind, name string) bool {
 func (c *clientSession) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, path ...string) {
 	uri, _, ok := findString(msg.Raw, path...)
 	if !ok {
-		c.fail(p, errorf(jsonrpc.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
+		c.fail(p, errorf(protocol.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
 		return
 	}
-	if msg.MethodIs("resources/unsubscribe") {
+	if msg.MethodIs(protocol.MethodResourcesUnsubscribe) {
 		c.unsubscribed(uri)
 	}
 	c.mu.Lock()
@@ -278,7 +279,7 @@ func (c *clientSession) resolveURILocked(uri string) (int, error) {
 		for j, i := range allowed {
 			names[j] = fmt.Sprintf("%q", c.members[i].m.Name)
 		}
-		return -1, errorf(jsonrpc.CodeInvalidParams, "resource %q is ambiguous in endpoint %q: each of servers %s %s it",
+		return -1, errorf(protocol.CodeInvalidParams, "resource %q is ambiguous in endpoint %q: each of servers %s %s it",
 			uri, c.e.opts.Name, strings.Join(names, ", "), how)
 	}
 	only, n := -1, 0
@@ -301,7 +302,7 @@ func (c *clientSession) resolveURILocked(uri string) (int, error) {
 	if len(down) > 0 {
 		text += " (not available, so not searched: " + strings.Join(down, ", ") + ")"
 	}
-	return -1, errorf(codeResourceNotFound, "%s", text)
+	return -1, errorf(protocol.CodeResourceNotFound, "%s", text)
 }
 
 // listedBeforeLocked reports whether member i, not visible now, listed
@@ -337,7 +338,7 @@ func (c *clientSession) routeCompletion(ctx context.Context, p *pending, msg *js
 	case "ref/resource":
 		c.routeURI(ctx, p, msg, "params", "ref", "uri")
 	default:
-		c.fail(p, errorf(jsonrpc.CodeInvalidParams, `params.ref.type must be "ref/prompt" or "ref/resource"`))
+		c.fail(p, errorf(protocol.CodeInvalidParams, `params.ref.type must be "ref/prompt" or "ref/resource"`))
 	}
 }
 
@@ -355,7 +356,7 @@ func (c *clientSession) routeOther(ctx context.Context, p *pending, msg *jsonrpc
 		c.forward(ctx, p, live[0].i, msg) // down: forward says so
 		return
 	}
-	c.fail(p, errorf(jsonrpc.CodeMethodNotFound, "method %q is not served by endpoint %q, which merges %d servers", msg.MethodName(), c.e.opts.Name, len(live)))
+	c.fail(p, errorf(protocol.CodeMethodNotFound, "method %q is not served by endpoint %q, which merges %d servers", msg.MethodName(), c.e.opts.Name, len(live)))
 }
 
 // forward hands a client request to member i, answered there on p, within
@@ -385,7 +386,7 @@ func (c *clientSession) forward(ctx context.Context, p *pending, i int, msg *jso
 			// answered already has nothing to abandon.
 			mconn.Abandon(p)
 			text := fmt.Sprintf("mcpgate: request timed out: server %q did not answer within %v", mc.m.Name, d)
-			c.finish(p, jsonrpc.ErrorResponse(p.id, jsonrpc.CodeRequestTimeout, text), true)
+			c.finish(p, jsonrpc.ErrorResponse(p.id, protocol.CodeRequestTimeout, text), true)
 		})
 	}
 	c.mu.Unlock()
@@ -425,7 +426,7 @@ func (c *clientSession) setLevel(ctx context.Context, p *pending, params []byte)
 		wg.Go(func() {
 			mctx, cancel := c.memberCtxOf(ctx, mc)
 			defer cancel()
-			_, err := c.callMember(mctx, mc, "logging/setLevel", params)
+			_, err := c.callMember(mctx, mc, protocol.MethodLoggingSetLevel, params)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -455,7 +456,7 @@ func (c *clientSession) applyLevelLocked(mc *member) {
 	go func() {
 		ctx, cancel := c.memberCtxOf(c.ctx, mc)
 		defer cancel()
-		if _, err := c.callMember(ctx, mc, "logging/setLevel", level); err != nil {
+		if _, err := c.callMember(ctx, mc, protocol.MethodLoggingSetLevel, level); err != nil {
 			c.e.log.Debug("logging level not set on a member that came up", "server", mc.m.Name, "err", err)
 		}
 	}()
@@ -491,7 +492,7 @@ func (c *clientSession) callMember(ctx context.Context, mc *member, method strin
 	mconn := mc.conn
 	c.mu.Unlock()
 	if mconn == nil {
-		return nil, errorf(jsonrpc.CodeServerError, "server %q has no session", mc.m.Name)
+		return nil, errorf(protocol.CodeServerError, "server %q has no session", mc.m.Name)
 	}
 	i := mc.i
 	id := c.e.internalID()
@@ -507,7 +508,7 @@ func (c *clientSession) callMember(ctx context.Context, mc *member, method strin
 	case r := <-ic.reply:
 		if ctx.Err() == nil {
 			if r == nil {
-				return nil, errorf(jsonrpc.CodeServerError, "%s of server %q was cancelled", method, mc.m.Name)
+				return nil, errorf(protocol.CodeServerError, "%s of server %q was cancelled", method, mc.m.Name)
 			}
 			return resultOf(r)
 		}
@@ -523,9 +524,9 @@ func (c *clientSession) ended(ctx context.Context, i int, method string) error {
 	name := c.e.member(i).Name
 	var dl deadline
 	if errors.As(context.Cause(ctx), &dl) && c.ctx.Err() == nil {
-		return errorf(jsonrpc.CodeRequestTimeout, "server %q did not answer %s within %v", name, method, dl.d)
+		return errorf(protocol.CodeRequestTimeout, "server %q did not answer %s within %v", name, method, dl.d)
 	}
-	return errorf(jsonrpc.CodeServerError, "%s of server %q ended: %v", method, name, context.Cause(ctx))
+	return errorf(protocol.CodeServerError, "%s of server %q ended: %v", method, name, context.Cause(ctx))
 }
 
 // deadline is the cause of a context ended by a time limit of d.
@@ -561,16 +562,16 @@ func (c *clientSession) permitCall(msg *jsonrpc.Message, en entry) error {
 	}
 	var kind string
 	switch {
-	case msg.MethodIs("tools/call"):
+	case msg.MethodIs(protocol.MethodToolsCall):
 		kind = "tool"
-	case msg.MethodIs("prompts/get"):
+	case msg.MethodIs(protocol.MethodPromptsGet):
 		kind = "prompt"
 	default:
 		return nil
 	}
 	cp, err := conn.ReadParams(msg) // strictly: what the member will read
 	if err != nil {
-		return errorf(jsonrpc.CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "mcpgate: "))
+		return errorf(protocol.CodeInvalidParams, "%s", strings.TrimPrefix(err.Error(), "mcpgate: "))
 	}
 	p := c.who()
 	if pol.Allows(p, kind, en.key, json.RawMessage(cp.Arguments)) {
@@ -580,5 +581,5 @@ func (c *clientSession) permitCall(msg *jsonrpc.Message, en entry) error {
 	if p != nil {
 		who = fmt.Sprintf(" for %q", p.Name)
 	}
-	return errorf(jsonrpc.CodeInvalidParams, "%s %q is not allowed%s by the policy of server %q", kind, en.key, who, c.e.member(en.member).Name)
+	return errorf(protocol.CodeInvalidParams, "%s %q is not allowed%s by the policy of server %q", kind, en.key, who, c.e.member(en.member).Name)
 }

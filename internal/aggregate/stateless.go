@@ -9,7 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // A request of the stateless revision (2026-07-28) to an endpoint is served
@@ -46,8 +46,8 @@ func (e *Endpoint) OpenStateless(ctx context.Context, general conn.Stream, _ str
 	if err != nil {
 		return nil, err
 	}
-	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, mux.LatestVersion, caps, statelessClient)
-	msg, err := jsonrpc.Parse(jsonrpc.Request(e.internalID(), "initialize", params))
+	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, protocol.LatestSessionVersion, caps, statelessClient)
+	msg, err := jsonrpc.Parse(jsonrpc.Request(e.internalID(), protocol.MethodInitialize, params))
 	if err != nil { // caps came from a parsed request: cannot happen
 		c.Close()
 		return nil, err
@@ -75,7 +75,7 @@ func (e *Endpoint) OpenStateless(ctx context.Context, general conn.Stream, _ str
 		c.Close()
 		return nil, errors.New(r.Error.Message)
 	}
-	note, _ := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil))
+	note, _ := jsonrpc.Parse(jsonrpc.Notification(protocol.NotificationInitialized, nil))
 	c.Handle(ctx, &note, nil)
 	return &statelessConn{Conn: c, init: r.Result}, nil
 }

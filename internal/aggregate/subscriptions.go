@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file keeps a session's resource subscriptions across membership
@@ -20,7 +21,7 @@ import (
 // resources/subscribe first: the client's intent is what a member that
 // replaces this one is given, whatever this one answers.
 func (c *clientSession) forwardURI(ctx context.Context, p *pending, i int, msg *jsonrpc.Message, uri string) {
-	if msg.MethodIs("resources/subscribe") {
+	if msg.MethodIs(protocol.MethodResourcesSubscribe) {
 		c.mu.Lock()
 		c.subs[uri] = i
 		c.mu.Unlock()
@@ -58,7 +59,7 @@ func (c *clientSession) resubscribeLocked(mc *member) {
 		defer cancel()
 		for _, uri := range uris {
 			params := append(append([]byte(`{"uri":`), quote(uri)...), '}')
-			if _, err := c.callMember(ctx, mc, "resources/subscribe", params); err != nil {
+			if _, err := c.callMember(ctx, mc, protocol.MethodResourcesSubscribe, params); err != nil {
 				// The URI is the client's: not logged.
 				c.e.log.Info("a subscription of a session not renewed on the member that replaced another", "server", mc.m.Name, "err", err)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is what the endpoint makes of its members' lists, independent
@@ -33,10 +34,10 @@ const (
 var kindInfo = [numKinds]struct {
 	method, field, key, changed, noun string
 }{
-	kindTools:     {"tools/list", "tools", "name", "notifications/tools/list_changed", "tool"},
-	kindPrompts:   {"prompts/list", "prompts", "name", "notifications/prompts/list_changed", "prompt"},
-	kindResources: {"resources/list", "resources", "uri", "notifications/resources/list_changed", "resource"},
-	kindTemplates: {"resources/templates/list", "resourceTemplates", "uriTemplate", "notifications/resources/list_changed", "resource template"},
+	kindTools:     {protocol.MethodToolsList, "tools", "name", protocol.NotificationToolsListChanged, "tool"},
+	kindPrompts:   {protocol.MethodPromptsList, "prompts", "name", protocol.NotificationPromptsListChanged, "prompt"},
+	kindResources: {protocol.MethodResourcesList, "resources", "uri", protocol.NotificationResourcesListChanged, "resource"},
+	kindTemplates: {protocol.MethodResourcesTemplateList, "resourceTemplates", "uriTemplate", protocol.NotificationResourcesListChanged, "resource template"},
 }
 
 // kindSet is a set of kinds (bit k for kind k).
@@ -427,6 +428,3 @@ func ownersOf(uri string, v, tv *view) (owners []int, byTemplate bool) {
 func errorf(code int, format string, args ...any) *rpcError {
 	return &rpcError{code, "mcpgate: " + fmt.Sprintf(format, args...)}
 }
-
-// codeResourceNotFound is MCP's error code for a resource that does not exist.
-const codeResourceNotFound = -32002

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file keeps the endpoint's merged lists (views, see view.go), built
@@ -146,7 +146,7 @@ func (e errTooBig) Error() string {
 // tooBig is the error a client gets for a list (or a member's list) over
 // the endpoint's bound: it names the config key.
 func (e *Endpoint) tooBig(what string, size int64) error {
-	return errorf(jsonrpc.CodeServerError,
+	return errorf(protocol.CodeServerError,
 		"%s is about %d bytes, over gateway.endpoints.%s.maxListBytes (%d): raise it, or filter the servers' lists",
 		what, size, e.opts.Name, e.opts.MaxListBytes)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file writes the audit log: one JSON line per client request POSTed
@@ -137,7 +138,7 @@ func (a *Auditor) describe(l *line, m *jsonrpc.Message) {
 	l.ID = json.RawMessage(bytes.Clone(m.Bytes(m.ID)))
 	l.BytesIn = len(m.Raw)
 	switch l.Method {
-	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet, protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe:
 		if a.lines == nil {
 			return // observing only: no Name, which costs decoding the params
 		}
@@ -204,6 +205,6 @@ func (a *Auditor) AuthRefused(r *http.Request, target Target, start time.Time, s
 	if status == http.StatusForbidden {
 		l.Outcome = OutcomeForbidden
 	}
-	l.Code = jsonrpc.CodeInvalidRequest
+	l.Code = protocol.CodeInvalidRequest
 	a.emit(&l)
 }

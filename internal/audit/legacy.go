@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file writes the lines of the requests of a legacy /messages POST.
@@ -51,10 +52,10 @@ func (a *Auditor) Replied(p *Pending, msg []byte) {
 
 // RefusedOnStream writes the line of request m of legacy POST r to
 // target, refused by a limit with outcome at now: its error, reply (code
-// jsonrpc.CodeServerError), went on the session's stream.
+// protocol.CodeServerError), went on the session's stream.
 func (a *Auditor) RefusedOnStream(r *http.Request, target Target, now time.Time, m *jsonrpc.Message, outcome string, reply []byte) {
 	l := a.baseLine(r, target, now)
 	a.describe(&l, m)
-	l.Status, l.Outcome, l.Code, l.BytesOut = http.StatusAccepted, outcome, jsonrpc.CodeServerError, int64(len(reply))
+	l.Status, l.Outcome, l.Code, l.BytesOut = http.StatusAccepted, outcome, protocol.CodeServerError, int64(len(reply))
 	a.emit(&l)
 }

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -226,7 +227,7 @@ func (b *bridge) failPending(why string) {
 	b.settleLocked()
 	b.mu.Unlock()
 	for _, id := range ids {
-		b.write(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, why))
+		b.write(jsonrpc.ErrorResponse(id, protocol.CodeServerError, why))
 	}
 }
 
@@ -297,7 +298,7 @@ func (b *bridge) readLoop(ctx context.Context, stdin io.Reader) error {
 			return nil
 		}
 		if tooLong {
-			b.write(jsonrpc.ErrorResponse(nil, jsonrpc.CodeParseError, fmt.Sprintf("mcpgate: message exceeds %d bytes", b.maxLine)))
+			b.write(jsonrpc.ErrorResponse(nil, protocol.CodeParseError, fmt.Sprintf("mcpgate: message exceeds %d bytes", b.maxLine)))
 		} else if len(line) > 0 {
 			b.forward(ctx, line)
 		}
@@ -337,11 +338,11 @@ func (b *bridge) forward(ctx context.Context, line []byte) {
 		id = msg.Bytes(msg.ID)
 		b.mu.Lock()
 		b.pending[string(id)] = struct{}{}
-		if msg.MethodIs("initialize") {
+		if msg.MethodIs(protocol.MethodInitialize) {
 			b.initMsg = append([]byte(nil), line...)
 		}
 		b.mu.Unlock()
-	case msg.Kind == jsonrpc.KindNotification && msg.MethodIs("notifications/cancelled"):
+	case msg.Kind == jsonrpc.KindNotification && msg.MethodIs(protocol.NotificationCancelled):
 		// The client gave up on that request: a reply is no longer due
 		// (nor waited for when stdin ends), though one may still come.
 		if rid := msg.Bytes(msg.CancelRequestID); rid != nil {
@@ -358,7 +359,7 @@ func (b *bridge) forward(ctx context.Context, line []byte) {
 			text += " (" + lost.Error() + ")"
 		}
 		b.mu.Unlock()
-		b.answer(id, jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, text))
+		b.answer(id, jsonrpc.ErrorResponse(id, protocol.CodeServerError, text))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -73,7 +74,7 @@ func (b *bridge) Line(gen uint64, line []byte) {
 				b.log.Warn("the new upstream session refused the replayed initialize")
 				return
 			}
-			if err := b.client.Send(context.Background(), jsonrpc.Notification("notifications/initialized", nil)); err != nil {
+			if err := b.client.Send(context.Background(), jsonrpc.Notification(protocol.NotificationInitialized, nil)); err != nil {
 				b.log.Warn("sending notifications/initialized failed", "err", err)
 			}
 			return

@@ -4,16 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
 // This file serves the stdio clients of the stateless revision
 // (2026-07-28): they send no initialize, and every request carries
-// params._meta[modern.KeyProtocolVersion] (modern.IsModern decides, as it
+// params._meta[protocol.MetaProtocolVersion] (modern.IsModern decides, as it
 // does for the gateway's own HTTP front). Such requests bypass the
 // remote.Client and its session: the first one makes the bridge probe the
 // remote once with server/discover (remote.Stateless.Discover) and keep the
@@ -37,16 +37,6 @@ import (
 // with an error (-32000) and counted: blocking the reader instead would
 // also hold back the notifications/cancelled that could free a slot.
 const MaxStatelessInFlight = 256
-
-// sessionVersions are the versions a session-era remote may speak, newest
-// first: the "supported" of the -32022 a modern request gets in front of
-// one, for the client to fall back to initialize with.
-var sessionVersions = func() []string {
-	v := slices.Clone(eras.LegacyVersions)
-	slices.Sort(v)
-	slices.Reverse(v)
-	return v
-}()
 
 // era is the bridge's verdict about the remote's revision.
 type era uint8
@@ -79,7 +69,7 @@ type call struct {
 // flight. It reports whether it did; anything else is the session path's.
 func (b *bridge) statelessRequest(msg *jsonrpc.Message, line []byte) bool {
 	switch {
-	case msg.Kind == jsonrpc.KindNotification && msg.MethodIs("notifications/cancelled"):
+	case msg.Kind == jsonrpc.KindNotification && msg.MethodIs(protocol.NotificationCancelled):
 		rid := msg.Bytes(msg.CancelRequestID)
 		if rid == nil {
 			return false
@@ -104,7 +94,7 @@ func (b *bridge) statelessRequest(msg *jsonrpc.Message, line []byte) bool {
 	var c *call
 	var ctx context.Context
 	if !dup && !full {
-		c = &call{listen: msg.MethodIs("subscriptions/listen")}
+		c = &call{listen: msg.MethodIs(protocol.MethodSubscriptionsListen)}
 		ctx, c.cancel = context.WithCancel(b.slCtx)
 		b.calls[string(id)] = c
 		if !c.listen {
@@ -115,11 +105,11 @@ func (b *bridge) statelessRequest(msg *jsonrpc.Message, line []byte) bool {
 	b.mu.Unlock()
 	switch {
 	case dup:
-		b.write(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
+		b.write(jsonrpc.ErrorResponse(id, protocol.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
 	case full:
 		b.slRefused.Add(1)
 		b.log.Warn("too many stateless requests in flight; refused", "method", msg.MethodName(), "limit", MaxStatelessInFlight)
-		b.write(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: too many requests in flight"))
+		b.write(jsonrpc.ErrorResponse(id, protocol.CodeServerError, "mcpgate: too many requests in flight"))
 	default:
 		go b.doStateless(ctx, c, id, line)
 	}
@@ -132,13 +122,13 @@ func (b *bridge) doStateless(ctx context.Context, c *call, id, line []byte) {
 	defer b.slWG.Done()
 	defer c.cancel()
 	defer b.finishCall(id, c, func() []byte { // Do always replies unless cancelled: never reached otherwise
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: the remote server sent no reply")
+		return jsonrpc.ErrorResponse(id, protocol.CodeServerError, "mcpgate: the remote server sent no reply")
 	})
 	switch e, err := b.remoteEra(ctx); {
 	case ctx.Err() != nil:
 		// Cancelled by the client, or cut by Run (which answers it).
 	case err != nil:
-		b.finishCall(id, c, func() []byte { return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: "+err.Error()) })
+		b.finishCall(id, c, func() []byte { return jsonrpc.ErrorResponse(id, protocol.CodeServerError, "mcpgate: "+err.Error()) })
 	case e == eraSession:
 		b.finishCall(id, c, func() []byte { return unsupportedVersion(id, line) })
 	default:
@@ -215,10 +205,10 @@ func (b *bridge) remoteEra(ctx context.Context) (era, error) {
 		switch {
 		case err == nil:
 			p.era = eraModern
-			b.log.Info("the remote server speaks " + eras.Version + "; its stateless clients are served directly")
+			b.log.Info("the remote server speaks " + protocol.StatelessVersion + "; its stateless clients are served directly")
 		case errors.Is(err, remote.ErrNotModern):
 			p.era = eraSession
-			b.log.Info("the remote server does not speak "+eras.Version+"; its stateless clients are told to initialize", "reason", err)
+			b.log.Info("the remote server does not speak "+protocol.StatelessVersion+"; its stateless clients are told to initialize", "reason", err)
 		case ctx.Err() != nil:
 			p.err, p.cancelled = ctx.Err(), true
 		default:
@@ -248,17 +238,19 @@ func unsupportedVersion(id, line []byte) []byte {
 		} `json:"params"`
 	}
 	_ = json.Unmarshal(line, &m) // modern.IsModern found the key
-	requested := m.Params.Meta[eras.KeyProtocolVersion]
+	requested := m.Params.Meta[protocol.MetaProtocolVersion]
 	if requested == nil {
-		requested = json.RawMessage(`"` + eras.Version + `"`)
+		requested = json.RawMessage(`"` + protocol.StatelessVersion + `"`)
 	}
 	out, err := json.Marshal(errorReply{JSONRPC: "2.0", ID: id, Error: errorObject{
-		Code:    eras.CodeUnsupportedVersion,
+		Code:    protocol.CodeUnsupportedVersion,
 		Message: "Unsupported protocol version: the remote server speaks only session-era versions; send initialize",
-		Data:    versionData{Supported: sessionVersions, Requested: requested},
+		// The versions a session-era remote may speak, newest first, for
+		// the client to fall back to initialize with.
+		Data: versionData{Supported: protocol.SessionVersions, Requested: requested},
 	}})
 	if err != nil { // unreachable: id and requested are valid JSON
-		return jsonrpc.ErrorResponse(id, eras.CodeUnsupportedVersion, "Unsupported protocol version")
+		return jsonrpc.ErrorResponse(id, protocol.CodeUnsupportedVersion, "Unsupported protocol version")
 	}
 	return out
 }
@@ -302,7 +294,7 @@ func (b *bridge) failCalls(why string) {
 	b.mu.Unlock()
 	for _, x := range cuts {
 		x.c.cancel()
-		b.write(jsonrpc.ErrorResponse(x.id, jsonrpc.CodeServerError, why))
+		b.write(jsonrpc.ErrorResponse(x.id, protocol.CodeServerError, why))
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sort"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Config is a whole mcpgate configuration: the gateway's own settings and
@@ -319,10 +321,21 @@ const (
 	// ProtocolAuto probes whether the server speaks 2026-07-28.
 	ProtocolAuto = "auto"
 	// ProtocolModern requires the server to speak 2026-07-28.
-	ProtocolModern = "2026-07-28"
-	// ProtocolLegacy serves stateless clients by translation only.
+	ProtocolModern = protocol.StatelessVersion
+	// ProtocolSessions says the server speaks only the session eras
+	// (2024-11-05 to 2025-11-25): stateless clients are served by
+	// translation only.
+	ProtocolSessions = "sessions"
+	// ProtocolLegacy is the old name of ProtocolSessions, still accepted.
+	// "legacy" now names only the 2024-11-05 HTTP+SSE transport.
 	ProtocolLegacy = "legacy"
 )
+
+// SessionsOnly reports whether the server's protocol is ProtocolSessions,
+// under either of its names.
+func (s *Server) SessionsOnly() bool {
+	return s.Protocol == ProtocolSessions || s.Protocol == ProtocolLegacy
+}
 
 // Root is one filesystem root answered to a server's roots/list request.
 type Root struct {
@@ -475,8 +488,10 @@ type Server struct {
 	// server/discover speaks 2026-07-28 alone, and its sessions of the
 	// older eras take the reverse bridge. "2026-07-28" says the server
 	// speaks it: no process is initialized, and sessions of the older eras
-	// take the reverse bridge (valid for "http" remotes too). "legacy"
-	// never starts the second process (always translation; stdio only).
+	// take the reverse bridge (valid for "http" remotes too). "sessions"
+	// (old name "legacy", still accepted) says it speaks only the session
+	// eras: the second process never starts (always translation; stdio
+	// only).
 	// With isolation "session", the stateless requests (and, pinned to
 	// 2026-07-28, the sessions) get a shared server's processes of their
 	// own. Default "auto".

@@ -78,6 +78,26 @@ func TestNewServerInherits(t *testing.T) {
 	}
 }
 
+// TestProtocolSessionsUnderBothNames: "sessions" and its old name "legacy"
+// parse to the same meaning (SessionsOnly); no other value has it.
+func TestProtocolSessionsUnderBothNames(t *testing.T) {
+	for _, tt := range []struct {
+		protocol string
+		want     bool
+	}{{"sessions", true}, {"legacy", true}, {"auto", false}, {"2026-07-28", false}} {
+		cfg, err := Parse([]byte(`{"mcpServers": {"a": {"command": "x", "protocol": "`+tt.protocol+`"}}}`), nil)
+		if err != nil {
+			t.Fatalf("Parse with protocol %q: %v", tt.protocol, err)
+		}
+		if got := cfg.Servers["a"].SessionsOnly(); got != tt.want {
+			t.Errorf("protocol %q: SessionsOnly() = %v, want %v", tt.protocol, got, tt.want)
+		}
+	}
+	if (&Server{}).SessionsOnly() {
+		t.Errorf("SessionsOnly() of an unset protocol (auto) = true")
+	}
+}
+
 func TestNames(t *testing.T) {
 	cfg := &Config{Servers: map[string]*Server{"b": nil, "a.1": nil, "A": nil, "a": nil}}
 	if got, want := cfg.Names(), []string{"A", "a", "a.1", "b"}; !reflect.DeepEqual(got, want) {
@@ -99,7 +119,7 @@ func TestValidateBuiltConfig(t *testing.T) {
 		`mcpServers.x.isolation: "" is not one of "shared", "session"`,
 		`mcpServers.x.maxLineBytes: must be at least 1, not 0`,
 		`mcpServers.x.maxProcesses: must be at least 1, not 0`,
-		`mcpServers.x.protocol: "" is not one of "auto", "2026-07-28", "legacy"`,
+		`mcpServers.x.protocol: "" is not one of "auto", "2026-07-28", "sessions" (or its old name "legacy")`,
 		`mcpServers.x.stderrBytesPerSec: must be at least 1, not 0`,
 		`mcpServers.x.stderrLevel: "" is not one of "debug", "info", "warn", "error"`,
 		`mcpServers.x.stdinTimeout: must be greater than 0, not "0s"`,

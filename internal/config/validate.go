@@ -206,12 +206,12 @@ func (s *Server) check(ps *Problems, path string) {
 		if s.Type == TypeSSE {
 			ps.add(join(path, "protocol"), `%q is not valid for an "sse" server (the legacy transport has no 2026-07-28); use "auto"`, s.Protocol)
 		}
-	case ProtocolLegacy:
+	case ProtocolSessions, ProtocolLegacy:
 		if s.Type != TypeStdio {
 			ps.add(join(path, "protocol"), `%q is only valid for "stdio" servers (the gateway runs no process for a remote one to translate for); use "auto"`, s.Protocol)
 		}
 	default:
-		ps.add(join(path, "protocol"), `%q is not one of "auto", "2026-07-28", "legacy"`, s.Protocol)
+		ps.add(join(path, "protocol"), `%q is not one of "auto", "2026-07-28", "sessions" (or its old name "legacy")`, s.Protocol)
 	}
 	positive(ps, join(path, "timeout"), s.Timeout)
 	atLeast(ps, join(path, "maxInFlight"), int64(s.MaxInFlight), 0)

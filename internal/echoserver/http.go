@@ -213,7 +213,7 @@ func stateless(w http.ResponseWriter, r *http.Request, msg []byte, m *jsonrpc.Me
 	case header == "":
 		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, CodeHeaderMismatch, "missing MCP-Protocol-Version header")
 	case version == "":
-		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, jsonrpc.CodeInvalidParams,
+		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, codeInvalidParams,
 			`params._meta["`+KeyProtocolVersion+`"] is required`)
 	case version != header:
 		status, out = http.StatusBadRequest, jsonrpc.AppendErrorResponse(out[:0], id, CodeHeaderMismatch,
@@ -295,5 +295,5 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 func httpError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(jsonrpc.ErrorResponse(nil, jsonrpc.CodeInvalidRequest, msg))
+	_, _ = w.Write(jsonrpc.ErrorResponse(nil, codeInvalidRequest, msg))
 }

@@ -36,6 +36,15 @@ const (
 	CodeUnsupportedVersion = -32022
 )
 
+// JSON-RPC 2.0's error codes, written here rather than shared with the
+// gateway for the same reason as the names above.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+)
+
 // ToolName is the fixture's one tool.
 const ToolName = "echo"
 
@@ -95,7 +104,7 @@ func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 	method := m.MethodName()
 	p, err := walkParams(msg)
 	if err != nil {
-		return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeParseError, err.Error()), "", true
+		return jsonrpc.AppendErrorResponse(dst, id, codeParseError, err.Error()), "", true
 	}
 	stateless := p.metaVersion != nil && method != "initialize"
 	if stateless {
@@ -109,9 +118,9 @@ func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 	case "tools/call":
 		switch {
 		case string(p.name) != ToolName:
-			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeInvalidParams, "unknown tool "+string(p.name)), version, true
+			return jsonrpc.AppendErrorResponse(dst, id, codeInvalidParams, "unknown tool "+string(p.name)), version, true
 		case p.message == nil:
-			return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeInvalidParams, "arguments.message must be a string"), version, true
+			return jsonrpc.AppendErrorResponse(dst, id, codeInvalidParams, "arguments.message must be a string"), version, true
 		}
 		dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 		dst = append(dst, id...)
@@ -143,7 +152,7 @@ func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 		}
 		return jsonrpc.AppendResponse(dst, id, []byte(toolsList)), "", true
 	}
-	return jsonrpc.AppendErrorResponse(dst, id, jsonrpc.CodeMethodNotFound, "method not found"), version, true
+	return jsonrpc.AppendErrorResponse(dst, id, codeMethodNotFound, "method not found"), version, true
 }
 
 // appendUnsupported appends the error for a stateless request of a version

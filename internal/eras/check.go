@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Request is what [Check] reads from an accepted modern message; when Check
@@ -19,14 +20,14 @@ import (
 // do not (they are constants for the usual values, copies otherwise).
 type Request struct {
 	Method string
-	// Version is params._meta[KeyProtocolVersion]. For a notification,
+	// Version is params._meta[protocol.MetaProtocolVersion]. For a notification,
 	// whose _meta is optional, it is "" when the key is absent or not a
 	// string.
 	Version string
-	// Capabilities is the raw JSON object params._meta[KeyClientCapabilities]
+	// Capabilities is the raw JSON object params._meta[protocol.MetaClientCapabilities]
 	// (nil for a notification without it).
 	Capabilities []byte
-	// LogLevel is params._meta[KeyLogLevel], "" when absent: then no
+	// LogLevel is params._meta[protocol.MetaLogLevel], "" when absent: then no
 	// notifications/message may be sent for the request.
 	LogLevel string
 	// OlderHeader is the MCP-Protocol-Version header of a request that
@@ -78,17 +79,17 @@ var logLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 //
 //  1. a response: clients never send one in 2026-07-28 (400, -32600);
 //  2. MCP-Protocol-Version missing (400, -32020);
-//  3. params._meta missing or not an object, KeyProtocolVersion not a
-//     string, KeyClientCapabilities not an object (400, -32602);
-//  4. MCP-Protocol-Version differs from KeyProtocolVersion (400, -32020);
+//  3. params._meta missing or not an object, protocol.MetaProtocolVersion not a
+//     string, protocol.MetaClientCapabilities not an object (400, -32602);
+//  4. MCP-Protocol-Version differs from protocol.MetaProtocolVersion (400, -32020);
 //  5. Mcp-Method missing or not the method (400, -32020);
 //  6. for tools/call and prompts/get (params.name) and resources/read
 //     (params.uri): Mcp-Name missing, not valid sentinel base64, or not the
 //     body value once decoded (400, -32020); the body value missing or not
 //     a string (400, -32602);
-//  7. a version not in [Supported] (400, -32022, data {supported, requested});
+//  7. a version not in [protocol.StatelessVersions] (400, -32022, data {supported, requested});
 //  8. a method removed in 2026-07-28, tasks/* included (404, -32601);
-//  9. KeyLogLevel present but not a LoggingLevel (400, -32602).
+//  9. protocol.MetaLogLevel present but not a LoggingLevel (400, -32602).
 //
 // A header given more than once counts as a mismatch: which copy an
 // intermediary routed on cannot be known. MCP-Protocol-Version is read
@@ -111,8 +112,8 @@ var logLevels = []string{"debug", "info", "notice", "warning", "error", "critica
 func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 	switch msg.Kind {
 	case jsonrpc.KindResponse:
-		return Request{}, &Problem{http.StatusBadRequest, jsonrpc.CodeInvalidRequest,
-			"Invalid Request: clients do not send responses in protocol version " + Version, nil}
+		return Request{}, &Problem{http.StatusBadRequest, protocol.CodeInvalidRequest,
+			"Invalid Request: clients do not send responses in protocol version " + protocol.StatelessVersion, nil}
 	case jsonrpc.KindNotification:
 		return checkNotification(msg)
 	}
@@ -123,10 +124,10 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 	header, repeated, ok := HeaderVersion(h)
 	switch {
 	case !ok:
-		return req, &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+		return req, &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch,
 			fmt.Sprintf("Header mismatch: %s header given with different values", HeaderProtocolVersion), nil}
 	case header == "":
-		return req, &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+		return req, &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch,
 			fmt.Sprintf("Header mismatch: missing required %s header", HeaderProtocolVersion), nil}
 	}
 	req.RepeatedHeader = repeated
@@ -139,20 +140,20 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 	w := objectAt(b, meta)
 	for m, ok := w.next(); ok; m, ok = w.next() {
 		switch {
-		case keyIs(b, m, KeyProtocolVersion):
+		case keyIs(b, m, protocol.MetaProtocolVersion):
 			version = m.val
-		case keyIs(b, m, KeyClientCapabilities):
+		case keyIs(b, m, protocol.MetaClientCapabilities):
 			caps = m.val
-		case keyIs(b, m, KeyLogLevel):
+		case keyIs(b, m, protocol.MetaLogLevel):
 			level = m.val
 		}
 	}
 	v, ok := textAt(b, version)
 	if !ok {
-		return req, invalidParams(fmt.Sprintf("_meta field %q is required and must be a string", KeyProtocolVersion))
+		return req, invalidParams(fmt.Sprintf("_meta field %q is required and must be a string", protocol.MetaProtocolVersion))
 	}
 	if !isObject(b, caps) {
-		return req, invalidParams(fmt.Sprintf("_meta field %q is required and must be an object", KeyClientCapabilities))
+		return req, invalidParams(fmt.Sprintf("_meta field %q is required and must be an object", protocol.MetaClientCapabilities))
 	}
 	if string(v) != header {
 		if !olderHeader(header, string(v)) {
@@ -162,8 +163,8 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 	}
 	// Without allocating: v aliases msg.Raw, header is the caller's.
 	switch {
-	case string(v) == Version:
-		req.Version = Version
+	case string(v) == protocol.StatelessVersion:
+		req.Version = protocol.StatelessVersion
 	case string(v) == header:
 		req.Version = header
 	default:
@@ -189,21 +190,21 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 		}
 	}
 
-	if !slices.Contains(Supported, req.Version) {
+	if !protocol.IsStatelessVersion(req.Version) {
 		data, _ := json.Marshal(struct {
 			Supported []string `json:"supported"`
 			Requested string   `json:"requested"`
-		}{Supported, req.Version})
-		return req, &Problem{http.StatusBadRequest, CodeUnsupportedVersion, "Unsupported protocol version", data}
+		}{protocol.StatelessVersions, req.Version})
+		return req, &Problem{http.StatusBadRequest, protocol.CodeUnsupportedVersion, "Unsupported protocol version", data}
 	}
-	if removed(method) {
+	if protocol.RemovedInStateless(method) {
 		return req, methodNotFound(method)
 	}
 	if level.Present() {
 		l, _ := textAt(b, level)
 		i := slices.Index(logLevels, string(l))
 		if i < 0 {
-			return req, invalidParams(fmt.Sprintf("_meta field %q must be one of %s", KeyLogLevel, strings.Join(logLevels, ", ")))
+			return req, invalidParams(fmt.Sprintf("_meta field %q must be one of %s", protocol.MetaLogLevel, strings.Join(logLevels, ", ")))
 		}
 		req.LogLevel = logLevels[i]
 	}
@@ -216,7 +217,7 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 // checkNotification applies the notification rules of [Check].
 func checkNotification(msg *jsonrpc.Message) (Request, *Problem) {
 	method := msg.MethodName()
-	if removed(method) {
+	if protocol.RemovedInStateless(method) {
 		return Request{}, methodNotFound(method)
 	}
 	b := msg.Raw
@@ -225,13 +226,13 @@ func checkNotification(msg *jsonrpc.Message) (Request, *Problem) {
 		req.Method = strings.Clone(method)
 	}
 	meta := find(b, find(b, wholeValue(b), "params"), "_meta")
-	if v, ok := textAt(b, find(b, meta, KeyProtocolVersion)); ok {
+	if v, ok := textAt(b, find(b, meta, protocol.MetaProtocolVersion)); ok {
 		req.Version = string(v)
 	}
-	if caps := find(b, meta, KeyClientCapabilities); isObject(b, caps) {
+	if caps := find(b, meta, protocol.MetaClientCapabilities); isObject(b, caps) {
 		req.Capabilities = b[caps.Start:caps.End:caps.End]
 	}
-	if l, ok := textAt(b, find(b, meta, KeyLogLevel)); ok {
+	if l, ok := textAt(b, find(b, meta, protocol.MetaLogLevel)); ok {
 		if i := slices.Index(logLevels, string(l)); i >= 0 {
 			req.LogLevel = logLevels[i]
 		}
@@ -243,8 +244,8 @@ func checkNotification(msg *jsonrpc.Message) (Request, *Problem) {
 func checkName(h http.Header, b []byte, params jsonrpc.Span, method string) *Problem {
 	field := "name"
 	switch method {
-	case "tools/call", "prompts/get":
-	case "resources/read":
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet:
+	case protocol.MethodResourcesRead:
 		field = "uri"
 	default:
 		return nil
@@ -255,7 +256,7 @@ func checkName(h http.Header, b []byte, params jsonrpc.Span, method string) *Pro
 	}
 	decoded, err := DecodeHeaderValue(hn)
 	if err != nil {
-		return &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+		return &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch,
 			fmt.Sprintf("Header mismatch: %s header value '%s' is not valid =?base64?...?= encoding", HeaderName, clip(hn)), nil}
 	}
 	body, ok := textAt(b, find(b, params, field))
@@ -278,10 +279,10 @@ func single(h http.Header, name string) (string, *Problem) {
 	vs := h.Values(key)
 	switch {
 	case len(vs) > 1:
-		return "", &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+		return "", &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch,
 			fmt.Sprintf("Header mismatch: %s header given %d times", name, len(vs)), nil}
 	case len(vs) == 0 || vs[0] == "":
-		return "", &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+		return "", &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch,
 			fmt.Sprintf("Header mismatch: missing required %s header", name), nil}
 	}
 	return vs[0], nil
@@ -289,17 +290,17 @@ func single(h http.Header, name string) (string, *Problem) {
 
 // mismatch is the -32020 error in the words of the spec's example.
 func mismatch(name, header, body string) *Problem {
-	return &Problem{http.StatusBadRequest, CodeHeaderMismatch,
+	return &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch,
 		fmt.Sprintf("Header mismatch: %s header value '%s' does not match body value '%s'", name, clip(header), clip(body)), nil}
 }
 
 func invalidParams(msg string) *Problem {
-	return &Problem{http.StatusBadRequest, jsonrpc.CodeInvalidParams, "Invalid params: " + msg, nil}
+	return &Problem{http.StatusBadRequest, protocol.CodeInvalidParams, "Invalid params: " + msg, nil}
 }
 
 func methodNotFound(method string) *Problem {
-	return &Problem{http.StatusNotFound, jsonrpc.CodeMethodNotFound,
-		fmt.Sprintf("Method not found: %s is not part of protocol version %s", strconv.Quote(clip(method)), Version), nil}
+	return &Problem{http.StatusNotFound, protocol.CodeMethodNotFound,
+		fmt.Sprintf("Method not found: %s is not part of protocol version %s", strconv.Quote(clip(method)), protocol.StatelessVersion), nil}
 }
 
 // clip shortens a client-chosen value echoed in an error message.
@@ -318,9 +319,9 @@ func clip(s string) string {
 // knownMethod returns method as a constant when it is one of the modern
 // methods (so Request does not alias msg.Raw), or "".
 func knownMethod(method string) string {
-	for _, m := range [...]string{"tools/call", "tools/list", "resources/read", "resources/list",
-		"resources/templates/list", "prompts/get", "prompts/list", "completion/complete",
-		"server/discover", "subscriptions/listen", "notifications/cancelled"} {
+	for _, m := range [...]string{protocol.MethodToolsCall, protocol.MethodToolsList, protocol.MethodResourcesRead, protocol.MethodResourcesList,
+		protocol.MethodResourcesTemplateList, protocol.MethodPromptsGet, protocol.MethodPromptsList, protocol.MethodCompletionComplete,
+		protocol.MethodServerDiscover, protocol.MethodSubscriptionsListen, protocol.NotificationCancelled} {
 		if m == method {
 			return m
 		}

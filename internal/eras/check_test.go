@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // hdr builds headers from name, value pairs (a name may repeat).
@@ -38,7 +39,7 @@ func req(method, params string) string {
 
 // std are the headers a conforming client sends for method (and name).
 func std(method string, name ...string) http.Header {
-	h := hdr(HeaderProtocolVersion, Version, HeaderMethod, method)
+	h := hdr(HeaderProtocolVersion, protocol.StatelessVersion, HeaderMethod, method)
 	if len(name) > 0 {
 		h.Set(HeaderName, name[0])
 	}
@@ -46,7 +47,7 @@ func std(method string, name ...string) http.Header {
 }
 
 func TestCheck(t *testing.T) {
-	const pv, caps = KeyProtocolVersion, KeyClientCapabilities
+	const pv, caps = protocol.MetaProtocolVersion, protocol.MetaClientCapabilities
 	tests := []struct {
 		name    string
 		h       http.Header
@@ -59,41 +60,41 @@ func TestCheck(t *testing.T) {
 	}{
 		// Accepted.
 		{name: "tools/list", h: std("tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+			want: Request{Method: "tools/list", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`)}},
 		{name: "clientInfo is optional, log level read", h: std("server/discover"),
 			body: req("server/discover", `{"_meta":`+meta(`,"io.modelcontextprotocol/logLevel":"warning"`)+`}`),
-			want: Request{Method: "server/discover", Version: Version, Capabilities: []byte(`{"sampling":{}}`), LogLevel: "warning"}},
+			want: Request{Method: "server/discover", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`), LogLevel: "warning"}},
 		{name: "escaped keys and method", h: std("tools/list"),
 			body: `{"jsonrpc":"2.0","id":1,"method":"tools\/list","params":{"\u005fmeta":{"io.modelcontextprotocol\/protocolVersion":"2026\u002d07-28","io.modelcontextprotocol\/clientCapabilities":{ }}}}`,
-			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{ }`)}},
+			want: Request{Method: "tools/list", Version: protocol.StatelessVersion, Capabilities: []byte(`{ }`)}},
 		{name: "tools/call plain name", h: std("tools/call", "get_weather"),
 			body: req("tools/call", `{"name":"get_weather","arguments":{},"_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/call", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+			want: Request{Method: "tools/call", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`)}},
 		{name: "prompts/get base64 name", h: std("prompts/get", "=?base64?SGVsbG8sIOS4lueVjA==?="),
 			body: req("prompts/get", `{"name":"Hello, 世界","_meta":`+meta("")+`}`),
-			want: Request{Method: "prompts/get", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+			want: Request{Method: "prompts/get", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`)}},
 		{name: "resources/read sentinel-looking uri", h: std("resources/read", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
 			body: req("resources/read", `{"uri":"=?base64?literal?=","_meta":`+meta("")+`}`),
-			want: Request{Method: "resources/read", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+			want: Request{Method: "resources/read", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`)}},
 		// What real clients send, accepted (the body decides).
 		{name: "claude connector: older header, modern body, no Mcp-Method or Mcp-Name", h: hdr(HeaderProtocolVersion, "2025-11-25"),
 			body: req("tools/call", `{"name":"echo","_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/call", Version: Version, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-11-25"}},
+			want: Request{Method: "tools/call", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-11-25"}},
 		{name: "older header with the revision's headers", h: hdr(HeaderProtocolVersion, "2025-06-18", HeaderMethod, "tools/call", HeaderName, "echo"),
 			body: req("tools/call", `{"name":"echo","_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/call", Version: Version, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-06-18"}},
-		{name: "the same version twice in one line", h: hdr(HeaderProtocolVersion, Version+", "+Version, HeaderMethod, "tools/list"),
+			want: Request{Method: "tools/call", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-06-18"}},
+		{name: "the same version twice in one line", h: hdr(HeaderProtocolVersion, protocol.StatelessVersion+", "+protocol.StatelessVersion, HeaderMethod, "tools/list"),
 			body: req("tools/list", `{"_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`), RepeatedHeader: true}},
-		{name: "the same version on two lines", h: hdr(HeaderProtocolVersion, Version, "mcp-protocol-version", Version, HeaderMethod, "tools/list"),
+			want: Request{Method: "tools/list", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`), RepeatedHeader: true}},
+		{name: "the same version on two lines", h: hdr(HeaderProtocolVersion, protocol.StatelessVersion, "mcp-protocol-version", protocol.StatelessVersion, HeaderMethod, "tools/list"),
 			body: req("tools/list", `{"_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`), RepeatedHeader: true}},
+			want: Request{Method: "tools/list", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`), RepeatedHeader: true}},
 		{name: "an older version twice, modern body", h: hdr(HeaderProtocolVersion, "2025-11-25, 2025-11-25"),
 			body: req("tools/list", `{"_meta":`+meta("")+`}`),
-			want: Request{Method: "tools/list", Version: Version, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-11-25", RepeatedHeader: true}},
+			want: Request{Method: "tools/list", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`), OlderHeader: "2025-11-25", RepeatedHeader: true}},
 		{name: "unknown method is left to the server", h: std("unknown/method"),
 			body: req("unknown/method", `{"_meta":`+meta("")+`}`),
-			want: Request{Method: "unknown/method", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+			want: Request{Method: "unknown/method", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`)}},
 
 		// Refused, in the order Check applies the rules.
 		{name: "response", h: std("tools/list"), body: `{"jsonrpc":"2.0","id":1,"result":{}}`,
@@ -102,7 +103,7 @@ func TestCheck(t *testing.T) {
 			status: 400, code: -32020, message: "Header mismatch: missing required MCP-Protocol-Version header"},
 		{name: "empty MCP-Protocol-Version", h: hdr(HeaderProtocolVersion, "", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: missing required MCP-Protocol-Version header"},
-		{name: "two different MCP-Protocol-Version lines", h: hdr(HeaderProtocolVersion, Version, "mcp-protocol-version", "2025-11-25", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
+		{name: "two different MCP-Protocol-Version lines", h: hdr(HeaderProtocolVersion, protocol.StatelessVersion, "mcp-protocol-version", "2025-11-25", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header given with different values"},
 		{name: "two different MCP-Protocol-Version values", h: hdr(HeaderProtocolVersion, "2025-11-25, 2026-07-28", HeaderMethod, "tools/list"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header given with different values"},
@@ -129,13 +130,13 @@ func TestCheck(t *testing.T) {
 			status: 400, code: -32602, message: `Invalid params: _meta field "io.modelcontextprotocol/protocolVersion" is required and must be a string`},
 		{name: "protocolVersion at the wrong level", h: std("tools/list"), body: req("tools/list", `{"`+pv+`":"2026-07-28","_meta":{"`+caps+`":{}}}`),
 			status: 400, code: -32602, message: `Invalid params: _meta field "io.modelcontextprotocol/protocolVersion" is required and must be a string`},
-		{name: "no clientCapabilities", h: std("tools/list"), body: req("tools/list", `{"_meta":{"`+pv+`":"2026-07-28","`+KeyClientInfo+`":{"name":"c","version":"1"}}}`),
+		{name: "no clientCapabilities", h: std("tools/list"), body: req("tools/list", `{"_meta":{"`+pv+`":"2026-07-28","`+protocol.MetaClientInfo+`":{"name":"c","version":"1"}}}`),
 			status: 400, code: -32602, message: `Invalid params: _meta field "io.modelcontextprotocol/clientCapabilities" is required and must be an object`},
 		{name: "clientCapabilities an array", h: std("tools/list"), body: req("tools/list", `{"_meta":{"`+pv+`":"2026-07-28","`+caps+`":[]}}`),
 			status: 400, code: -32602, message: `Invalid params: _meta field "io.modelcontextprotocol/clientCapabilities" is required and must be an object`},
 		{name: "header differs from _meta", h: std("server/discover"), body: req("server/discover", `{"_meta":{"`+pv+`":"v999.0.0","`+caps+`":{}}}`),
 			status: 400, code: -32020, message: "Header mismatch: MCP-Protocol-Version header value '2026-07-28' does not match body value 'v999.0.0'"},
-		{name: "no Mcp-Method", h: hdr(HeaderProtocolVersion, Version), body: req("tools/list", `{"_meta":`+meta("")+`}`),
+		{name: "no Mcp-Method", h: hdr(HeaderProtocolVersion, protocol.StatelessVersion), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: missing required Mcp-Method header"},
 		{name: "Mcp-Method differs in case", h: std("Tools/List"), body: req("tools/list", `{"_meta":`+meta("")+`}`),
 			status: 400, code: -32020, message: "Header mismatch: Mcp-Method header value 'Tools/List' does not match body value 'tools/list'"},
@@ -186,13 +187,13 @@ func TestCheck(t *testing.T) {
 			status: 400, code: -32602, message: `Invalid params: _meta field "io.modelcontextprotocol/logLevel" must be one of debug, info, notice, warning, error, critical, alert, emergency`},
 		{name: "missing header wins over missing _meta", h: hdr(), body: req("tools/list", `{}`),
 			status: 400, code: -32020, message: "Header mismatch: missing required MCP-Protocol-Version header"},
-		{name: "bad _meta wins over missing Mcp-Method", h: hdr(HeaderProtocolVersion, Version), body: req("tools/list", `{"_meta":{}}`),
+		{name: "bad _meta wins over missing Mcp-Method", h: hdr(HeaderProtocolVersion, protocol.StatelessVersion), body: req("tools/list", `{"_meta":{}}`),
 			status: 400, code: -32602, message: `Invalid params: _meta field "io.modelcontextprotocol/protocolVersion" is required and must be a string`},
 
 		// Notifications.
 		{name: "notification accepted without headers", h: hdr(),
 			body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"_meta":` + meta("") + `}}`,
-			want: Request{Method: "notifications/cancelled", Version: Version, Capabilities: []byte(`{"sampling":{}}`)}},
+			want: Request{Method: "notifications/cancelled", Version: protocol.StatelessVersion, Capabilities: []byte(`{"sampling":{}}`)}},
 		{name: "notification without _meta", h: std("notifications/whatever"), body: `{"jsonrpc":"2.0","method":"notifications/whatever"}`,
 			want: Request{Method: "notifications/whatever"}},
 		{name: "notifications/initialized removed", h: std("notifications/initialized"), body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -237,7 +238,7 @@ func TestCheckRequestDoesNotAliasStrings(t *testing.T) {
 	for i := range b {
 		b[i] = 'z'
 	}
-	if got.Method != "x/custom" || got.Version != Version || got.LogLevel != "debug" {
+	if got.Method != "x/custom" || got.Version != protocol.StatelessVersion || got.LogLevel != "debug" {
 		t.Fatalf("strings changed with the buffer: %+v", got)
 	}
 }
@@ -249,9 +250,9 @@ func TestProblemResponse(t *testing.T) {
 		id   string
 		want string
 	}{
-		{"with data", Problem{400, CodeUnsupportedVersion, "Unsupported protocol version", []byte(`{"supported":["2026-07-28"],"requested":"1900-01-01"}`)}, `1`,
+		{"with data", Problem{400, protocol.CodeUnsupportedVersion, "Unsupported protocol version", []byte(`{"supported":["2026-07-28"],"requested":"1900-01-01"}`)}, `1`,
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"1900-01-01"}}}`},
-		{"without data", Problem{400, CodeHeaderMismatch, "Header mismatch: Mcp-Name header value 'foo' does not match body value 'bar'", nil}, `"a"`,
+		{"without data", Problem{400, protocol.CodeHeaderMismatch, "Header mismatch: Mcp-Name header value 'foo' does not match body value 'bar'", nil}, `"a"`,
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32020,"message":"Header mismatch: Mcp-Name header value 'foo' does not match body value 'bar'"}}`},
 		{"notification", Problem{404, -32601, "m", nil}, ``,
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"m"}}`},

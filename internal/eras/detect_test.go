@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestIsModern(t *testing.T) {
@@ -19,19 +20,19 @@ func TestIsModern(t *testing.T) {
 		{"each legacy version", "2024-11-05", req("tools/call", `{"name":"x"}`), false},
 		{"2025-03-26", "2025-03-26", req("tools/list", `{}`), false},
 		{"2025-06-18", "2025-06-18", req("tools/list", `{}`), false},
-		{"modern header", Version, req("tools/list", `{}`), true},
+		{"modern header", protocol.StatelessVersion, req("tools/list", `{}`), true},
 		{"unknown header", "v999.0.0", req("tools/list", `{}`), true},
 		{"_meta without header", "", withMeta, true},
 		{"_meta with legacy header", "2025-06-18", withMeta, true},
-		{"_meta protocolVersion of the wrong type", "", req("tools/list", `{"_meta":{"`+KeyProtocolVersion+`":1}}`), true},
+		{"_meta protocolVersion of the wrong type", "", req("tools/list", `{"_meta":{"`+protocol.MetaProtocolVersion+`":1}}`), true},
 		{"escaped _meta key", "", req("tools/list", `{"_m\u0065ta":{"io.modelcontextprotocol\/protocolVersion":"x"}}`), true},
-		{"protocolVersion outside _meta", "", req("tools/list", `{"`+KeyProtocolVersion+`":"2026-07-28"}`), false},
+		{"protocolVersion outside _meta", "", req("tools/list", `{"`+protocol.MetaProtocolVersion+`":"2026-07-28"}`), false},
 		{"other _meta keys only", "", req("tools/list", `{"_meta":{"progressToken":1}}`), false},
-		{"initialize with modern header only", Version, req("initialize", `{"protocolVersion":"2025-11-25"}`), false},
-		{"initialize with _meta", Version, req("initialize", `{"_meta":`+meta("")+`}`), true},
-		{"notification with modern header", Version, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
+		{"initialize with modern header only", protocol.StatelessVersion, req("initialize", `{"protocolVersion":"2025-11-25"}`), false},
+		{"initialize with _meta", protocol.StatelessVersion, req("initialize", `{"_meta":`+meta("")+`}`), true},
+		{"notification with modern header", protocol.StatelessVersion, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
 		{"response with legacy header", "2025-11-25", `{"jsonrpc":"2.0","id":1,"result":{}}`, false},
-		{"batch with modern header", Version, "", true},
+		{"batch with modern header", protocol.StatelessVersion, "", true},
 		{"batch with legacy header", "2025-03-26", "", false},
 		{"batch without header", "", "", false},
 	}

@@ -6,18 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Discover returns the server/discover result (schema.ts DiscoverResult)
-// for a legacy server, built from initResult, the raw JSON InitializeResult
+// for a session-era server, built from initResult, the raw JSON InitializeResult
 // the server gave the gateway:
 //
 //	{"resultType":"complete","supportedVersions":[…],"capabilities":{…},
 //	 "instructions":…,"ttlMs":0,"cacheScope":"private",
 //	 "_meta":{"io.modelcontextprotocol/serverInfo":{…}}}
 //
-// supportedVersions is [Supported] followed by legacyVersions (the
-// versions the gateway itself serves to legacy clients), without
+// supportedVersions is [protocol.StatelessVersions] followed by
+// sessionVersions (the versions the gateway itself serves to session-era
+// clients), without
 // repeats. capabilities is the server's, less the keys in drop (what the
 // gateway cannot serve in front of it); discover must list only what works
 // (conformance sep-2575-discover-capabilities-match-handlers). instructions
@@ -27,7 +30,7 @@ import (
 //
 // It is an error for initResult not to be an object with a capabilities
 // object. Values are copied as the server wrote them, compacted.
-func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte, error) {
+func Discover(initResult []byte, sessionVersions []string, drop []string) ([]byte, error) {
 	var init struct {
 		Capabilities json.RawMessage `json:"capabilities"`
 		Instructions json.RawMessage `json:"instructions"`
@@ -53,8 +56,8 @@ func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte
 		CacheScope        string                     `json:"cacheScope"`
 		Meta              map[string]json.RawMessage `json:"_meta,omitempty"`
 	}{ResultType: "complete", Capabilities: caps, CacheScope: "private"}
-	out.SupportedVersions = slices.Clone(Supported)
-	for _, v := range legacyVersions {
+	out.SupportedVersions = slices.Clone(protocol.StatelessVersions)
+	for _, v := range sessionVersions {
 		if !slices.Contains(out.SupportedVersions, v) {
 			out.SupportedVersions = append(out.SupportedVersions, v)
 		}
@@ -63,7 +66,7 @@ func Discover(initResult []byte, legacyVersions []string, drop []string) ([]byte
 		out.Instructions = init.Instructions
 	}
 	if len(init.ServerInfo) > 0 && !bytes.Equal(init.ServerInfo, []byte("null")) {
-		out.Meta = map[string]json.RawMessage{KeyServerInfo: init.ServerInfo}
+		out.Meta = map[string]json.RawMessage{protocol.MetaServerInfo: init.ServerInfo}
 	}
 
 	// An Encoder, not Marshal: Marshal would rewrite <, > and & in the

@@ -3,6 +3,8 @@ package eras
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestDiscover(t *testing.T) {
@@ -20,7 +22,7 @@ func TestDiscover(t *testing.T) {
 			`{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25","2025-06-18","2025-03-26","2024-11-05"],"capabilities":{"prompts":{},"resources":{"subscribe":true},"tools":{"listChanged":true}},"instructions":"Use <b> & </b>.","ttlMs":0,"cacheScope":"private","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1.0.0"}}}`},
 		{"no serverInfo, no instructions, repeated versions",
 			`{ "capabilities" : { } , "instructions" : null }`,
-			[]string{"2025-11-25", Version, "2025-11-25"}, nil,
+			[]string{"2025-11-25", protocol.StatelessVersion, "2025-11-25"}, nil,
 			`{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{},"ttlMs":0,"cacheScope":"private"}`},
 		{"values kept as written, compacted",
 			`{"capabilities":{"experimental":{"x":{"n":1.50e+2,"s":"\u00e9\/"}}},"serverInfo":{"name":"é", "version":"2","title":"T"}}`,

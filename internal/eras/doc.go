@@ -1,64 +1,31 @@
-// Package modern holds the rules of the MCP 2026-07-28 revision ("modern",
+// Package eras holds the rules of the MCP 2026-07-28 revision ("modern",
 // stateless) that the gateway needs to serve it in front of servers of the
-// initialized (legacy, 2024-11-05 … 2025-11-25) eras: telling a modern POST
-// from a legacy one ([IsModern]), checking a modern request against its
-// headers ([Check]), translating a request for a legacy server ([ToLegacy])
-// and its reply back ([FromLegacy]), answering server/discover for a legacy
-// server ([Discover]), and spotting the server-to-client requests that the
+// session eras (2024-11-05 … 2025-11-25): telling a modern POST from a
+// session-era one ([IsModern]), checking a modern request against its
+// headers ([Check]), translating a request for a session-era server
+// ([ToSessionEra]) and its reply back ([FromSessionEra]), answering
+// server/discover for a session-era server ([Discover]), and spotting the server-to-client requests that the
 // revision only allows through multi round-trip requests ([IsInputRequest]).
 //
 // The package is pure: no HTTP server, no I/O, no goroutines, no state.
 // front calls IsModern and Check before it routes a POST; the code that
-// talks to a legacy upstream calls ToLegacy, FromLegacy and Discover. It
-// imports only internal/jsonrpc and the standard library.
+// talks to a session-era upstream calls ToSessionEra, FromSessionEra and
+// Discover. It imports only internal/jsonrpc, internal/protocol (where the
+// versions, codes, _meta keys and method tables it applies are named) and
+// the standard library.
 //
 // Ownership: like [jsonrpc.Message], what Check returns may alias the bytes
 // the message was parsed from (see [Request]); the Append functions copy into
 // dst and never modify their inputs. Every function is safe for concurrent
 // use.
 //
-// Byte exactness: ToLegacy and FromLegacy splice into the original bytes
+// Byte exactness: ToSessionEra and FromSessionEra splice into the original bytes
 // instead of re-encoding, so ids, numbers, key order, escapes and whitespace
 // outside the spliced members come out exactly as they went in.
 //
 // Errors: Check decides in one place what a refused client sees, as a
 // [Problem] carrying both the HTTP status and the JSON-RPC error.
 package eras
-
-// Version is the protocol revision this package implements.
-const Version = "2026-07-28"
-
-// Supported lists the modern versions the gateway serves. Check refuses
-// others with [CodeUnsupportedVersion], naming these in the error's data.
-// Callers must not modify it.
-var Supported = []string{Version}
-
-// LegacyVersions lists the initialized-era versions. A POST whose
-// MCP-Protocol-Version header is one of these is not modern.
-// Callers must not modify it.
-var LegacyVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
-
-// Keys of _meta that 2026-07-28 reserves (basic/index.mdx, "Reserved keys").
-const (
-	// KeyProtocolVersion is required in every modern request's params._meta.
-	KeyProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-	// KeyClientCapabilities is required in every modern request's
-	// params._meta: an object, {} for none.
-	KeyClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	// KeyClientInfo is optional (SHOULD); servers must not require it.
-	KeyClientInfo = "io.modelcontextprotocol/clientInfo"
-	// KeyLogLevel asks for notifications/message at or above the level on
-	// this request's response stream; absent means none may be sent.
-	KeyLogLevel = "io.modelcontextprotocol/logLevel"
-	// KeyServerInfo identifies the server in a result's _meta (SHOULD).
-	KeyServerInfo = "io.modelcontextprotocol/serverInfo"
-	// KeySubscriptionID tags every notification of a subscriptions/listen
-	// stream with the listen request's id.
-	KeySubscriptionID = "io.modelcontextprotocol/subscriptionId"
-)
-
-// keyPrefix is the prefix of the keys ToLegacy strips.
-const keyPrefix = "io.modelcontextprotocol/"
 
 // Headers a modern client sends on every POST (streamable-http.mdx,
 // "Request Metadata"). Names are case-insensitive; values are not.
@@ -69,12 +36,4 @@ const (
 	// params.uri (resources/read), possibly in the base64 sentinel form
 	// (see [DecodeHeaderValue]).
 	HeaderName = "Mcp-Name"
-)
-
-// Error codes 2026-07-28 defines (renumbered late: drafts and old SDKs used
-// -32001, -32003 and -32004).
-const (
-	CodeHeaderMismatch     = -32020
-	CodeMissingCapability  = -32021
-	CodeUnsupportedVersion = -32022
 )

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func FuzzDecodeHeaderValue(f *testing.F) {
@@ -88,7 +89,7 @@ func sameEnvelope(t *testing.T, in *jsonrpc.Message, out []byte) *jsonrpc.Messag
 	return &m
 }
 
-func FuzzToLegacy(f *testing.F) {
+func FuzzToSessionEra(f *testing.F) {
 	for _, s := range messageSeeds {
 		f.Add([]byte(s))
 	}
@@ -98,7 +99,7 @@ func FuzzToLegacy(f *testing.F) {
 			return
 		}
 		orig := bytes.Clone(b)
-		out := ToLegacy(nil, &in)
+		out := ToSessionEra(nil, &in)
 		if !bytes.Equal(b, orig) {
 			t.Fatal("input modified")
 		}
@@ -110,7 +111,7 @@ func FuzzToLegacy(f *testing.F) {
 			if meta, ok := params["_meta"].(map[string]any); ok {
 				n := len(meta)
 				for k := range meta {
-					if strings.HasPrefix(k, keyPrefix) {
+					if strings.HasPrefix(k, protocol.MetaPrefix) {
 						delete(meta, k)
 					}
 				}
@@ -120,12 +121,12 @@ func FuzzToLegacy(f *testing.F) {
 			}
 		}
 		if got := decode(t, out); !reflect.DeepEqual(got, want) {
-			t.Fatalf("ToLegacy(%s) = %s\ngot  %v\nwant %v", b, out, got, want)
+			t.Fatalf("ToSessionEra(%s) = %s\ngot  %v\nwant %v", b, out, got, want)
 		}
 	})
 }
 
-func FuzzFromLegacy(f *testing.F) {
+func FuzzFromSessionEra(f *testing.F) {
 	for _, s := range messageSeeds {
 		for _, m := range []string{"tools/list", "resources/read", "tools/call"} {
 			f.Add(m, []byte(s))
@@ -133,14 +134,14 @@ func FuzzFromLegacy(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, method string, b []byte) {
 		orig := bytes.Clone(b)
-		out := FromLegacy(nil, method, b)
+		out := FromSessionEra(nil, method, b)
 		if !bytes.Equal(b, orig) {
 			t.Fatal("input modified")
 		}
 		in, err := jsonrpc.Parse(b)
 		if err != nil || in.Kind != jsonrpc.KindResponse {
 			if !bytes.Equal(out, b) {
-				t.Fatalf("FromLegacy changed what it cannot read: %s", out)
+				t.Fatalf("FromSessionEra changed what it cannot read: %s", out)
 			}
 			return
 		}
@@ -149,7 +150,7 @@ func FuzzFromLegacy(f *testing.F) {
 		got, want := decode(t, out), decode(t, b)
 		if res, ok := want["result"].(map[string]any); ok {
 			add := map[string]any{"resultType": "complete"}
-			if cacheable(method) {
+			if protocol.IsCacheable(method) {
 				add["ttlMs"], add["cacheScope"] = json.Number("0"), "private"
 			}
 			for k, v := range add {
@@ -164,7 +165,7 @@ func FuzzFromLegacy(f *testing.F) {
 			}
 		}
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("FromLegacy(%q, %s) = %s\ngot  %v\nwant %v", method, b, out, got, want)
+			t.Fatalf("FromSessionEra(%q, %s) = %s\ngot  %v\nwant %v", method, b, out, got, want)
 		}
 	})
 }
@@ -174,11 +175,11 @@ func FuzzFromLegacy(f *testing.F) {
 // response must be valid JSON carrying the message's id.
 func FuzzCheck(f *testing.F) {
 	for _, s := range messageSeeds {
-		f.Add([]byte(s), Version, "tools/call", "x")
+		f.Add([]byte(s), protocol.StatelessVersion, "tools/call", "x")
 	}
 	f.Add([]byte(req("tools/call", `{"name":"x","_meta":`+meta("")+`}`)), "2025-11-25, 2025-11-25", "tools/call", "x")
-	f.Add([]byte(req("tools/call", `{"name":"Hello, 世界","_meta":`+meta("")+`}`)), Version, "tools/call", "=?base64?SGVsbG8sIOS4lueVjA==?=")
-	f.Add([]byte(req("server/discover", `{"_meta":{"`+KeyProtocolVersion+`":"v9","`+KeyClientCapabilities+`":{}}}`)), "v9", "server/discover", "")
+	f.Add([]byte(req("tools/call", `{"name":"Hello, 世界","_meta":`+meta("")+`}`)), protocol.StatelessVersion, "tools/call", "=?base64?SGVsbG8sIOS4lueVjA==?=")
+	f.Add([]byte(req("server/discover", `{"_meta":{"`+protocol.MetaProtocolVersion+`":"v9","`+protocol.MetaClientCapabilities+`":{}}}`)), "v9", "server/discover", "")
 	f.Fuzz(func(t *testing.T, b []byte, version, method, name string) {
 		m, err := jsonrpc.Parse(b)
 		if err != nil {
@@ -189,15 +190,15 @@ func FuzzCheck(f *testing.F) {
 		got, p := Check(h, &m)
 		if p == nil {
 			hv, _, _ := HeaderVersion(h)
-			headerOK := hv == got.Version || got.OlderHeader == hv && slices.Contains(LegacyVersions, hv)
-			if m.Kind == jsonrpc.KindRequest && (!headerOK || !slices.Contains(Supported, got.Version) ||
+			headerOK := hv == got.Version || got.OlderHeader == hv && slices.Contains(protocol.SessionVersions, hv)
+			if m.Kind == jsonrpc.KindRequest && (!headerOK || !slices.Contains(protocol.StatelessVersions, got.Version) ||
 				got.Method != method || !json.Valid(got.Capabilities)) {
 				t.Fatalf("accepted %s under %q with %+v", b, version, got)
 			}
 			return
 		}
 		switch {
-		case p.Status == 400 && slices.Contains([]int{-32600, -32602, CodeHeaderMismatch, CodeUnsupportedVersion}, p.Code):
+		case p.Status == 400 && slices.Contains([]int{-32600, -32602, protocol.CodeHeaderMismatch, protocol.CodeUnsupportedVersion}, p.Code):
 		case p.Status == 404 && p.Code == -32601:
 		default:
 			t.Fatalf("unexpected refusal %v", p)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file holds the rules of the Mcp-Param-{Name} headers
@@ -173,7 +174,7 @@ func CheckParamHeaders(h http.Header, params []ParamHeader, arguments []byte) *P
 }
 
 func paramMismatch(msg string) *Problem {
-	return &Problem{http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: " + msg, nil}
+	return &Problem{http.StatusBadRequest, protocol.CodeHeaderMismatch, "Header mismatch: " + msg, nil}
 }
 
 // valueAt returns the raw value at path in the arguments object, and

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestParamHeaders(t *testing.T) {
@@ -85,8 +87,8 @@ func TestCheckParamHeaders(t *testing.T) {
 		if (p == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok %v", tc.name, p, tc.ok)
 		}
-		if p != nil && (p.Status != http.StatusBadRequest || p.Code != CodeHeaderMismatch) {
-			t.Errorf("%s: %v, want 400 and %d", tc.name, p, CodeHeaderMismatch)
+		if p != nil && (p.Status != http.StatusBadRequest || p.Code != protocol.CodeHeaderMismatch) {
+			t.Errorf("%s: %v, want 400 and %d", tc.name, p, protocol.CodeHeaderMismatch)
 		}
 	}
 }
@@ -111,7 +113,7 @@ func FuzzParamHeaders(f *testing.F) {
 			seen[http.CanonicalHeaderKey(p.Name)] = true
 			h.Set(ParamHeaderPrefix+p.Name, header)
 		}
-		if p := CheckParamHeaders(h, params, args); p != nil && p.Code != CodeHeaderMismatch {
+		if p := CheckParamHeaders(h, params, args); p != nil && p.Code != protocol.CodeHeaderMismatch {
 			t.Fatalf("problem %v", p)
 		}
 	})

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file holds the rules of the reverse bridge: a client of the
@@ -39,12 +41,12 @@ func InitializeResult(discover []byte, version string) ([]byte, error) {
 	if len(d.Capabilities) == 0 || d.Capabilities[0] != '{' {
 		return nil, errors.New("modern: server/discover result has no capabilities object")
 	}
-	info := d.Meta[KeyServerInfo]
+	info := d.Meta[protocol.MetaServerInfo]
 	if !rawObject(info) {
 		info = d.ServerInfo
 	}
 	if !rawObject(info) {
-		info = json.RawMessage(`{"name":"unknown (a ` + Version + ` server)","version":"0"}`)
+		info = json.RawMessage(`{"name":"unknown (a ` + protocol.StatelessVersion + ` server)","version":"0"}`)
 	}
 	out := struct {
 		ProtocolVersion string          `json:"protocolVersion"`
@@ -123,8 +125,7 @@ func BridgeRequest(msg *jsonrpc.Message, id []byte, meta, params map[string]json
 
 // reserved reports whether a decoded _meta key is the revision's.
 func reserved(key string) bool {
-	const prefix = "io.modelcontextprotocol/"
-	return len(key) >= len(prefix) && key[:len(prefix)] == prefix
+	return strings.HasPrefix(key, protocol.MetaPrefix)
 }
 
 // InputRequest is one request of an input_required result: what the
@@ -184,7 +185,7 @@ func ParseInputRequired(reply []byte) (InputRequired, bool, error) {
 		if err := json.Unmarshal(r.Result.InputRequests[key], &req); err != nil {
 			return out, true, fmt.Errorf("modern: input_required inputRequests[%q] is not a request object", key)
 		}
-		if !IsInputMethod(req.Method) {
+		if !protocol.IsServerRequest(req.Method) {
 			return out, true, fmt.Errorf("modern: input_required inputRequests[%q] has method %q (allowed: sampling/createMessage, elicitation/create, roots/list)", key, req.Method)
 		}
 		if bytes.Equal(req.Params, []byte("null")) {
@@ -196,16 +197,6 @@ func ParseInputRequired(reply []byte) (InputRequired, bool, error) {
 		return out, true, errors.New("modern: input_required result has neither inputRequests nor requestState")
 	}
 	return out, true, nil
-}
-
-// IsInputMethod reports whether method is one a server may ask of its
-// client: in inputRequests of 2026-07-28, or as a server request before.
-func IsInputMethod(method string) bool {
-	switch method {
-	case "sampling/createMessage", "elicitation/create", "roots/list":
-		return true
-	}
-	return false
 }
 
 // KeyInputKey is the _meta key of a server request the gateway makes of a

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestInitializeResult(t *testing.T) {
@@ -47,8 +48,8 @@ func TestInitializeResult(t *testing.T) {
 
 func TestBridgeRequest(t *testing.T) {
 	meta := map[string]json.RawMessage{
-		KeyProtocolVersion:    json.RawMessage(`"2026-07-28"`),
-		KeyClientCapabilities: json.RawMessage(`{"sampling":{}}`),
+		protocol.MetaProtocolVersion:    json.RawMessage(`"2026-07-28"`),
+		protocol.MetaClientCapabilities: json.RawMessage(`{"sampling":{}}`),
 	}
 	for _, tc := range []struct {
 		name, in, want string
@@ -151,7 +152,7 @@ func FuzzBridgeRequest(f *testing.F) {
 	f.Add(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":{"progressToken":1}}}`)
 	f.Add(`{"jsonrpc":"2.0","id":"z","method":"x","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1"}}}`)
 	f.Add(`{"jsonrpc":"2.0","id":2,"method":"y"}`)
-	meta := map[string]json.RawMessage{KeyProtocolVersion: json.RawMessage(`"2026-07-28"`)}
+	meta := map[string]json.RawMessage{protocol.MetaProtocolVersion: json.RawMessage(`"2026-07-28"`)}
 	f.Fuzz(func(t *testing.T, in string) {
 		msg, err := jsonrpc.Parse([]byte(in))
 		if err != nil || msg.Kind != jsonrpc.KindRequest {
@@ -174,7 +175,7 @@ func FuzzBridgeRequest(f *testing.F) {
 				RequestState string                     `json:"requestState"`
 			} `json:"params"`
 		}
-		if err := json.Unmarshal(out, &p); err != nil || string(p.Params.Meta[KeyProtocolVersion]) != `"2026-07-28"` || p.Params.RequestState != "s" {
+		if err := json.Unmarshal(out, &p); err != nil || string(p.Params.Meta[protocol.MetaProtocolVersion]) != `"2026-07-28"` || p.Params.RequestState != "s" {
 			t.Fatalf("%s -> %s (%v)", in, out, err)
 		}
 	})
@@ -195,7 +196,7 @@ func FuzzParseInputRequired(f *testing.F) {
 			t.Fatal("neither requests nor state")
 		}
 		for _, r := range ir.Requests {
-			if !IsInputMethod(r.Method) {
+			if !protocol.IsServerRequest(r.Method) {
 				t.Fatalf("method %q", r.Method)
 			}
 		}

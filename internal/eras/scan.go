@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file walks JSON that jsonrpc.Parse has already validated, to find the
@@ -169,14 +170,14 @@ func keyIs(b []byte, m member, name string) bool {
 	return ok && s == name
 }
 
-// keyReserved reports whether m's name, unescaped, starts with keyPrefix.
+// keyReserved reports whether m's name, unescaped, starts with [protocol.MetaPrefix].
 func keyReserved(b []byte, m member) bool {
 	if !m.escaped {
 		name := b[m.key.Start+1 : m.key.End-1]
-		return len(name) >= len(keyPrefix) && string(name[:len(keyPrefix)]) == keyPrefix // no allocation
+		return len(name) >= len(protocol.MetaPrefix) && string(name[:len(protocol.MetaPrefix)]) == protocol.MetaPrefix // no allocation
 	}
 	s, ok := unquote(b[m.key.Start:m.key.End])
-	return ok && strings.HasPrefix(s, keyPrefix)
+	return ok && strings.HasPrefix(s, protocol.MetaPrefix)
 }
 
 // textAt returns the content of the string at s, unescaped, and false if s

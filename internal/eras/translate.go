@@ -4,18 +4,19 @@ import (
 	"strconv"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
-// ToLegacy appends to dst the message to send to an initialized (legacy)
-// server for msg, a modern message parsed by [jsonrpc.Parse]: params._meta
+// ToSessionEra appends to dst the message to send to a session-era
+// (initialized) server for msg, a modern message parsed by [jsonrpc.Parse]: params._meta
 // without its io.modelcontextprotocol/* keys (escaped spellings included),
 // and without _meta at all if nothing else was in it. Everything else,
 // progressToken and other _meta keys among it, is copied byte for byte; a
 // message with nothing to strip is copied whole.
 //
 // The keys go because they are this revision's per-request state, which a
-// legacy server learnt once at initialize and may reject or misread.
-func ToLegacy(dst []byte, msg *jsonrpc.Message) []byte {
+// session-era server learnt once at initialize and may reject or misread.
+func ToSessionEra(dst []byte, msg *jsonrpc.Message) []byte {
 	b := msg.Raw
 	params := find(b, wholeValue(b), "params")
 	var meta member
@@ -74,21 +75,12 @@ func dropMembers(edits []jsonrpc.Edit, b []byte, obj jsonrpc.Span, drop func(mem
 	return edits, kept
 }
 
-// cacheable are the methods whose results must carry ttlMs and cacheScope
-// (caching.mdx; schema.ts CacheableResult).
-func cacheable(method string) bool {
-	switch method {
-	case "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read":
-		return true
-	}
-	return false
-}
-
-// FromLegacy appends to dst the reply a modern client should get for reply,
-// a legacy server's whole JSON-RPC response to its request of method.
+// FromSessionEra appends to dst the reply a modern client should get for
+// reply, a session-era server's whole JSON-RPC response to its request of
+// method.
 //
 // A result object gains "resultType":"complete" (2026-07-28 requires it on
-// every result; a legacy result is final by construction, but for one of
+// every result; a session-era result is final by construction, but for one of
 // tools/call, prompts/get or resources/read carrying inputRequests or
 // requestState, which gains "resultType":"input_required": a server on an
 // SDK of both eras may answer so) and, for the
@@ -98,26 +90,26 @@ func cacheable(method string) bool {
 // across users) — each only if the result does not have it already. They
 // are inserted at the start of the object; the rest is copied byte for byte.
 //
-// An error passes unchanged, except that for resources/read the legacy
+// An error passes unchanged, except that for resources/read the session eras'
 // "resource not found" code -32002 becomes -32602, the code 2026-07-28
 // gives it (SEP-2164) and forbids the other for. Anything else — a result
 // that is not an object, a reply that is not a valid response — is copied
 // as it is.
-func FromLegacy(dst []byte, method string, reply []byte) []byte {
+func FromSessionEra(dst []byte, method string, reply []byte) []byte {
 	msg, err := jsonrpc.Parse(reply)
 	if err != nil || msg.Kind != jsonrpc.KindResponse {
 		return append(dst, reply...)
 	}
 	top := wholeValue(reply)
 	if msg.IsError {
-		if method != "resources/read" {
+		if method != protocol.MethodResourcesRead {
 			return append(dst, reply...)
 		}
 		code := find(reply, find(reply, top, "error"), "code")
-		if !code.Present() || !numberIs(reply[code.Start:code.End], -32002) {
+		if !code.Present() || !numberIs(reply[code.Start:code.End], protocol.CodeResourceNotFound) {
 			return append(dst, reply...)
 		}
-		return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: code, Value: []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))})
+		return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: code, Value: []byte(strconv.Itoa(protocol.CodeInvalidParams))})
 	}
 	result := find(reply, top, "result")
 	if !isObject(reply, result) {
@@ -146,14 +138,14 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	}
 	switch {
 	case hasType:
-	case hasInput && inputMethod(method):
+	case hasInput && protocol.AllowsInputRequired(method):
 		// A server built on an SDK of both eras may answer a session-era
 		// client with its own multi round-trip result, untyped: it is one.
 		add(`"resultType":"input_required"`)
 	default:
 		add(`"resultType":"complete"`)
 	}
-	if cacheable(method) {
+	if protocol.IsCacheable(method) {
 		if !hasTTL {
 			add(`"ttlMs":0`)
 		}
@@ -169,11 +161,6 @@ func FromLegacy(dst []byte, method string, reply []byte) []byte {
 	}
 	at := jsonrpc.Span{Start: result.Start + 1, End: result.Start + 1}
 	return jsonrpc.Splice(dst, reply, jsonrpc.Edit{Span: at, Value: ins})
-}
-
-// inputMethod reports whether method may be answered input_required.
-func inputMethod(method string) bool {
-	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
 }
 
 // numberIs reports whether the JSON number n has the value want (so that

@@ -4,9 +4,10 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
-func TestToLegacy(t *testing.T) {
+func TestToSessionEra(t *testing.T) {
 	const pv, caps, info = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`,
 		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`, `"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}`
 	tests := []struct{ name, in, want string }{
@@ -61,7 +62,7 @@ func TestToLegacy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := parse(t, tt.in)
-			got := string(ToLegacy([]byte("prefix"), m))
+			got := string(ToSessionEra([]byte("prefix"), m))
 			if got != "prefix"+tt.want {
 				t.Fatalf("got  %s\nwant prefix%s", got, tt.want)
 			}
@@ -72,7 +73,7 @@ func TestToLegacy(t *testing.T) {
 	}
 }
 
-func TestFromLegacy(t *testing.T) {
+func TestFromSessionEra(t *testing.T) {
 	const complete, cache = `"resultType":"complete",`, `"resultType":"complete","ttlMs":0,"cacheScope":"private",`
 	tests := []struct{ name, method, in, want string }{
 		{"cacheable list", "tools/list",
@@ -141,7 +142,7 @@ func TestFromLegacy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := []byte(tt.in)
-			got := string(FromLegacy([]byte("prefix"), tt.method, in))
+			got := string(FromSessionEra([]byte("prefix"), tt.method, in))
 			if got != "prefix"+tt.want {
 				t.Fatalf("got  %s\nwant prefix%s", got, tt.want)
 			}
@@ -160,10 +161,10 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	reply := []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`)
 	buf := make([]byte, 0, 4096)
 	for name, f := range map[string]func(){
-		"IsModern":   func() { IsModern(Version, m) },
-		"Check":      func() { Check(h, m) },
-		"ToLegacy":   func() { ToLegacy(buf[:0], m) },
-		"FromLegacy": func() { FromLegacy(buf[:0], "tools/list", reply) },
+		"IsModern":       func() { IsModern(protocol.StatelessVersion, m) },
+		"Check":          func() { Check(h, m) },
+		"ToSessionEra":   func() { ToSessionEra(buf[:0], m) },
+		"FromSessionEra": func() { FromSessionEra(buf[:0], "tools/list", reply) },
 	} {
 		if n := testing.AllocsPerRun(100, f); n != 0 {
 			t.Errorf("%s: %v allocations", name, n)

@@ -2,8 +2,9 @@ package eras
 
 import (
 	"net/http"
-	"slices"
 	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file reads MCP-Protocol-Version the way real clients send it, which
@@ -49,5 +50,5 @@ func HeaderVersion(h http.Header) (v string, repeated, ok bool) {
 // A header naming any other version (unknown, or modern and different) is
 // still a mismatch, as the conformance suite checks.
 func olderHeader(header, body string) bool {
-	return slices.Contains(Supported, body) && slices.Contains(LegacyVersions, header)
+	return protocol.IsStatelessVersion(body) && protocol.IsSessionVersion(header)
 }

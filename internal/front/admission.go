@@ -9,6 +9,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file wires admission (internal/admission) in front of the
@@ -58,7 +59,7 @@ func (h *Handler) resolved(next http.Handler) http.Handler {
 		t := h.loadTargets() // the one load of the request's targets (targets.go)
 		key, be, unknown := h.targetIn(t, r)
 		if be == nil {
-			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, unknown)
+			writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, unknown)
 			return
 		}
 		req := admission.Request{Key: key, Kind: "server", Name: key, Backend: be, Auth: t.auth}
@@ -128,7 +129,7 @@ func refuse(w http.ResponseWriter, ref *limits.Refusal, id []byte) {
 		x.Refused(ref.AuditOutcome())
 	}
 	w.Header().Set("Retry-After", limits.RetryAfter(ref.Retry))
-	writeErrorID(w, ref.HTTPStatus(), id, jsonrpc.CodeServerError, "mcpgate: "+ref.Msg, nil)
+	writeErrorID(w, ref.HTTPStatus(), id, protocol.CodeServerError, "mcpgate: "+ref.Msg, nil)
 }
 
 // auditTarget is target key as the audit log names it.

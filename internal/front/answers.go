@@ -2,6 +2,7 @@ package front
 
 import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -68,7 +69,7 @@ func (a *answers) missing(reason string) [][]byte {
 		if a.ids[string(id)] {
 			continue
 		}
-		out = append(out, jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "mcpgate: no reply: "+reason))
+		out = append(out, jsonrpc.ErrorResponse(id, protocol.CodeServerError, "mcpgate: no reply: "+reason))
 		n--
 	}
 	return out

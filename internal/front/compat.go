@@ -12,7 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -157,12 +157,12 @@ func clipHeader(v string) string {
 func (h *Handler) checkVersionHeader(w http.ResponseWriter, r *http.Request, onSession bool) bool {
 	v, repeated, ok := eras.HeaderVersion(r.Header)
 	if !ok {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: MCP-Protocol-Version given with different values: "+
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: MCP-Protocol-Version given with different values: "+
 			strconv.Quote(clipHeader(headerLine(r.Header))))
 		return false
 	}
-	if v != "" && !mux.IsSupported(v) && !(onSession && slices.Contains(eras.Supported, v)) {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(clipHeader(v)))
+	if v != "" && !protocol.IsSessionVersion(v) && !(onSession && protocol.IsStatelessVersion(v)) {
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: unsupported MCP-Protocol-Version "+strconv.Quote(clipHeader(v)))
 		return false
 	}
 	if repeated {
@@ -232,7 +232,7 @@ func (h *Handler) sessionEraMessages(w http.ResponseWriter, r *http.Request, msg
 		w.WriteHeader(http.StatusAccepted)
 		return nil, false
 	}
-	if noSession && !batch && msgs[0].Kind == jsonrpc.KindNotification && msgs[0].MethodIs("notifications/initialized") {
+	if noSession && !batch && msgs[0].Kind == jsonrpc.KindNotification && msgs[0].MethodIs(protocol.NotificationInitialized) {
 		h.initializedWithoutSession(w, r)
 		return nil, false
 	}

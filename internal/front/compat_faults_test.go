@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Faults of compat.go's rules, found by attacking them.
@@ -163,11 +164,11 @@ func TestMixedErasKeepSessionOwnership(t *testing.T) {
 // notifications/ prefix) counts as a request.
 func TestRequestsWithoutUsableIDNeverForwarded(t *testing.T) {
 	fake := newFakeBackend()
-	fake.version = batchVersion // batches allowed
+	fake.version = protocol.Version20250326 // batches allowed
 	b := &recordingBackend{fakeBackend: fake}
 	h, srv := routedServer(t, Config{Backends: map[string]conn.Backend{"x": b}})
 	sid := initSession(t, srv)
-	session := []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", batchVersion}
+	session := []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", protocol.Version20250326}
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo"}}`,
 		`{"jsonrpc":"2.0","id":[],"method":"tools/call","params":{"name":"echo"}}`,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -106,7 +107,7 @@ func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stre
 			return
 		}
 		if c.b.initError {
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "server exited: command not found"))
+			out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, "server exited: command not found"))
 			return
 		}
 		v := c.b.version
@@ -133,10 +134,10 @@ func (c *fakeConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stre
 	case "slowMissing": // the same refusal, after a while
 		go func() {
 			time.Sleep(20 * time.Millisecond)
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound, "Method not found"))
+			out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound, "Method not found"))
 		}()
 	case "missing": // a method the server does not have
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound, "Method not found"))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound, "Method not found"))
 	case "echoParams": // the params, written last by the test, back as the result
 		_, params, _ := bytes.Cut(msg.Raw, []byte(`"params":`))
 		out.Reply(jsonrpc.Response(id, bytes.Clone(params[:len(params)-1])))
@@ -182,7 +183,7 @@ func (c *fakeConn) Close() {
 	}
 	c.mu.Unlock()
 	for _, h := range p {
-		h.out.Reply(jsonrpc.ErrorResponse(h.id, jsonrpc.CodeServerError, text))
+		h.out.Reply(jsonrpc.ErrorResponse(h.id, protocol.CodeServerError, text))
 	}
 }
 

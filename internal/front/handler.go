@@ -16,8 +16,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/seal"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
@@ -333,7 +333,7 @@ func connOf(s *session.Session) conn.Conn {
 func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, req *admission.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
 	h.legacyGet(w, r, req.Key, req.Backend)
@@ -359,7 +359,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, req *admissio
 				// A client of the stateless revision, which has no GET, is
 				// told so as that revision asks.
 				w.Header().Set("Allow", "POST")
-				writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest,
+				writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest,
 					"mcpgate: GET needs a session (Mcp-Session-Id), or Accept: text/event-stream to open a legacy HTTP+SSE session")
 				return
 			}
@@ -370,13 +370,13 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, req *admissio
 	case http.MethodDelete:
 		if r.Header.Get("Mcp-Session-Id") == "" {
 			w.Header().Set("Allow", "GET, POST")
-			writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: DELETE ends a session and needs its Mcp-Session-Id")
+			writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: DELETE ends a session and needs its Mcp-Session-Id")
 			return
 		}
 		h.delete(w, r, name)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 	}
 }
 
@@ -385,14 +385,14 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, req *admissio
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, name string) *session.Session {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: missing Mcp-Session-Id header")
 		return nil
 	}
 	s := h.store.Lookup(id)
 	// Another principal's session is unknown to this one: it must not
 	// learn that it exists.
 	if s == nil || s.Server != name || s.Legacy() || s.Owner != h.owner(r) {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found (expired or deleted); initialize again")
 		return nil
 	}
 	h.sessionVersion(r, s) // compat.go

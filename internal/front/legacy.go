@@ -8,8 +8,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
@@ -24,7 +24,7 @@ import (
 // legacyGet opens (or, with Last-Event-ID, re-attaches to) a legacy session.
 func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string, be conn.Backend) {
 	if !lists(r.Header.Get("Accept"), "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest,
+		writeError(w, http.StatusNotAcceptable, protocol.CodeInvalidRequest,
 			"mcpgate: a GET without Mcp-Session-Id opens a legacy HTTP+SSE session and must send Accept: text/event-stream")
 		return
 	}
@@ -40,7 +40,7 @@ func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string,
 	st := s.General()
 	if !st.Attach() {
 		s.End(time.Now())
-		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that session's stream is already open")
+		writeError(w, http.StatusConflict, protocol.CodeInvalidRequest, "mcpgate: that session's stream is already open")
 		return
 	}
 	bp := getBuf()
@@ -125,16 +125,16 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	rec, _ := w.(*audit.Exchange) // nil without an audit log (admission.go)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
+		writeError(w, http.StatusUnsupportedMediaType, protocol.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
 		return
 	}
 	s := h.store.Lookup(r.URL.Query().Get("sessionId"))
 	if s == nil || s.Server != name || !s.Legacy() || s.Owner != h.owner(r) {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found (its stream closed); open a new one")
 		return
 	}
 	msgs, _, ok := h.readMessages(w, r)
@@ -153,7 +153,7 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 	rec.SetMessages(msgs)
 	conn := connOf(s)
 	if conn == nil {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found")
 		return
 	}
 	if s.General().Backlogged() {
@@ -161,7 +161,7 @@ func (h *Handler) legacyPost(w http.ResponseWriter, r *http.Request, name string
 		// stream (it vanished, or stalls) must not add more: refuse before
 		// handling, so nothing is lost and the pile stays bounded.
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError,
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError,
 			"mcpgate: the session's SSE stream is not read: its unread replies are over sseReplayBytes; read them before sending more")
 		return
 	}

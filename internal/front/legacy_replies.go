@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -96,7 +97,7 @@ func (h *Handler) handleLegacy(r *http.Request, name string, conn conn.Conn, st 
 // 202: see legacyPost for why.
 func (h *Handler) refuseLegacy(r *http.Request, name string, st *session.Stream, msgs []jsonrpc.Message, ref *limits.Refusal) {
 	retry := limits.RetryAfter(ref.Retry)
-	prob := eras.Problem{Code: jsonrpc.CodeServerError, Message: "mcpgate: " + ref.Msg, Data: []byte(`{"retryAfter":` + retry + `}`)}
+	prob := eras.Problem{Code: protocol.CodeServerError, Message: "mcpgate: " + ref.Msg, Data: []byte(`{"retryAfter":` + retry + `}`)}
 	// Announced first, as legacyPost does, so a draining stream waits for
 	// them.
 	st.Expect(countRequests(msgs))

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
@@ -61,13 +61,13 @@ func (f listenFilter) agreed(init []byte) listenFilter {
 // wants reports whether the notification msg goes to a listen with filter f.
 func (f listenFilter) wants(msg *jsonrpc.Message) bool {
 	switch msg.MethodName() {
-	case "notifications/tools/list_changed":
+	case protocol.NotificationToolsListChanged:
 		return f.ToolsListChanged
-	case "notifications/prompts/list_changed":
+	case protocol.NotificationPromptsListChanged:
 		return f.PromptsListChanged
-	case "notifications/resources/list_changed":
+	case protocol.NotificationResourcesListChanged:
 		return f.ResourcesListChanged
-	case "notifications/resources/updated":
+	case protocol.NotificationResourcesUpdated:
 		var p struct {
 			Params struct{ URI string } `json:"params"`
 		}
@@ -88,12 +88,12 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, s *session.Sess
 		} `json:"params"`
 	}
 	if err := json.Unmarshal(msg.Raw, &p); err != nil || p.Params.Notifications == nil {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, "mcpgate: subscriptions/listen needs params.notifications (an object)", nil)
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams, "mcpgate: subscriptions/listen needs params.notifications (an object)", nil)
 		return
 	}
 	init, err := conn.ServerInit(r.Context())
 	if err != nil {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, err.Error(), nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, err.Error(), nil)
 		return
 	}
 	f := p.Params.Notifications.agreed(init)
@@ -113,8 +113,8 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, s *session.Sess
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	agreed, _ := json.Marshal(f)
-	ack := `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"` +
-		eras.KeySubscriptionID + `":` + string(id) + `},"notifications":` + string(agreed) + `}}`
+	ack := `{"jsonrpc":"2.0","method":"` + protocol.NotificationSubscriptionsAcknowledged + `","params":{"_meta":{"` +
+		protocol.MetaSubscriptionID + `":` + string(id) + `},"notifications":` + string(agreed) + `}}`
 	buf, _ := sse.AppendEvent(nil, sse.Event{Event: "message", Data: []byte(ack)})
 	if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
 		return
@@ -162,7 +162,7 @@ func (h *Handler) listen(w http.ResponseWriter, r *http.Request, s *session.Sess
 // endListen ends a listen the gateway ends (it shuts down) with the
 // listen's result.
 func endListen(w http.ResponseWriter, id []byte) {
-	end := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"resultType":"complete","_meta":{"` + eras.KeySubscriptionID + `":` + string(id) + `}}}`
+	end := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"resultType":"complete","_meta":{"` + protocol.MetaSubscriptionID + `":` + string(id) + `}}}`
 	buf, _ := sse.AppendEvent(nil, sse.Event{Event: "message", Data: []byte(end)})
 	_, _ = w.Write(buf)
 }
@@ -171,7 +171,7 @@ func endListen(w http.ResponseWriter, id []byte) {
 // the server agreed.
 func (h *Handler) subscribe(ctx context.Context, s *session.Session, conn conn.StatelessConn, uri string) bool {
 	q, _ := json.Marshal(uri)
-	req, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"mcpgate-listen","method":"resources/subscribe","params":{"uri":` + string(q) + `}}`))
+	req, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"mcpgate-listen","method":"` + protocol.MethodResourcesSubscribe + `","params":{"uri":` + string(q) + `}}`))
 	if err != nil {
 		return false
 	}
@@ -218,7 +218,7 @@ func tagSubscription(msg, id []byte) []byte {
 	if meta == nil {
 		meta = map[string]json.RawMessage{}
 	}
-	meta[eras.KeySubscriptionID] = id
+	meta[protocol.MetaSubscriptionID] = id
 	params["_meta"], _ = json.Marshal(meta)
 	m["params"], _ = json.Marshal(params)
 	out, err := json.Marshal(m)

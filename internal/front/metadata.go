@@ -6,7 +6,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/admission"
 	"github.com/mcpgate/mcpgate/internal/auth"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file serves the targets' RFC 9728 metadata documents, and names
@@ -75,24 +75,24 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		hdr.Set("Allow", "GET, HEAD, OPTIONS")
-		writeError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
+		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
 	notFound := "mcpgate: no protected resource metadata at " + r.URL.Path
 	t := h.loadTargets()
 	key, be, _ := h.targetIn(t, r)
 	if be == nil || t.auth == nil { // t.auth: SetTargets may just have removed it
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, notFound)
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, notFound)
 		return
 	}
 	target, ok := h.authTarget(r, key)
 	if !ok {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return
 	}
 	doc, protected := t.auth.Metadata(target)
 	if !protected {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, notFound)
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, notFound)
 		return
 	}
 	writeBody(w, doc)

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -40,9 +41,6 @@ import (
 // request is parked for InputWait in all, over at most maxInputRounds
 // rounds: then it is cancelled upstream, so no client holds a shared
 // server's attention (its requests to clients) for longer.
-
-// inputMethods are the methods the revision allows input_required for.
-var inputMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // maxInputRounds bounds the input_required answers one request gets.
 const maxInputRounds = 10
@@ -95,7 +93,7 @@ func newModernStream(h *Handler, s *session.Session, conn conn.StatelessConn, st
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	token := bytes.Clone(msg.Bytes(msg.ProgressToken))
 	m := &modernStream{h: h, s: s, conn: conn, st: st, method: req.Method, logs: req.LogLevel != "",
-		id: id, first: id, token: token, curToken: token, mrtr: inputMethods[req.Method]}
+		id: id, first: id, token: token, curToken: token, mrtr: protocol.AllowsInputRequired(req.Method)}
 	if m.mrtr {
 		m.digest = requestDigest(msg)
 	}
@@ -106,13 +104,13 @@ func (m *modernStream) Send(msg []byte) {
 	if m.pass {
 		// The server ending a listen says so with notifications/cancelled
 		// (its reply follows): on HTTP the stream just ends.
-		if parsed, err := jsonrpc.Parse(msg); err != nil || !parsed.MethodIs("notifications/cancelled") {
+		if parsed, err := jsonrpc.Parse(msg); err != nil || !parsed.MethodIs(protocol.NotificationCancelled) {
 			m.st.Send(msg)
 		}
 		return
 	}
 	parsed, err := jsonrpc.Parse(msg)
-	if !m.logs && err == nil && parsed.Kind == jsonrpc.KindNotification && parsed.MethodIs("notifications/message") {
+	if !m.logs && err == nil && parsed.Kind == jsonrpc.KindNotification && parsed.MethodIs(protocol.NotificationMessage) {
 		return
 	}
 	if err == nil && parsed.Kind == jsonrpc.KindRequest {
@@ -129,7 +127,7 @@ func (m *modernStream) Send(msg []byte) {
 }
 
 func (m *modernStream) Reply(msg []byte) {
-	if m.method == "tools/list" && msg != nil {
+	if m.method == protocol.MethodToolsList && msg != nil {
 		m.h.paramTools.observe(paramKey(m.s.Server, m.s.Owner), msg) // paramheaders.go
 	}
 	if m.pass {
@@ -140,7 +138,7 @@ func (m *modernStream) Reply(msg []byte) {
 		return
 	}
 	if msg != nil {
-		msg = eras.FromLegacy(nil, m.method, msg)
+		msg = eras.FromSessionEra(nil, m.method, msg)
 	}
 	m.mu.Lock()
 	if m.answered {
@@ -184,8 +182,8 @@ func (m *modernStream) withID(reply, id []byte) []byte {
 func (m *modernStream) ask(msg *jsonrpc.Message) {
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	if !m.mrtr || !eras.IsInputRequest(msg) {
-		m.respondUp(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound,
-			"mcpgate: "+msg.MethodName()+" cannot be asked during "+m.method+" in protocol version "+statelessVersion))
+		m.respondUp(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound,
+			"mcpgate: "+msg.MethodName()+" cannot be asked during "+m.method+" in protocol version "+protocol.StatelessVersion))
 		return
 	}
 	m.mu.Lock()
@@ -396,12 +394,12 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 	id := msg.Bytes(msg.ID)
 	state, responses, err := retryParams(msg)
 	if err != nil {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams, err.Error(), nil)
 		return
 	}
 	m, err := h.unpark(state, requestDigest(msg), server, h.owner(r))
 	if err != nil {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams, err.Error(), nil)
 		return
 	}
 	// m is ours now: nobody else can take it (its state opened once).
@@ -441,7 +439,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 		m.answered = true
 		answers = nil
 		if reply = m.withID(m.final, m.id); reply == nil {
-			reply = jsonrpc.ErrorResponse(m.id, jsonrpc.CodeInternalError, "mcpgate: the request was cancelled while it waited for input")
+			reply = jsonrpc.ErrorResponse(m.id, protocol.CodeInternalError, "mcpgate: the request was cancelled while it waited for input")
 		}
 	case len(missing) > 0:
 		// Asked and not answered: asked again (the answered ones go up).
@@ -452,7 +450,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, 
 	}
 	m.mu.Unlock()
 	if release {
-		writeErrorID(w, http.StatusBadRequest, id, jsonrpc.CodeInvalidParams,
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeInvalidParams,
 			"mcpgate: the request asked for input more than "+strconv.Itoa(maxInputRounds)+" times, or for longer than "+h.cfg.InputWait.String(), nil)
 		return
 	}
@@ -486,7 +484,7 @@ func isRetry(msg *jsonrpc.Message) bool {
 // one the gateway sealed (what park returns: a handle and a digest,
 // sealed by a key the ring holds or held). Any other state is the
 // server's own (a server on an SDK of both eras may answer a session-era
-// request with its own input round, which FromLegacy marks
+// request with its own input round, which FromSessionEra marks
 // input_required): the retry then goes to the server as a new request,
 // state and inputResponses as they came, for the server to check. A
 // gateway state altered to another length is thereby the server's to

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // ---- a scriptable in-process server behind the stateless path ----------
@@ -79,7 +80,7 @@ func (c *atkConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Strea
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			out.Reply(jsonrpc.ErrorResponse([]byte(id), jsonrpc.CodeServerError, "closed"))
+			out.Reply(jsonrpc.ErrorResponse([]byte(id), protocol.CodeServerError, "closed"))
 			return
 		}
 		c.calls[id] = out
@@ -124,7 +125,7 @@ func (c *atkConn) reply(id, result string) {
 
 func (c *atkConn) fail(id, text string) {
 	if out := c.take(id); out != nil {
-		out.Reply(jsonrpc.ErrorResponse([]byte(id), jsonrpc.CodeServerError, text))
+		out.Reply(jsonrpc.ErrorResponse([]byte(id), protocol.CodeServerError, text))
 	}
 }
 
@@ -155,7 +156,7 @@ func (c *atkConn) Close() {
 	c.calls = map[string]conn.Stream{}
 	c.mu.Unlock()
 	for id, out := range calls {
-		out.Reply(jsonrpc.ErrorResponse([]byte(id), jsonrpc.CodeServerError, "mcpgate: session closed"))
+		out.Reply(jsonrpc.ErrorResponse([]byte(id), protocol.CodeServerError, "mcpgate: session closed"))
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -81,9 +81,9 @@ func TestObserverWithoutAudit(t *testing.T) {
 	}{
 		{"initialize", audit.OutcomeOK, 0, 200},
 		{"tools/call", audit.OutcomeOK, 0, 200},
-		{"missing", audit.OutcomeError, jsonrpc.CodeMethodNotFound, 200},
-		{"tools/call", audit.OutcomeRateLimited, jsonrpc.CodeServerError, 429},
-		{"", audit.OutcomeUnauthenticated, jsonrpc.CodeInvalidRequest, 401},
+		{"missing", audit.OutcomeError, protocol.CodeMethodNotFound, 200},
+		{"tools/call", audit.OutcomeRateLimited, protocol.CodeServerError, 429},
+		{"", audit.OutcomeUnauthenticated, protocol.CodeInvalidRequest, 401},
 		{"hold", audit.OutcomeOK, 0, 200},
 	}
 	got := rec.records()
@@ -138,7 +138,7 @@ func TestIsDenial(t *testing.T) {
 		{CodePolicyDenied, `mcpgate: tool "x" is not allowed by the policy of endpoint "all"`, true},
 		{CodePolicyDenied, `unknown tool: x`, false},
 		{CodePolicyDenied, `x is not allowed by the policy of mine`, false}, // a server's words
-		{jsonrpc.CodeServerError, `mcpgate: tool "x" is not allowed by the policy of server "s"`, false},
+		{protocol.CodeServerError, `mcpgate: tool "x" is not allowed by the policy of server "s"`, false},
 	} {
 		if got := isDenial(tt.code, tt.msg); got != tt.want {
 			t.Errorf("isDenial(%d, %q) = %v, want %v", tt.code, tt.msg, got, tt.want)

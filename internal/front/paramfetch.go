@@ -8,6 +8,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // A stateless tools/call with Mcp-Param headers may name a tool no list
@@ -89,8 +90,8 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb conn.Stat
 	}
 	defer conn.Close()
 	meta, _ := json.Marshal(map[string]json.RawMessage{
-		eras.KeyProtocolVersion:    mustJSON(req.Version),
-		eras.KeyClientCapabilities: capsOrEmpty(req.Capabilities),
+		protocol.MetaProtocolVersion:    mustJSON(req.Version),
+		protocol.MetaClientCapabilities: capsOrEmpty(req.Capabilities),
 	})
 	cursor := ""
 	for range paramListPages {
@@ -98,13 +99,13 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb conn.Stat
 		if cursor != "" {
 			params += `,"cursor":` + string(mustJSON(cursor))
 		}
-		raw := jsonrpc.Request([]byte(`1`), "tools/list", []byte(params+"}"))
+		raw := jsonrpc.Request([]byte(`1`), protocol.MethodToolsList, []byte(params+"}"))
 		msg, err := jsonrpc.Parse(raw)
 		if err != nil {
 			return
 		}
 		if !conn.Passthrough() {
-			if msg, err = jsonrpc.Parse(eras.ToLegacy(nil, &msg)); err != nil {
+			if msg, err = jsonrpc.Parse(eras.ToSessionEra(nil, &msg)); err != nil {
 				return
 			}
 		}

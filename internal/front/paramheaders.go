@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file validates the Mcp-Param-{Name} headers of stateless
@@ -178,7 +179,7 @@ func (p *paramTools) forget(target string) {
 // not the first call of a client that has not listed tools, which the
 // spec has send none) and be serves stateless requests (paramfetch.go).
 func (h *Handler) checkParamHeaders(ctx context.Context, target string, be conn.Backend, header http.Header, msg *jsonrpc.Message, req eras.Request) *eras.Problem {
-	if req.Method != "tools/call" {
+	if req.Method != protocol.MethodToolsCall {
 		return nil
 	}
 	p, err := conn.ReadParams(msg) // strictly, as the policy reads the name (params.go)

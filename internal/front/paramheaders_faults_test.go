@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // toolsPage is a tools/list reply naming tools t<from> to t<to-1>, each
@@ -141,7 +142,7 @@ func (c heldListerConn) Handle(ctx context.Context, msg *jsonrpc.Message, out co
 		select {
 		case <-c.b.release:
 		case <-ctx.Done():
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, "cancelled"))
+			out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, "cancelled"))
 			return
 		}
 		out.Reply(jsonrpc.Response(id, []byte(`{"tools":[{"name":"where","inputSchema":{"type":"object","properties":{"message":{"type":"string","x-mcp-header":"Message"}}}}]}`)))
@@ -188,7 +189,7 @@ func TestParamFetchJoinedByConcurrentCalls(t *testing.T) {
 	}
 	close(be.release)
 	for name, ch := range map[string]chan *eras.Problem{"first": first, "second": second} {
-		if prob := <-ch; prob == nil || prob.Code != eras.CodeHeaderMismatch {
+		if prob := <-ch; prob == nil || prob.Code != protocol.CodeHeaderMismatch {
 			t.Errorf("%s call: %v, want the header mismatch", name, prob)
 		}
 	}
@@ -202,7 +203,7 @@ func TestParamFetchJoinedByConcurrentCalls(t *testing.T) {
 	cancel()
 	close(be.release)
 	<-gone
-	if prob := check(context.Background(), "b", be); prob == nil || prob.Code != eras.CodeHeaderMismatch {
+	if prob := check(context.Background(), "b", be); prob == nil || prob.Code != protocol.CodeHeaderMismatch {
 		t.Errorf("after a caller that left: %v, want the header mismatch", prob)
 	}
 	if n := be.lists.Load(); n != 1 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file binds the requestState of a server that speaks the stateless
@@ -125,7 +126,7 @@ func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
 		return reply
 	}
 	bad := func() []byte {
-		return jsonrpc.ErrorResponse(m.Bytes(m.ID), jsonrpc.CodeInternalError, "mcpgate: the server's requestState is ambiguous or not a string")
+		return jsonrpc.ErrorResponse(m.Bytes(m.ID), protocol.CodeInternalError, "mcpgate: the server's requestState is ambiguous or not a string")
 	}
 	top, err := conn.StrictMembers(reply, []string{"result"})
 	if err != nil {

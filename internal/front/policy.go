@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file applies the targets' policies (Config.Policies): what each
@@ -31,15 +32,15 @@ const (
 // CodePolicyDenied is the JSON-RPC error code of a request a policy
 // refuses: invalid params, as for an unknown tool, since to the principal
 // the item does not exist.
-const CodePolicyDenied = jsonrpc.CodeInvalidParams
+const CodePolicyDenied = protocol.CodeInvalidParams
 
 // listKinds maps a list method to its items' kind, the result's array
 // and the member naming each item.
 var listKinds = map[string]struct{ kind, array, key string }{
-	"tools/list":               {policyTool, "tools", "name"},
-	"prompts/list":             {policyPrompt, "prompts", "name"},
-	"resources/list":           {policyResource, "resources", "uri"},
-	"resources/templates/list": {policyResource, "resourceTemplates", "uriTemplate"},
+	protocol.MethodToolsList:             {policyTool, "tools", "name"},
+	protocol.MethodPromptsList:           {policyPrompt, "prompts", "name"},
+	protocol.MethodResourcesList:         {policyResource, "resources", "uri"},
+	protocol.MethodResourcesTemplateList: {policyResource, "resourceTemplates", "uriTemplate"},
 }
 
 // policyOf returns the policy of a target key (a server's name, or
@@ -135,7 +136,7 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn
 	}
 	method := msg.MethodName()
 	if pol == nil {
-		if method == "subscriptions/listen" && out != nil {
+		if method == protocol.MethodSubscriptionsListen && out != nil {
 			// Its updates are judged as they come: a reload may add a
 			// policy while it is open.
 			out = c.track(&listStream{Stream: out, c: c, p: p})
@@ -149,7 +150,7 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn
 		c.Conn.Handle(ctx, msg, c.track(&listStream{Stream: out, c: c, pol: pol, p: p, kind: lk.kind, array: lk.array, key: lk.key, all: pol.AllowsAll(p, lk.kind)}))
 		return
 	}
-	if method == "subscriptions/listen" {
+	if method == protocol.MethodSubscriptionsListen {
 		// A listen of 2026-07-28 subscribes to resources by URI, and its
 		// stream carries their updates.
 		if err := c.checkListen(pol, p, msg); err != nil {
@@ -161,7 +162,7 @@ func (c *guardedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn
 	}
 	kind, name, args, ok, err := named(method, msg)
 	if err != nil {
-		out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeInvalidParams, err.Error()))
+		out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeInvalidParams, err.Error()))
 		return
 	}
 	if ok && !pol.Allows(p, kind, name, args) {
@@ -188,7 +189,7 @@ func (c *guardedConn) Abandon(out conn.Stream) {
 // completion of a ref of no known type (it cannot be checked).
 func named(method string, msg *jsonrpc.Message) (kind, name string, args json.RawMessage, ok bool, err error) {
 	switch method {
-	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete":
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet, protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe, protocol.MethodCompletionComplete:
 	default:
 		return "", "", nil, false, nil
 	}
@@ -197,11 +198,11 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 		return "", "", nil, false, err
 	}
 	switch method {
-	case "tools/call":
+	case protocol.MethodToolsCall:
 		return policyTool, cp.Name, json.RawMessage(cp.Arguments), true, nil
-	case "prompts/get":
+	case protocol.MethodPromptsGet:
 		return policyPrompt, cp.Name, json.RawMessage(cp.Arguments), true, nil
-	case "completion/complete":
+	case protocol.MethodCompletionComplete:
 		switch cp.Ref.Type {
 		case "ref/prompt":
 			return policyPrompt, cp.Ref.Name, nil, true, nil

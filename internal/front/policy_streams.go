@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file holds the streams a policy puts between a connection and the
@@ -78,7 +79,7 @@ func (l *listStream) filter(reply []byte) []byte {
 		result, err = conn.StrictMembers(top["result"], []string{l.array, "cacheScope"})
 	}
 	if err != nil {
-		return jsonrpc.ErrorResponse(m.Bytes(m.ID), jsonrpc.CodeInternalError,
+		return jsonrpc.ErrorResponse(m.Bytes(m.ID), protocol.CodeInternalError,
 			"mcpgate: the server's "+l.array+" list cannot be filtered by the policy: its result "+strings.TrimPrefix(err.Error(), "is "))
 	}
 	changed := false
@@ -153,7 +154,7 @@ func hidesUpdate(pol conn.Policy, p *auth.Principal, msg []byte) bool {
 		return false
 	}
 	m, err := jsonrpc.Parse(msg)
-	if err != nil || m.Kind != jsonrpc.KindNotification || !m.MethodIs("notifications/resources/updated") {
+	if err != nil || m.Kind != jsonrpc.KindNotification || !m.MethodIs(protocol.NotificationResourcesUpdated) {
 		return false
 	}
 	cp, err := conn.ReadParams(&m)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
-
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 

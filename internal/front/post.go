@@ -15,12 +15,9 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
-
-// batchVersion is the only protocol version whose clients may send JSON-RPC
-// batches; 2025-06-18 removed them.
-const batchVersion = "2025-03-26"
 
 // timerPool holds stopped timers for Config.ReplyWait: one per POST otherwise.
 var timerPool = sync.Pool{New: func() any {
@@ -33,11 +30,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be c
 	rec, _ := w.(*audit.Exchange) // nil without an audit log (admission.go)
 	accept := r.Header.Get("Accept")
 	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list application/json and text/event-stream")
+		writeError(w, http.StatusNotAcceptable, protocol.CodeInvalidRequest, "mcpgate: Accept must list application/json and text/event-stream")
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		writeError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
+		writeError(w, http.StatusUnsupportedMediaType, protocol.CodeInvalidRequest, "mcpgate: Content-Type must be application/json")
 		return
 	}
 	msgs, batch, ok := h.readMessages(w, r)
@@ -62,7 +59,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be c
 		return
 	}
 	requests := countRequests(msgs)
-	if !batch && msgs[0].Kind == jsonrpc.KindRequest && msgs[0].MethodIs("initialize") {
+	if !batch && msgs[0].Kind == jsonrpc.KindRequest && msgs[0].MethodIs(protocol.MethodInitialize) {
 		h.initialize(w, r, name, be, &msgs[0])
 		return
 	}
@@ -70,13 +67,13 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be c
 	if s == nil {
 		return
 	}
-	if batch && s.Version() != batchVersion {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+s.Version())
+	if batch && !protocol.AllowsBatches(s.Version()) {
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+s.Version())
 		return
 	}
 	conn := connOf(s)
 	if conn == nil {
-		writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: session not found")
+		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found")
 		return
 	}
 	s.Begin()
@@ -118,17 +115,17 @@ func (h *Handler) readMessages(w http.ResponseWriter, r *http.Request) (msgs []j
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest,
+			writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeInvalidRequest,
 				"mcpgate: request body over the limit of "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+" bytes")
 			return nil, false, false
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
-			writeError(w, http.StatusRequestTimeout, jsonrpc.CodeInvalidRequest,
+			writeError(w, http.StatusRequestTimeout, protocol.CodeInvalidRequest,
 				"mcpgate: request body not received within "+h.cfg.BodyReadTimeout.String())
 			return nil, false, false
 		}
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "mcpgate: reading request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, protocol.CodeParseError, "mcpgate: reading request body: "+err.Error())
 		return nil, false, false
 	}
 	parts := [][]byte{body}
@@ -271,7 +268,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 			h.end(s, "initialize failed")
 		}
 		if !st.Complete() {
-			evs = append(evs, session.Event{Final: true, Data: jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeServerError,
+			evs = append(evs, session.Event{Final: true, Data: jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeServerError,
 				"mcpgate: "+describe(name)+" did not answer initialize: "+closeReason(s))})
 		}
 	} else {
@@ -305,7 +302,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be conn.Backend, legacy bool) (*session.Session, conn.Conn) {
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
 	// Sessions per principal (admission.go).
@@ -320,7 +317,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 	}
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, errTooMany.Error())
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, errTooMany.Error())
 		return nil, nil
 	}
 	s.Begin()
@@ -341,7 +338,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 			w.Header().Set("Retry-After", limits.RetryAfter(ra.RetryAfter()))
 		}
 		status, text := openRefusal(name, err)
-		writeError(w, status, jsonrpc.CodeServerError, text)
+		writeError(w, status, protocol.CodeServerError, text)
 		return nil, nil
 	}
 	s.SetValue(conn)
@@ -353,7 +350,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 		h.store.Delete(s.ID)
 		h.end(s, "the gateway is shutting down")
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down")
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
 	// A reload may have replaced the target after this request took its
@@ -365,7 +362,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be c
 		h.store.Delete(s.ID)
 		h.end(s, "the server's config changed")
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, jsonrpc.CodeServerError, "mcpgate: "+describe(name)+" was reconfigured while the session opened; retry")
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: "+describe(name)+" was reconfigured while the session opened; retry")
 		return nil, nil
 	}
 	if legacy {
@@ -397,7 +394,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 	// can resume. A stateless request cannot resume, and the status of its
 	// answer (404, 400 for the server's refusals) can only be chosen
 	// before a stream starts: it waits for its first message.
-	if v := s.Version(); v >= primingVersion && !isStateless(v) {
+	if protocol.PrimesStreams(s.Version()) {
 		t := timerPool.Get().(*time.Timer)
 		t.Reset(h.cfg.ReplyWait)
 		defer func() {
@@ -428,7 +425,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 					evs = append(evs, session.Event{Final: true, Data: e})
 				}
 			}
-			if isStateless(s.Version()) {
+			if protocol.IsStateless(s.Version()) {
 				writeStatelessJSON(w, evs)
 			} else {
 				writeJSON(w, evs, batch)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // TestReplyStyle: a reply that is the first message for its POST is one
@@ -33,8 +35,8 @@ func TestReplyStyle(t *testing.T) {
 			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || !strings.Contains(body, "notifications/progress") || !strings.Contains(body, `"id":"p"`) {
 				t.Errorf("reply after progress: %s %q, want an SSE stream", ct, body)
 			}
-			if primed := strings.Contains(body, "retry: "); primed != (version >= primingVersion) {
-				t.Errorf("reply after progress starts with %q: priming event %v, want %v", body[:min(len(body), 20)], primed, version >= primingVersion)
+			if primed := strings.Contains(body, "retry: "); primed != (version >= protocol.Version20251125) {
+				t.Errorf("reply after progress starts with %q: priming event %v, want %v", body[:min(len(body), 20)], primed, version >= protocol.Version20251125)
 			}
 		})
 	}
@@ -70,7 +72,7 @@ func TestSlowReplyStyle(t *testing.T) {
 			}()
 			waitFor(t, conn.held, "the request to reach the server")
 			var r result
-			if version >= primingVersion {
+			if version >= protocol.Version20251125 {
 				// The headers and the priming event come while the
 				// request is still held.
 				r = waitFor(t, got, "the SSE stream to open before the reply")
@@ -90,7 +92,7 @@ func TestSlowReplyStyle(t *testing.T) {
 			defer r.resp.Body.Close()
 			body, _ := io.ReadAll(r.resp.Body)
 			ct := r.resp.Header.Get("Content-Type")
-			if version >= primingVersion {
+			if version >= protocol.Version20251125 {
 				if ct != "text/event-stream" || !strings.Contains(string(body), "retry: ") || !strings.Contains(string(body), `"released":true`) {
 					t.Errorf("slow %s reply: %s %q, want a primed SSE stream with the reply", version, ct, body)
 				}
@@ -113,7 +115,7 @@ func TestLargeJSONReply(t *testing.T) {
 			_, srv := testServer(t, b, Config{})
 			sid := initSession(t, srv)
 			body, want := `{"jsonrpc":"2.0","id":"big","method":"echoParams","params":`+big+`}`, `{"jsonrpc":"2.0","id":"big","result":`+big+`}`
-			if version == batchVersion {
+			if version == protocol.Version20250326 {
 				body, want = "["+body+","+strings.Replace(body, `"big"`, `2`, 1)+"]", "["+want+","+strings.Replace(want, `"big"`, `2`, 1)+"]"
 			}
 			resp, got := do(t, srv, http.MethodPost, mcpPath, body, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", version)

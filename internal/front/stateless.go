@@ -8,7 +8,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -16,19 +16,10 @@ import (
 // endpoints as the session eras: a POST without a session id whose request
 // names a modern version in params._meta (or in MCP-Protocol-Version) is
 // one self-contained request. It gets its own connection to the server for
-// as long as it runs, in front of the server's one initialized (legacy)
+// as long as it runs, in front of the server's one initialized (session-era)
 // process: the request goes up without the revision's _meta keys, its
 // result comes back with resultType (and ttlMs and cacheScope where the
 // revision asks for them).
-
-// statelessVersion is the first protocol version without sessions: its
-// streams carry no event ids and no priming event (nothing can resume).
-const statelessVersion = eras.Version
-
-// isStateless reports whether a session's version is stateless: the
-// session then is the handler's own record of one request, never a
-// client's.
-func isStateless(v string) bool { return v >= statelessVersion }
 
 // unservedCapabilities are server capabilities a stateless client cannot
 // use through the gateway yet: tasks and experimental ones as in shared
@@ -53,7 +44,7 @@ func isStatelessPost(r *http.Request, msgs []jsonrpc.Message, batch bool) bool {
 // stateless answers one request of the stateless revision.
 func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string, be conn.Backend, msgs []jsonrpc.Message, batch bool) {
 	if batch {
-		writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+statelessVersion)
+		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: JSON-RPC batches are not allowed in protocol version "+protocol.StatelessVersion)
 		return
 	}
 	msg := &msgs[0]
@@ -86,14 +77,14 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}
 	sb, ok := be.(conn.StatelessBackend)
 	if !ok {
-		writeErrorID(w, http.StatusBadRequest, id, eras.CodeUnsupportedVersion,
-			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+statelessVersion+"; initialize a session",
+		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeUnsupportedVersion,
+			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+protocol.StatelessVersion+"; initialize a session",
 			unsupportedData(req.Version))
 		return
 	}
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
 	// The request is recorded as a session of its own for as long as it
@@ -101,7 +92,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	s, err := h.store.Create(name, h.owner(r), time.Now())
 	if err != nil {
 		w.Header().Set("Retry-After", "5")
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, errTooMany.Error(), nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, errTooMany.Error(), nil)
 		return
 	}
 	s.Begin()
@@ -118,35 +109,35 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	sc, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
 		status, text := openRefusal(name, err)
-		writeErrorID(w, status, id, jsonrpc.CodeServerError, text, nil)
+		writeErrorID(w, status, id, protocol.CodeServerError, text, nil)
 		return
 	}
 	s.SetValue(sc)
 	if h.draining.Load() || h.store.Lookup(s.ID) != s {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, "mcpgate: the gateway is shutting down", nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
 	if sc.Passthrough() {
 		h.forward(w, r, s, sc, msg, req)
 		return
 	}
-	if inputMethods[req.Method] && isRetry(msg) && h.sealedRetry(msg) {
+	if protocol.AllowsInputRequired(req.Method) && isRetry(msg) && h.sealedRetry(msg) {
 		// The retry of a request that got input_required goes on where
 		// that request was parked (this request's own session ends).
 		h.resume(w, r, name, msg) // by the same principal only (unpark)
 		return
 	}
-	if req.Method == "server/discover" {
+	if req.Method == protocol.MethodServerDiscover {
 		h.discover(w, r, sc, id)
 		return
 	}
-	if req.Method == "subscriptions/listen" {
+	if req.Method == protocol.MethodSubscriptionsListen {
 		h.listen(w, r, s, sc, msg, id)
 		return
 	}
-	up, err := jsonrpc.Parse(eras.ToLegacy(nil, msg))
-	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
-		writeErrorID(w, http.StatusInternalServerError, id, jsonrpc.CodeInternalError, "mcpgate: "+err.Error(), nil)
+	up, err := jsonrpc.Parse(eras.ToSessionEra(nil, msg))
+	if err != nil { // cannot happen: ToSessionEra keeps a valid message valid
+		writeErrorID(w, http.StatusInternalServerError, id, protocol.CodeInternalError, "mcpgate: "+err.Error(), nil)
 		return
 	}
 	st := s.NewStream(1, time.Now())
@@ -171,7 +162,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Ses
 		owner := h.owner(r)
 		bound, ok := h.unsealRetry(msg, s.Server, owner)
 		if !ok {
-			writeErrorID(w, http.StatusBadRequest, msg.Bytes(msg.ID), jsonrpc.CodeInvalidParams, errBadState.Error(), nil)
+			writeErrorID(w, http.StatusBadRequest, msg.Bytes(msg.ID), protocol.CodeInvalidParams, errBadState.Error(), nil)
 			return
 		}
 		msg, out.sealOwner, out.seal = bound, owner, true
@@ -194,12 +185,12 @@ func (h *Handler) await(w http.ResponseWriter, r *http.Request, s *session.Sessi
 func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn conn.StatelessConn, id []byte) {
 	init, err := conn.ServerInit(r.Context())
 	if err != nil {
-		writeErrorID(w, http.StatusServiceUnavailable, id, jsonrpc.CodeServerError, err.Error(), nil)
+		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, err.Error(), nil)
 		return
 	}
-	result, err := eras.Discover(init, mux.SupportedVersions, unservedCapabilities)
+	result, err := eras.Discover(init, protocol.SessionVersions, unservedCapabilities)
 	if err != nil {
-		writeErrorID(w, http.StatusBadGateway, id, jsonrpc.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
+		writeErrorID(w, http.StatusBadGateway, id, protocol.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
 		return
 	}
 	writeBody(w, jsonrpc.Response(id, result))
@@ -237,9 +228,9 @@ func errorStatus(reply []byte) int {
 		return http.StatusOK
 	}
 	switch eras.ErrorCode(&m) {
-	case jsonrpc.CodeMethodNotFound:
+	case protocol.CodeMethodNotFound:
 		return http.StatusNotFound
-	case jsonrpc.CodeInvalidParams, eras.CodeHeaderMismatch, eras.CodeMissingCapability, eras.CodeUnsupportedVersion:
+	case protocol.CodeInvalidParams, protocol.CodeHeaderMismatch, protocol.CodeMissingCapability, protocol.CodeUnsupportedVersion:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
@@ -265,7 +256,7 @@ func writeErrorID(w http.ResponseWriter, status int, id []byte, code int, msg st
 // unsupportedData is the data of an unsupported-version error.
 func unsupportedData(requested string) []byte {
 	b := []byte(`{"supported":[`)
-	for i, v := range mux.SupportedVersions {
+	for i, v := range protocol.SessionVersions {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -5,15 +5,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
-
-// primingVersion is the first protocol version whose clients expect a
-// priming event (an id with empty data) at the start of every SSE stream;
-// older clients may try to parse the empty data as JSON.
-const primingVersion = "2025-11-25"
 
 // Header values shared by every response, assigned without allocating;
 // net/http only reads them.
@@ -33,7 +28,7 @@ const reattachWait = 2 * time.Second
 // Last-Event-ID names.
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "mcpgate: Accept must list text/event-stream")
+		writeError(w, http.StatusNotAcceptable, protocol.CodeInvalidRequest, "mcpgate: Accept must list text/event-stream")
 		return
 	}
 	s := h.lookup(w, r, name)
@@ -46,17 +41,17 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 	if resumed {
 		id, seq, ok := session.ParseEventID(last)
 		if !ok {
-			writeError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "mcpgate: malformed Last-Event-ID")
+			writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: malformed Last-Event-ID")
 			return
 		}
 		if st = s.Stream(id); st == nil {
-			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: the stream of that Last-Event-ID is gone")
+			writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: the stream of that Last-Event-ID is gone")
 			return
 		}
 		if !st.Issued(seq) {
 			// Resumed from there it would send nothing before an event
 			// of that number: the replies of its requests never.
-			writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: no event of that Last-Event-ID was sent on its stream")
+			writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: no event of that Last-Event-ID was sent on its stream")
 			return
 		}
 		after = seq
@@ -66,7 +61,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 	// A client that lost its connection may come back before its old
 	// handler noticed: give that handler time to let go.
 	if !st.AttachWait(r.Context(), reattachWait) {
-		writeError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "mcpgate: that stream is already open")
+		writeError(w, http.StatusConflict, protocol.CodeInvalidRequest, "mcpgate: that stream is already open")
 		return
 	}
 	defer st.Detach()
@@ -103,12 +98,12 @@ func (h *Handler) resumeSSE(w http.ResponseWriter, r *http.Request, s *session.S
 func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, pending []session.Event, after uint64, ans *answers) {
 	bp := getBuf()
 	defer putBuf(bp)
-	if isStateless(s.Version()) {
+	if protocol.IsStateless(s.Version()) {
 		// Nothing can resume: no priming event, no event ids.
 		h.stream(w, r, s, st, pending, after, bp, ans, func(dst []byte, _ uint64) []byte { return dst })
 		return
 	}
-	if s.Version() >= primingVersion {
+	if protocol.PrimesStreams(s.Version()) {
 		*bp = appendID(*bp, st.ID(), after)
 		*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry})
 	}

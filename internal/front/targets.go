@@ -7,7 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -144,7 +144,7 @@ func (h *Handler) CloseTarget(key, reason string) int {
 
 // notFound answers a path that serves nothing.
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
+	writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: nothing at "+r.URL.Path+
 		" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
 }
 

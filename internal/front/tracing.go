@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file traces client requests (Config.Tracer): each JSON-RPC request
@@ -211,16 +212,16 @@ func (c *tracedConn) describe(ctx context.Context, msg *jsonrpc.Message, tm trac
 	}
 	name := method
 	switch method {
-	case "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe":
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet, protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe:
 		cp, err := conn.ReadParams(msg)
 		if err != nil {
 			break
 		}
 		switch method {
-		case "tools/call":
+		case protocol.MethodToolsCall:
 			name += " " + cp.Name
 			attrs = append(attrs, attribute.String("gen_ai.tool.name", cp.Name), attribute.String("gen_ai.operation.name", "execute_tool"))
-		case "prompts/get":
+		case protocol.MethodPromptsGet:
 			name += " " + cp.Name
 			attrs = append(attrs, attribute.String("gen_ai.prompt.name", cp.Name))
 		default:

@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file reads and writes the W3C trace context a request carries in
@@ -20,7 +21,6 @@ import (
 const (
 	metaTraceparent = "traceparent"
 	metaTracestate  = "tracestate"
-	metaVersion     = "io.modelcontextprotocol/protocolVersion"
 )
 
 // traceMeta is what a request's params._meta says of tracing, and where
@@ -83,7 +83,7 @@ func readTraceMeta(msg *jsonrpc.Message) traceMeta {
 			dst = &tm.traceparent
 		case metaTracestate:
 			dst = &tm.tracestate
-		case metaVersion:
+		case protocol.MetaProtocolVersion:
 			dst = &tm.version
 		default:
 			return

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestConstructors(t *testing.T) {
@@ -16,13 +17,13 @@ func TestConstructors(t *testing.T) {
 		method  string
 		isError bool
 	}{
-		{"error response", ErrorResponse([]byte(`12345678901234567890123`), CodeRequestTimeout, "request timed out"),
+		{"error response", ErrorResponse([]byte(`12345678901234567890123`), protocol.CodeRequestTimeout, "request timed out"),
 			`{"jsonrpc":"2.0","id":12345678901234567890123,"error":{"code":-32001,"message":"request timed out"}}`,
 			KindResponse, `12345678901234567890123`, "", true},
-		{"error response null id", ErrorResponse(nil, CodeParseError, `bad "json"`+"\n"),
+		{"error response null id", ErrorResponse(nil, protocol.CodeParseError, `bad "json"`+"\n"),
 			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"json\"\n"}}`,
 			KindResponse, `null`, "", true},
-		{"error response invalid utf8 message", ErrorResponse([]byte(`"a"`), CodeServerError, "exit \xff"),
+		{"error response invalid utf8 message", ErrorResponse([]byte(`"a"`), protocol.CodeServerError, "exit \xff"),
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32000,"message":"exit ` + "\ufffd" + `"}}`,
 			KindResponse, `"a"`, "", true},
 		{"response", Response([]byte(`"x"`), []byte(`{"tools":[]}`)),
@@ -63,7 +64,7 @@ func TestAppendErrorResponseNoAllocs(t *testing.T) {
 	dst := make([]byte, 0, 256)
 	id := []byte(`42`)
 	if n := testing.AllocsPerRun(100, func() {
-		dst = AppendErrorResponse(dst[:0], id, CodeServerError, "upstream exited")
+		dst = AppendErrorResponse(dst[:0], id, protocol.CodeServerError, "upstream exited")
 	}); n != 0 {
 		t.Errorf("AppendErrorResponse allocated %v times", n)
 	}

@@ -6,7 +6,8 @@
 // (error replies, responses, requests, notifications).
 //
 // It knows nothing of MCP semantics beyond those key names, nor of HTTP,
-// processes or sessions. Callers are front, mux, upstream and session.
+// processes or sessions. Its one internal import is internal/protocol, for
+// the names of those keys and of the error codes its errors map to. Callers are front, mux, upstream and session.
 //
 // Ownership: a [Message] aliases the bytes given to [Parse]; nothing is
 // copied, so the caller must not modify those bytes while the Message (or a
@@ -26,7 +27,7 @@
 //
 // Errors: every error from Parse and SplitBatch wraps exactly one of
 // [ErrParse] (the bytes are not valid JSON: the client gets
-// [CodeParseError]) or [ErrInvalidRequest] (valid JSON that is not a valid
-// JSON-RPC 2.0 message: [CodeInvalidRequest]); [Code] makes that decision in
-// one place.
+// [protocol.CodeParseError]) or [ErrInvalidRequest] (valid JSON that is
+// not a valid JSON-RPC 2.0 message: [protocol.CodeInvalidRequest]); [Code]
+// makes that decision in one place.
 package jsonrpc

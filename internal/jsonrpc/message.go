@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Kind says which of the three JSON-RPC 2.0 message shapes a Message has.
@@ -33,21 +34,6 @@ func (k Kind) String() string {
 	return "invalid"
 }
 
-// Error codes a client may see. The first five are JSON-RPC 2.0's; the
-// others are in the range the specification reserves for implementations.
-const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
-	// CodeServerError reports that the upstream server is unavailable,
-	// has exited or is overloaded (gateway-defined).
-	CodeServerError = -32000
-	// CodeRequestTimeout reports that the request timed out (gateway-defined).
-	CodeRequestTimeout = -32001
-)
-
 // ErrParse is wrapped by every error about bytes that are not one valid JSON
 // text (malformed JSON, invalid UTF-8, duplicate keys, trailing data).
 var ErrParse = errors.New("jsonrpc: parse error")
@@ -57,16 +43,16 @@ var ErrParse = errors.New("jsonrpc: parse error")
 var ErrInvalidRequest = errors.New("jsonrpc: invalid request")
 
 // Code returns the JSON-RPC error code a client should see for err:
-// [CodeParseError] for [ErrParse], [CodeInvalidRequest] for
-// [ErrInvalidRequest], and [CodeInternalError] otherwise.
+// [protocol.CodeParseError] for [ErrParse], [protocol.CodeInvalidRequest] for
+// [ErrInvalidRequest], and [protocol.CodeInternalError] otherwise.
 func Code(err error) int {
 	switch {
 	case errors.Is(err, ErrParse):
-		return CodeParseError
+		return protocol.CodeParseError
 	case errors.Is(err, ErrInvalidRequest):
-		return CodeInvalidRequest
+		return protocol.CodeInvalidRequest
 	}
-	return CodeInternalError
+	return protocol.CodeInternalError
 }
 
 // Span locates a JSON value inside Message.Raw as Raw[Start:End].

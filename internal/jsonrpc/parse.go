@@ -1,13 +1,10 @@
 package jsonrpc
 
-import "fmt"
+import (
+	"fmt"
 
-// methodCancelled is the one method whose params Parse looks into beyond
-// _meta (MCP 2025-06-18, "Cancellation").
-const methodCancelled = "notifications/cancelled"
-
-// methodProgress carries its token in params.progressToken, not in _meta.
-const methodProgress = "notifications/progress"
+	"github.com/mcpgate/mcpgate/internal/protocol"
+)
 
 // Parse validates b as exactly one JSON-RPC 2.0 message (a JSON object,
 // whitespace around it allowed) and locates its id, method, progress token
@@ -263,10 +260,10 @@ func (w *walker) parse() (Message, error) {
 			}
 			m.Kind = KindRequest
 		}
-		if m.CancelRequestID.Present() && !m.MethodIs(methodCancelled) {
+		if m.CancelRequestID.Present() && !m.MethodIs(protocol.NotificationCancelled) {
 			m.CancelRequestID = Span{}
 		}
-		if w.token.Present() && m.MethodIs(methodProgress) {
+		if w.token.Present() && m.MethodIs(protocol.NotificationProgress) {
 			m.ProgressToken = w.token
 		}
 	case hasID:
@@ -294,7 +291,7 @@ func (w *walker) params(m *Message) error {
 		if err != nil || !ok {
 			return err
 		}
-		switch lookup(name, escaped, "_meta", "requestId", "progressToken") {
+		switch lookup(name, escaped, "_meta", "requestId", protocol.MetaProgressToken) {
 		case "_meta":
 			if w.peek() == '{' {
 				err = w.meta(m)
@@ -303,7 +300,7 @@ func (w *walker) params(m *Message) error {
 			}
 		case "requestId":
 			m.CancelRequestID, err = w.idLike(2)
-		case "progressToken":
+		case protocol.MetaProgressToken:
 			w.token, err = w.idLike(2)
 		default:
 			err = w.skip(2)
@@ -322,7 +319,7 @@ func (w *walker) meta(m *Message) error {
 		if err != nil || !ok {
 			return err
 		}
-		if lookup(name, escaped, "progressToken") != "" {
+		if lookup(name, escaped, protocol.MetaProgressToken) != "" {
 			m.ProgressToken, err = w.idLike(3)
 		} else {
 			err = w.skip(3)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // refDecoder is a jsontext.Decoder reading straight from the caller's bytes.
@@ -285,10 +286,10 @@ func (d *refDecoder) parse(b []byte) (Message, error) {
 			}
 			m.Kind = KindRequest
 		}
-		if m.CancelRequestID.Present() && !m.MethodIs(methodCancelled) {
+		if m.CancelRequestID.Present() && !m.MethodIs(protocol.NotificationCancelled) {
 			m.CancelRequestID = Span{}
 		}
-		if d.token.Present() && m.MethodIs(methodProgress) {
+		if d.token.Present() && m.MethodIs(protocol.NotificationProgress) {
 			m.ProgressToken = d.token
 		}
 	case hasID:

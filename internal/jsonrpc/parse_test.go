@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 func TestParseValid(t *testing.T) {
@@ -215,7 +217,7 @@ func TestCode(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
 		want int
-	}{{perr, CodeParseError}, {ierr, CodeInvalidRequest}, {errors.New("x"), CodeInternalError}} {
+	}{{perr, protocol.CodeParseError}, {ierr, protocol.CodeInvalidRequest}, {errors.New("x"), protocol.CodeInternalError}} {
 		if got := Code(tt.err); got != tt.want {
 			t.Errorf("Code(%v) = %d, want %d", tt.err, got, tt.want)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -215,7 +216,7 @@ func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 	var tools []string
 	if l.cfg.ToolsPerSecond > 0 {
 		for i := range msgs {
-			if msgs[i].Kind == jsonrpc.KindRequest && msgs[i].MethodIs("tools/call") {
+			if msgs[i].Kind == jsonrpc.KindRequest && msgs[i].MethodIs(protocol.MethodToolsCall) {
 				tools = append(tools, toolName(&msgs[i]))
 			}
 		}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -84,24 +85,12 @@ func (m *requestMetrics) observe(r *Request) {
 	}
 }
 
-// methods are the MCP methods a client sends that get a label of their
-// own: those of every protocol version the gateway serves.
-var methods = map[string]bool{
-	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
-	"tools/list": true, "tools/call": true,
-	"prompts/list": true, "prompts/get": true,
-	"resources/list": true, "resources/templates/list": true, "resources/read": true,
-	"resources/subscribe": true, "resources/unsubscribe": true,
-	"logging/setLevel": true, "completion/complete": true,
-	"tasks/get": true, "tasks/list": true, "tasks/result": true, "tasks/cancel": true,
-}
-
 // Method is the method label of a request's method: the method itself
 // when MCP defines it, "none" for no method (a POST refused before its
 // messages were read), else "other", so a client cannot add label values.
 func Method(m string) string {
 	switch {
-	case methods[m]:
+	case protocol.IsClientRequest(m):
 		return m
 	case m == "":
 		return "none"

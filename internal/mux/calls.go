@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file keeps the pending table: calls and their deadlines. It is on
@@ -189,7 +190,7 @@ func (m *Mux) expire() {
 		if ok, n := m.warnTimeout.allow(); ok {
 			m.log.Warn("request timed out", "upstream_id", c.upID, "timeout", m.opts.Timeout, "suppressed", n)
 		}
-		m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out")
+		m.fail(c, protocol.CodeRequestTimeout, "request timed out")
 	}
 	for _, c := range expired {
 		if c.sent {

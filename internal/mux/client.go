@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Client is one client session on a Mux. Its methods are safe for
@@ -136,7 +137,7 @@ func (c *Client) exclusiveRequest(ctx context.Context, msg *jsonrpc.Message, out
 	switch {
 	case msg.MethodIs("ping"):
 		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
-	case msg.MethodIs("initialize"):
+	case msg.MethodIs(protocol.MethodInitialize):
 		// Its answer does not count as Served: a process that
 		// initializes and then crashes must keep backing off.
 		c.forwardCall(ctx, msg, out, c.recordInit(msg), false)
@@ -153,17 +154,17 @@ func (c *Client) sharedRequest(ctx context.Context, msg *jsonrpc.Message, out co
 	switch {
 	case msg.MethodIs("ping"):
 		out.Reply(jsonrpc.Response(msg.Bytes(msg.ID), []byte(`{}`)))
-	case msg.MethodIs("initialize"):
+	case msg.MethodIs(protocol.MethodInitialize):
 		c.initialize(ctx, msg, out)
-	case msg.MethodIs("logging/setLevel"):
+	case msg.MethodIs(protocol.MethodLoggingSetLevel):
 		c.setLevel(ctx, msg, out)
-	case msg.MethodIs("resources/subscribe"):
+	case msg.MethodIs(protocol.MethodResourcesSubscribe):
 		c.subscribe(ctx, msg, out, true)
-	case msg.MethodIs("resources/unsubscribe"):
+	case msg.MethodIs(protocol.MethodResourcesUnsubscribe):
 		c.subscribe(ctx, msg, out, false)
-	case msg.MethodIs("tasks/get"), msg.MethodIs("tasks/result"), msg.MethodIs("tasks/cancel"):
+	case msg.MethodIs(protocol.MethodTasksGet), msg.MethodIs(protocol.MethodTasksResult), msg.MethodIs(protocol.MethodTasksCancel):
 		c.taskRequest(ctx, msg, out) // tasks.go: only the client's own
-	case msg.MethodIs("tasks/list"):
+	case msg.MethodIs(protocol.MethodTasksList):
 		c.forward(ctx, msg, taskListStream{out, c}, nil)
 	case taskAugmented(msg):
 		c.createTask(ctx, msg, out)
@@ -193,8 +194,8 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out conn
 	j := job{msg: msg.Raw, id: msg.ID, token: msg.ProgressToken}
 	for {
 		if err := c.waitReady(ctx); err != nil {
-			out.Reply(errorReply(id, jsonrpc.CodeServerError, err))
-			endHook(onReply, jsonrpc.CodeServerError, err.Error())
+			out.Reply(errorReply(id, protocol.CodeServerError, err))
+			endHook(onReply, protocol.CodeServerError, err.Error())
 			return
 		}
 		m.mu.Lock()
@@ -209,19 +210,19 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out conn
 	if c.closed || m.closed {
 		err := c.closedErrLocked()
 		m.mu.Unlock()
-		refuse(out, id, onReply, jsonrpc.CodeServerError, err.Error())
+		refuse(out, id, onReply, protocol.CodeServerError, err.Error())
 		return
 	}
 	if c.lookupLocked(cl.id) != nil {
 		m.mu.Unlock()
-		refuse(out, id, onReply, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
+		refuse(out, id, onReply, protocol.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
 		return
 	}
 	full := m.opts.MaxInFlight > 0 && m.sending >= m.opts.MaxInFlight
 	if full && len(c.queue) >= maxQueuedPerClient {
 		m.mu.Unlock()
 		m.stats.queueFull.Add(1)
-		refuse(out, id, onReply, jsonrpc.CodeServerError, "mcpgate: too many requests waiting for this server; retry later")
+		refuse(out, id, onReply, protocol.CodeServerError, "mcpgate: too many requests waiting for this server; retry later")
 		return
 	}
 	m.registerLocked(cl)
@@ -384,9 +385,9 @@ func (c *Client) notification(msg *jsonrpc.Message) {
 	switch {
 	case m.mode == modeModern && removedNotification(msg):
 		return // of the session eras: a modern server must not see it
-	case msg.MethodIs("notifications/initialized") && m.mode != modeExclusive:
+	case msg.MethodIs(protocol.NotificationInitialized) && m.mode != modeExclusive:
 		return // the gateway initialized the server itself
-	case msg.MethodIs("notifications/initialized"):
+	case msg.MethodIs(protocol.NotificationInitialized):
 		written := c.markInitialized()
 		if written == nil {
 			return // sent already, before an earlier request
@@ -394,7 +395,7 @@ func (c *Client) notification(msg *jsonrpc.Message) {
 		m.trySend(msg.Raw, msg.MethodName())
 		c.initSent(written)
 		return
-	case msg.MethodIs("notifications/cancelled"):
+	case msg.MethodIs(protocol.NotificationCancelled):
 		c.cancel(msg)
 		return
 	}
@@ -419,10 +420,10 @@ func (c *Client) cancel(msg *jsonrpc.Message) {
 	next := m.dequeueLocked()
 	m.mu.Unlock()
 	cl.out.Reply(nil)
-	endHook(cl.onReply, jsonrpc.CodeServerError, "cancelled by the client")
+	endHook(cl.onReply, protocol.CodeServerError, "cancelled by the client")
 	if sent {
 		out := jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: appendUint(nil, cl.upID)})
-		m.trySend(out, "notifications/cancelled")
+		m.trySend(out, protocol.NotificationCancelled)
 	}
 	m.write(next)
 }
@@ -443,7 +444,7 @@ func (c *Client) Abandon(out conn.Stream) {
 	next := m.dequeueLocked()
 	m.mu.Unlock()
 	for _, cl := range mine {
-		endHook(cl.onReply, jsonrpc.CodeServerError, "client disconnected")
+		endHook(cl.onReply, protocol.CodeServerError, "client disconnected")
 	}
 	for _, id := range cancel {
 		m.cancelUpstream(id, "client disconnected")
@@ -542,17 +543,17 @@ func (c *Client) close(why error) {
 	// Every request gets exactly one answer: its client hears first, the
 	// server is told afterwards.
 	for _, cl := range all {
-		m.fail(cl, jsonrpc.CodeServerError, why.Error())
+		m.fail(cl, protocol.CodeServerError, why.Error())
 	}
 	for _, id := range cancel {
 		m.cancelUpstream(id, "client session ended")
 	}
 	for _, sr := range refused {
-		m.trySendGen(sr.gen, jsonrpc.ErrorResponse(sr.upID, jsonrpc.CodeInternalError, "mcpgate: client session ended"), "refusal of a server request")
+		m.trySendGen(sr.gen, jsonrpc.ErrorResponse(sr.upID, protocol.CodeInternalError, "mcpgate: client session ended"), "refusal of a server request")
 	}
 	if m.mode != modeExclusive {
 		for _, uri := range unsub {
-			m.internal("resources/unsubscribe", uriParams(uri))
+			m.internal(protocol.MethodResourcesUnsubscribe, uriParams(uri))
 		}
 		if relevel {
 			m.spawn(func() { // the server's answer is not worth holding up a DELETE

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // TestClientCloseAnswersInFlight: closing a session answers each of its
@@ -27,7 +28,7 @@ func TestClientCloseAnswersInFlight(t *testing.T) {
 	ids := map[string]bool{}
 	for _, r := range replies {
 		code, text, isErr := errorCode(t, r)
-		if !isErr || code != jsonrpc.CodeServerError || !strings.Contains(text, "session closed") {
+		if !isErr || code != protocol.CodeServerError || !strings.Contains(text, "session closed") {
 			t.Fatalf("reply %s, want a -32000 session-closed error", r)
 		}
 		msg, _ := jsonrpc.Parse(r)

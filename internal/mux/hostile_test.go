@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file holds tests of what a hostile or broken server may send.
@@ -29,7 +29,7 @@ func TestInitializeResultNotAnObject(t *testing.T) {
 			out := newRec()
 			c := m.Join(out)
 			c.Handle(context.Background(), request(t, `1`, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{}}`), out)
-			if code, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr || code != jsonrpc.CodeServerError {
+			if code, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr || code != protocol.CodeServerError {
 				t.Fatalf("client initialize answered %s, want an error", out.waitReplies(t, 1)[0])
 			}
 		})

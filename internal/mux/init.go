@@ -10,24 +10,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
-
-// SupportedVersions are the protocol versions the gateway negotiates with
-// clients, newest first.
-var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// LatestVersion is the version the gateway asks an upstream for.
-const LatestVersion = "2025-11-25"
-
-// IsSupported reports whether v is a protocol version the gateway speaks.
-func IsSupported(v string) bool {
-	for _, s := range SupportedVersions {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
 
 // gatewayCapabilities are the client capabilities the gateway declares to a
 // shared upstream: all it can route to some session.
@@ -61,8 +45,8 @@ func (m *Mux) initializeShared(gen uint64) error {
 		caps = []byte(gatewayCapabilities)
 	}
 	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":{"name":"mcpgate","version":%q}}`,
-		LatestVersion, caps, m.opts.Version)
-	reply, err := m.roundTrip(gen, "initialize", params, m.opts.InitTimeout)
+		protocol.LatestSessionVersion, caps, m.opts.Version)
+	reply, err := m.roundTrip(gen, protocol.MethodInitialize, params, m.opts.InitTimeout)
 	if err == nil {
 		err = m.storeInit(reply)
 	}
@@ -335,7 +319,7 @@ func (m *Mux) restoreState() {
 	m.level = -1
 	m.mu.Unlock()
 	for _, uri := range uris {
-		m.internal("resources/subscribe", uriParams(uri))
+		m.internal(protocol.MethodResourcesSubscribe, uriParams(uri))
 	}
 	if err := m.applyLevel(m.ctx); err != nil {
 		m.log.Warn("logging level not restored after a restart", "err", err)
@@ -348,7 +332,7 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out conn.
 	m := c.m
 	id := msg.Bytes(msg.ID)
 	if err := c.waitReady(ctx); err != nil {
-		out.Reply(errorReply(id, jsonrpc.CodeServerError, err))
+		out.Reply(errorReply(id, protocol.CodeServerError, err))
 		return
 	}
 	var p struct {
@@ -364,7 +348,7 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out conn.
 	version := Negotiate(p.ProtocolVersion, upVersion)
 	var r map[string]json.RawMessage
 	if err := json.Unmarshal(result, &r); err != nil || r == nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: bad upstream initialize result"))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInternalError, "mcpgate: bad upstream initialize result"))
 		return
 	}
 	r["protocolVersion"], _ = json.Marshal(version)
@@ -388,10 +372,10 @@ func (c *Client) initialize(ctx context.Context, msg *jsonrpc.Message, out conn.
 // an upstream that agreed to upstream: the requested one when the gateway
 // and the upstream both speak it, else the newest both speak.
 func Negotiate(requested, upstream string) string {
-	if upstream == "" || !IsSupported(upstream) {
-		upstream = LatestVersion
+	if upstream == "" || !protocol.IsSessionVersion(upstream) {
+		upstream = protocol.LatestSessionVersion
 	}
-	if IsSupported(requested) && requested <= upstream {
+	if protocol.IsSessionVersion(requested) && requested <= upstream {
 		return requested
 	}
 	return upstream
@@ -424,7 +408,7 @@ func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out conn.S
 	}
 	id := msg.Bytes(msg.ID)
 	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || p.URI == "" {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: uri is required"))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "invalid params: uri is required"))
 		return
 	}
 	m.mu.Lock()

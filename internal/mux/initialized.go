@@ -1,6 +1,9 @@
 package mux
 
-import "github.com/mcpgate/mcpgate/internal/jsonrpc"
+import (
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
+)
 
 // This file holds the notifications/initialized of a session-isolated
 // (exclusive) process: exactly one per process generation, whoever sends
@@ -34,7 +37,7 @@ func (c *Client) ensureInitialized() {
 	}
 	m.mu.Unlock()
 	if send {
-		m.trySendGen(gen, jsonrpc.Notification("notifications/initialized", nil), "notifications/initialized")
+		m.trySendGen(gen, jsonrpc.Notification(protocol.NotificationInitialized, nil), protocol.NotificationInitialized)
 		c.initSent(written)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file merges the sessions' logging levels into the one level of a
@@ -31,7 +32,7 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 	}
 	id := msg.Bytes(msg.ID)
 	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || !validLevel(p.Level) {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: unknown logging level"))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "invalid params: unknown logging level"))
 		return
 	}
 	m := c.m
@@ -41,7 +42,7 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 	// change, for the server's answer) at once.
 	defer context.AfterFunc(c.ctx, cancel)()
 	if err := c.waitReady(ctx); err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error()))
 		return
 	}
 	err := m.lockLevel(ctx)
@@ -62,14 +63,14 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 	if err != nil {
 		var re *rpcError
 		if c.ctx.Err() != nil {
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, c.closedErr().Error()))
+			out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, c.closedErr().Error()))
 			return
 		}
 		if errors.As(err, &re) {
 			out.Reply(jsonrpc.ErrorResponse(id, re.Code, re.Message))
 			return
 		}
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, clientText("logging/setLevel not applied", err)))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, clientText("logging/setLevel not applied", err)))
 		return
 	}
 	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
@@ -141,7 +142,7 @@ func (m *Mux) applyLevelLocked(ctx context.Context) error {
 	if !changed {
 		return nil
 	}
-	_, err := m.roundTripCtx(ctx, gen, "logging/setLevel", fmt.Appendf(nil, `{"level":%q}`, levels[want]), m.opts.Timeout)
+	_, err := m.roundTripCtx(ctx, gen, protocol.MethodLoggingSetLevel, fmt.Appendf(nil, `{"level":%q}`, levels[want]), m.opts.Timeout)
 	var re *rpcError
 	m.mu.Lock()
 	switch {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // probe is the optional liveness check of generation gen (Options.PingInterval):
@@ -36,14 +36,14 @@ func (m *Mux) probe(gen uint64) {
 		if !ready {
 			continue
 		}
-		method, params := "ping", []byte(nil)
+		method, params := protocol.MethodPing, []byte(nil)
 		if m.mode == modeModern { // 2026-07-28 has no ping; discover is as cheap
-			method, params = "server/discover", m.discoverParams()
+			method, params = protocol.MethodServerDiscover, m.discoverParams()
 		}
 		_, err := m.roundTrip(gen, method, params, wait)
 		var re *rpcError
 		if err == nil || errors.Is(err, errClosed) || errors.Is(err, errExited) ||
-			(errors.As(err, &re) && re.Code == jsonrpc.CodeMethodNotFound) {
+			(errors.As(err, &re) && re.Code == protocol.CodeMethodNotFound) {
 			continue
 		}
 		m.stats.livenessFailures.Add(1)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // TestLivenessPingTimeoutRestarts: with PingInterval set, a server that
@@ -31,7 +31,7 @@ func TestLivenessPingMethodNotFoundIsAlive(t *testing.T) {
 	m := New(Options{Name: "t", PingInterval: 20 * time.Millisecond})
 	defer m.Close()
 	up := newFakeUp(m)
-	up.answer("ping", rpcErr(jsonrpc.CodeMethodNotFound, "Method not found"))
+	up.answer("ping", rpcErr(protocol.CodeMethodNotFound, "Method not found"))
 	m.SetUpstream(up)
 	m.Started(1)
 	up.waitFor(t, "five pings", func() bool { return len(up.writtenLocked("ping")) >= 5 })

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is the lifecycle of a Modern Mux (Options.Modern): a server
@@ -21,23 +23,19 @@ import (
 // an initialized process instead). Its routing is in modern_route.go.
 //
 // Why a process of its own: a dual-era server built on the Go SDK decides
-// how to ask its client for input from what its process saw first; after a
-// legacy initialize it sends server requests where a stateless client
+// how to ask its client for input from what its process saw first; after an
+// initialize it sends server requests where a stateless client
 // needs input_required results. So a Modern Mux never lets its process see
 // initialize (nor any other request the revision removed).
 
-// ModernVersion is the protocol version a Modern Mux's server must list in
-// its server/discover result.
-const ModernVersion = "2026-07-28"
-
 // defaultProbeTimeout is Options.ProbeTimeout's default: the revision asks
-// for "a reasonable timeout" without a number; a legacy server answers an
+// for "a reasonable timeout" without a number; a session-era server answers an
 // unknown method at once or, some, never.
 const defaultProbeTimeout = 5 * time.Second
 
 // ErrNotModern is matched (errors.Is) by the error of a probe that found
 // no 2026-07-28 server: see Discovered.
-var ErrNotModern = errors.New("not a " + ModernVersion + " server")
+var ErrNotModern = errors.New("not a " + protocol.StatelessVersion + " server")
 
 // probeError is why a probe found no 2026-07-28 server. It reads
 // "not a 2026-07-28 server: " and the detail.
@@ -64,9 +62,9 @@ func ProbeRetries(err error) bool {
 // its subscriptions/listen): the per-request keys the revision requires,
 // with no client capability.
 func (m *Mux) modernMeta() []byte {
-	return fmt.Appendf(nil, `{"io.modelcontextprotocol/protocolVersion":%q,`+
-		`"io.modelcontextprotocol/clientCapabilities":{},`+
-		`"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":%q}}`, ModernVersion, m.opts.Version)
+	return fmt.Appendf(nil, `{%q:%q,%q:{},%q:{"name":"mcpgate","version":%q}}`,
+		protocol.MetaProtocolVersion, protocol.StatelessVersion,
+		protocol.MetaClientCapabilities, protocol.MetaClientInfo, m.opts.Version)
 }
 
 // discoverParams are the params of the gateway's own server/discover.
@@ -101,10 +99,10 @@ func (m *Mux) runModernGen(gen uint64) {
 
 // discoverUpstream sends generation gen the gateway's server/discover,
 // bounded by ProbeTimeout, and makes gen Ready when the result lists
-// ModernVersion. It returns a *probeError when gen is not such a server,
+// protocol.StatelessVersion. It returns a *probeError when gen is not such a server,
 // errGenGone or an error matching errExited or errClosed when gen ended.
 func (m *Mux) discoverUpstream(gen uint64) error {
-	result, err := m.roundTrip(gen, "server/discover", m.discoverParams(), m.opts.ProbeTimeout)
+	result, err := m.roundTrip(gen, protocol.MethodServerDiscover, m.discoverParams(), m.opts.ProbeTimeout)
 	var re *rpcError
 	switch {
 	case err == nil:
@@ -118,7 +116,7 @@ func (m *Mux) discoverUpstream(gen uint64) error {
 	var r struct {
 		SupportedVersions []string `json:"supportedVersions"`
 	}
-	if json.Unmarshal(result, &r) != nil || !slices.Contains(r.SupportedVersions, ModernVersion) {
+	if json.Unmarshal(result, &r) != nil || !slices.Contains(r.SupportedVersions, protocol.StatelessVersion) {
 		return &probeError{detail: fmt.Sprintf("its server/discover result lists supportedVersions %q", r.SupportedVersions)}
 	}
 	m.mu.Lock()
@@ -153,7 +151,7 @@ func (m *Mux) probeFailed(gen uint64, pe *probeError) bool {
 		m.setStateLocked(Failed, pe, time.Time{})
 		m.wakeLocked()
 		m.mu.Unlock()
-		m.log.Info("server is not a "+ModernVersion+" server", "gen", gen, "err", pe)
+		m.log.Info("server is not a "+protocol.StatelessVersion+" server", "gen", gen, "err", pe)
 		return false
 	}
 	d := min(initRetryMin<<min(m.initFails, 5), initRetryMax)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file serves the subscriptions/listen requests of a Modern Mux's
@@ -105,7 +106,7 @@ func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out conn.Stre
 	id := msg.Bytes(msg.ID)
 	want, ok := requestedFilter(msg.Raw)
 	if !ok {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "invalid params: subscriptions/listen needs params.notifications (an object)"))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "invalid params: subscriptions/listen needs params.notifications (an object)"))
 		return
 	}
 	cl := &call{client: c, listen: true}
@@ -115,7 +116,7 @@ func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out conn.Stre
 	cl.onReply = func(*jsonrpc.Message) { m.leave(l) } // every end but the hub's own
 	for {
 		if err := c.waitReady(ctx); err != nil {
-			out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+			out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error()))
 			return
 		}
 		m.mu.Lock()
@@ -127,12 +128,12 @@ func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out conn.Stre
 	if c.closed || m.closed {
 		err := c.closedErrLocked()
 		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error()))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error()))
 		return
 	}
 	if c.lookupLocked(cl.id) != nil {
 		m.mu.Unlock()
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidRequest, "mcpgate: a request with this id is already in flight"))
 		return
 	}
 	m.registerUntimedLocked(cl)
@@ -231,7 +232,7 @@ func (m *Mux) openLocked(want filter) (*upListen, []byte) {
 	m.hub.cur = u
 	f, _ := json.Marshal(want)
 	params := append(append(append([]byte(`{"_meta":`), m.modernMeta()...), `,"notifications":`...), f...)
-	return u, jsonrpc.Request(appendUint(nil, u.call.upID), "subscriptions/listen", append(params, '}'))
+	return u, jsonrpc.Request(appendUint(nil, u.call.upID), protocol.MethodSubscriptionsListen, append(params, '}'))
 }
 
 // retireLocked moves the current gateway listen to retiring (the caller
@@ -315,7 +316,7 @@ func (m *Mux) doHub(a hubActs) {
 	}
 	if u := a.retire; u != nil {
 		params := append(append(append([]byte(`{"requestId":`), appendUint(nil, u.call.upID)...), `,"reason":`...), strconv.Quote(a.retireRq)...)
-		m.trySendGen(u.call.gen, jsonrpc.Notification("notifications/cancelled", append(params, '}')), "notifications/cancelled")
+		m.trySendGen(u.call.gen, jsonrpc.Notification(protocol.NotificationCancelled, append(params, '}')), protocol.NotificationCancelled)
 	}
 	if u := a.open; u != nil {
 		j := job{upID: u.call.upID, deadline: u.call.deadline}
@@ -383,9 +384,9 @@ func (m *Mux) upEnded(u *upListen, end *jsonrpc.Message) {
 func (m *Mux) toListen(msg *jsonrpc.Message, span jsonrpc.Span) {
 	id, ok := parseUint(msg.Raw[span.Start:span.End])
 	method := msg.MethodName()
-	ack := method == "notifications/subscriptions/acknowledged"
+	ack := method == protocol.NotificationSubscriptionsAcknowledged
 	var uri string
-	if method == "notifications/resources/updated" {
+	if method == protocol.NotificationResourcesUpdated {
 		var p struct {
 			URI string `json:"uri"`
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Tests of modern_listen.go: client listens served from the gateway's own
@@ -399,7 +400,7 @@ func TestListenAckTimeout(t *testing.T) {
 	m, up := atkReady(t, Options{Timeout: 100 * time.Millisecond})
 	out := listenOn(t, modernClient(t, m), `"L"`, `{"toolsListChanged":true}`)
 	u := waitListens(t, up, 1)
-	if code, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr || code != jsonrpc.CodeRequestTimeout {
+	if code, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); !isErr || code != protocol.CodeRequestTimeout {
 		t.Errorf("reply code %d, want a timeout", code)
 	}
 	up.waitFor(t, "the cancellation", func() bool {
@@ -417,7 +418,7 @@ func TestListenInvalidParams(t *testing.T) {
 	m, up := atkReady(t, Options{})
 	out := newRec()
 	modernClient(t, m).Handle(context.Background(), request(t, "1", "subscriptions/listen", `{`+atkMeta+`}`), out)
-	if code, _, _ := errorCode(t, out.waitReplies(t, 1)[0]); code != jsonrpc.CodeInvalidParams {
+	if code, _, _ := errorCode(t, out.waitReplies(t, 1)[0]); code != protocol.CodeInvalidParams {
 		t.Errorf("code %d, want -32602", code)
 	}
 	if ids, _ := gatewayListens(up); len(ids) != 0 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is one client's subscriptions/listen as modern_listen.go
@@ -53,13 +54,13 @@ func (f filter) intersect(agreed filter) filter {
 // URI subscribed to.
 func (f filter) wants(method, uri string) bool {
 	switch method {
-	case "notifications/tools/list_changed":
+	case protocol.NotificationToolsListChanged:
 		return f.Tools
-	case "notifications/prompts/list_changed":
+	case protocol.NotificationPromptsListChanged:
 		return f.Prompts
-	case "notifications/resources/list_changed":
+	case protocol.NotificationResourcesListChanged:
 		return f.Resources
-	case "notifications/resources/updated":
+	case protocol.NotificationResourcesUpdated:
 		return slices.ContainsFunc(f.URIs, func(s string) bool {
 			return uri == s || strings.HasPrefix(uri, strings.TrimSuffix(s, "/")+"/")
 		})
@@ -82,7 +83,7 @@ func requestedFilter(raw []byte) (filter, bool) {
 // ackMessage is the acknowledgement of a client listen with raw id.
 func ackMessage(id []byte, agreed filter) []byte {
 	f, _ := json.Marshal(agreed)
-	msg := append([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"`+subscriptionKey+`":`), id...)
+	msg := append([]byte(`{"jsonrpc":"2.0","method":"`+protocol.NotificationSubscriptionsAcknowledged+`","params":{"_meta":{"`+protocol.MetaSubscriptionID+`":`), id...)
 	msg = append(append(append(msg, `},"notifications":`...), f...), "}}"...)
 	return msg
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file routes the messages of a Modern Mux (see modern.go). Requests
@@ -28,22 +29,10 @@ import (
 //     server sends one only for a request that asked) to the one client
 //     with a request in flight, else dropped and counted.
 
-// removedMethods are requests of the session eras that 2026-07-28 removed.
-// A Modern Mux answers them "method not found" itself: a dual-era server
-// must not see them (after initialize a Go SDK process serves the legacy
-// way; a level or a subscription would be global to the process).
-var removedMethods = []string{"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-
-// removedNotifications are client notifications that 2026-07-28 removed; a
-// Modern Mux drops them.
-var removedNotifications = []string{"notifications/initialized", "notifications/roots/list_changed", "notifications/elicitation/complete"}
-
-// subscriptionKey is the _meta key naming the listen a notification (or a
-// listen's final result) belongs to.
-const subscriptionKey = "io.modelcontextprotocol/subscriptionId"
-
+// removedNotification reports whether msg is a client notification that
+// 2026-07-28 removed; a Modern Mux drops them.
 func removedNotification(msg *jsonrpc.Message) bool {
-	for _, name := range removedNotifications {
+	for _, name := range protocol.RemovedNotifications {
 		if msg.MethodIs(name) {
 			return true
 		}
@@ -53,14 +42,18 @@ func removedNotification(msg *jsonrpc.Message) bool {
 
 // modernRequest routes a client request on a Modern Mux.
 func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
-	for _, name := range removedMethods {
+	// A request the revision removed is answered "method not found" here:
+	// a dual-era server must not see it (after initialize a Go SDK process
+	// serves the session eras' way; a level or a subscription would be
+	// global to the process).
+	for _, name := range protocol.RemovedRequests {
 		if msg.MethodIs(name) {
-			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeMethodNotFound,
-				"method not found: "+name+" is not part of protocol version "+ModernVersion))
+			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeMethodNotFound,
+				"method not found: "+name+" is not part of protocol version "+protocol.StatelessVersion))
 			return
 		}
 	}
-	if msg.MethodIs("subscriptions/listen") {
+	if msg.MethodIs(protocol.MethodSubscriptionsListen) {
 		c.listen(ctx, msg, out) // modern_listen.go
 		return
 	}
@@ -72,17 +65,17 @@ func (c *Client) modernRequest(ctx context.Context, msg *jsonrpc.Message, out co
 func (m *Mux) refuseModern(gen uint64, upID []byte, msg *jsonrpc.Message) {
 	m.stats.unroutable.Add(1)
 	if ok, n := m.warnUnroutable.allow(); ok {
-		m.log.Warn("server request refused: protocol version "+ModernVersion+" has no server requests",
+		m.log.Warn("server request refused: protocol version "+protocol.StatelessVersion+" has no server requests",
 			"method", msg.MethodName(), "suppressed", n)
 	}
-	m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeMethodNotFound,
-		"mcpgate: "+msg.MethodName()+": clients of protocol version "+ModernVersion+" take no requests; return input_required"),
+	m.trySendGen(gen, jsonrpc.ErrorResponse(upID, protocol.CodeMethodNotFound,
+		"mcpgate: "+msg.MethodName()+": clients of protocol version "+protocol.StatelessVersion+" take no requests; return input_required"),
 		"refusal of a server request")
 }
 
 // modernNotification routes a notification from a Modern Mux's server.
 func (m *Mux) modernNotification(msg *jsonrpc.Message) {
-	if msg.MethodIs("notifications/cancelled") {
+	if msg.MethodIs(protocol.NotificationCancelled) {
 		// Ends a listen, tagged with its subscription or not.
 		m.listenCancelled(msg)
 		return
@@ -96,7 +89,7 @@ func (m *Mux) modernNotification(msg *jsonrpc.Message) {
 		// listen, and must reach nobody else.
 		m.stats.droppedNotes.Add(1)
 		m.log.Debug("notification with an invalid subscriptionId dropped", "method", msg.MethodName())
-	case msg.MethodIs("notifications/progress"):
+	case msg.MethodIs(protocol.NotificationProgress):
 		m.progress(msg)
 	case bytes.HasSuffix(msg.Bytes(msg.Method), []byte(`/list_changed"`)):
 		m.broadcast(bytes.Clone(msg.Raw))
@@ -114,7 +107,7 @@ func subscriptionSpan(raw []byte, member string) (span jsonrpc.Span, tagged bool
 		return jsonrpc.Span{}, false
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(raw))
-	for _, name := range []string{member, "_meta", subscriptionKey} {
+	for _, name := range []string{member, "_meta", protocol.MetaSubscriptionID} {
 		if !enterMember(d, name) {
 			return jsonrpc.Span{}, false
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 const discoverResult = `{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{"listChanged":true}},"ttlMs":0,"cacheScope":"public"}`
@@ -40,7 +41,7 @@ func startModern(t *testing.T, opts Options, discover answerFunc) (*Mux, *fakeUp
 func modernClient(t *testing.T, m *Mux) *Client {
 	t.Helper()
 	c := m.Join(newRec())
-	c.Stateless(ModernVersion, []byte(`{}`))
+	c.Stateless(protocol.StatelessVersion, []byte(`{}`))
 	t.Cleanup(c.Close)
 	return c
 }
@@ -237,10 +238,10 @@ func TestModernRefusesRemovedAndServerRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := modernClient(t, m)
-	for _, method := range removedMethods {
+	for _, method := range protocol.RemovedRequests {
 		out := newRec()
 		c.Handle(context.Background(), request(t, "1", method, `{}`), out)
-		if code, _, _ := errorCode(t, out.waitReplies(t, 1)[0]); code != jsonrpc.CodeMethodNotFound {
+		if code, _, _ := errorCode(t, out.waitReplies(t, 1)[0]); code != protocol.CodeMethodNotFound {
 			t.Errorf("%s answered with code %d, want -32601", method, code)
 		}
 	}

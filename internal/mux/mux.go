@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -58,8 +59,8 @@ type Options struct {
 	Modern bool
 	// ProbeTimeout bounds a Modern Mux's server/discover probe of each
 	// process generation (at most InitTimeout): no answer by then counts as
-	// "not a 2026-07-28 server" (a legacy server may ignore requests
-	// before initialize), and the probe is repeated after a backoff.
+	// "not a 2026-07-28 server" (a session-era server may ignore
+	// requests before initialize), and the probe is repeated after a backoff.
 	// Default 5s.
 	ProbeTimeout time.Duration
 }
@@ -357,7 +358,7 @@ func (m *Mux) failCallsCause(calls []*call, err, cause error) {
 			c.onGone(cause)
 			continue
 		}
-		m.fail(c, jsonrpc.CodeServerError, err.Error())
+		m.fail(c, protocol.CodeServerError, err.Error())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -123,7 +124,7 @@ func (m *Mux) Oversized(gen uint64, prefix []byte, size int) {
 	}
 	if id, ok := parseUint(rest[:j]); ok {
 		m.finish(id, func(c *call) {
-			m.fail(c, jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: reply of %d bytes exceeds the line limit", size))
+			m.fail(c, protocol.CodeInternalError, fmt.Sprintf("mcpgate: reply of %d bytes exceeds the line limit", size))
 		})
 	}
 }
@@ -205,11 +206,11 @@ const (
 // 0 for requests any client can answer.
 func capabilityFor(msg *jsonrpc.Message) capability {
 	switch {
-	case msg.MethodIs("sampling/createMessage"):
+	case msg.MethodIs(protocol.MethodSamplingCreateMessage):
 		return capSampling
-	case msg.MethodIs("elicitation/create"):
+	case msg.MethodIs(protocol.MethodElicitationCreate):
 		return capElicitation
-	case msg.MethodIs("roots/list"):
+	case msg.MethodIs(protocol.MethodRootsList):
 		return capRoots
 	}
 	return 0
@@ -274,7 +275,7 @@ func (m *Mux) attributeLocked(need capability) (*Client, conn.Stream) {
 // effort: this is the reader's goroutine, it never waits on the server.
 func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 	upID := bytes.Clone(msg.Bytes(msg.ID))
-	if msg.MethodIs("ping") {
+	if msg.MethodIs(protocol.MethodPing) {
 		m.trySendGen(gen, jsonrpc.Response(upID, []byte(`{}`)), "ping answer")
 		return
 	}
@@ -290,7 +291,7 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 			m.log.Warn("server request refused: too many server requests waiting for a client's answer",
 				"method", msg.MethodName(), "limit", maxServerRequests, "suppressed", n)
 		}
-		m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
+		m.trySendGen(gen, jsonrpc.ErrorResponse(upID, protocol.CodeInternalError,
 			fmt.Sprintf("mcpgate: cannot route %s: %d server requests already wait for a client's answer", msg.MethodName(), maxServerRequests)),
 			"refusal of a server request")
 		return
@@ -301,7 +302,7 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 	}
 	if c == nil {
 		m.mu.Unlock()
-		if msg.MethodIs("roots/list") {
+		if msg.MethodIs(protocol.MethodRootsList) {
 			m.trySendGen(gen, jsonrpc.Response(upID, m.opts.Roots), "roots/list answer")
 			return
 		}
@@ -310,7 +311,7 @@ func (m *Mux) serverRequest(gen uint64, msg *jsonrpc.Message) {
 			m.log.Warn("server request refused: no single client session with a request in flight that declared the capability",
 				"method", msg.MethodName(), "suppressed", n)
 		}
-		m.trySendGen(gen, jsonrpc.ErrorResponse(upID, jsonrpc.CodeInternalError,
+		m.trySendGen(gen, jsonrpc.ErrorResponse(upID, protocol.CodeInternalError,
 			"mcpgate: cannot route "+msg.MethodName()+": no single client session to ask"), "refusal of a server request")
 		return
 	}
@@ -328,19 +329,19 @@ func (m *Mux) serverNotification(msg *jsonrpc.Message) {
 		return
 	}
 	switch {
-	case msg.MethodIs("notifications/progress"):
+	case msg.MethodIs(protocol.NotificationProgress):
 		m.progress(msg)
 	case bytes.HasSuffix(msg.Bytes(msg.Method), []byte(`/list_changed"`)):
 		m.broadcast(bytes.Clone(msg.Raw))
 	case m.mode == modeExclusive:
 		m.toAttributed(msg)
-	case msg.MethodIs("notifications/message"):
+	case msg.MethodIs(protocol.NotificationMessage):
 		m.logMessage(msg)
-	case msg.MethodIs("notifications/resources/updated"):
+	case msg.MethodIs(protocol.NotificationResourcesUpdated):
 		m.resourceUpdated(msg)
-	case msg.MethodIs("notifications/cancelled"):
+	case msg.MethodIs(protocol.NotificationCancelled):
 		m.serverCancelled(msg)
-	case msg.MethodIs("notifications/tasks/status"):
+	case msg.MethodIs(protocol.NotificationTasksStatus):
 		m.taskStatus(msg) // tasks.go: to the task's creator only
 	default:
 		m.toAttributed(msg)

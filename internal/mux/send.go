@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -125,7 +126,7 @@ func (m *Mux) cancelUpstream(id uint64, reason string) {
 	params = append(params, `,"reason":`...)
 	params = strconv.AppendQuote(params, reason)
 	params = append(params, '}')
-	m.trySend(jsonrpc.Notification("notifications/cancelled", params), "notifications/cancelled")
+	m.trySend(jsonrpc.Notification(protocol.NotificationCancelled, params), protocol.NotificationCancelled)
 }
 
 // writeJob sends one client request upstream with its ids rewritten, on the
@@ -169,10 +170,10 @@ func (m *Mux) writeFailed(id uint64, err error) {
 			// The server did not take the request before its deadline: to
 			// the client that is a timeout like any other.
 			m.stats.timedOut.Add(1)
-			m.fail(c, jsonrpc.CodeRequestTimeout, "request timed out: the server is not reading its input")
+			m.fail(c, protocol.CodeRequestTimeout, "request timed out: the server is not reading its input")
 			return
 		}
-		m.fail(c, jsonrpc.CodeServerError, clientText("writing to upstream server", err))
+		m.fail(c, protocol.CodeServerError, clientText("writing to upstream server", err))
 	})
 }
 

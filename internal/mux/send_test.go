@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // prompt bounds how long a path that must not wait on the server may take.
@@ -52,7 +52,7 @@ func TestStuckServerTimeoutFiresOnTime(t *testing.T) {
 		t.Fatalf("timed out after %v, want about %v", elapsed, timeout)
 	}
 	code, _, isErr := errorCode(t, replies[0])
-	if !isErr || code != jsonrpc.CodeRequestTimeout {
+	if !isErr || code != protocol.CodeRequestTimeout {
 		t.Fatalf("reply %s, want a -32001 timeout", replies[0])
 	}
 	select {
@@ -105,7 +105,7 @@ func TestStuckServerReaderAndTeardownDoNotBlock(t *testing.T) {
 	}
 	within(t, "Client.Close", c.Close)
 	replies := out.waitReplies(t, 2)
-	if code, text, isErr := errorCode(t, replies[1]); !isErr || code != jsonrpc.CodeServerError || !strings.Contains(text, "session closed") {
+	if code, text, isErr := errorCode(t, replies[1]); !isErr || code != protocol.CodeServerError || !strings.Contains(text, "session closed") {
 		t.Fatalf("queued request answered %s, want a session-closed error", replies[1])
 	}
 	within(t, "Mux.Close", m.Close)
@@ -134,7 +134,7 @@ func TestQueuedWriteBoundedByDeadline(t *testing.T) {
 	c.Handle(context.Background(), request(t, `"b"`, "tools/call", `{}`), out)
 	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+aID+`,"result":{}}`))
 	replies := out.waitReplies(t, 2)
-	if code, _, isErr := errorCode(t, replies[1]); !isErr || code != jsonrpc.CodeRequestTimeout {
+	if code, _, isErr := errorCode(t, replies[1]); !isErr || code != protocol.CodeRequestTimeout {
 		t.Fatalf("released request answered %s, want a timeout", replies[1])
 	}
 	m.Close()

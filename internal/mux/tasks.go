@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Tasks (protocol 2025-11-25) on a shared process. A task-augmented
@@ -97,7 +98,7 @@ func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out conn
 	id := msg.Bytes(msg.ID)
 	taskID, err := strictTaskID(msg.Raw)
 	if err != nil {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "Invalid params: "+err.Error()))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "Invalid params: "+err.Error()))
 		return
 	}
 	m := c.m
@@ -105,7 +106,7 @@ func (c *Client) taskRequest(ctx context.Context, msg *jsonrpc.Message, out conn
 	owned := m.ownerLocked(taskID) == c
 	m.mu.Unlock()
 	if !owned {
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, errTaskNotFound))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, errTaskNotFound))
 		return
 	}
 	c.forward(ctx, msg, out, nil)
@@ -265,24 +266,21 @@ func taskIDOfTask(t json.RawMessage) (string, bool) {
 	return *v.TaskID, true
 }
 
-// relatedTaskKey is the _meta key naming the task a message belongs to.
-const relatedTaskKey = "io.modelcontextprotocol/related-task"
-
 // taskAttributeLocked attributes a server request that names a task
-// (params._meta[relatedTaskKey].taskId): related is true when it does, and
+// (params._meta[protocol.MetaRelatedTask].taskId): related is true when it does, and
 // then c is the task's creator if it may take the request (nil: refuse),
 // out its stream. Called with m.mu held.
 func (m *Mux) taskAttributeLocked(msg *jsonrpc.Message, need capability) (c *Client, out conn.Stream, related bool) {
-	if m.mode == modeExclusive || !bytes.Contains(msg.Raw, []byte(relatedTaskKey)) {
+	if m.mode == modeExclusive || !bytes.Contains(msg.Raw, []byte(protocol.MetaRelatedTask)) {
 		return nil, nil, false
 	}
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
-	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || p.Meta[relatedTaskKey] == nil {
+	if json.Unmarshal(paramsOf(msg.Raw), &p) != nil || p.Meta[protocol.MetaRelatedTask] == nil {
 		return nil, nil, false
 	}
-	id, ok := taskIDOfTask(p.Meta[relatedTaskKey])
+	id, ok := taskIDOfTask(p.Meta[protocol.MetaRelatedTask])
 	if !ok {
 		return nil, nil, false
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Attacks on the task table of a shared process: a session names its own
@@ -45,7 +46,7 @@ func TestTaskRequestReadAsTheServerReadsIt(t *testing.T) {
 			t.Errorf("%s: forwarded, not refused", raw)
 			continue
 		}
-		if code, _, isErr := errorCode(t, replies[0]); !isErr || code != jsonrpc.CodeInvalidParams {
+		if code, _, isErr := errorCode(t, replies[0]); !isErr || code != protocol.CodeInvalidParams {
 			t.Errorf("%s: answered %s, want -32602", raw, replies[0])
 		}
 	}

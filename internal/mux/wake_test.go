@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // startStarting returns a Mux whose server stays Starting: the upstream
@@ -77,7 +77,7 @@ func TestClientCloseWakesWaitingRequests(t *testing.T) {
 			}
 			reply := out.waitReplies(t, 1)[0]
 			code, text, isErr := errorCode(t, reply)
-			if !isErr || code != jsonrpc.CodeServerError || text != "mcpgate: session closed" {
+			if !isErr || code != protocol.CodeServerError || text != "mcpgate: session closed" {
 				t.Fatalf("exclusive=%v %s: reply %s, want a -32000 session-closed error", exclusive, waitingRequests[i].method, reply)
 			}
 		}

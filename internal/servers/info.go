@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
 )
 
@@ -141,10 +142,10 @@ func (s *shared) Tools(ctx context.Context) ([]string, error) {
 			return nil, ctx.Err()
 		}
 	}
-	if _, err := call("initialize", []byte(`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"mcpgate-admin","version":"1"}}`)); err != nil {
+	if _, err := call(protocol.MethodInitialize, []byte(`{"protocolVersion":"`+protocol.Version20250618+`","capabilities":{},"clientInfo":{"name":"mcpgate-admin","version":"1"}}`)); err != nil {
 		return nil, err
 	}
-	msg, _ := jsonrpc.Parse(jsonrpc.Notification("notifications/initialized", nil))
+	msg, _ := jsonrpc.Parse(jsonrpc.Notification(protocol.NotificationInitialized, nil))
 	c.Handle(ctx, &msg, discard{})
 	var names []string
 	cursor := ""
@@ -153,7 +154,7 @@ func (s *shared) Tools(ctx context.Context) ([]string, error) {
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		res, err := call("tools/list", params)
+		res, err := call(protocol.MethodToolsList, params)
 		if err != nil {
 			return nil, err
 		}

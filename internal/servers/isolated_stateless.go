@@ -21,13 +21,13 @@ import (
 // Open is never called. Its "protocol" key works as in shared mode: with
 // "auto" a process probed with server/discover gets the requests natively
 // when it speaks 2026-07-28, else they are translated for initialized
-// processes; "legacy" translates only; "2026-07-28" requires the revision.
+// processes; "sessions" (or its old name "legacy") translates only; "2026-07-28" requires the revision.
 // (The shared server's sessions' process, which newShared starts for any
 // protocol but "2026-07-28", then serves nothing here: a cost of reusing
 // shared as it is.)
 //
 // The shared server starts on the first stateless request ("auto",
-// "legacy"): a session-isolated server whose clients all initialize
+// "sessions"): a session-isolated server whose clients all initialize
 // sessions runs no process for a stateless client that never comes. With
 // "2026-07-28" it starts with the Server, as a shared server's second
 // process does.

@@ -15,7 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -165,7 +165,7 @@ func atkOpen(t *testing.T, s Server) conn.StatelessConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), mux.ModernVersion, []byte(`{}`))
+	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}

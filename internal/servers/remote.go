@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -110,7 +111,7 @@ func (s *remoteServer) Open(ctx context.Context, general conn.Stream) (conn.Conn
 		return nil, err
 	}
 	return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
-		return open(ctx, general, mux.ModernVersion, nil)
+		return open(ctx, general, protocol.StatelessVersion, nil)
 	}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 }
 
@@ -211,10 +212,10 @@ func (s *remoteServer) probe(done chan struct{}, client *remote.Stateless) {
 	case s.closed:
 	case err == nil:
 		s.discover = result
-		s.log.Info("remote server speaks "+mux.ModernVersion+"; its stateless requests go to it directly", "server", s.name)
+		s.log.Info("remote server speaks "+protocol.StatelessVersion+"; its stateless requests go to it directly", "server", s.name)
 	case errors.Is(err, remote.ErrNotModern):
 		s.refusal = err
-		s.log.Info("remote server does not speak "+mux.ModernVersion+"; its stateless requests are translated", "server", s.name, "reason", err)
+		s.log.Info("remote server does not speak "+protocol.StatelessVersion+"; its stateless requests are translated", "server", s.name, "reason", err)
 	default:
 		s.probeErr = err
 		d := maxProbeBackoff
@@ -223,7 +224,7 @@ func (s *remoteServer) probe(done chan struct{}, client *remote.Stateless) {
 		}
 		s.failures++
 		s.retryAt = time.Now().Add(d)
-		s.log.Warn("probing the remote server for "+mux.ModernVersion+" failed", "server", s.name, "err", err, "retry_in", d)
+		s.log.Warn("probing the remote server for "+protocol.StatelessVersion+" failed", "server", s.name, "err", err, "retry_in", d)
 	}
 }
 
@@ -333,7 +334,7 @@ func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.
 	callCtx, cancel := context.WithCancel(s.ctx)
 	cl.cancel = cancel
 	raw := bytes.Clone(msg.Raw)
-	listen := msg.MethodIs("subscriptions/listen")
+	listen := msg.MethodIs(protocol.MethodSubscriptionsListen)
 	var refused error
 	c.mu.Lock()
 	s.mu.Lock()
@@ -350,7 +351,7 @@ func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.
 	c.mu.Unlock()
 	if refused != nil {
 		cancel()
-		out.Reply(jsonrpc.ErrorResponse(cl.id, jsonrpc.CodeServerError, refused.Error()))
+		out.Reply(jsonrpc.ErrorResponse(cl.id, protocol.CodeServerError, refused.Error()))
 		return
 	}
 	s.inflight.Add(1)
@@ -375,7 +376,7 @@ func (c *remoteConn) run(reqCtx, ctx context.Context, cl *remoteCall, msg []byte
 	// (Reply(nil) says so), by Abandon or Close (which settled it), or by
 	// the Server closing.
 	if s.ctx.Err() != nil {
-		cl.reply(jsonrpc.ErrorResponse(cl.id, jsonrpc.CodeServerError, errClosed.Error()))
+		cl.reply(jsonrpc.ErrorResponse(cl.id, protocol.CodeServerError, errClosed.Error()))
 	}
 	cl.reply(nil)
 	c.mu.Lock()
@@ -384,7 +385,7 @@ func (c *remoteConn) run(reqCtx, ctx context.Context, cl *remoteCall, msg []byte
 }
 
 // Version is the revision's: the connection has no session to negotiate.
-func (c *remoteConn) Version() string { return mux.ModernVersion }
+func (c *remoteConn) Version() string { return protocol.StatelessVersion }
 
 // Abandon cancels the requests whose answers were to go to out, without
 // answering them: their client left.
@@ -418,7 +419,7 @@ func (c *remoteConn) CloseWith(reason string) {
 	c.calls = map[*remoteCall]struct{}{}
 	c.mu.Unlock()
 	for cl := range calls {
-		cl.reply(jsonrpc.ErrorResponse(cl.id, jsonrpc.CodeServerError, text))
+		cl.reply(jsonrpc.ErrorResponse(cl.id, protocol.CodeServerError, text))
 		cl.cancel()
 	}
 }
@@ -441,9 +442,6 @@ type refusedConn struct {
 	version string // the version the request asked for
 }
 
-// codeUnsupportedVersion is the revision's UnsupportedProtocolVersion.
-const codeUnsupportedVersion = -32022
-
 func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	if msg.Kind != jsonrpc.KindRequest {
 		return
@@ -451,9 +449,9 @@ func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.S
 	data, _ := json.Marshal(struct {
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`
-	}{mux.SupportedVersions, c.version})
-	body := jsonrpc.ErrorResponse(msg.Bytes(msg.ID), codeUnsupportedVersion,
-		"mcpgate: remote server "+c.name+" does not speak protocol version "+mux.ModernVersion+"; initialize a session")
+	}{protocol.SessionVersions, c.version})
+	body := jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeUnsupportedVersion,
+		"mcpgate: remote server "+c.name+" does not speak protocol version "+protocol.StatelessVersion+"; initialize a session")
 	// {"jsonrpc":"2.0","id":ID,"error":{"code":C,"message":M}} gets
 	// ,"data":D before its two closing braces.
 	body = append(append(append(body[:len(body)-2:len(body)-2], `,"data":`...), data...), "}}"...)
@@ -465,7 +463,7 @@ func (c *refusedConn) Abandon(conn.Stream) {}
 func (c *refusedConn) Close()              {}
 func (c *refusedConn) Passthrough() bool   { return true }
 func (c *refusedConn) ServerInit(context.Context) ([]byte, error) {
-	return nil, errors.New("mcpgate: remote server " + c.name + " does not speak protocol version " + mux.ModernVersion)
+	return nil, errors.New("mcpgate: remote server " + c.name + " does not speak protocol version " + protocol.StatelessVersion)
 }
 
 // Interface guards.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // This file is the reverse bridge: a client of the session eras
@@ -76,8 +75,8 @@ func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn,
 		open: open, general: general, timeout: timeout, log: log,
 		calls: map[*reverseCall]struct{}{}, waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{},
 		meta: map[string]json.RawMessage{
-			eras.KeyProtocolVersion:    json.RawMessage(strconv.Quote(eras.Version)),
-			eras.KeyClientCapabilities: json.RawMessage(`{}`),
+			protocol.MetaProtocolVersion:    json.RawMessage(strconv.Quote(protocol.StatelessVersion)),
+			protocol.MetaClientCapabilities: json.RawMessage(`{}`),
 		},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -127,7 +126,7 @@ func (c *reverseConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn
 	case jsonrpc.KindResponse:
 		c.answered(msg)
 	case jsonrpc.KindNotification:
-		if msg.MethodIs("notifications/cancelled") {
+		if msg.MethodIs(protocol.NotificationCancelled) {
 			c.cancelled(msg.Bytes(msg.CancelRequestID))
 		}
 		// The rest (initialized, roots/list_changed, progress) has no
@@ -141,21 +140,21 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	method := msg.MethodName()
 	switch {
-	case method == "initialize":
+	case method == protocol.MethodInitialize:
 		c.initializeCall(ctx, msg, id, out)
 		return
-	case method == "ping":
+	case method == protocol.MethodPing:
 		out.Reply(jsonrpc.Response(id, []byte(`{}`)))
 		return
-	case method == "logging/setLevel":
+	case method == protocol.MethodLoggingSetLevel:
 		out.Reply(c.setLevel(msg, id))
 		return
-	case method == "resources/subscribe" || method == "resources/unsubscribe":
-		out.Reply(c.subscribe(msg, id, method == "resources/subscribe"))
+	case method == protocol.MethodResourcesSubscribe || method == protocol.MethodResourcesUnsubscribe:
+		out.Reply(c.subscribe(msg, id, method == protocol.MethodResourcesSubscribe))
 		return
-	case strings.HasPrefix(method, "tasks/"):
-		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound,
-			"mcpgate: the server speaks "+eras.Version+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
+	case protocol.IsTaskMethod(method):
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound,
+			"mcpgate: the server speaks "+protocol.StatelessVersion+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
 		return
 	}
 	cl := &reverseCall{id: id, out: out}
@@ -171,7 +170,7 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 	if c.closed {
 		c.mu.Unlock()
 		cancel()
-		cl.fail(jsonrpc.CodeServerError, errReverseClosed.Error())
+		cl.fail(protocol.CodeServerError, errReverseClosed.Error())
 		return
 	}
 	c.calls[cl] = struct{}{}
@@ -199,7 +198,7 @@ func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, 
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		cl.fail(jsonrpc.CodeServerError, errReverseClosed.Error())
+		cl.fail(protocol.CodeServerError, errReverseClosed.Error())
 		return
 	}
 	c.calls[cl] = struct{}{}
@@ -207,7 +206,7 @@ func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, 
 	defer c.forget(cl)
 	reply := c.initialize(ctx, msg, id)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		reply = jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: initialize timed out after %v", c.timeout))
+		reply = jsonrpc.ErrorResponse(id, protocol.CodeServerError, fmt.Sprintf("mcpgate: initialize timed out after %v", c.timeout))
 	}
 	cl.reply(reply) // nothing if Close answered it
 }
@@ -223,42 +222,42 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 		} `json:"params"`
 	}
 	if err := json.Unmarshal(msg.Raw, &p); err != nil {
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "mcpgate: initialize params: "+err.Error())
+		return jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "mcpgate: initialize params: "+err.Error())
 	}
 	version := p.Params.ProtocolVersion
-	if !mux.IsSupported(version) {
-		version = mux.LatestVersion
+	if !protocol.IsSessionVersion(version) {
+		version = protocol.LatestSessionVersion
 	}
 	sc, err := c.open(ctx, c.general)
 	if err != nil {
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error())
+		return jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error())
 	}
 	discover, err := sc.ServerInit(ctx)
 	sc.Close()
 	if err != nil {
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error())
+		return jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error())
 	}
 	result, err := eras.InitializeResult(discover, version)
 	if err != nil {
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: the server's server/discover result: "+err.Error())
+		return jsonrpc.ErrorResponse(id, protocol.CodeInternalError, "mcpgate: the server's server/discover result: "+err.Error())
 	}
 	meta := map[string]json.RawMessage{
-		eras.KeyProtocolVersion:    json.RawMessage(strconv.Quote(eras.Version)),
-		eras.KeyClientCapabilities: json.RawMessage(`{}`),
+		protocol.MetaProtocolVersion:    json.RawMessage(strconv.Quote(protocol.StatelessVersion)),
+		protocol.MetaClientCapabilities: json.RawMessage(`{}`),
 	}
 	if caps := bytes.TrimSpace(p.Params.Capabilities); len(caps) > 0 && caps[0] == '{' {
-		meta[eras.KeyClientCapabilities] = caps
+		meta[protocol.MetaClientCapabilities] = caps
 	}
 	if info := bytes.TrimSpace(p.Params.ClientInfo); len(info) > 0 && info[0] == '{' {
-		meta[eras.KeyClientInfo] = info
+		meta[protocol.MetaClientInfo] = info
 	}
 	c.mu.Lock()
 	if c.closed { // Close answered it: the session gets no version
 		c.mu.Unlock()
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, errReverseClosed.Error())
+		return jsonrpc.ErrorResponse(id, protocol.CodeServerError, errReverseClosed.Error())
 	}
-	if level, ok := c.meta[eras.KeyLogLevel]; ok {
-		meta[eras.KeyLogLevel] = level
+	if level, ok := c.meta[protocol.MetaLogLevel]; ok {
+		meta[protocol.MetaLogLevel] = level
 	}
 	c.version, c.meta, c.discover = version, meta, bytes.Clone(discover)
 	c.mu.Unlock()
@@ -275,14 +274,14 @@ func (c *reverseConn) setLevel(msg *jsonrpc.Message, id []byte) []byte {
 		} `json:"params"`
 	}
 	if json.Unmarshal(msg.Raw, &p) != nil || len(p.Params.Level) == 0 || p.Params.Level[0] != '"' {
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "mcpgate: logging/setLevel needs params.level, a string")
+		return jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "mcpgate: logging/setLevel needs params.level, a string")
 	}
 	c.mu.Lock()
 	meta := make(map[string]json.RawMessage, len(c.meta)+1)
 	for k, v := range c.meta {
 		meta[k] = v
 	}
-	meta[eras.KeyLogLevel] = p.Params.Level
+	meta[protocol.MetaLogLevel] = p.Params.Level
 	c.meta = meta // replaced, not changed: calls running hold the old one
 	c.mu.Unlock()
 	return jsonrpc.Response(id, []byte(`{}`))
@@ -353,7 +352,7 @@ func (c *reverseConn) CloseWith(reason string) {
 	c.calls = map[*reverseCall]struct{}{}
 	c.mu.Unlock()
 	for cl := range calls {
-		cl.fail(jsonrpc.CodeServerError, text)
+		cl.fail(protocol.CodeServerError, text)
 	}
 	c.cancel() // every call's context, the listen's and the asks'
 }
@@ -401,7 +400,7 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 				return nil, err
 			}
 		}
-		c, err := open(ctx, general, mux.ModernVersion, caps)
+		c, err := open(ctx, general, protocol.StatelessVersion, caps)
 		if err != nil {
 			return nil, err
 		}
@@ -410,7 +409,7 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 		}
 		c.Close()
 		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
-			return open(ctx, general, mux.ModernVersion, caps)
+			return open(ctx, general, protocol.StatelessVersion, caps)
 		}, general, 0, log.With("bridge", "reverse")), nil
 	}
 }

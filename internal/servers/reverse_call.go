@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // run carries one request of a reverse session to its final answer: a
@@ -18,7 +19,7 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 	defer c.forget(cl)
 	msg, err := jsonrpc.Parse(raw)
 	if err != nil { // it parsed once: cannot happen
-		cl.fail(jsonrpc.CodeInternalError, "mcpgate: "+err.Error())
+		cl.fail(protocol.CodeInternalError, "mcpgate: "+err.Error())
 		return
 	}
 	var extra map[string]json.RawMessage // the retry's inputResponses and requestState
@@ -29,7 +30,7 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 		}
 		req, err := eras.BridgeRequest(&msg, id, meta, extra)
 		if err != nil {
-			cl.fail(jsonrpc.CodeInvalidParams, "mcpgate: "+err.Error())
+			cl.fail(protocol.CodeInvalidParams, "mcpgate: "+err.Error())
 			return
 		}
 		reply, err := c.roundTrip(ctx, cl, req)
@@ -43,17 +44,17 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 			if final, ok := withID(reply, cl.id); ok {
 				cl.reply(final)
 			} else {
-				cl.fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
+				cl.fail(protocol.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
 			}
 			return
 		case err != nil:
-			cl.fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
+			cl.fail(protocol.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
 			return
 		case round+1 >= reverseRounds:
-			cl.fail(jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
+			cl.fail(protocol.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
 			return
 		}
-		responses, err := c.askClient(ctx, cl, ir.Requests, meta[eras.KeyClientCapabilities])
+		responses, err := c.askClient(ctx, cl, ir.Requests, meta[protocol.MetaClientCapabilities])
 		if err != nil {
 			c.settle(ctx, cl, err)
 			return
@@ -71,11 +72,11 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 func (c *reverseConn) settle(ctx context.Context, cl *reverseCall, err error) {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		cl.fail(jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
+		cl.fail(protocol.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
 	case c.ctx.Err() != nil:
-		cl.fail(jsonrpc.CodeServerError, errReverseClosed.Error())
+		cl.fail(protocol.CodeServerError, errReverseClosed.Error())
 	default:
-		cl.fail(jsonrpc.CodeServerError, err.Error())
+		cl.fail(protocol.CodeServerError, err.Error())
 	}
 }
 
@@ -182,7 +183,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []era
 			// nothing will take its answer.
 			for j, q := range asked {
 				if !answered[j] {
-					cl.send(jsonrpc.Notification("notifications/cancelled",
+					cl.send(jsonrpc.Notification(protocol.NotificationCancelled,
 						[]byte(`{"requestId":`+q.id+`,"reason":"mcpgate: the request it was for ended"}`)))
 				}
 			}
@@ -203,9 +204,9 @@ func declaredInputs(caps json.RawMessage) map[string]bool {
 	_ = json.Unmarshal(caps, &c)
 	present := func(v json.RawMessage) bool { return len(v) > 0 && !bytes.Equal(v, []byte("null")) }
 	return map[string]bool{
-		"sampling/createMessage": present(c.Sampling),
-		"elicitation/create":     present(c.Elicitation),
-		"roots/list":             present(c.Roots),
+		protocol.MethodSamplingCreateMessage: present(c.Sampling),
+		protocol.MethodElicitationCreate:     present(c.Elicitation),
+		protocol.MethodRootsList:             present(c.Roots),
 	}
 }
 

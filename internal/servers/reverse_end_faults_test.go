@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Attacks on how a reverse session's requests end: timeouts, Close,
@@ -37,7 +38,7 @@ func TestReverseAskNeverAnswered(t *testing.T) {
 	if elapsed := time.Since(start); elapsed < timeout {
 		t.Errorf("answered after %v, before the timeout %v", elapsed, timeout)
 	}
-	revWantError(t, reply, "7", jsonrpc.CodeServerError, "timed out")
+	revWantError(t, reply, "7", protocol.CodeServerError, "timed out")
 	// The ask is withdrawn before the answer: nothing will take its result.
 	sends, _ := out.got()
 	if last := sends[len(sends)-1]; !strings.Contains(last, `"method":"notifications/cancelled"`) ||
@@ -126,7 +127,7 @@ func TestReverseCloseInFlight(t *testing.T) {
 				if reason != "" {
 					want = "mcpgate: " + reason
 				}
-				revWantError(t, replies[0], `"req-1"`, jsonrpc.CodeServerError, want)
+				revWantError(t, replies[0], `"req-1"`, protocol.CodeServerError, want)
 				if stage == "round trip" {
 					revEventually(t, "the attempt abandoned and closed", a.done)
 					a.reply(`{"late":true}`)
@@ -146,7 +147,7 @@ func TestReverseCloseInFlight(t *testing.T) {
 				if _, replies := late.got(); len(replies) != 1 {
 					t.Fatalf("a request after Close: %d replies at once", len(replies))
 				} else {
-					revWantError(t, replies[0], "2", jsonrpc.CodeServerError, "closed")
+					revWantError(t, replies[0], "2", protocol.CodeServerError, "closed")
 				}
 				leaks()
 			})
@@ -341,7 +342,7 @@ func TestReverseInputRequiredForever(t *testing.T) {
 			}}
 			revHandle(c, revCall("1e3", 1), out)
 			reply := out.reply(t)
-			revWantError(t, reply, "1e3", jsonrpc.CodeInternalError, fmt.Sprintf("after %d rounds", reverseRounds))
+			revWantError(t, reply, "1e3", protocol.CodeInternalError, fmt.Sprintf("after %d rounds", reverseRounds))
 			leaks()
 			if n := out.replyCount(); n != 1 {
 				t.Errorf("%d replies", n)
@@ -411,7 +412,7 @@ func TestReverseMalformedInputRequired(t *testing.T) {
 			revHandle(c, revCall("-0", 1), out)
 			reply := out.reply(t)
 			leaks()
-			revWantError(t, reply, "-0", jsonrpc.CodeInternalError, "the server's answer")
+			revWantError(t, reply, "-0", protocol.CodeInternalError, "the server's answer")
 			sends, replies := out.got()
 			if len(replies) != 1 || len(sends) != 0 {
 				t.Errorf("replies %q, sends %q", replies, sends)
@@ -512,8 +513,8 @@ func TestReverseClientAnswers(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
-		revWantError(t, outA.reply(t), "1", jsonrpc.CodeServerError, "closed")
-		revWantError(t, outB.reply(t), "1", jsonrpc.CodeServerError, "closed")
+		revWantError(t, outA.reply(t), "1", protocol.CodeServerError, "closed")
+		revWantError(t, outB.reply(t), "1", protocol.CodeServerError, "closed")
 		leaks()
 	})
 }

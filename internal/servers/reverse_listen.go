@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // A session of the older eras gets list_changed notifications unasked,
@@ -33,7 +34,7 @@ func (c *reverseConn) subscribe(msg *jsonrpc.Message, id []byte, on bool) []byte
 		} `json:"params"`
 	}
 	if json.Unmarshal(msg.Raw, &p) != nil || p.Params.URI == nil {
-		return jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "mcpgate: "+msg.MethodName()+" needs params.uri, a string")
+		return jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "mcpgate: "+msg.MethodName()+" needs params.uri, a string")
 	}
 	c.mu.Lock()
 	_, had := c.subs[*p.Params.URI]
@@ -143,7 +144,7 @@ func (c *reverseConn) listenOnce(ctx context.Context, params []byte, meta map[st
 	if ctx.Err() != nil { // renewed or closed while opening: no listen nobody holds
 		return
 	}
-	req, err := jsonrpc.Parse(jsonrpc.Request(c.nextID("listen"), "subscriptions/listen", params))
+	req, err := jsonrpc.Parse(jsonrpc.Request(c.nextID("listen"), protocol.MethodSubscriptionsListen, params))
 	if err != nil {
 		return
 	}
@@ -171,8 +172,8 @@ func (c *reverseConn) listenOnce(ctx context.Context, params []byte, meta map[st
 // request, and the listen is renewed).
 func (c *reverseConn) notified(raw []byte) {
 	msg, err := jsonrpc.Parse(raw)
-	if err != nil || msg.Kind != jsonrpc.KindNotification || msg.MethodIs("notifications/subscriptions/acknowledged") ||
-		msg.MethodIs("notifications/cancelled") {
+	if err != nil || msg.Kind != jsonrpc.KindNotification || msg.MethodIs(protocol.NotificationSubscriptionsAcknowledged) ||
+		msg.MethodIs(protocol.NotificationCancelled) {
 		return
 	}
 	c.general.Send(raw)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Attacks on the reverse bridge's opening and initialize: open and
@@ -28,10 +28,10 @@ func TestReverseOpenAndInitFail(t *testing.T) {
 		srv.mu.Unlock()
 		out := &revStream{}
 		revHandle(c, revCall(`"o"`, 1), out)
-		revWantError(t, out.reply(t), `"o"`, jsonrpc.CodeServerError, "boom")
+		revWantError(t, out.reply(t), `"o"`, protocol.CodeServerError, "boom")
 		init := &revStream{}
 		revHandle(c, strings.Replace(revInitialize, `"id":0`, `"id":"i"`, 1), init)
-		revWantError(t, init.reply(t), `"i"`, jsonrpc.CodeServerError, "boom")
+		revWantError(t, init.reply(t), `"i"`, protocol.CodeServerError, "boom")
 		leaks()
 		if out.replyCount()+init.replyCount() != 2 {
 			t.Error("more than one reply")
@@ -85,7 +85,7 @@ func TestReverseOpenAndInitFail(t *testing.T) {
 		if _, replies := out.got(); len(replies) != 1 {
 			t.Fatalf("%d replies when CloseWith returned", len(replies))
 		} else {
-			revWantError(t, replies[0], "3", jsonrpc.CodeServerError, "bye")
+			revWantError(t, replies[0], "3", protocol.CodeServerError, "bye")
 		}
 		close(gate)
 		leaks()
@@ -128,7 +128,7 @@ func TestReverseCloseDuringInitialize(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Handle(initialize) still waits on the server after Close")
 	}
-	revWantError(t, out.reply(t), "0", jsonrpc.CodeServerError, "shutting down")
+	revWantError(t, out.reply(t), "0", protocol.CodeServerError, "shutting down")
 	if n := out.replyCount(); n != 1 {
 		t.Errorf("%d replies", n)
 	}
@@ -159,7 +159,7 @@ func TestReverseInitializeTimesOut(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("initialize on a server that is never ready is not bounded by the timeout")
 	}
-	revWantError(t, out.reply(t), "0", jsonrpc.CodeServerError, "initialize timed out")
+	revWantError(t, out.reply(t), "0", protocol.CodeServerError, "initialize timed out")
 	if v := c.Version(); v != "" {
 		t.Errorf("version %q", v)
 	}

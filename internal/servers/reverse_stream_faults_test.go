@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Attacks on what a reverse session's streams carry: ids byte for byte,
@@ -95,7 +96,7 @@ func TestReverseServerReplyOddities(t *testing.T) {
 	out := &revStream{}
 	revHandle(c, revCall("1", 1), out)
 	srv.attempt(t, 1).out.Reply(nil)
-	revWantError(t, out.reply(t), "1", jsonrpc.CodeServerError, "cancelled")
+	revWantError(t, out.reply(t), "1", protocol.CodeServerError, "cancelled")
 
 	twice := &revStream{}
 	revHandle(c, revCall("2", 2), twice)
@@ -114,7 +115,7 @@ func TestReverseServerReplyOddities(t *testing.T) {
 		id := fmt.Sprintf(`"g%d"`, i)
 		revHandle(c, revCall(id, 0), garbage)
 		srv.attempt(t, 3+i).out.Reply([]byte(bad))
-		revWantError(t, garbage.reply(t), id, jsonrpc.CodeInternalError, "not a JSON-RPC response")
+		revWantError(t, garbage.reply(t), id, protocol.CodeInternalError, "not a JSON-RPC response")
 	}
 
 	// input_required then a final answer on the same attempt: the first
@@ -252,7 +253,7 @@ func TestReverseSubscribeRenewsListen(t *testing.T) {
 	if l2.ctx.Err() != nil {
 		t.Error("a subscription already held renewed the listen")
 	}
-	local(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{}}`, string(jsonrpc.ErrorResponse([]byte("3"), jsonrpc.CodeInvalidParams, "mcpgate: resources/subscribe needs params.uri, a string")))
+	local(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{}}`, string(jsonrpc.ErrorResponse([]byte("3"), protocol.CodeInvalidParams, "mcpgate: resources/subscribe needs params.uri, a string")))
 	local(`{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"file:///a"}}`, `{"jsonrpc":"2.0","id":4,"result":{}}`)
 	revEventually(t, "listen 2 abandoned", l2.done)
 	l3 := srv.listen(t, 3)
@@ -308,8 +309,8 @@ func TestReverseLocalMethods(t *testing.T) {
 		}
 	}
 	for raw, code := range map[string]int{
-		`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":3}}`: jsonrpc.CodeInvalidParams,
-		`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"t"}}`:     jsonrpc.CodeMethodNotFound,
+		`{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":3}}`: protocol.CodeInvalidParams,
+		`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"t"}}`:     protocol.CodeMethodNotFound,
 	} {
 		out := &revStream{}
 		revHandle(c, raw, out)
@@ -504,7 +505,7 @@ func TestReverseEndRacesFinalReply(t *testing.T) {
 				case end == "cancel" && replies[0] != "" && !strings.Contains(replies[0], `"ok"`):
 					t.Fatalf("round %d: a cancelled request got %q", round, replies[0])
 				case end == "close" || end == "timeout":
-					if a := revParse(t, replies[0]); string(a.id) != `"r"` || (a.result == nil && a.code != jsonrpc.CodeServerError) {
+					if a := revParse(t, replies[0]); string(a.id) != `"r"` || (a.result == nil && a.code != protocol.CodeServerError) {
 						t.Fatalf("round %d: %q", round, replies[0])
 					}
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // shared serves every session from one process, initialized by its
@@ -26,7 +27,7 @@ import (
 // capabilities the request declared, and none taking new requests while
 // one of its requests waits for a client's input (translate.go).
 //
-// Config "protocol": "legacy" never starts the second process; "auto"
+// Config "protocol": "sessions" (or "legacy") never starts the second process; "auto"
 // starts it on the first stateless request and, unless a probe of it
 // succeeds first, falls back to translation for this Server's lifetime when
 // its probe finds no 2026-07-28 server or it exits or cannot be spawned;
@@ -42,23 +43,24 @@ type shared struct {
 	// Static after construction.
 	p        *proc  // the sessions' process; nil when pinned to 2026-07-28
 	name     string // server name
-	protocol string // config.Protocol*; "" counts as auto
+	protocol string // config.Protocol*, ProtocolLegacy read as ProtocolSessions; "" counts as auto
 	spawn    func() (*proc, error)
 	timeout  time.Duration // a request's (config "timeout"): a reverse session's, input rounds included
 	trans    *translation  // the translated stateless requests' processes
 	log      *slog.Logger
 
-	// stops are the background stops of second processes found legacy;
+	// stops are the background stops of second processes found to speak
+	// only the session eras;
 	// Add only under mu while not closed, so that it comes before the
 	// Wait in Close.
 	stops sync.WaitGroup
 
 	mu sync.Mutex
 	// guarded by mu:
-	closed bool
-	modern *proc // the stateless requests' process; nil before it starts and after a fallback
-	legacy error // auto: why stateless requests are translated; once set, for good
-	probed bool  // a probe of modern succeeded once
+	closed       bool
+	modern       *proc // the stateless requests' process; nil before it starts and after a fallback
+	sessionsOnly error // auto: why stateless requests are translated; once set, for good
+	probed       bool  // a probe of modern succeeded once
 	// reverse: p refused initialize and the server speaks 2026-07-28
 	// alone (auto); p is stopped and sessions take the reverse bridge.
 	reverse bool
@@ -76,10 +78,14 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 	}
 	modernOpts := opts
 	modernOpts.Modern = true
-	modernLog := log.With("era", mux.ModernVersion)
+	modernLog := log.With("era", protocol.StatelessVersion)
 	modernOpts.Logger = modernLog
+	proto := cfg.Protocol
+	if cfg.SessionsOnly() {
+		proto = config.ProtocolSessions
+	}
 	s := &shared{
-		p: p, name: cfg.Name, protocol: cfg.Protocol, timeout: cfg.Timeout, log: log,
+		p: p, name: cfg.Name, protocol: proto, timeout: cfg.Timeout, log: log,
 		spawn: func() (*proc, error) { return start(cfg, modernOpts, sharedPipeBytes, modernLog) },
 		trans: newTranslation(cfg, opts, log),
 	}
@@ -104,7 +110,7 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 func (s *shared) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	if s.p == nil || s.isReverse() || s.modernOnly(ctx) {
 		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
-			return s.OpenStateless(ctx, general, mux.ModernVersion, nil)
+			return s.OpenStateless(ctx, general, protocol.StatelessVersion, nil)
 		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 	}
 	return s.p.m.Join(general), nil
@@ -113,7 +119,7 @@ func (s *shared) Open(ctx context.Context, general conn.Stream) (conn.Conn, erro
 // modernOnly reports, for "auto", that the sessions' process refused
 // initialize and the server speaks 2026-07-28 (probing it if not yet).
 func (s *shared) modernOnly(ctx context.Context) bool {
-	if s.protocol == config.ProtocolLegacy {
+	if s.protocol == config.ProtocolSessions {
 		return false
 	}
 	if s.p.m.InitRefused() == nil {
@@ -121,7 +127,7 @@ func (s *shared) modernOnly(ctx context.Context) bool {
 	}
 	// As a stateless request would: the probe, and the fallback when it
 	// finds no 2026-07-28 server, are OpenStateless's.
-	c, err := s.OpenStateless(ctx, discard{}, mux.ModernVersion, nil)
+	c, err := s.OpenStateless(ctx, discard{}, protocol.StatelessVersion, nil)
 	if err != nil {
 		return false
 	}
@@ -139,7 +145,7 @@ func (s *shared) modernOnly(ctx context.Context) bool {
 	s.reverse = true
 	s.stops.Add(1)
 	s.mu.Unlock()
-	s.log.Info("the server refuses initialize and speaks "+mux.ModernVersion+": its sessions of the older eras take the reverse bridge", "server", s.name)
+	s.log.Info("the server refuses initialize and speaks "+protocol.StatelessVersion+": its sessions of the older eras take the reverse bridge", "server", s.name)
 	go func() {
 		defer s.stops.Done()
 		s.p.stop()
@@ -184,7 +190,7 @@ func (s *shared) OpenStateless(ctx context.Context, general conn.Stream, version
 // modernProc returns the second process, starting it on first use; nil
 // when stateless requests are translated.
 func (s *shared) modernProc() (*proc, error) {
-	if s.protocol == config.ProtocolLegacy {
+	if s.protocol == config.ProtocolSessions {
 		return nil, nil
 	}
 	s.mu.Lock()
@@ -192,7 +198,7 @@ func (s *shared) modernProc() (*proc, error) {
 	switch {
 	case s.closed:
 		return nil, errClosed
-	case s.legacy != nil:
+	case s.sessionsOnly != nil:
 		return nil, nil
 	case s.modern != nil:
 		return s.modern, nil
@@ -205,7 +211,7 @@ func (s *shared) modernProc() (*proc, error) {
 		if s.protocol == config.ProtocolModern {
 			return nil, err
 		}
-		s.legacy = err
+		s.sessionsOnly = err
 		s.log.Warn("no process for stateless requests; they are translated", "server", s.name, "err", err)
 		return nil, nil
 	}
@@ -225,7 +231,7 @@ func (s *shared) openModern(ctx context.Context, p *proc, general conn.Stream, v
 		s.probed = true
 		s.mu.Unlock()
 		if first {
-			s.log.Info("server speaks "+mux.ModernVersion+"; its stateless requests go to a process of their own", "server", s.name)
+			s.log.Info("server speaks "+protocol.StatelessVersion+"; its stateless requests go to a process of their own", "server", s.name)
 		}
 		c := p.m.Join(general)
 		c.Stateless(version, caps)
@@ -271,7 +277,7 @@ func (s *shared) fallBack(p *proc, why error) {
 		s.mu.Unlock()
 		return // closing, or another request fell back already
 	}
-	s.modern, s.legacy = nil, why
+	s.modern, s.sessionsOnly = nil, why
 	s.stops.Add(1)
 	s.mu.Unlock()
 	s.log.Info("stateless requests are translated for a server of the session eras", "server", s.name, "reason", why)

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -99,7 +100,7 @@ func openStateless(t *testing.T, s Server, caps string) conn.StatelessConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), mux.ModernVersion, []byte(caps))
+	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(caps))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -272,8 +273,8 @@ func TestStatelessModernProcessRestarted(t *testing.T) {
 	sh := s.(*shared)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.legacy != nil {
-		t.Errorf("fell back after a crash of a server probed before: %v", sh.legacy)
+	if sh.sessionsOnly != nil {
+		t.Errorf("fell back after a crash of a server probed before: %v", sh.sessionsOnly)
 	}
 }
 
@@ -289,7 +290,7 @@ func TestStatelessCloseWhileProbing(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
+		c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 		if c != nil {
 			c.Close()
 		}
@@ -326,7 +327,7 @@ func TestStatelessProtocolSettings(t *testing.T) {
 		} else {
 			c.Close()
 		}
-		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`))
+		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 		if !errors.Is(err, mux.ErrNotModern) || !strings.Contains(err.Error(), "-32601") || !strings.Contains(err.Error(), `"protocol"`) {
 			t.Errorf("OpenStateless: %v; want the probe's verdict and the setting", err)
 		}

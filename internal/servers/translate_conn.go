@@ -9,6 +9,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // The connections of translated stateless requests, and the relays of
@@ -97,7 +98,7 @@ func (c *tconn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Strea
 	mc, err := c.client()
 	if err != nil {
 		if msg.Kind == jsonrpc.KindRequest { // exactly one answer, even without a process
-			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), jsonrpc.CodeServerError, "mcpgate: "+strings.TrimPrefix(err.Error(), "mcpgate: ")))
+			out.Reply(jsonrpc.ErrorResponse(msg.Bytes(msg.ID), protocol.CodeServerError, "mcpgate: "+strings.TrimPrefix(err.Error(), "mcpgate: ")))
 		}
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 )
 
 // Fault tests of translate.go: an extra process that cannot start, a
@@ -208,7 +209,7 @@ func TestTranslationManyAtOnce(t *testing.T) {
 
 // manyClient is one client of TestTranslationManyAtOnce.
 func manyClient(s Server, i int) error {
-	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{"sampling":{}}`))
+	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{"sampling":{}}`))
 	if err != nil {
 		return err
 	}

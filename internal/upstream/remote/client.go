@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
 
@@ -203,10 +204,10 @@ func (c *Client) send(ctx context.Context, gen uint64, msg []byte) error {
 	switch {
 	case m.Kind == jsonrpc.KindRequest:
 		o.id = o.body[m.ID.Start:m.ID.End]
-		if o.method == "initialize" {
+		if o.method == protocol.MethodInitialize {
 			params = paramsOf(o.body)
 		}
-	case m.Kind == jsonrpc.KindNotification && o.method == "notifications/cancelled":
+	case m.Kind == jsonrpc.KindNotification && o.method == protocol.NotificationCancelled:
 		if s := m.CancelRequestID; s.Present() {
 			cancelled = o.body[s.Start:s.End]
 		}
@@ -277,7 +278,7 @@ func (c *Client) run(o *outgoing) {
 	}
 	c.mu.Lock()
 	m := c.mode
-	o.probe = m == modeUndecided && o.method == "initialize"
+	o.probe = m == modeUndecided && o.method == protocol.MethodInitialize
 	c.mu.Unlock()
 	if m == modeSSE {
 		c.postLegacy(o)

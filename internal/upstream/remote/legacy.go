@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
 
@@ -73,7 +74,7 @@ func (c *Client) postLegacy(o *outgoing) {
 	o.release()
 	if err != nil {
 		if !ctxDone(c.ctx) {
-			c.fail(o.gen, o.id, jsonrpc.CodeServerError, requestFailed(err))
+			c.fail(o.gen, o.id, protocol.CodeServerError, requestFailed(err))
 		}
 		return
 	}
@@ -82,7 +83,7 @@ func (c *Client) postLegacy(o *outgoing) {
 		if o.id == nil {
 			c.log.Warn("upstream refused a message", "method", o.method, "status", code)
 		}
-		c.fail(o.gen, o.id, jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: upstream answered HTTP %d %s", code, http.StatusText(code)))
+		c.fail(o.gen, o.id, protocol.CodeServerError, fmt.Sprintf("mcpgate: upstream answered HTTP %d %s", code, http.StatusText(code)))
 	}
 }
 

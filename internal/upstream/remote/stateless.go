@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
 
@@ -34,7 +35,7 @@ import (
 // when the server answered, but not as a server of the 2026-07-28 revision:
 // a verdict about the server, unlike a network error or a 5xx, which say
 // nothing about it.
-var ErrNotModern = errors.New("remote: server does not speak protocol version " + eras.Version)
+var ErrNotModern = errors.New("remote: server does not speak protocol version " + protocol.StatelessVersion)
 
 // discoverTimeout bounds a Discover whose ctx has no deadline: the revision
 // asks for "a reasonable timeout" without a number; a remote server may sit
@@ -105,9 +106,9 @@ func (s *Stateless) Close() {
 // discoverRequest is the server/discover a Discover POSTs: no clientInfo
 // (optional: servers must not require it) and no client capabilities (the
 // result does not depend on them).
-var discoverRequest = []byte(`{"jsonrpc":"2.0","id":"mcpgate-discover","method":"server/discover","params":{"_meta":{` +
-	`"` + eras.KeyProtocolVersion + `":"` + eras.Version + `",` +
-	`"` + eras.KeyClientCapabilities + `":{}}}}`)
+var discoverRequest = []byte(`{"jsonrpc":"2.0","id":"mcpgate-discover","method":"` + protocol.MethodServerDiscover + `","params":{"_meta":{` +
+	`"` + protocol.MetaProtocolVersion + `":"` + protocol.StatelessVersion + `",` +
+	`"` + protocol.MetaClientCapabilities + `":{}}}}`)
 
 // Discover asks the server whether it speaks the 2026-07-28 revision
 // (server/discover, draft/server/discover.mdx) and returns its discover
@@ -160,7 +161,7 @@ func (s *Stateless) Discover(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%w: server/discover failed: %d %s", ErrNotModern, m.Error.Code, clipText(m.Error.Message))
 	case m.Result.Kind() != '{' || json.Unmarshal(m.Result, &result) != nil:
 		return nil, fmt.Errorf("%w: its server/discover reply has no valid result", ErrNotModern)
-	case !slices.Contains(result.SupportedVersions, eras.Version):
+	case !slices.Contains(result.SupportedVersions, protocol.StatelessVersion):
 		return nil, fmt.Errorf("%w: its server/discover lists only %q", ErrNotModern, result.SupportedVersions)
 	}
 	return bytes.Clone(m.Result), nil
@@ -211,7 +212,7 @@ func (s *Stateless) Do(ctx context.Context, msg []byte, header http.Header, send
 		if err == nil {
 			id = m.Bytes(m.ID)
 		}
-		reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "mcpgate: not a JSON-RPC request"))
+		reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidRequest, "mcpgate: not a JSON-RPC request"))
 		return
 	}
 	id := m.Bytes(m.ID)
@@ -222,19 +223,19 @@ func (s *Stateless) Do(ctx context.Context, msg []byte, header http.Header, send
 	var se *statusError
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeRequestTimeout, "mcpgate: request timed out"))
+		reply(jsonrpc.ErrorResponse(id, protocol.CodeRequestTimeout, "mcpgate: request timed out"))
 	case ctx.Err() != nil:
 		// Cancelled: the caller gave up on it.
 	case errors.As(err, &se):
 		s.log.Warn("upstream refused a request", "method", m.MethodName(), "status", se.code)
-		reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError,
+		reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError,
 			fmt.Sprintf("mcpgate: upstream answered HTTP %d %s", se.code, http.StatusText(se.code))))
 	case errors.Is(err, errTooLarge):
 		s.log.Warn("reply from server exceeds the size limit; dropped", "method", m.MethodName(), "limit", s.cfg.MaxMessageBytes)
-		reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: "+err.Error()))
+		reply(jsonrpc.ErrorResponse(id, protocol.CodeInternalError, "mcpgate: "+err.Error()))
 	default:
 		s.log.Warn("request failed", "method", m.MethodName(), "err", err)
-		reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, requestFailed(err)))
+		reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, requestFailed(err)))
 	}
 }
 
@@ -399,16 +400,16 @@ func setRequestHeaders(h http.Header, msg []byte) {
 	_ = json.Unmarshal(msg, &m)
 	version, ok := stringValue(m.Params.Meta.Version)
 	if !ok {
-		version = eras.Version
+		version = protocol.StatelessVersion
 	}
 	h.Set(eras.HeaderProtocolVersion, headerSafe(version))
 	h.Set(eras.HeaderMethod, headerSafe(m.Method))
 	name := m.Params.Name
 	switch m.Method {
-	case "resources/read":
+	case protocol.MethodResourcesRead:
 		name = m.Params.URI
 		fallthrough
-	case "tools/call", "prompts/get":
+	case protocol.MethodToolsCall, protocol.MethodPromptsGet:
 		if v, ok := stringValue(name); ok {
 			h.Set(eras.HeaderName, eras.EncodeHeaderValue(v))
 		}

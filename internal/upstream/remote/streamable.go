@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/sse"
 )
 
@@ -39,7 +40,7 @@ var reinitSeq atomic.Uint64
 // postHTTP POSTs one message and delivers what comes back. retry allows one
 // transparent re-initialization when the session has expired.
 func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
-	isInit := o.method == "initialize"
+	isInit := o.method == protocol.MethodInitialize
 	c.mu.Lock()
 	sess := c.sess
 	c.mu.Unlock()
@@ -60,7 +61,7 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 	}
 	if err != nil {
 		if !ctxDone(c.ctx) {
-			c.fail(o.gen, o.id, jsonrpc.CodeServerError, requestFailed(err))
+			c.fail(o.gen, o.id, protocol.CodeServerError, requestFailed(err))
 		}
 		return handled
 	}
@@ -80,14 +81,14 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 		if c.reinit(sess) {
 			return c.postHTTP(o, false)
 		}
-		c.fail(o.gen, o.id, jsonrpc.CodeServerError, "mcpgate: upstream session expired and could not be renewed")
+		c.fail(o.gen, o.id, protocol.CodeServerError, "mcpgate: upstream session expired and could not be renewed")
 		return handled
 	case code < 200 || code > 299:
 		drain(resp)
 		if o.id == nil {
 			c.log.Warn("upstream refused a message", "method", o.method, "status", code)
 		}
-		c.fail(o.gen, o.id, jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: upstream answered HTTP %d %s", code, http.StatusText(code)))
+		c.fail(o.gen, o.id, protocol.CodeServerError, fmt.Sprintf("mcpgate: upstream answered HTTP %d %s", code, http.StatusText(code)))
 		return handled
 	}
 	if o.probe {
@@ -97,7 +98,7 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 		c.newSession(resp.Header.Get("Mcp-Session-Id"))
 		o.release()
 	}
-	if o.method == "notifications/initialized" {
+	if o.method == protocol.NotificationInitialized {
 		c.startGET()
 	}
 	switch mt := mediaType(resp); {
@@ -109,7 +110,7 @@ func (c *Client) postHTTP(o *outgoing, retry bool) outcome {
 		c.readPostStream(o, resp)
 	default:
 		drain(resp)
-		c.fail(o.gen, o.id, jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: upstream replied with content type %q", resp.Header.Get("Content-Type")))
+		c.fail(o.gen, o.id, protocol.CodeServerError, fmt.Sprintf("mcpgate: upstream replied with content type %q", resp.Header.Get("Content-Type")))
 	}
 	return handled
 }
@@ -140,10 +141,10 @@ func (c *Client) readJSON(o *outgoing, resp *http.Response) {
 	switch {
 	case over:
 		c.oversized(o.gen, data, size)
-		c.fail(o.gen, o.id, jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: reply of %d bytes exceeds the size limit", size))
+		c.fail(o.gen, o.id, protocol.CodeInternalError, fmt.Sprintf("mcpgate: reply of %d bytes exceeds the size limit", size))
 	case err != nil:
 		if !ctxDone(c.ctx) {
-			c.fail(o.gen, o.id, jsonrpc.CodeServerError, "mcpgate: reading the upstream reply: "+err.Error())
+			c.fail(o.gen, o.id, protocol.CodeServerError, "mcpgate: reading the upstream reply: "+err.Error())
 		}
 	case len(bytes.TrimSpace(data)) > 0:
 		c.deliver(o.gen, data)
@@ -178,10 +179,10 @@ func (c *Client) readPostStream(o *outgoing, resp *http.Response) {
 		return
 	}
 	if st.oversized {
-		c.fail(o.gen, o.id, jsonrpc.CodeInternalError, "mcpgate: reply exceeds the size limit")
+		c.fail(o.gen, o.id, protocol.CodeInternalError, "mcpgate: reply exceeds the size limit")
 		return
 	}
-	c.fail(o.gen, o.id, jsonrpc.CodeServerError, "mcpgate: upstream closed the stream before replying")
+	c.fail(o.gen, o.id, protocol.CodeServerError, "mcpgate: upstream closed the stream before replying")
 }
 
 // resume GETs the stream st was reading from its last event id and reads
@@ -324,7 +325,7 @@ func (c *Client) reinit(old session) bool {
 	}
 	c.log.Info("upstream session expired; starting a new one")
 	id := fmt.Appendf(nil, `"mcpgate-reinit-%d"`, reinitSeq.Add(1))
-	req := c.newRequest(c.ctx, http.MethodPost, c.base, jsonrpc.Request(id, "initialize", params), session{})
+	req := c.newRequest(c.ctx, http.MethodPost, c.base, jsonrpc.Request(id, protocol.MethodInitialize, params), session{})
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := c.do(req, nil)
 	if err != nil {
@@ -347,7 +348,7 @@ func (c *Client) reinit(old session) bool {
 	c.mu.Lock()
 	sess := c.sess
 	c.mu.Unlock()
-	req = c.newRequest(c.ctx, http.MethodPost, c.base, jsonrpc.Notification("notifications/initialized", nil), sess)
+	req = c.newRequest(c.ctx, http.MethodPost, c.base, jsonrpc.Notification(protocol.NotificationInitialized, nil), sess)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if resp, err := c.do(req, nil); err == nil {
 		drain(resp)
