@@ -395,10 +395,7 @@ func (c *clientSession) closeMembers(reason string) {
 	}
 	c.mu.Unlock()
 	for _, mconn := range conns {
-		if cw, ok := mconn.(conn.ConnCloseWith); ok && reason != "" {
-			cw.CloseWith(reason)
-		}
-		mconn.Close()
+		mconn.CloseWith(reason)
 	}
 }
 

@@ -100,12 +100,7 @@ func (h *Handler) Close() {
 func (h *Handler) end(s *session.Session, reason string) {
 	h.logEnded(s, reason)
 	if c, _ := s.TakeValue().(conn.Conn); c != nil {
-		if cw, ok := c.(conn.ConnCloseWith); ok {
-			cw.CloseWith(reason)
-		}
-		// Always, after CloseWith: a Conn wrapping a client (one with its
-		// own process) may do more in Close than the client's CloseWith.
-		c.Close()
+		c.CloseWith(reason) // as complete as Close (conn.Conn)
 	}
 	s.Close(reason)
 }

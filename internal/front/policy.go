@@ -57,21 +57,11 @@ type guardedBackend struct {
 	policy func(key string) conn.Policy
 }
 
-// guardedStatelessBackend is one that also serves stateless requests.
-type guardedStatelessBackend struct {
-	guardedBackend
-	sb conn.StatelessBackend
-}
-
 // guard wraps be under the policy of target, as current has it when each
 // request arrives. Every target is wrapped, with a policy or not: one may
 // be added by a reload while its sessions are open.
 func guard(be conn.Backend, target string, current func(key string) conn.Policy) conn.Backend {
-	g := guardedBackend{Backend: be, target: target, policy: current}
-	if sb, ok := be.(conn.StatelessBackend); ok {
-		return &guardedStatelessBackend{guardedBackend: g, sb: sb}
-	}
-	return &g
+	return &guardedBackend{Backend: be, target: target, policy: current}
 }
 
 func (b *guardedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
@@ -82,12 +72,12 @@ func (b *guardedBackend) Open(ctx context.Context, general conn.Stream) (conn.Co
 	return b.wrap(ctx, c), nil
 }
 
-func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-	c, err := b.sb.OpenStateless(ctx, b.updates(ctx, general), version, caps)
+func (b *guardedBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
+	c, err := b.Backend.OpenStateless(ctx, b.updates(ctx, general), version, caps)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
-	return &guardedStatelessConn{guardedConn: b.wrap(ctx, c), sc: c}, nil
+	return c.WithConn(b.wrap(ctx, c.Conn)), nil
 }
 
 func (b *guardedBackend) wrap(ctx context.Context, c conn.Conn) *guardedConn {
@@ -103,23 +93,6 @@ type guardedConn struct {
 
 	mu    sync.Mutex
 	lists map[conn.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on
-}
-
-// guardedStatelessConn is a StatelessConn under a policy.
-type guardedStatelessConn struct {
-	*guardedConn
-	sc conn.StatelessConn
-}
-
-func (c *guardedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
-	return c.sc.ServerInit(ctx)
-}
-func (c *guardedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
-
-func (c *guardedConn) CloseWith(reason string) {
-	if cw, ok := c.Conn.(conn.ConnCloseWith); ok {
-		cw.CloseWith(reason)
-	}
 }
 
 // Handle refuses a request naming an item the principal may not use, and

@@ -79,12 +79,7 @@ func traced(t *targets, tr trace.Tracer) *targets {
 func traceAll(backends map[string]conn.Backend, tr trace.Tracer, prefix string) map[string]conn.Backend {
 	out := make(map[string]conn.Backend, len(backends))
 	for name, be := range backends {
-		t := tracedBackend{Backend: be, tr: tr, target: prefix + name}
-		if sb, ok := be.(conn.StatelessBackend); ok {
-			out[name] = &tracedStatelessBackend{tracedBackend: t, sb: sb}
-		} else {
-			out[name] = &t
-		}
+		out[name] = &tracedBackend{Backend: be, tr: tr, target: prefix + name}
 	}
 	return out
 }
@@ -96,12 +91,6 @@ type tracedBackend struct {
 	target string
 }
 
-// tracedStatelessBackend is one that also serves stateless requests.
-type tracedStatelessBackend struct {
-	tracedBackend
-	sb conn.StatelessBackend
-}
-
 func (b *tracedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	c, err := b.Backend.Open(ctx, general)
 	if err != nil {
@@ -110,12 +99,12 @@ func (b *tracedBackend) Open(ctx context.Context, general conn.Stream) (conn.Con
 	return b.wrap(c), nil
 }
 
-func (b *tracedStatelessBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-	c, err := b.sb.OpenStateless(ctx, general, version, caps)
+func (b *tracedBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
+	c, err := b.Backend.OpenStateless(ctx, general, version, caps)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
-	return &tracedStatelessConn{tracedConn: b.wrap(c), sc: c}, nil
+	return c.WithConn(b.wrap(c.Conn)), nil
 }
 
 func (b *tracedBackend) wrap(c conn.Conn) *tracedConn {
@@ -130,23 +119,6 @@ type tracedConn struct {
 
 	mu    sync.Mutex
 	spans map[conn.Stream]map[*traceStream]struct{} // guards: mu. Requests in flight, by the stream they answer on
-}
-
-// tracedStatelessConn is a StatelessConn whose requests are traced.
-type tracedStatelessConn struct {
-	*tracedConn
-	sc conn.StatelessConn
-}
-
-func (c *tracedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
-	return c.sc.ServerInit(ctx)
-}
-func (c *tracedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
-
-func (c *tracedConn) CloseWith(reason string) {
-	if cw, ok := c.Conn.(conn.ConnCloseWith); ok {
-		cw.CloseWith(reason)
-	}
 }
 
 // Handle starts a request's span and hands the request on with the span's

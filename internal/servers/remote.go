@@ -127,7 +127,7 @@ func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, erro
 		return nil, err
 	}
 	return func(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-		return s.openStateless(ctx, general, version, caps, cred)
+		return toStateless(s.openStateless(ctx, general, version, caps, cred))
 	}, nil
 }
 
@@ -137,10 +137,15 @@ func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, erro
 func (s *remoteServer) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	cred, err := credentialFor(ctx, s.cfg)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
-	return s.openStateless(ctx, general, version, caps, cred)
+	return toStateless(s.openStateless(ctx, general, version, caps, cred))
 }
+
+// ServesStateless is true: an "http" remote serves stateless requests,
+// itself, translated or refused with the versions it speaks. (An "sse"
+// remote is a plain isolated, which serves sessions only.)
+func (s *remoteServer) ServesStateless() bool { return true }
 
 // clientFor returns the Stateless sending cred's headers.
 func (s *remoteServer) clientFor(cred credential) (*remote.Stateless, error) {
@@ -153,7 +158,7 @@ func (s *remoteServer) clientFor(cred credential) (*remote.Stateless, error) {
 // openStateless is OpenStateless for credential cred. A probe started
 // here carries cred: its verdict is about the server, and stands for
 // every principal.
-func (s *remoteServer) openStateless(ctx context.Context, general conn.Stream, version string, caps []byte, cred credential) (conn.StatelessConn, error) {
+func (s *remoteServer) openStateless(ctx context.Context, general conn.Stream, version string, caps []byte, cred credential) (statelessConn, error) {
 	client, err := s.clientFor(cred)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", s.name, err)
@@ -463,6 +468,7 @@ func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.S
 func (c *refusedConn) Version() string     { return c.version }
 func (c *refusedConn) Abandon(conn.Stream) {}
 func (c *refusedConn) Close()              {}
+func (c *refusedConn) CloseWith(string)    {}
 func (c *refusedConn) Passthrough() bool   { return true }
 func (c *refusedConn) ServerInit(context.Context) ([]byte, error) {
 	return nil, errors.New("mcpgate: remote server " + c.name + " does not speak protocol version " + mux.ModernVersion)
@@ -470,9 +476,7 @@ func (c *refusedConn) ServerInit(context.Context) ([]byte, error) {
 
 // Interface guards.
 var (
-	_ Server                = (*remoteServer)(nil)
-	_ conn.StatelessBackend = (*remoteServer)(nil)
-	_ conn.StatelessConn    = (*remoteConn)(nil)
-	_ conn.ConnCloseWith    = (*remoteConn)(nil)
-	_ conn.StatelessConn    = (*refusedConn)(nil)
+	_ Server        = (*remoteServer)(nil)
+	_ statelessConn = (*remoteConn)(nil)
+	_ statelessConn = (*refusedConn)(nil)
 )

@@ -373,10 +373,7 @@ func (c *reverseConn) nextID(kind string) []byte {
 }
 
 // Interface guards.
-var (
-	_ conn.Conn          = (*reverseConn)(nil)
-	_ conn.ConnCloseWith = (*reverseConn)(nil)
-)
+var _ conn.Conn = (*reverseConn)(nil)
 
 // StatelessSession returns, for a server that serves requests of the
 // stateless revision, a function opening a Conn of the session eras for
@@ -387,12 +384,11 @@ var (
 // 2026-07-28. An aggregating endpoint serves its stateless requests with
 // these. nil for a server without a stateless path.
 func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-	sb, ok := s.(conn.StatelessBackend)
-	if !ok {
+	if !s.ServesStateless() {
 		return nil
 	}
 	return func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-		open := sb.OpenStateless
+		open := s.OpenStateless
 		if rs, ok := s.(*remoteServer); ok {
 			// The reverse bridge opens later with contexts that carry no
 			// principal: bind its credential now.
@@ -406,7 +402,7 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 			return nil, err
 		}
 		if !c.Passthrough() {
-			return c, nil
+			return c.Conn, nil
 		}
 		c.Close()
 		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {

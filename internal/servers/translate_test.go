@@ -38,7 +38,7 @@ func translated(t *testing.T, name string) (Server, *translation, string) {
 func openTranslated(t *testing.T, s Server, caps string) (conn.StatelessConn, *recorder) {
 	t.Helper()
 	general := newRecorder()
-	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), general, mux.ModernVersion, []byte(caps))
+	c, err := s.OpenStateless(context.Background(), general, mux.ModernVersion, []byte(caps))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -323,7 +323,7 @@ func TestTranslatedCloseStopsAll(t *testing.T) {
 			t.Errorf("request %d in flight at Close: %s", i, r)
 		}
 	}
-	if c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`)); err == nil {
+	if c, err := s.OpenStateless(context.Background(), newRecorder(), mux.ModernVersion, []byte(`{}`)); err == nil {
 		c.Close()
 		t.Error("OpenStateless after Close succeeded")
 	}
