@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -14,22 +15,22 @@ import (
 // run carries one request of a reverse session to its final answer: a
 // stateless request per round, the client asked for what an input_required
 // result needs between rounds.
-func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta map[string]json.RawMessage) {
+func (c *reverseConn) run(ctx context.Context, cl *conn.Call, raw []byte, meta map[string]json.RawMessage) {
 	defer c.forget(cl)
 	msg, err := jsonrpc.Parse(raw)
 	if err != nil { // it parsed once: cannot happen
-		cl.fail(jsonrpc.CodeInternalError, "mcpgate: "+err.Error())
+		cl.Fail(jsonrpc.CodeInternalError, "mcpgate: "+err.Error())
 		return
 	}
 	var extra map[string]json.RawMessage // the retry's inputResponses and requestState
 	for round := 0; ; round++ {
-		id := cl.id
+		id := cl.ID
 		if round > 0 {
 			id = c.nextID("retry") // the revision: a retry is a new request
 		}
 		req, err := eras.BridgeRequest(&msg, id, meta, extra)
 		if err != nil {
-			cl.fail(jsonrpc.CodeInvalidParams, "mcpgate: "+err.Error())
+			cl.Fail(jsonrpc.CodeInvalidParams, "mcpgate: "+err.Error())
 			return
 		}
 		reply, err := c.roundTrip(ctx, cl, req)
@@ -40,17 +41,17 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 		ir, ok, err := eras.ParseInputRequired(reply)
 		switch {
 		case !ok:
-			if final, ok := withID(reply, cl.id); ok {
-				cl.reply(final)
+			if final, ok := withID(reply, cl.ID); ok {
+				cl.Reply(final)
 			} else {
-				cl.fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
+				cl.Fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
 			}
 			return
 		case err != nil:
-			cl.fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
+			cl.Fail(jsonrpc.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
 			return
 		case round+1 >= reverseRounds:
-			cl.fail(jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
+			cl.Fail(jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
 			return
 		}
 		responses, err := c.askClient(ctx, cl, ir.Requests, meta[eras.KeyClientCapabilities])
@@ -68,21 +69,21 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 // settle answers a request that ended without the server's final answer:
 // nothing if its client cancelled it or left (it is done already), else
 // the reason.
-func (c *reverseConn) settle(ctx context.Context, cl *reverseCall, err error) {
+func (c *reverseConn) settle(ctx context.Context, cl *conn.Call, err error) {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		cl.fail(jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
+		cl.Fail(jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
 	case c.ctx.Err() != nil:
-		cl.fail(jsonrpc.CodeServerError, errReverseClosed.Error())
+		cl.Fail(jsonrpc.CodeServerError, errReverseClosed.Error())
 	default:
-		cl.fail(jsonrpc.CodeServerError, err.Error())
+		cl.Fail(jsonrpc.CodeServerError, err.Error())
 	}
 }
 
 // roundTrip sends req as a stateless request and returns the server's
 // final answer; the messages before it (progress, log messages) go to the
 // client's stream as they come.
-func (c *reverseConn) roundTrip(ctx context.Context, cl *reverseCall, req []byte) ([]byte, error) {
+func (c *reverseConn) roundTrip(ctx context.Context, cl *conn.Call, req []byte) ([]byte, error) {
 	sc, err := c.open(ctx, c.general)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func (c *reverseConn) roundTrip(ctx context.Context, cl *reverseCall, req []byte
 	if err != nil {
 		return nil, err
 	}
-	rs := &replyStream{send: cl.send, final: make(chan []byte, 1)}
+	rs := &replyStream{send: cl.Send, final: make(chan []byte, 1)}
 	sc.Handle(ctx, &msg, rs)
 	select {
 	case reply := <-rs.final:
@@ -131,7 +132,7 @@ func (s *replyStream) Reply(msg []byte) {
 // their answers as inputResponses. All are asked at once (a client may
 // answer in any order). A request the client answers with an error is
 // left out: the server asks again or fails, as the revision says.
-func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
+func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call, reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
 	type pending struct {
 		key string
 		id  string
@@ -164,7 +165,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []era
 		}
 		// The server's key rides along, for a client of 2026-07-28 the
 		// request may reach again (through an endpoint).
-		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, eras.WithInputKey(r.Params, r.Key)))
+		cl.Send(jsonrpc.Request([]byte(asked[i].id), r.Method, eras.WithInputKey(r.Params, r.Key)))
 	}
 	responses := map[string]json.RawMessage{}
 	for i, p := range asked {
@@ -182,7 +183,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []era
 			// nothing will take its answer.
 			for j, q := range asked {
 				if !answered[j] {
-					cl.send(jsonrpc.Notification("notifications/cancelled",
+					cl.Send(jsonrpc.Notification("notifications/cancelled",
 						[]byte(`{"requestId":`+q.id+`,"reason":"mcpgate: the request it was for ended"}`)))
 				}
 			}

@@ -1,0 +1,401 @@
+package conn
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recStream records what a call delivers, and what it must never see: a
+// second final answer, or a message after the final one.
+type recStream struct {
+	mu      sync.Mutex
+	replies [][]byte
+	sends   int
+	late    int // messages after the final answer
+}
+
+func (s *recStream) Send([]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.replies) > 0 {
+		s.late++
+	}
+	s.sends++
+}
+
+func (s *recStream) Reply(msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.replies) > 0 {
+		s.late++
+	}
+	s.replies = append(s.replies, msg)
+}
+
+func (s *recStream) got() (replies [][]byte, sends, late int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.replies...), s.sends, s.late
+}
+
+// event is one of the ways a call can end.
+type event int
+
+const (
+	evReply   event = iota // the server's answer
+	evTimeout              // the connection's deadline fails it
+	evCancel               // the client's notifications/cancelled: Reply(nil)
+	evClose                // the session ends
+	evAbandon              // the client left
+	numEvents
+)
+
+func (e event) String() string {
+	return [...]string{"reply", "timeout", "cancel", "close", "abandon"}[e]
+}
+
+// permutations returns every order of events.
+func permutations(evs []event) [][]event {
+	if len(evs) <= 1 {
+		return [][]event{append([]event(nil), evs...)}
+	}
+	var out [][]event
+	for i, first := range evs {
+		rest := append(append([]event(nil), evs[:i]...), evs[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]event{first}, p...))
+		}
+	}
+	return out
+}
+
+// TestCallsEveryOrder plays the five ways a call can end in every order
+// (120), and each order's prefixes: the first one decides what the client
+// gets, exactly once or (abandoned) not at all; every later answer is
+// dropped and counted; Cancel runs once when the table ended the call
+// (close, abandon), never when an answer did; and the table is empty.
+func TestCallsEveryOrder(t *testing.T) {
+	all := []event{evReply, evTimeout, evCancel, evClose, evAbandon}
+	perms := permutations(all)
+	if len(perms) != 120 {
+		t.Fatalf("%d orders, want 120", len(perms))
+	}
+	for _, order := range perms {
+		for n := 1; n <= len(order); n++ {
+			order := order[:n]
+			t.Run(fmt.Sprint(order), func(t *testing.T) {
+				var tab Calls
+				out := &recStream{}
+				var cancels atomic.Int32
+				cl := &Call{ID: []byte(`"a"`), Out: out, Cancel: func() { cancels.Add(1) }}
+				if !tab.Add(cl) {
+					t.Fatal("Add refused on an open table")
+				}
+				cl.Send([]byte("progress"))
+				for _, ev := range order {
+					switch ev {
+					case evReply:
+						cl.Reply(jsonrpc.Response(cl.ID, []byte(`{}`)))
+					case evTimeout:
+						cl.Fail(jsonrpc.CodeServerError, "timed out")
+					case evCancel:
+						cl.Reply(nil)
+					case evClose:
+						tab.Close(jsonrpc.CodeServerError, "mcpgate: closed")
+					case evAbandon:
+						tab.Abandon(out)
+					}
+				}
+				cl.Send([]byte("late progress"))
+
+				replies, sends, late := out.got()
+				if late != 0 {
+					t.Errorf("%d messages after the final answer", late)
+				}
+				if sends != 1 {
+					t.Errorf("%d messages before the final answer, want 1", sends)
+				}
+				first := order[0]
+				var want []byte
+				switch first {
+				case evReply:
+					want = jsonrpc.Response(cl.ID, []byte(`{}`))
+				case evTimeout:
+					want = jsonrpc.ErrorResponse(cl.ID, jsonrpc.CodeServerError, "timed out")
+				case evClose:
+					want = jsonrpc.ErrorResponse(cl.ID, jsonrpc.CodeServerError, "mcpgate: closed")
+				}
+				switch {
+				case first == evAbandon:
+					if len(replies) != 0 {
+						t.Errorf("an abandoned call got %d answers", len(replies))
+					}
+				case len(replies) != 1:
+					t.Errorf("%d answers, want exactly 1", len(replies))
+				case !bytes.Equal(replies[0], want):
+					t.Errorf("answer %q, want %q (the first: %v)", replies[0], want, first)
+				}
+				var later int64 // answers after the first: each dropped
+				for _, ev := range order[1:] {
+					if ev == evReply || ev == evTimeout || ev == evCancel {
+						later++
+					}
+				}
+				if got := tab.Dropped(); got != later {
+					t.Errorf("Dropped = %d, want %d", got, later)
+				}
+				wantCancels := int32(0)
+				if first == evClose || first == evAbandon {
+					wantCancels = 1
+				}
+				if got := cancels.Load(); got != wantCancels {
+					t.Errorf("Cancel ran %d times, want %d", got, wantCancels)
+				}
+				if !cl.Done() {
+					t.Error("the call is not done")
+				}
+				if n := tab.Len(); n != 0 {
+					t.Errorf("%d calls left in the table", n)
+				}
+			})
+		}
+	}
+}
+
+// TestCallsAddAfterClose: a closed table takes no call, and answers
+// nothing for it (the caller refuses it on its stream).
+func TestCallsAddAfterClose(t *testing.T) {
+	var tab Calls
+	tab.Close(jsonrpc.CodeServerError, "closed")
+	tab.Close(jsonrpc.CodeServerError, "again") // only the first counts
+	out := &recStream{}
+	if tab.Add(&Call{ID: []byte("1"), Out: out}) {
+		t.Fatal("Add accepted a call on a closed table")
+	}
+	if replies, _, _ := out.got(); len(replies) != 0 {
+		t.Fatalf("a refused call got %d answers from the table", len(replies))
+	}
+}
+
+// TestCallsAbandonOneStream: Abandon ends the calls of one stream only,
+// and returns them.
+func TestCallsAbandonOneStream(t *testing.T) {
+	var tab Calls
+	a, b := &recStream{}, &recStream{}
+	var calls []*Call
+	for i := range 6 {
+		out := a
+		if i%2 == 1 {
+			out = b
+		}
+		cl := &Call{ID: []byte(strconv.Itoa(i)), Out: out}
+		tab.Add(cl)
+		calls = append(calls, cl)
+	}
+	if got := tab.Abandon(a); len(got) != 3 {
+		t.Fatalf("Abandon returned %d calls, want 3", len(got))
+	}
+	if got := tab.Abandon(a); len(got) != 0 {
+		t.Fatalf("a second Abandon returned %d calls", len(got))
+	}
+	for _, cl := range calls {
+		cl.Reply(jsonrpc.Response(cl.ID, []byte(`{}`)))
+	}
+	if replies, _, _ := a.got(); len(replies) != 0 {
+		t.Errorf("the abandoned stream got %d answers", len(replies))
+	}
+	if replies, _, _ := b.got(); len(replies) != 3 {
+		t.Errorf("the other stream got %d answers, want 3", len(replies))
+	}
+	if got := tab.Dropped(); got != 3 {
+		t.Errorf("Dropped = %d, want the 3 abandoned calls' replies", got)
+	}
+}
+
+// TestCallsFind finds a pending call, and none once it is answered.
+func TestCallsFind(t *testing.T) {
+	var tab Calls
+	cl := &Call{ID: []byte(`"x"`), Out: &recStream{}}
+	tab.Add(cl)
+	byID := func(c *Call) bool { return bytes.Equal(c.ID, []byte(`"x"`)) }
+	if tab.Find(byID) != cl {
+		t.Fatal("Find missed the pending call")
+	}
+	cl.Reply(nil)
+	if tab.Find(byID) != nil {
+		t.Fatal("Find returned an answered call")
+	}
+}
+
+// TestCallsRace answers many calls from every side at once (the server,
+// a timer, the client's cancel, Abandon of half the streams, Close): each
+// stream gets at most one final answer and nothing after it, each stream
+// that was not abandoned gets exactly one, and the answers given plus the
+// answers dropped are all the answers tried. Run with -race.
+func TestCallsRace(t *testing.T) {
+	const n = 200
+	var tab Calls
+	outs := make([]*recStream, n)
+	calls := make([]*Call, n)
+	var cancels atomic.Int32
+	for i := range n {
+		outs[i] = &recStream{}
+		calls[i] = &Call{ID: []byte(strconv.Itoa(i)), Out: outs[i], Cancel: func() { cancels.Add(1) }}
+		if !tab.Add(calls[i]) {
+			t.Fatal("Add refused")
+		}
+	}
+	var tries atomic.Int64 // Reply and Fail calls
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, cl := range calls {
+		wg.Go(func() {
+			<-start
+			cl.Send([]byte("p"))
+			cl.Reply(jsonrpc.Response(cl.ID, []byte(`{}`)))
+			tries.Add(1)
+		})
+		wg.Go(func() {
+			<-start
+			cl.Fail(jsonrpc.CodeServerError, "timed out")
+			tries.Add(1)
+		})
+		wg.Go(func() {
+			<-start
+			cl.Reply(nil)
+			tries.Add(1)
+		})
+		if i%2 == 0 {
+			wg.Go(func() {
+				<-start
+				tab.Abandon(outs[i])
+			})
+		}
+	}
+	wg.Go(func() {
+		<-start
+		tab.Close(jsonrpc.CodeServerError, "closed")
+	})
+	close(start)
+	wg.Wait()
+
+	var answered int64
+	for i, out := range outs {
+		replies, _, late := out.got()
+		if late != 0 {
+			t.Errorf("call %d: %d messages after its final answer", i, late)
+		}
+		if len(replies) > 1 {
+			t.Errorf("call %d: %d final answers", i, len(replies))
+		}
+		if i%2 == 1 && len(replies) != 1 {
+			t.Errorf("call %d (not abandoned): %d final answers, want 1", i, len(replies))
+		}
+		answered += int64(len(replies))
+	}
+	// Each call left the table one way: answered by a try, taken by Close
+	// (Cancel ran; answered by Close, or by a try that won the race), or
+	// taken by Abandon (Cancel ran; no answer, but for a try that won the
+	// race). Every try but the one answering a call is dropped, and so is
+	// Close's answer to a call a try won: between 3n - answered and that
+	// plus the calls Close took (at most cancels).
+	c := int64(cancels.Load())
+	if b := n - answered; b > c {
+		t.Errorf("%d calls got no answer but only %d were taken by Close or Abandon", b, c)
+	}
+	if d, lo := tab.Dropped(), 3*n-answered; d < lo || d > lo+c {
+		t.Errorf("Dropped = %d, want between %d and %d (%d answered, %d taken by Close or Abandon)", d, lo, lo+c, answered, c)
+	}
+	if tries.Load() != 3*n {
+		t.Errorf("%d tries, want %d", tries.Load(), 3*n)
+	}
+	if tab.Len() != 0 {
+		t.Errorf("%d calls left in the table", tab.Len())
+	}
+	if tab.Add(&Call{ID: []byte("late"), Out: &recStream{}}) {
+		t.Error("Add accepted a call after Close")
+	}
+}
+
+// nopStream discards what it is given.
+type nopStream struct{}
+
+func (nopStream) Send([]byte)  {}
+func (nopStream) Reply([]byte) {}
+
+// BenchmarkCalls is one request's life in the table: Add, one message,
+// the answer (which takes it out of the table).
+func BenchmarkCalls(b *testing.B) {
+	var tab Calls
+	id, msg := []byte("1"), []byte(`{}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			cl := &Call{ID: id, Out: nopStream{}}
+			tab.Add(cl)
+			cl.Send(msg)
+			cl.Reply(msg)
+		}
+	})
+}
+
+// replacedCall and replacedConn are the bookkeeping the table replaced
+// (remoteConn's and reverseConn's, which were the same): a set of calls
+// under the connection's mutex, a mutex per call; kept here to compare.
+type replacedCall struct {
+	out  Stream
+	mu   sync.Mutex
+	done bool
+}
+
+type replacedConn struct {
+	mu    sync.Mutex
+	calls map[*replacedCall]struct{}
+}
+
+func (cl *replacedCall) send(msg []byte) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if !cl.done {
+		cl.out.Send(msg)
+	}
+}
+
+func (cl *replacedCall) reply(msg []byte) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if !cl.done {
+		cl.done = true
+		cl.out.Reply(msg)
+	}
+}
+
+// BenchmarkCallsReplaced is BenchmarkCalls with the replaced bookkeeping.
+func BenchmarkCallsReplaced(b *testing.B) {
+	c := &replacedConn{calls: map[*replacedCall]struct{}{}}
+	msg := []byte(`{}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			cl := &replacedCall{out: nopStream{}}
+			c.mu.Lock()
+			c.calls[cl] = struct{}{}
+			c.mu.Unlock()
+			cl.send(msg)
+			cl.reply(msg)
+			c.mu.Lock()
+			delete(c.calls, cl)
+			c.mu.Unlock()
+		}
+	})
+}
