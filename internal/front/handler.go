@@ -197,7 +197,7 @@ func New(cfg Config) *Handler {
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   newLimiter(cfg.Limits),
 	}
-	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf), cfg.Tracer))
+	h.tg.Store(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf, cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error
 		if h.publicOrigin, h.publicPath, err = parsePublicURL(cfg.PublicURL); err != nil {
@@ -306,7 +306,7 @@ func connOf(s *session.Session) conn.Conn {
 // or an endpoint); it answers the request itself when they fail. It
 // returns the target's session key (see target.go), and the request with
 // its principal in its context when Config.Auth is set (auth.go).
-func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, conn.Backend, *http.Request, bool) {
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) (string, *served, *http.Request, bool) {
 	h.requests.Add(1)
 	// Origin first: a DNS-rebinding page must learn nothing, not even which
 	// servers exist.

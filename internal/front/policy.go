@@ -47,12 +47,11 @@ var listKinds = map[string]struct{ kind, array, key string }{
 // whether they serve that key at all.
 type policyOf func(key string) (conn.Policy, bool)
 
-// guardedBackend is a Backend under its target's policy. The policy is
-// looked up when each request arrives, never kept from the session's
-// open: a reload that adds, tightens or lifts a policy applies to the
-// open sessions at once (sessions outlive reloads).
-type guardedBackend struct {
-	conn.Backend
+// targetPolicy is a target's policy as its connections apply it: looked
+// up when each request arrives, never kept from the session's open, so
+// that a reload that adds, tightens or lifts a policy applies to the open
+// sessions at once (sessions outlive reloads).
+type targetPolicy struct {
 	target string
 	policy func(key string) conn.Policy
 }
@@ -61,27 +60,17 @@ type guardedBackend struct {
 // request arrives. Every target is wrapped, with a policy or not: one may
 // be added by a reload while its sessions are open.
 func guard(be conn.Backend, target string, current func(key string) conn.Policy) conn.Backend {
-	return &guardedBackend{Backend: be, target: target, policy: current}
+	return conn.Wrap(be, (&targetPolicy{target: target, policy: current}).layer)
 }
 
-func (b *guardedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
-	c, err := b.Backend.Open(ctx, b.updates(ctx, general))
-	if err != nil {
-		return nil, err
+// layer puts a connection opened with ctx under the policy: its general
+// stream loses the resource updates the principal may not see
+// (policy_streams.go), its requests are judged (guardedConn).
+func (tp *targetPolicy) layer(ctx context.Context, general conn.Stream) (conn.Stream, conn.Middleware) {
+	p := conn.Principal(ctx)
+	return tp.updates(p, general), func(c conn.Conn) conn.Conn {
+		return &guardedConn{Conn: c, policy: tp.policy, target: tp.target, principal: p, lists: map[conn.Stream]map[*listStream]struct{}{}}
 	}
-	return b.wrap(ctx, c), nil
-}
-
-func (b *guardedBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-	c, err := b.Backend.OpenStateless(ctx, b.updates(ctx, general), version, caps)
-	if err != nil {
-		return conn.StatelessConn{}, err
-	}
-	return c.WithConn(b.wrap(ctx, c.Conn)), nil
-}
-
-func (b *guardedBackend) wrap(ctx context.Context, c conn.Conn) *guardedConn {
-	return &guardedConn{Conn: c, policy: b.policy, target: b.target, principal: conn.Principal(ctx), lists: map[conn.Stream]map[*listStream]struct{}{}}
 }
 
 // guardedConn is a Conn under its target's policy.
@@ -184,25 +173,6 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 		return "", "", nil, false, errors.New("mcpgate: params.ref.type must be \"ref/prompt\" or \"ref/resource\"")
 	}
 	return policyResource, cp.URI, nil, true, nil
-}
-
-// guardAll returns backends, each under the policy of its target's key
-// (prefix + its name) as current has it, in a map of its own. A target a
-// reload removed keeps its policy in policies until its sessions end: the
-// gateway ends them (CloseTarget) only after the swap, and they must not
-// go unguarded meanwhile.
-func guardAll(backends map[string]conn.Backend, policies map[string]conn.Policy, prefix string, current policyOf) map[string]conn.Backend {
-	out := make(map[string]conn.Backend, len(backends))
-	for name, be := range backends {
-		key, own := prefix+name, policies[prefix+name]
-		out[name] = guard(be, key, func(key string) conn.Policy {
-			if pol, ok := current(key); ok {
-				return pol
-			}
-			return own
-		})
-	}
-	return out
 }
 
 // denial is the message of a request refused by the policy.
