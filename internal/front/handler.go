@@ -298,8 +298,7 @@ func (h *Handler) Sessions() int { return h.store.Len() }
 // session's creation and its Open (before its id was given to any client),
 // and once the session was ended.
 func connOf(s *session.Session) conn.Conn {
-	c, _ := s.Value().(conn.Conn)
-	return c
+	return s.Value()
 }
 
 // front runs the checks every URL shares and finds its target (a server

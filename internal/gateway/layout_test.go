@@ -15,7 +15,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/jsonrpc":         {},
 		"internal/sse":             {},
 		"internal/config":          {},
-		"internal/session":         {},
+		"internal/session":         {"internal/conn"},
 		"internal/auth":            {},
 		"internal/metrics":         {},
 		"internal/logfile":         {},
