@@ -452,9 +452,7 @@ func TestFaultAbandonMidList(t *testing.T) {
 	cl.conn.Abandon(list)
 	cl.conn.Abandon(call)
 	cl.conn.Abandon(shared)
-	c.mu.Lock()
-	left := len(c.pending)
-	c.mu.Unlock()
+	left := c.calls.Len()
 	if left != 0 {
 		t.Errorf("%d requests of the client pending after Abandon", left)
 	}

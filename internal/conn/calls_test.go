@@ -82,8 +82,8 @@ func permutations(evs []event) [][]event {
 // TestCallsEveryOrder plays the five ways a call can end in every order
 // (120), and each order's prefixes: the first one decides what the client
 // gets, exactly once or (abandoned) not at all; every later answer is
-// dropped and counted; Cancel runs once when the table ended the call
-// (close, abandon), never when an answer did; and the table is empty.
+// dropped and counted; Cancel runs exactly once, before the answer; and
+// the table is empty.
 func TestCallsEveryOrder(t *testing.T) {
 	all := []event{evReply, evTimeout, evCancel, evClose, evAbandon}
 	perms := permutations(all)
@@ -94,10 +94,15 @@ func TestCallsEveryOrder(t *testing.T) {
 		for n := 1; n <= len(order); n++ {
 			order := order[:n]
 			t.Run(fmt.Sprint(order), func(t *testing.T) {
-				var tab Calls
+				var tab Calls[int]
 				out := &recStream{}
 				var cancels atomic.Int32
-				cl := &Call{ID: []byte(`"a"`), Out: out, Cancel: func() { cancels.Add(1) }}
+				cl := &Call[int]{ID: []byte(`"a"`), Out: out, Cancel: func() {
+					if replies, _, _ := out.got(); len(replies) != 0 {
+						t.Error("Cancel ran after the answer was delivered")
+					}
+					cancels.Add(1)
+				}}
 				if !tab.Add(cl) {
 					t.Fatal("Add refused on an open table")
 				}
@@ -154,12 +159,8 @@ func TestCallsEveryOrder(t *testing.T) {
 				if got := tab.Dropped(); got != later {
 					t.Errorf("Dropped = %d, want %d", got, later)
 				}
-				wantCancels := int32(0)
-				if first == evClose || first == evAbandon {
-					wantCancels = 1
-				}
-				if got := cancels.Load(); got != wantCancels {
-					t.Errorf("Cancel ran %d times, want %d", got, wantCancels)
+				if got := cancels.Load(); got != 1 {
+					t.Errorf("Cancel ran %d times, want once", got)
 				}
 				if !cl.Done() {
 					t.Error("the call is not done")
@@ -175,11 +176,11 @@ func TestCallsEveryOrder(t *testing.T) {
 // TestCallsAddAfterClose: a closed table takes no call, and answers
 // nothing for it (the caller refuses it on its stream).
 func TestCallsAddAfterClose(t *testing.T) {
-	var tab Calls
+	var tab Calls[int]
 	tab.Close(jsonrpc.CodeServerError, "closed")
 	tab.Close(jsonrpc.CodeServerError, "again") // only the first counts
 	out := &recStream{}
-	if tab.Add(&Call{ID: []byte("1"), Out: out}) {
+	if tab.Add(&Call[int]{ID: []byte("1"), Out: out}) {
 		t.Fatal("Add accepted a call on a closed table")
 	}
 	if replies, _, _ := out.got(); len(replies) != 0 {
@@ -187,26 +188,29 @@ func TestCallsAddAfterClose(t *testing.T) {
 	}
 }
 
-// TestCallsAbandonOneStream: Abandon ends the calls of one stream only,
-// and returns them.
+// TestCallsAbandonOneStream: Abandon ends the calls of one stream only.
 func TestCallsAbandonOneStream(t *testing.T) {
-	var tab Calls
+	var tab Calls[int]
 	a, b := &recStream{}, &recStream{}
-	var calls []*Call
+	var calls []*Call[int]
 	for i := range 6 {
 		out := a
 		if i%2 == 1 {
 			out = b
 		}
-		cl := &Call{ID: []byte(strconv.Itoa(i)), Out: out}
+		cl := &Call[int]{ID: []byte(strconv.Itoa(i)), Out: out}
 		tab.Add(cl)
 		calls = append(calls, cl)
 	}
-	if got := tab.Abandon(a); len(got) != 3 {
-		t.Fatalf("Abandon returned %d calls, want 3", len(got))
+	if got := tab.On(a); len(got) != 3 {
+		t.Fatalf("On found %d calls, want 3", len(got))
 	}
-	if got := tab.Abandon(a); len(got) != 0 {
-		t.Fatalf("a second Abandon returned %d calls", len(got))
+	tab.Abandon(a)
+	if got := tab.On(a); len(got) != 0 {
+		t.Fatalf("%d calls on the stream after Abandon", len(got))
+	}
+	if got := tab.On(b); len(got) != 3 {
+		t.Fatalf("Abandon of one stream left %d of the other's 3 calls", len(got))
 	}
 	for _, cl := range calls {
 		cl.Reply(jsonrpc.Response(cl.ID, []byte(`{}`)))
@@ -222,18 +226,29 @@ func TestCallsAbandonOneStream(t *testing.T) {
 	}
 }
 
-// TestCallsFind finds a pending call, and none once it is answered.
+// TestCallsFind finds a pending call, by a match and by id, and none once
+// it is answered; ByID finds the first of two calls with one id, and the
+// second once the first ended.
 func TestCallsFind(t *testing.T) {
-	var tab Calls
-	cl := &Call{ID: []byte(`"x"`), Out: &recStream{}}
+	var tab Calls[int]
+	cl := &Call[int]{ID: []byte(`"x"`), Out: &recStream{}}
 	tab.Add(cl)
-	byID := func(c *Call) bool { return bytes.Equal(c.ID, []byte(`"x"`)) }
-	if tab.Find(byID) != cl {
-		t.Fatal("Find missed the pending call")
+	byID := func(c *Call[int]) bool { return bytes.Equal(c.ID, []byte(`"x"`)) }
+	if tab.Find(byID) != cl || tab.ByID([]byte(`"x"`)) != cl {
+		t.Fatal("Find or ByID missed the pending call")
+	}
+	twin := &Call[int]{ID: []byte(`"x"`), Out: &recStream{}}
+	tab.Add(twin)
+	if tab.ByID([]byte(`"x"`)) != cl {
+		t.Fatal("ByID did not find the first call of the id")
 	}
 	cl.Reply(nil)
-	if tab.Find(byID) != nil {
-		t.Fatal("Find returned an answered call")
+	if tab.Find(byID) != twin {
+		t.Fatal("Find did not find the other call of the id")
+	}
+	twin.End()
+	if tab.Find(byID) != nil || tab.ByID([]byte(`"x"`)) != nil {
+		t.Fatal("Find or ByID returned an ended call")
 	}
 }
 
@@ -244,13 +259,13 @@ func TestCallsFind(t *testing.T) {
 // answers dropped are all the answers tried. Run with -race.
 func TestCallsRace(t *testing.T) {
 	const n = 200
-	var tab Calls
+	var tab Calls[int]
 	outs := make([]*recStream, n)
-	calls := make([]*Call, n)
+	calls := make([]*Call[int], n)
 	var cancels atomic.Int32
 	for i := range n {
 		outs[i] = &recStream{}
-		calls[i] = &Call{ID: []byte(strconv.Itoa(i)), Out: outs[i], Cancel: func() { cancels.Add(1) }}
+		calls[i] = &Call[int]{ID: []byte(strconv.Itoa(i)), Out: outs[i], Cancel: func() { cancels.Add(1) }}
 		if !tab.Add(calls[i]) {
 			t.Fatal("Add refused")
 		}
@@ -303,18 +318,16 @@ func TestCallsRace(t *testing.T) {
 		}
 		answered += int64(len(replies))
 	}
-	// Each call left the table one way: answered by a try, taken by Close
-	// (Cancel ran; answered by Close, or by a try that won the race), or
-	// taken by Abandon (Cancel ran; no answer, but for a try that won the
-	// race). Every try but the one answering a call is dropped, and so is
-	// Close's answer to a call a try won: between 3n - answered and that
-	// plus the calls Close took (at most cancels).
-	c := int64(cancels.Load())
-	if b := n - answered; b > c {
-		t.Errorf("%d calls got no answer but only %d were taken by Close or Abandon", b, c)
+	// Each call ended once: by a try (answered), by Close (answered), or
+	// by Abandon (no answer), and Cancel ran once for each. Every try but
+	// those that ended a call is dropped, and so is Close's answer to a
+	// call a try or Abandon ended after Close took it: at least
+	// 3n - answered, at most n more.
+	if c := cancels.Load(); c != n {
+		t.Errorf("Cancel ran %d times for %d calls", c, n)
 	}
-	if d, lo := tab.Dropped(), 3*n-answered; d < lo || d > lo+c {
-		t.Errorf("Dropped = %d, want between %d and %d (%d answered, %d taken by Close or Abandon)", d, lo, lo+c, answered, c)
+	if d, lo := tab.Dropped(), 3*n-answered; d < lo || d > lo+n {
+		t.Errorf("Dropped = %d, want between %d and %d (%d answered)", d, lo, lo+n, answered)
 	}
 	if tries.Load() != 3*n {
 		t.Errorf("%d tries, want %d", tries.Load(), 3*n)
@@ -322,7 +335,7 @@ func TestCallsRace(t *testing.T) {
 	if tab.Len() != 0 {
 		t.Errorf("%d calls left in the table", tab.Len())
 	}
-	if tab.Add(&Call{ID: []byte("late"), Out: &recStream{}}) {
+	if tab.Add(&Call[int]{ID: []byte("late"), Out: &recStream{}}) {
 		t.Error("Add accepted a call after Close")
 	}
 }
@@ -336,12 +349,12 @@ func (nopStream) Reply([]byte) {}
 // BenchmarkCalls is one request's life in the table: Add, one message,
 // the answer (which takes it out of the table).
 func BenchmarkCalls(b *testing.B) {
-	var tab Calls
+	var tab Calls[int]
 	id, msg := []byte("1"), []byte(`{}`)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			cl := &Call{ID: id, Out: nopStream{}}
+			cl := &Call[int]{ID: id, Out: nopStream{}}
 			tab.Add(cl)
 			cl.Send(msg)
 			cl.Reply(msg)

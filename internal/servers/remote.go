@@ -262,7 +262,7 @@ type remoteConn struct {
 	client   *remote.Stateless // s.client, or one with a principal's headers
 	discover []byte            // the remote's discover result
 
-	calls conn.Calls // requests not answered; closed by CloseWith
+	calls conn.Calls[struct{}] // requests not answered; closed by CloseWith
 }
 
 // errConnClosed answers a request handed to a closed remoteConn.
@@ -296,7 +296,7 @@ func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.
 	id := bytes.Clone(msg.Bytes(msg.ID))
 	header := paramHeaders(conn.RequestHeader(ctx)) // the client's Mcp-Param-* headers
 	callCtx, cancel := context.WithCancel(s.ctx)
-	cl := &conn.Call{ID: id, Out: out, Cancel: cancel} // Cancel closes its POST
+	cl := &conn.Call[struct{}]{ID: id, Out: out, Cancel: cancel} // Cancel closes its POST
 	raw := bytes.Clone(msg.Raw)
 	listen := msg.MethodIs("subscriptions/listen")
 	var refused error
@@ -321,7 +321,7 @@ func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.
 }
 
 // run carries one request: reqCtx ends with the client's (Handle's ctx).
-func (c *remoteConn) run(reqCtx, ctx context.Context, cl *conn.Call, msg []byte, header http.Header, listen bool) {
+func (c *remoteConn) run(reqCtx, ctx context.Context, cl *conn.Call[struct{}], msg []byte, header http.Header, listen bool) {
 	s := c.s
 	defer s.work.Done()
 	defer s.inflight.Add(-1)

@@ -65,7 +65,7 @@ type reverseConn struct {
 	version  string                          // negotiated; "" before initialize
 	meta     map[string]json.RawMessage      // the revision's _meta of every request
 	discover []byte                          // the server's server/discover result
-	calls    conn.Calls                      // the session's requests not answered; not guarded by mu
+	calls    conn.Calls[reverseCall]         // the session's requests not answered; not guarded by mu
 	waiting  map[string]chan json.RawMessage // the client's answers, by the gateway's request id
 	subs     map[string]struct{}             // resources/subscribe'd URIs
 	listen   context.CancelFunc              // ends the session's listen; nil: none
@@ -128,7 +128,7 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 	} else {
 		callCtx, cancel = context.WithCancel(c.ctx)
 	}
-	cl := &conn.Call{ID: id, Out: out, Cancel: cancel}
+	cl := &conn.Call[reverseCall]{ID: id, Out: out, Cancel: cancel}
 	c.mu.Lock()
 	closed, meta := c.closed, c.meta
 	c.mu.Unlock()
@@ -155,7 +155,7 @@ func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, 
 		ctx, stop = context.WithTimeout(ctx, c.timeout)
 		defer stop()
 	}
-	cl := &conn.Call{ID: id, Out: out, Cancel: cancel, Initialize: true}
+	cl := &conn.Call[reverseCall]{ID: id, Out: out, Cancel: cancel, Data: reverseCall{initialize: true}}
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
@@ -265,10 +265,9 @@ func (c *reverseConn) cancelled(id []byte) {
 	if len(id) == 0 {
 		return
 	}
-	found := c.calls.Find(func(cl *conn.Call) bool { return !cl.Initialize && bytes.Equal(cl.ID, id) })
+	found := c.calls.Find(func(cl *conn.Call[reverseCall]) bool { return !cl.Data.initialize && bytes.Equal(cl.ID, id) })
 	if found != nil {
-		found.Reply(nil)
-		found.Cancel()
+		found.Reply(nil) // and its Cancel ends its stateless request
 	}
 }
 
@@ -291,7 +290,14 @@ func (c *reverseConn) CloseWith(reason string) {
 
 // forget ends a finished call's context (its answer took it out of the
 // table).
-func (c *reverseConn) forget(cl *conn.Call) { cl.Cancel() }
+func (c *reverseConn) forget(cl *conn.Call[reverseCall]) { cl.Cancel() }
+
+// reverseCall is what the session keeps of a request in its table.
+type reverseCall struct {
+	// initialize: the session's initialize, which its client may not
+	// cancel (notifications/cancelled ignores it).
+	initialize bool
+}
 
 // nextID returns a fresh id of the gateway's for a request of kind
 // ("ask", "retry", "listen"), as JSON.

@@ -15,7 +15,7 @@ import (
 // run carries one request of a reverse session to its final answer: a
 // stateless request per round, the client asked for what an input_required
 // result needs between rounds.
-func (c *reverseConn) run(ctx context.Context, cl *conn.Call, raw []byte, meta map[string]json.RawMessage) {
+func (c *reverseConn) run(ctx context.Context, cl *conn.Call[reverseCall], raw []byte, meta map[string]json.RawMessage) {
 	defer c.forget(cl)
 	msg, err := jsonrpc.Parse(raw)
 	if err != nil { // it parsed once: cannot happen
@@ -69,7 +69,7 @@ func (c *reverseConn) run(ctx context.Context, cl *conn.Call, raw []byte, meta m
 // settle answers a request that ended without the server's final answer:
 // nothing if its client cancelled it or left (it is done already), else
 // the reason.
-func (c *reverseConn) settle(ctx context.Context, cl *conn.Call, err error) {
+func (c *reverseConn) settle(ctx context.Context, cl *conn.Call[reverseCall], err error) {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		cl.Fail(jsonrpc.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
@@ -83,7 +83,7 @@ func (c *reverseConn) settle(ctx context.Context, cl *conn.Call, err error) {
 // roundTrip sends req as a stateless request and returns the server's
 // final answer; the messages before it (progress, log messages) go to the
 // client's stream as they come.
-func (c *reverseConn) roundTrip(ctx context.Context, cl *conn.Call, req []byte) ([]byte, error) {
+func (c *reverseConn) roundTrip(ctx context.Context, cl *conn.Call[reverseCall], req []byte) ([]byte, error) {
 	sc, err := c.open(ctx, c.general)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (s *replyStream) Reply(msg []byte) {
 // their answers as inputResponses. All are asked at once (a client may
 // answer in any order). A request the client answers with an error is
 // left out: the server asks again or fails, as the revision says.
-func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call, reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
+func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call[reverseCall], reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
 	type pending struct {
 		key string
 		id  string
