@@ -1,13 +1,25 @@
-// Package conn is the contract between the HTTP front and everything that
-// serves a client session: a Backend opens a Conn for each client session
-// (or each request of the stateless revision), and the Conn answers each
-// of the session's requests exactly once on the Stream the request came
-// with.
+// Package conn is the one contract between the HTTP front and everything
+// that serves a client session: a Backend opens a Conn for each client
+// session (or each request of the stateless revision), and the Conn
+// answers each of the session's requests exactly once on the Stream the
+// request came with. There are no optional interfaces: every Conn has
+// CloseWith, every Backend says whether it serves stateless requests, and
+// a stateless connection is a StatelessConn value, so nobody type-asserts
+// a Conn or a Backend.
+//
+// It also holds what every connection kind shares: Calls, the
+// exactly-once table of a connection's requests in flight (calls.go), and
+// Middleware, a concern wrapped around a Conn (func(Conn) Conn), applied
+// to all of a Backend's connections by Wrap (middleware.go); plus the
+// request context's principal and headers (context.go), the Policy a
+// target's requests are judged by (policy.go) and the strict reader of
+// the params a policy checks (params.go).
 //
 // The front (internal/front) calls these interfaces; internal/mux,
 // internal/servers, internal/eras and internal/aggregate implement them.
-// The package imports only internal/jsonrpc, so nothing below the front
-// imports the front.
+// The package imports only internal/jsonrpc and internal/auth, so nothing
+// below the front imports the front. Locking: see Calls; the rest holds
+// no state.
 package conn
 
 import (
