@@ -315,9 +315,9 @@ var _ conn.Conn = (*reverseConn)(nil)
 // initialize is answered locally) for a server of the session eras, or a
 // session of the reverse bridge over its stateless connections for one of
 // 2026-07-28. An aggregating endpoint serves its stateless requests with
-// these. nil for a server without a stateless path.
+// these. nil for a server without a stateless path, or for none (nil).
 func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-	if !s.ServesStateless() {
+	if s == nil || !s.ServesStateless() { // nil: a server that is not running
 		return nil
 	}
 	return func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
