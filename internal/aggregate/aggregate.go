@@ -53,7 +53,7 @@ type Member struct {
 	// Name is the server's name in the config.
 	Name string
 	// Backend opens the member's sessions (and, if it is also an
-	// front.StatelessBackend, its requests of the stateless revision).
+	// Backend.OpenStateless, its requests of the stateless revision).
 	Backend conn.Backend
 	// Prefix is put before the member's tool and prompt names, followed by
 	// the endpoint's separator; "" puts nothing (the names must not

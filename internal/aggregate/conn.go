@@ -20,10 +20,11 @@ import (
 // session of each member, opened with the client's session and ended with
 // it.
 //
-// The client's requests are answered exactly once: each is registered as
-// a pending entry, which is also the Stream a member answers on, so that
-// the first answer (the member's, a timeout, a cancellation, the session's
-// end) wins and every later one is dropped. The endpoint's own work for a
+// The client's requests are answered exactly once: each is registered in
+// the session's call table (conn.Calls) as a pending entry, which is also
+// the Stream a member answers on, so that the first answer (the member's,
+// a timeout, a cancellation, the session's end) wins and every later one
+// is dropped. The endpoint's own work for a
 // session (merging lists, routing a call before the names are known,
 // initializing members) runs on goroutines bounded by the members'
 // timeouts and ended by Close; none of them is waited for by anything on
@@ -38,6 +39,10 @@ type clientSession struct {
 	// opened with OpenStateless and caps (static after open).
 	stateless bool
 	caps      []byte
+	// calls are the client's requests in flight, by id (a second request
+	// of an id in flight is refused); it has its own lock, taken under mu
+	// (never the other way round).
+	calls conn.Calls[*pending]
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -48,13 +53,12 @@ type clientSession struct {
 	members     []*member
 	tableVer    uint64 // the endpoint's table members was made from
 	closed      bool
-	closeText   string         // what requests are told once closed
-	version     string         // negotiated by initialize; "" before
-	initParams  []byte         // the client's initialize params, for members that come up later
-	initialized bool           // the client sent notifications/initialized
-	level       []byte         // the client's last logging/setLevel params, likewise
-	subs        map[string]int // the client's resources/subscribe URIs, to the member index each went to (subscriptions.go)
-	pending     map[string]*pending
+	closeText   string           // what requests are told once closed
+	version     string           // negotiated by initialize; "" before
+	initParams  []byte           // the client's initialize params, for members that come up later
+	initialized bool             // the client sent notifications/initialized
+	level       []byte           // the client's last logging/setLevel params, likewise
+	subs        map[string]int   // the client's resources/subscribe URIs, to the member index each went to (subscriptions.go)
 	changed     kindSet          // list_changed notifications due
 	flush       *time.Timer      // sends them; nil when none is due
 	epoch       uint64           // bumped whenever a member's list or visibility changes
@@ -96,21 +100,20 @@ type member struct {
 // pending is a client request in flight. It is the Stream its member
 // answers on.
 type pending struct {
-	c      *clientSession
-	key    string // string(id)
-	id     []byte
-	out    conn.Stream
+	c *clientSession
+	// call is its entry in c.calls: the client's id and stream (ID, Out),
+	// ended once; its Cancel is release.
+	call   conn.Call[*pending]
 	member int     // the member it was forwarded to; -1 before. Written once, before forwarding.
 	mc     *member // that member (the session's entry may be replaced since)
-	// guarded by c.mu:
-	done   bool
+	// guarded by c.mu (set only while the call has not ended):
 	timer  *time.Timer        // the member's Timeout
 	cancel context.CancelFunc // ends the endpoint's work for it
 }
 
 // Send relays what the member sends about the request (progress, log
 // messages, its server requests) to the client's stream for it.
-func (p *pending) Send(msg []byte) { p.c.relay(p.mc, msg, p.out) }
+func (p *pending) Send(msg []byte) { p.c.relay(p.mc, msg, p.call.Out) }
 
 // Reply is the member's answer (or nil: cancelled by the client).
 func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
@@ -124,7 +127,7 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general conn.Stream, stateless bool, caps []byte) (*clientSession, error) {
-	c := &clientSession{e: e, general: general, pending: map[string]*pending{}, subs: map[string]int{}, stateless: stateless, caps: caps}
+	c := &clientSession{e: e, general: general, subs: map[string]int{}, stateless: stateless, caps: caps}
 	c.principal.Store(conn.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	tab, ver := e.table()
@@ -241,24 +244,42 @@ func (c *clientSession) request(ctx context.Context, msg *jsonrpc.Message, out c
 // be told apart).
 func (c *clientSession) register(id []byte, out conn.Stream) *pending {
 	c.e.inflight.Add(1)
+	p := &pending{c: c, member: -1}
+	p.call = conn.Call[*pending]{ID: bytes.Clone(id), Out: out, Cancel: p.release, Data: p}
 	c.mu.Lock()
 	var refusal []byte
 	switch {
 	case c.closed:
 		refusal = jsonrpc.ErrorResponse(id, protocol.CodeServerError, c.closeText)
-	case c.pending[string(id)] != nil:
+	case c.calls.ByID(id) != nil:
 		refusal = jsonrpc.ErrorResponse(id, protocol.CodeInvalidRequest, "mcpgate: a request with this id is already in flight")
+	case !c.calls.Add(&p.call): // closed after closed was set: cannot happen
+		refusal = jsonrpc.ErrorResponse(id, protocol.CodeServerError, c.closeText)
 	}
+	c.mu.Unlock()
 	if refusal != nil {
-		c.mu.Unlock()
 		c.e.inflight.Add(-1)
 		out.Reply(refusal)
 		return nil
 	}
-	p := &pending{c: c, key: string(id), id: bytes.Clone(id), out: out, member: -1}
-	c.pending[p.key] = p
-	c.mu.Unlock()
 	return p
+}
+
+// release ends the endpoint's work for p once its call ended, however it
+// ended (the table runs it once, before the answer goes out): its timer,
+// its goroutine's context, its count in flight.
+func (p *pending) release() {
+	c := p.c
+	c.mu.Lock()
+	t, cancel := p.timer, p.cancel
+	c.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	if cancel != nil {
+		cancel()
+	}
+	c.e.inflight.Add(-1)
 }
 
 // spawn runs the endpoint's work for p on a goroutine, with a context
@@ -266,7 +287,9 @@ func (c *clientSession) register(id []byte, out conn.Stream) *pending {
 func (c *clientSession) spawn(p *pending, work func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.mu.Lock()
-	if p.done {
+	// Under mu, as release reads p.cancel: either release sees it, or
+	// the call ended before and this sees that.
+	if p.call.Done() {
 		c.mu.Unlock()
 		cancel()
 		return
@@ -280,33 +303,15 @@ func (c *clientSession) spawn(p *pending, work func(ctx context.Context)) {
 // already, and reports whether it did. deliver false ends it silently
 // (its client left).
 func (c *clientSession) finish(p *pending, msg []byte, deliver bool) bool {
-	c.mu.Lock()
-	if p.done {
-		c.mu.Unlock()
-		return false
+	if !deliver {
+		return p.call.End()
 	}
-	p.done = true
-	if c.pending[p.key] == p {
-		delete(c.pending, p.key)
-	}
-	t, cancel := p.timer, p.cancel
-	c.mu.Unlock()
-	if t != nil {
-		t.Stop()
-	}
-	if cancel != nil {
-		cancel()
-	}
-	c.e.inflight.Add(-1)
-	if deliver {
-		p.out.Reply(msg)
-	}
-	return true
+	return p.call.Reply(msg)
 }
 
 // answer answers p with a result.
 func (c *clientSession) answer(p *pending, result []byte) {
-	c.finish(p, jsonrpc.Response(p.id, result), true)
+	c.finish(p, jsonrpc.Response(p.call.ID, result), true)
 }
 
 // fail answers p with an error.
@@ -315,7 +320,7 @@ func (c *clientSession) fail(p *pending, err error) {
 	if !errors.As(err, &re) {
 		re = &rpcError{protocol.CodeInternalError, err.Error()}
 	}
-	c.finish(p, jsonrpc.ErrorResponse(p.id, re.Code, re.Message), true)
+	c.finish(p, jsonrpc.ErrorResponse(p.call.ID, re.Code, re.Message), true)
 }
 
 // Abandon ends the requests whose replies were to go to out without a
@@ -327,14 +332,13 @@ func (c *clientSession) Abandon(out conn.Stream) {
 	}
 	c.mu.Lock()
 	var mine []abandoned
-	for _, p := range c.pending {
-		if p.out == out {
-			a := abandoned{p: p}
-			if p.mc != nil {
-				a.conn = p.mc.conn
-			}
-			mine = append(mine, a)
+	for _, cl := range c.calls.On(out) {
+		p := cl.Data
+		a := abandoned{p: p}
+		if p.mc != nil {
+			a.conn = p.mc.conn
 		}
+		mine = append(mine, a)
 	}
 	c.mu.Unlock()
 	for _, a := range mine {
@@ -372,15 +376,7 @@ func (c *clientSession) CloseWith(reason string) {
 	c.mu.Unlock()
 	c.e.forget(c)
 	c.closeMembers(reason)
-	c.mu.Lock()
-	left := make([]*pending, 0, len(c.pending))
-	for _, p := range c.pending {
-		left = append(left, p)
-	}
-	c.mu.Unlock()
-	for _, p := range left {
-		c.finish(p, jsonrpc.ErrorResponse(p.id, protocol.CodeServerError, text), true)
-	}
+	c.calls.Close(protocol.CodeServerError, text)
 }
 
 // closeMembers ends every member's session, telling it why. A member
@@ -396,10 +392,7 @@ func (c *clientSession) closeMembers(reason string) {
 	}
 	c.mu.Unlock()
 	for _, mconn := range conns {
-		if cw, ok := mconn.(conn.ConnCloseWith); ok && reason != "" {
-			cw.CloseWith(reason)
-		}
-		mconn.Close()
+		mconn.CloseWith(reason)
 	}
 }
 

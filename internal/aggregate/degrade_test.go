@@ -265,7 +265,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 	if n := e.Pending(); n < 2 {
 		t.Errorf("Pending %d with requests in flight", n)
 	}
-	cl.conn.(interface{ CloseWith(string) }).CloseWith("the client deleted the session")
+	cl.conn.CloseWith("the client deleted the session")
 	cl.conn.Close()
 	for j, s := range streams {
 		r := string(s.reply(t))

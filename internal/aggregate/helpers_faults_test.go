@@ -159,12 +159,6 @@ func (g *gateConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.St
 	g.Conn.Handle(ctx, msg, out)
 }
 
-func (g *gateConn) CloseWith(reason string) {
-	if cw, ok := g.Conn.(conn.ConnCloseWith); ok {
-		cw.CloseWith(reason)
-	}
-}
-
 // gate holds the first tools/call naming tool (its own name at the member)
 // until release; entered is closed when the call reaches the gate.
 type gate struct {

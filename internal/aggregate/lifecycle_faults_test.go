@@ -339,7 +339,7 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 				until(func() bool { return outs[5].replyCount() > 0 && outs[2].replyCount() > 0 })
 			}
 			start := time.Now()
-			c.(conn.ConnCloseWith).CloseWith("the client deleted the session")
+			c.CloseWith("the client deleted the session")
 			c.Close()
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("iteration %d: Close took %v", iter, d)
@@ -452,9 +452,7 @@ func TestFaultAbandonMidList(t *testing.T) {
 	cl.conn.Abandon(list)
 	cl.conn.Abandon(call)
 	cl.conn.Abandon(shared)
-	c.mu.Lock()
-	left := len(c.pending)
-	c.mu.Unlock()
+	left := c.calls.Len()
 	if left != 0 {
 		t.Errorf("%d requests of the client pending after Abandon", left)
 	}

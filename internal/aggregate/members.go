@@ -361,10 +361,7 @@ func (c *clientSession) reconcile() {
 	c.notifyLocked(changed)
 	c.mu.Unlock()
 	for _, x := range ended {
-		if cw, ok := x.conn.(conn.ConnCloseWith); ok {
-			cw.CloseWith(x.reason)
-		}
-		x.conn.Close()
+		x.conn.CloseWith(x.reason)
 	}
 	for _, mc := range joins {
 		go c.join(mc)

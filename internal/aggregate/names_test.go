@@ -16,7 +16,7 @@ import (
 )
 
 // nopBackend is a member backend for tests that never open a session.
-type nopBackend struct{}
+type nopBackend struct{ conn.SessionsOnly }
 
 func (nopBackend) Open(context.Context, conn.Stream) (conn.Conn, error) {
 	return nil, context.Canceled

@@ -152,10 +152,14 @@ func (c *clientSession) cancel(ctx context.Context, msg *jsonrpc.Message) {
 		return
 	}
 	c.mu.Lock()
-	p := c.pending[string(msg.Bytes(msg.CancelRequestID))]
+	cl := c.calls.ByID(msg.Bytes(msg.CancelRequestID))
+	var p *pending
 	var mconn conn.Conn
-	if p != nil && p.mc != nil {
-		mconn = p.mc.conn
+	if cl != nil {
+		p = cl.Data
+		if p.mc != nil {
+			mconn = p.mc.conn
+		}
 	}
 	c.mu.Unlock()
 	if p == nil {

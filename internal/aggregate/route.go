@@ -364,7 +364,9 @@ func (c *clientSession) routeOther(ctx context.Context, p *pending, msg *jsonrpc
 func (c *clientSession) forward(ctx context.Context, p *pending, i int, msg *jsonrpc.Message) {
 	c.mu.Lock()
 	mc := c.members[i]
-	if p.done {
+	// Under mu, as release reads p.timer: either release sees the timer,
+	// or the call ended before and this sees that.
+	if p.call.Done() {
 		c.mu.Unlock()
 		return
 	}
@@ -386,7 +388,7 @@ func (c *clientSession) forward(ctx context.Context, p *pending, i int, msg *jso
 			// answered already has nothing to abandon.
 			mconn.Abandon(p)
 			text := fmt.Sprintf("mcpgate: request timed out: server %q did not answer within %v", mc.m.Name, d)
-			c.finish(p, jsonrpc.ErrorResponse(p.id, protocol.CodeRequestTimeout, text), true)
+			c.finish(p, jsonrpc.ErrorResponse(p.call.ID, protocol.CodeRequestTimeout, text), true)
 		})
 	}
 	c.mu.Unlock()
@@ -396,10 +398,7 @@ func (c *clientSession) forward(ctx context.Context, p *pending, i int, msg *jso
 	// the call, so their cancellation found nothing there): end it at
 	// the member now, or it would run there with nobody to answer (found
 	// by the fault tests). A no-op when the member answered it.
-	c.mu.Lock()
-	done := p.done
-	c.mu.Unlock()
-	if done {
+	if p.call.Done() {
 		mconn.Abandon(p)
 	}
 }

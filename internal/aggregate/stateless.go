@@ -44,13 +44,13 @@ func (e *Endpoint) OpenStateless(ctx context.Context, general conn.Stream, _ str
 	}
 	c, err := e.openSession(ctx, general, true, caps)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
 	params := fmt.Appendf(nil, `{"protocolVersion":%q,"capabilities":%s,"clientInfo":%s}`, protocol.LatestSessionVersion, caps, statelessClient)
 	msg, err := jsonrpc.Parse(jsonrpc.Request(e.internalID(), protocol.MethodInitialize, params))
 	if err != nil { // caps came from a parsed request: cannot happen
 		c.Close()
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
 	out := &replyOnce{ch: make(chan []byte, 1)}
 	c.Handle(ctx, &msg, out)
@@ -59,7 +59,7 @@ func (e *Endpoint) OpenStateless(ctx context.Context, general conn.Stream, _ str
 	case reply = <-out.ch:
 	case <-ctx.Done():
 		c.Close()
-		return nil, ctx.Err()
+		return conn.StatelessConn{}, ctx.Err()
 	}
 	var r struct {
 		Result json.RawMessage `json:"result"`
@@ -69,36 +69,23 @@ func (e *Endpoint) OpenStateless(ctx context.Context, general conn.Stream, _ str
 	}
 	if err := json.Unmarshal(reply, &r); err != nil || (r.Error == nil && len(r.Result) == 0) {
 		c.Close()
-		return nil, errors.New("mcpgate: endpoint " + e.opts.Name + ": no initialize result")
+		return conn.StatelessConn{}, errors.New("mcpgate: endpoint " + e.opts.Name + ": no initialize result")
 	}
 	if r.Error != nil {
 		c.Close()
-		return nil, errors.New(r.Error.Message)
+		return conn.StatelessConn{}, errors.New(r.Error.Message)
 	}
 	note, _ := jsonrpc.Parse(jsonrpc.Notification(protocol.NotificationInitialized, nil))
 	c.Handle(ctx, &note, nil)
-	return &statelessConn{Conn: c, init: r.Result}, nil
+	init := r.Result
+	// Passthrough is false: the front translates the request for the
+	// session, and builds server/discover from the merged result.
+	return conn.NewStatelessConn(c, func(context.Context) ([]byte, error) { return init, nil }, false), nil
 }
 
-// statelessConn is an endpoint session serving one stateless request.
-type statelessConn struct {
-	conn.Conn
-	init []byte // the merged initialize result
-}
-
-// ServerInit returns the endpoint's merged initialize result: the front
-// builds server/discover from it.
-func (s *statelessConn) ServerInit(context.Context) ([]byte, error) { return s.init, nil }
-
-// CloseWith tells the session's requests why it ends, as for a session.
-func (s *statelessConn) CloseWith(reason string) {
-	if cw, ok := s.Conn.(conn.ConnCloseWith); ok {
-		cw.CloseWith(reason)
-	}
-}
-
-// Passthrough is false: the front translates the request for the session.
-func (s *statelessConn) Passthrough() bool { return false }
+// ServesStateless is true: an endpoint serves each stateless request with
+// a session of its own.
+func (e *Endpoint) ServesStateless() bool { return true }
 
 // replyOnce takes the final answer of the gateway's own initialize.
 type replyOnce struct{ ch chan []byte }
@@ -111,9 +98,5 @@ func (r *replyOnce) Reply(msg []byte) {
 	}
 }
 
-// Interface guards.
-var (
-	_ conn.StatelessBackend = (*Endpoint)(nil)
-	_ conn.StatelessConn    = (*statelessConn)(nil)
-	_ conn.ConnCloseWith    = (*statelessConn)(nil)
-)
+// Interface guard.
+var _ conn.Backend = (*Endpoint)(nil)

@@ -20,7 +20,7 @@ func WithPrincipal(ctx context.Context, p *auth.Principal) context.Context {
 }
 
 // Principal returns the principal of the request whose handling got ctx
-// (Backend.Open, StatelessBackend.OpenStateless and Conn.Handle get the
+// (Backend.Open, Backend.OpenStateless and Conn.Handle get the
 // request's context), or nil: authentication is off, or the target is not
 // protected and the request named nobody.
 func Principal(ctx context.Context) *auth.Principal {

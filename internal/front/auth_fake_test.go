@@ -121,9 +121,9 @@ func (b spyBackend) OpenStateless(ctx context.Context, general conn.Stream, v st
 	b.seen.add("openStateless", ctx)
 	c, err := b.statelessBackend.OpenStateless(ctx, general, v, caps)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
-	return spyStatelessConn{c, b.seen}, nil
+	return c.WithConn(spyConn{c.Conn, b.seen}), nil
 }
 
 type spyConn struct {
@@ -134,14 +134,4 @@ type spyConn struct {
 func (c spyConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	c.seen.add("handle "+msg.MethodName(), ctx)
 	c.Conn.Handle(ctx, msg, out)
-}
-
-type spyStatelessConn struct {
-	conn.StatelessConn
-	seen *seenPrincipals
-}
-
-func (c spyStatelessConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
-	c.seen.add("handle "+msg.MethodName(), ctx)
-	c.StatelessConn.Handle(ctx, msg, out)
 }

@@ -37,6 +37,11 @@ func (u *loopback) TrySend(msg []byte) error { return u.Send(context.Background(
 
 type muxBackend struct{ m *mux.Mux }
 
+func (muxBackend) ServesStateless() bool { return false }
+func (muxBackend) OpenStateless(context.Context, conn.Stream, string, []byte) (conn.StatelessConn, error) {
+	return conn.StatelessConn{}, conn.ErrSessionsOnly
+}
+
 func (b muxBackend) Open(_ context.Context, general conn.Stream) (conn.Conn, error) {
 	return b.m.Join(general), nil
 }

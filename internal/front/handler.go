@@ -220,7 +220,7 @@ func New(cfg Config) *Handler {
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   limits.New(cfg.Limits),
 	}
-	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf), cfg.Tracer))
+	h.tg.Store(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf, cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error
 		if h.publicOrigin, h.publicPath, err = admission.ParsePublicURL(cfg.PublicURL); err != nil {
@@ -324,8 +324,7 @@ func (h *Handler) Sessions() int { return h.store.Len() }
 // session's creation and its Open (before its id was given to any client),
 // and once the session was ended.
 func connOf(s *session.Session) conn.Conn {
-	c, _ := s.Value().(conn.Conn)
-	return c
+	return s.Value()
 }
 
 // serveSSE, serveMessages and serveMCP serve a target's URLs once the
@@ -336,7 +335,7 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, req *admissio
 		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
 		return
 	}
-	h.legacyGet(w, r, req.Key, req.Backend)
+	h.legacyGet(w, r, req.Key, servedOf(req))
 }
 
 func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request, req *admission.Request) {
@@ -344,7 +343,7 @@ func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request, req *adm
 }
 
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, req *admission.Request) {
-	name, be := req.Key, req.Backend
+	name, be := req.Key, servedOf(req)
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r, name, be)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/audit"
-	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
@@ -22,7 +21,7 @@ import (
 // Last-Event-ID gets the same session back, with what it missed.
 
 // legacyGet opens (or, with Last-Event-ID, re-attaches to) a legacy session.
-func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string, be conn.Backend) {
+func (h *Handler) legacyGet(w http.ResponseWriter, r *http.Request, name string, be *served) {
 	if !lists(r.Header.Get("Accept"), "text/event-stream") {
 		writeError(w, http.StatusNotAcceptable, protocol.CodeInvalidRequest,
 			"mcpgate: a GET without Mcp-Session-Id opens a legacy HTTP+SSE session and must send Accept: text/event-stream")

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
@@ -99,13 +98,8 @@ func (h *Handler) Close() {
 // process may take a while.
 func (h *Handler) end(s *session.Session, reason string) {
 	h.logEnded(s, reason)
-	if c, _ := s.TakeValue().(conn.Conn); c != nil {
-		if cw, ok := c.(conn.ConnCloseWith); ok {
-			cw.CloseWith(reason)
-		}
-		// Always, after CloseWith: a Conn wrapping a client (one with its
-		// own process) may do more in Close than the client's CloseWith.
-		c.Close()
+	if c := s.TakeValue(); c != nil {
+		c.CloseWith(reason) // as complete as Close (conn.Conn)
 	}
 	s.Close(reason)
 }

@@ -52,8 +52,10 @@ func (b *atkBackend) OpenStateless(_ context.Context, _ conn.Stream, _ string, _
 	case b.conns <- c:
 	default:
 	}
-	return c, nil
+	return conn.NewStatelessConn(c, c.ServerInit, c.Passthrough()), nil
 }
+
+func (b *atkBackend) ServesStateless() bool { return true }
 
 type atkConn struct {
 	b      *atkBackend
@@ -163,6 +165,8 @@ func (c *atkConn) Close() {
 func (c *atkConn) ServerInit(context.Context) ([]byte, error) { return []byte(testInit), nil }
 
 func (c *atkConn) Passthrough() bool { return false }
+
+func (c *atkConn) CloseWith(string) { c.Close() }
 
 // textResult is a tools/call result carrying s.
 func textResult(s string) string {

@@ -65,7 +65,7 @@ func (p *paramTools) endFetch(target string, done chan struct{}) {
 // listForParams lists target's tools through sb for tool's annotations
 // (see above), feeding every page to the cache; target is a paramKey (the
 // list is the request's principal's: ctx carries it).
-func (h *Handler) listForParams(ctx context.Context, target string, sb conn.StatelessBackend, req eras.Request, tool string) {
+func (h *Handler) listForParams(ctx context.Context, target string, sb conn.Backend, req eras.Request, tool string) {
 	done, mine := h.paramTools.claimFetch(target, time.Now())
 	if !mine {
 		if done != nil {

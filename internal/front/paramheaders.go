@@ -188,8 +188,8 @@ func (h *Handler) checkParamHeaders(ctx context.Context, target string, be conn.
 	}
 	key := h.paramKeyOf(ctx, target)
 	params, ok := h.paramTools.lookup(key, p.Name)
-	if sb, serves := be.(conn.StatelessBackend); !ok && serves && hasParamHeader(header) {
-		h.listForParams(ctx, key, sb, req, p.Name)
+	if !ok && be.ServesStateless() && hasParamHeader(header) {
+		h.listForParams(ctx, key, be, req, p.Name)
 		params, ok = h.paramTools.lookup(key, p.Name)
 	}
 	if !ok || len(params) == 0 {

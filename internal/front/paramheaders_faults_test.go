@@ -112,7 +112,7 @@ func TestParamToolsKeysBounded(t *testing.T) {
 	}
 }
 
-// heldLister is a StatelessBackend whose tools/list replies wait for
+// heldLister is a Backend of the stateless revision only whose tools/list replies wait for
 // release: a server slow to list (a first npx start). It lists "where",
 // whose "message" is annotated Message.
 type heldLister struct {
@@ -126,8 +126,11 @@ func (b *heldLister) Open(context.Context, conn.Stream) (conn.Conn, error) {
 }
 
 func (b *heldLister) OpenStateless(context.Context, conn.Stream, string, []byte) (conn.StatelessConn, error) {
-	return heldListerConn{b}, nil
+	c := heldListerConn{b}
+	return conn.NewStatelessConn(c, c.ServerInit, c.Passthrough()), nil
 }
+
+func (b *heldLister) ServesStateless() bool { return true }
 
 type heldListerConn struct{ b *heldLister }
 
@@ -151,6 +154,7 @@ func (c heldListerConn) Handle(ctx context.Context, msg *jsonrpc.Message, out co
 func (heldListerConn) Version() string                            { return "2026-07-28" }
 func (heldListerConn) Abandon(conn.Stream)                        {}
 func (heldListerConn) Close()                                     {}
+func (heldListerConn) CloseWith(string)                           {}
 func (heldListerConn) ServerInit(context.Context) ([]byte, error) { return []byte(testInit), nil }
 func (heldListerConn) Passthrough() bool                          { return true }
 

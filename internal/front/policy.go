@@ -48,51 +48,30 @@ var listKinds = map[string]struct{ kind, array, key string }{
 // whether they serve that key at all.
 type policyOf func(key string) (conn.Policy, bool)
 
-// guardedBackend is a Backend under its target's policy. The policy is
-// looked up when each request arrives, never kept from the session's
-// open: a reload that adds, tightens or lifts a policy applies to the
-// open sessions at once (sessions outlive reloads).
-type guardedBackend struct {
-	conn.Backend
+// targetPolicy is a target's policy as its connections apply it: looked
+// up when each request arrives, never kept from the session's open, so
+// that a reload that adds, tightens or lifts a policy applies to the open
+// sessions at once (sessions outlive reloads).
+type targetPolicy struct {
 	target string
 	policy func(key string) conn.Policy
-}
-
-// guardedStatelessBackend is one that also serves stateless requests.
-type guardedStatelessBackend struct {
-	guardedBackend
-	sb conn.StatelessBackend
 }
 
 // guard wraps be under the policy of target, as current has it when each
 // request arrives. Every target is wrapped, with a policy or not: one may
 // be added by a reload while its sessions are open.
 func guard(be conn.Backend, target string, current func(key string) conn.Policy) conn.Backend {
-	g := guardedBackend{Backend: be, target: target, policy: current}
-	if sb, ok := be.(conn.StatelessBackend); ok {
-		return &guardedStatelessBackend{guardedBackend: g, sb: sb}
-	}
-	return &g
+	return conn.Wrap(be, (&targetPolicy{target: target, policy: current}).layer)
 }
 
-func (b *guardedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
-	c, err := b.Backend.Open(ctx, b.updates(ctx, general))
-	if err != nil {
-		return nil, err
+// layer puts a connection opened with ctx under the policy: its general
+// stream loses the resource updates the principal may not see
+// (policy_streams.go), its requests are judged (guardedConn).
+func (tp *targetPolicy) layer(ctx context.Context, general conn.Stream) (conn.Stream, conn.Middleware) {
+	p := conn.Principal(ctx)
+	return tp.updates(p, general), func(c conn.Conn) conn.Conn {
+		return &guardedConn{Conn: c, policy: tp.policy, target: tp.target, principal: p, lists: map[conn.Stream]map[*listStream]struct{}{}}
 	}
-	return b.wrap(ctx, c), nil
-}
-
-func (b *guardedStatelessBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-	c, err := b.sb.OpenStateless(ctx, b.updates(ctx, general), version, caps)
-	if err != nil {
-		return nil, err
-	}
-	return &guardedStatelessConn{guardedConn: b.wrap(ctx, c), sc: c}, nil
-}
-
-func (b *guardedBackend) wrap(ctx context.Context, c conn.Conn) *guardedConn {
-	return &guardedConn{Conn: c, policy: b.policy, target: b.target, principal: conn.Principal(ctx), lists: map[conn.Stream]map[*listStream]struct{}{}}
 }
 
 // guardedConn is a Conn under its target's policy.
@@ -104,23 +83,6 @@ type guardedConn struct {
 
 	mu    sync.Mutex
 	lists map[conn.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on
-}
-
-// guardedStatelessConn is a StatelessConn under a policy.
-type guardedStatelessConn struct {
-	*guardedConn
-	sc conn.StatelessConn
-}
-
-func (c *guardedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
-	return c.sc.ServerInit(ctx)
-}
-func (c *guardedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
-
-func (c *guardedConn) CloseWith(reason string) {
-	if cw, ok := c.Conn.(conn.ConnCloseWith); ok {
-		cw.CloseWith(reason)
-	}
 }
 
 // Handle refuses a request naming an item the principal may not use, and
@@ -212,25 +174,6 @@ func named(method string, msg *jsonrpc.Message) (kind, name string, args json.Ra
 		return "", "", nil, false, errors.New("mcpgate: params.ref.type must be \"ref/prompt\" or \"ref/resource\"")
 	}
 	return policyResource, cp.URI, nil, true, nil
-}
-
-// guardAll returns backends, each under the policy of its target's key
-// (prefix + its name) as current has it, in a map of its own. A target a
-// reload removed keeps its policy in policies until its sessions end: the
-// gateway ends them (CloseTarget) only after the swap, and they must not
-// go unguarded meanwhile.
-func guardAll(backends map[string]conn.Backend, policies map[string]conn.Policy, prefix string, current policyOf) map[string]conn.Backend {
-	out := make(map[string]conn.Backend, len(backends))
-	for name, be := range backends {
-		key, own := prefix+name, policies[prefix+name]
-		out[name] = guard(be, key, func(key string) conn.Policy {
-			if pol, ok := current(key); ok {
-				return pol
-			}
-			return own
-		})
-	}
-	return out
 }
 
 // denial is the message of a request refused by the policy.

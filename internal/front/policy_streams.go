@@ -2,7 +2,6 @@ package front
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"strings"
 
@@ -129,22 +128,22 @@ func (c *guardedConn) track(l *listStream) *listStream {
 // resource updates the principal may not see are dropped.
 type updateStream struct {
 	conn.Stream
-	b *guardedBackend // its target's policy, looked up per update
-	p *auth.Principal
+	tp *targetPolicy // looked up per update
+	p  *auth.Principal
 }
 
 func (u *updateStream) Send(msg []byte) {
-	if !hidesUpdate(u.b.policy(u.b.target), u.p, msg) {
+	if !hidesUpdate(u.tp.policy(u.tp.target), u.p, msg) {
 		u.Stream.Send(msg)
 	}
 }
 
-// updates wraps the general stream of a session opened with ctx.
-func (b *guardedBackend) updates(ctx context.Context, general conn.Stream) conn.Stream {
+// updates wraps the general stream of a session of principal p.
+func (tp *targetPolicy) updates(p *auth.Principal, general conn.Stream) conn.Stream {
 	if general == nil {
 		return nil
 	}
-	return &updateStream{Stream: general, b: b, p: conn.Principal(ctx)}
+	return &updateStream{Stream: general, tp: tp, p: p}
 }
 
 // hidesUpdate reports whether msg is a notifications/resources/updated of

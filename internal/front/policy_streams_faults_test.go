@@ -17,6 +17,7 @@ import (
 // keepStreamConn is a Conn that keeps the stream of each request it is
 // handed, as a server holding a listen open does.
 type keepStreamConn struct {
+	conn.SessionsOnly
 	mu   sync.Mutex
 	outs []conn.Stream
 }
@@ -29,6 +30,7 @@ func (c *keepStreamConn) Handle(_ context.Context, _ *jsonrpc.Message, out conn.
 func (c *keepStreamConn) Version() string     { return "2026-07-28" }
 func (c *keepStreamConn) Abandon(conn.Stream) {}
 func (c *keepStreamConn) Close()              {}
+func (c *keepStreamConn) CloseWith(string)    {}
 func (c *keepStreamConn) last() conn.Stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()

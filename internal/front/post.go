@@ -26,7 +26,7 @@ var timerPool = sync.Pool{New: func() any {
 	return t
 }}
 
-func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be conn.Backend) {
+func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *served) {
 	rec, _ := w.(*audit.Exchange) // nil without an audit log (admission.go)
 	accept := r.Header.Get("Accept")
 	if !accepts(accept, "application/json") || !accepts(accept, "text/event-stream") {
@@ -230,7 +230,7 @@ const initialBodyBuf = 16 << 10
 // answers the client's initialize. It waits for the reply before writing
 // any header: only a successful initialize gets the session's id; after a
 // failure the session is gone and the client must not be told its id.
-func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string, be conn.Backend, msg *jsonrpc.Message) {
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string, be *served, msg *jsonrpc.Message) {
 	s, conn := h.open(w, r, name, be, false)
 	if s == nil {
 		return
@@ -299,7 +299,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 // ends that activity. It is active from its creation on, so the idle sweeper
 // cannot take it while Backend.Open runs (starting a process may take longer
 // than the idle timeout).
-func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be conn.Backend, legacy bool) (*session.Session, conn.Conn) {
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *served, legacy bool) (*session.Session, conn.Conn) {
 	if h.draining.Load() {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: the gateway is shutting down")

@@ -75,8 +75,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeProblem(w, id, prob) // paramheaders.go
 		return
 	}
-	sb, ok := be.(conn.StatelessBackend)
-	if !ok {
+	if !be.ServesStateless() {
 		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeUnsupportedVersion,
 			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+protocol.StatelessVersion+"; initialize a session",
 			unsupportedData(req.Version))
@@ -106,13 +105,13 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 			}
 		}
 	}()
-	sc, err := sb.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
+	sc, err := be.OpenStateless(r.Context(), s.General(), req.Version, req.Capabilities)
 	if err != nil {
 		status, text := openRefusal(name, err)
 		writeErrorID(w, status, id, protocol.CodeServerError, text, nil)
 		return
 	}
-	s.SetValue(sc)
+	s.SetValue(sc.Conn)
 	if h.draining.Load() || h.store.Lookup(s.ID) != s {
 		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return

@@ -23,10 +23,13 @@ type statelessBackend struct {
 func (b statelessBackend) OpenStateless(ctx context.Context, general conn.Stream, _ string, _ []byte) (conn.StatelessConn, error) {
 	c, err := b.Open(ctx, general)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
-	return initConn{c.(*fakeConn), b.init}, nil
+	ic := initConn{c.(*fakeConn), b.init}
+	return conn.NewStatelessConn(ic, ic.ServerInit, ic.Passthrough()), nil
 }
+
+func (b statelessBackend) ServesStateless() bool { return true }
 
 type initConn struct {
 	*fakeConn

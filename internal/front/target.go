@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // A URL serves a target: a configured server (/servers/NAME/...) or an
@@ -46,7 +44,7 @@ const (
 
 // targetIn returns the session key and backend of what r's URL serves
 // among targets t, or the message of a 404 when it serves nothing.
-func (h *Handler) targetIn(t *targets, r *http.Request) (string, conn.Backend, string) {
+func (h *Handler) targetIn(t *targets, r *http.Request) (string, *served, string) {
 	if name := r.PathValue(endpointValue); name != "" {
 		if be, ok := t.endpoints[name]; ok {
 			return endpointKeyPrefix + name, be, ""

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -33,11 +35,11 @@ type Targets struct {
 	Auth      auth.Authenticator
 }
 
-// targets is one snapshot of Targets, with the backends under their
-// policies. Never modified once stored.
+// targets is one snapshot of Targets, with the backends under the front's
+// middleware (layers.go). Never modified once stored.
 type targets struct {
-	backends  map[string]conn.Backend
-	endpoints map[string]conn.Backend
+	backends  map[string]*served
+	endpoints map[string]*served
 	policies  map[string]conn.Policy // by target key (policy.go)
 	// gone are the policies of the targets the previous snapshot served
 	// and this one does not: their sessions stay open until the reload's
@@ -46,12 +48,13 @@ type targets struct {
 	auth auth.Authenticator
 }
 
-// newTargets builds the snapshot of t; the maps are copied (wrapped when
-// a policy applies), so the caller may reuse its own.
-func newTargets(t Targets, current policyOf) *targets {
+// newTargets builds the snapshot of t, its targets traced by tr (nil:
+// not traced); the maps are copied (layered), so the caller may reuse its
+// own.
+func newTargets(t Targets, current policyOf, tr trace.Tracer) *targets {
 	return &targets{
-		backends:  guardAll(t.Backends, t.Policies, "", current),
-		endpoints: guardAll(t.Endpoints, t.Policies, endpointKeyPrefix, current),
+		backends:  layerAll(t.Backends, t.Policies, "", current, tr),
+		endpoints: layerAll(t.Endpoints, t.Policies, endpointKeyPrefix, current, tr),
 		policies:  maps.Clone(t.Policies),
 		auth:      t.Auth,
 	}
@@ -63,7 +66,7 @@ func newTargets(t Targets, current policyOf) *targets {
 // to call concurrently with requests; calls must not overlap each other
 // (the gateway serializes its reloads).
 func (h *Handler) SetTargets(t Targets) {
-	next := newTargets(t, h.policyOf)
+	next := newTargets(t, h.policyOf, h.cfg.Tracer)
 	prev := h.tg.Load()
 	keep := func(key string) {
 		if !next.serves(key) {
@@ -79,7 +82,7 @@ func (h *Handler) SetTargets(t Targets) {
 	for name := range prev.endpoints {
 		keep(endpointKeyPrefix + name)
 	}
-	h.tg.Store(traced(next, h.cfg.Tracer))
+	h.tg.Store(next)
 }
 
 // serves reports whether the snapshot has a target at key.
@@ -96,7 +99,7 @@ func (t *targets) serves(key string) bool {
 // none): each request of a session is judged by the policy in force when
 // it arrives. A key a reload just removed has the policy it had last
 // (gone); false: one the current targets know nothing of, whose sessions
-// keep the policy they were opened under (guardAll).
+// keep the policy they were opened under (layerAll).
 func (h *Handler) policyOf(key string) (conn.Policy, bool) {
 	t := h.tg.Load()
 	if t.serves(key) {
@@ -148,30 +151,14 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 		" (servers are at /servers/{name}/mcp, endpoints at /endpoints/{name}/mcp)")
 }
 
-// unwrap returns the backend under the policy and tracing wrappers: the
-// server's or endpoint's own, the same in every snapshot until a reload
-// replaces it.
-func unwrap(be conn.Backend) conn.Backend {
-	for {
-		u, ok := be.(interface{ unwrap() conn.Backend })
-		if !ok {
-			return be
-		}
-		be = u.unwrap()
-	}
-}
-
-func (b *guardedBackend) unwrap() conn.Backend { return b.Backend }
-func (b *tracedBackend) unwrap() conn.Backend  { return b.Backend }
-
-// replaced reports whether target key no longer serves be (its own, under
-// any wrappers) in the current snapshot: a reload replaced or removed it
-// after the request took its snapshot.
-func (h *Handler) replaced(key string, be conn.Backend) bool {
+// replaced reports whether target key no longer serves be's own Backend
+// in the current snapshot: a reload replaced or removed it after the
+// request took its snapshot.
+func (h *Handler) replaced(key string, be *served) bool {
 	t := h.loadTargets()
 	cur, ok := t.backends[key]
 	if name, isEndpoint := strings.CutPrefix(key, endpointKeyPrefix); isEndpoint {
 		cur, ok = t.endpoints[name]
 	}
-	return !ok || unwrap(cur) != unwrap(be)
+	return !ok || cur.own != be.own
 }

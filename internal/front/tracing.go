@@ -31,9 +31,9 @@ import (
 // reply passes (Error status for a JSON-RPC error or a tool's isError), or
 // when the client abandons the request ("cancelled").
 //
-// As policy.go does, a target's Backend is wrapped, outermost (a request a
-// policy refuses has its span too). Without a Tracer nothing is wrapped
-// and no message is touched.
+// As policy.go does, a target's Backend is wrapped (conn.Wrap), outermost
+// (a request a policy refuses has its span too: layers.go). Without a
+// Tracer nothing is wrapped and no message is touched.
 
 // propagator is the W3C trace context, the one MCP's _meta carries.
 var propagator = propagation.TraceContext{}
@@ -64,63 +64,14 @@ func TraceContext(next http.Handler) http.Handler {
 	})
 }
 
-// traced returns t with every target traced by tr (nil: t as it is).
-func traced(t *targets, tr trace.Tracer) *targets {
-	if tr == nil {
-		return t
+// traceLayer is the Layer tracing the requests of target (a server's
+// name, or an endpoint's key) with tr: it adds nothing to the general
+// stream.
+func traceLayer(tr trace.Tracer, target string) conn.Layer {
+	mw := func(c conn.Conn) conn.Conn {
+		return &tracedConn{Conn: c, tr: tr, target: target, spans: map[conn.Stream]map[*traceStream]struct{}{}}
 	}
-	c := *t
-	c.backends = traceAll(t.backends, tr, "")
-	c.endpoints = traceAll(t.endpoints, tr, endpointKeyPrefix)
-	return &c
-}
-
-// traceAll returns backends, each traced by tr as the target prefix + its
-// name, in a map of its own.
-func traceAll(backends map[string]conn.Backend, tr trace.Tracer, prefix string) map[string]conn.Backend {
-	out := make(map[string]conn.Backend, len(backends))
-	for name, be := range backends {
-		t := tracedBackend{Backend: be, tr: tr, target: prefix + name}
-		if sb, ok := be.(conn.StatelessBackend); ok {
-			out[name] = &tracedStatelessBackend{tracedBackend: t, sb: sb}
-		} else {
-			out[name] = &t
-		}
-	}
-	return out
-}
-
-// tracedBackend is a Backend whose requests are traced.
-type tracedBackend struct {
-	conn.Backend
-	tr     trace.Tracer
-	target string
-}
-
-// tracedStatelessBackend is one that also serves stateless requests.
-type tracedStatelessBackend struct {
-	tracedBackend
-	sb conn.StatelessBackend
-}
-
-func (b *tracedBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
-	c, err := b.Backend.Open(ctx, general)
-	if err != nil {
-		return nil, err
-	}
-	return b.wrap(c), nil
-}
-
-func (b *tracedStatelessBackend) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-	c, err := b.sb.OpenStateless(ctx, general, version, caps)
-	if err != nil {
-		return nil, err
-	}
-	return &tracedStatelessConn{tracedConn: b.wrap(c), sc: c}, nil
-}
-
-func (b *tracedBackend) wrap(c conn.Conn) *tracedConn {
-	return &tracedConn{Conn: c, tr: b.tr, target: b.target, spans: map[conn.Stream]map[*traceStream]struct{}{}}
+	return func(_ context.Context, general conn.Stream) (conn.Stream, conn.Middleware) { return general, mw }
 }
 
 // tracedConn is a Conn whose requests are traced.
@@ -131,23 +82,6 @@ type tracedConn struct {
 
 	mu    sync.Mutex
 	spans map[conn.Stream]map[*traceStream]struct{} // guards: mu. Requests in flight, by the stream they answer on
-}
-
-// tracedStatelessConn is a StatelessConn whose requests are traced.
-type tracedStatelessConn struct {
-	*tracedConn
-	sc conn.StatelessConn
-}
-
-func (c *tracedStatelessConn) ServerInit(ctx context.Context) ([]byte, error) {
-	return c.sc.ServerInit(ctx)
-}
-func (c *tracedStatelessConn) Passthrough() bool { return c.sc.Passthrough() }
-
-func (c *tracedConn) CloseWith(reason string) {
-	if cw, ok := c.Conn.(conn.ConnCloseWith); ok {
-		cw.CloseWith(reason)
-	}
 }
 
 // Handle starts a request's span and hands the request on with the span's

@@ -16,7 +16,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/jsonrpc":         {"internal/protocol"},
 		"internal/sse":             {},
 		"internal/config":          {"internal/seal", "internal/protocol"},
-		"internal/session":         {},
+		"internal/session":         {"internal/conn"},
 		"internal/seal":            {},
 		"internal/auth":            {},
 		"internal/metrics":         {"internal/protocol"},

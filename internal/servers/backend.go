@@ -49,6 +49,22 @@ type Server interface {
 	Close()
 }
 
+// statelessConn is a connection of one stateless request as this package
+// makes them; OpenStateless hands it on as a conn.StatelessConn.
+type statelessConn interface {
+	conn.Conn
+	ServerInit(ctx context.Context) ([]byte, error)
+	Passthrough() bool
+}
+
+// toStateless returns the conn.StatelessConn of c, or err.
+func toStateless(c statelessConn, err error) (conn.StatelessConn, error) {
+	if err != nil {
+		return conn.StatelessConn{}, err
+	}
+	return conn.NewStatelessConn(c, c.ServerInit, c.Passthrough()), nil
+}
+
 // StopGrace is how long stopping a stdio process waits after closing its
 // stdin before SIGTERM, and again before SIGKILL: stopping one takes at
 // most 2*StopGrace (plus the time the kernel takes), and a Server stops its

@@ -52,6 +52,11 @@ func (e *busyError) RetryAfter() time.Duration { return busyRetryAfter }
 // once takes as long as ending one; Close waits for those stops, and for
 // the processes Opens are starting.
 type isolated struct {
+	// A server of session mode serves stateless requests through
+	// isolatedStdio, a remote through remoteServer: on its own (an "sse"
+	// remote) it serves sessions only.
+	conn.SessionsOnly
+
 	// Static after construction.
 	cfg *config.Server
 	max int // processes at once, live + pooled + starting + stopping; 0: no cap
@@ -238,9 +243,13 @@ type isolatedConn struct {
 	once sync.Once
 }
 
-func (c *isolatedConn) Close() {
+// Close is CloseWith("").
+func (c *isolatedConn) Close() { c.CloseWith("") }
+
+// CloseWith ends the client with reason, then gives back its process.
+func (c *isolatedConn) CloseWith(reason string) {
 	c.once.Do(func() {
-		c.Client.Close()
+		c.Client.CloseWith(reason)
 		c.s.mu.Lock()
 		_, mine := c.s.live[c.p]
 		delete(c.s.live, c.p)

@@ -101,10 +101,13 @@ func (s *isolatedStdio) Open(ctx context.Context, general conn.Stream) (conn.Con
 func (s *isolatedStdio) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	st, err := s.statelessServer(ctx)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
 	return st.OpenStateless(ctx, general, version, caps)
 }
+
+// ServesStateless is true: on the shared server of isolatedStdio.
+func (s *isolatedStdio) ServesStateless() bool { return true }
 
 // statelessServer returns the shared server, starting it if none runs.
 func (s *isolatedStdio) statelessServer(ctx context.Context) (*shared, error) {
@@ -203,7 +206,4 @@ func (s *isolatedStdio) Close() {
 }
 
 // Interface guards.
-var (
-	_ Server                = (*isolatedStdio)(nil)
-	_ conn.StatelessBackend = (*isolatedStdio)(nil)
-)
+var _ Server = (*isolatedStdio)(nil)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -59,7 +58,7 @@ func statelessAnswers(t *testing.T, s Server) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+	c, err := s.OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 	if err != nil {
 		if ctx.Err() != nil {
 			t.Fatalf("OpenStateless waited out its context: %v", err)
@@ -91,7 +90,7 @@ func TestSessionStatelessStartFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+		_, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 		if err == nil || !strings.Contains(err.Error(), "Command is empty") {
 			t.Errorf("request %d: OpenStateless: %v, want the start's error", i, err)
 		}
@@ -101,7 +100,7 @@ func TestSessionStatelessStartFails(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+			_, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 			if err == nil || !strings.Contains(err.Error(), "Command is empty") {
 				t.Errorf("concurrent request: OpenStateless: %v, want the start's error", err)
 			}
@@ -142,7 +141,7 @@ func TestSessionStatelessConcurrentFirstRequests(t *testing.T) {
 					<-go1
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
-					c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+					c, err := s.OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 					if err != nil {
 						t.Errorf("OpenStateless: %v", err)
 						pids <- ""
@@ -197,8 +196,8 @@ func TestSessionStatelessCloseRacesFirstRequest(t *testing.T) {
 		go1 := make(chan struct{})
 		go func() {
 			<-go1
-			c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
-			if c != nil {
+			c, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+			if c.Conn != nil {
 				// Whatever it is connected to is closing: the request is
 				// still answered (an error, or a result that won).
 				out := newRecorder()
@@ -234,7 +233,7 @@ func TestSessionStatelessCloseRacesFirstRequest(t *testing.T) {
 		if left := testkit.WaitProcsGone(opts.Marker, 5*time.Second); len(left) > 0 {
 			t.Errorf("run %d: processes left after Close: %v", i, left)
 		}
-		if _, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`)); !errors.Is(err, errClosed) {
+		if _, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`)); !errors.Is(err, errClosed) {
 			t.Errorf("run %d: OpenStateless after Close: %v, want errClosed", i, err)
 		}
 	}

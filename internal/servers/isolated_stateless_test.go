@@ -215,7 +215,7 @@ func TestSessionStatelessProtocolSettings(t *testing.T) {
 	})
 	t.Run("2026-07-28 on a legacy server", func(t *testing.T) {
 		s, _ := newSessionServer(t, testkit.FakeOptions{}, config.ProtocolModern, nil)
-		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+		_, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 		if !errors.Is(err, mux.ErrNotModern) {
 			t.Errorf("OpenStateless: %v; want the probe's verdict", err)
 		}
@@ -323,7 +323,7 @@ func TestSessionStatelessCloseStopsAll(t *testing.T) {
 			if left := testkit.WaitProcsGone(opts.Marker, 5*time.Second); len(left) > 0 {
 				t.Errorf("processes left after Close: %v", left)
 			}
-			if _, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`)); !errors.Is(err, errClosed) {
+			if _, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`)); !errors.Is(err, errClosed) {
 				t.Errorf("OpenStateless after Close: %v, want errClosed", err)
 			}
 			s.Close() // a second Close returns too

@@ -165,7 +165,7 @@ func atkOpen(t *testing.T, s Server) conn.StatelessConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+	c, err := s.OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}

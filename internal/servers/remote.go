@@ -128,7 +128,7 @@ func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, erro
 		return nil, err
 	}
 	return func(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
-		return s.openStateless(ctx, general, version, caps, cred)
+		return toStateless(s.openStateless(ctx, general, version, caps, cred))
 	}, nil
 }
 
@@ -138,10 +138,15 @@ func (s *remoteServer) bindStateless(ctx context.Context) (statelessOpener, erro
 func (s *remoteServer) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
 	cred, err := credentialFor(ctx, s.cfg)
 	if err != nil {
-		return nil, err
+		return conn.StatelessConn{}, err
 	}
-	return s.openStateless(ctx, general, version, caps, cred)
+	return toStateless(s.openStateless(ctx, general, version, caps, cred))
 }
+
+// ServesStateless is true: an "http" remote serves stateless requests,
+// itself, translated or refused with the versions it speaks. (An "sse"
+// remote is a plain isolated, which serves sessions only.)
+func (s *remoteServer) ServesStateless() bool { return true }
 
 // clientFor returns the Stateless sending cred's headers.
 func (s *remoteServer) clientFor(cred credential) (*remote.Stateless, error) {
@@ -154,7 +159,7 @@ func (s *remoteServer) clientFor(cred credential) (*remote.Stateless, error) {
 // openStateless is OpenStateless for credential cred. A probe started
 // here carries cred: its verdict is about the server, and stands for
 // every principal.
-func (s *remoteServer) openStateless(ctx context.Context, general conn.Stream, version string, caps []byte, cred credential) (conn.StatelessConn, error) {
+func (s *remoteServer) openStateless(ctx context.Context, general conn.Stream, version string, caps []byte, cred credential) (statelessConn, error) {
 	client, err := s.clientFor(cred)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", s.name, err)
@@ -168,7 +173,7 @@ func (s *remoteServer) openStateless(ctx context.Context, general conn.Stream, v
 		case s.discover != nil:
 			d := s.discover
 			s.mu.Unlock()
-			return &remoteConn{s: s, client: client, discover: d, calls: map[*remoteCall]struct{}{}}, nil
+			return &remoteConn{s: s, client: client, discover: d}, nil
 		case s.refusal != nil && s.reverse:
 			// Pinned to 2026-07-28 (the reverse bridge's sessions come
 			// here too), yet the remote speaks the older eras: say so.
@@ -258,25 +263,11 @@ type remoteConn struct {
 	client   *remote.Stateless // s.client, or one with a principal's headers
 	discover []byte            // the remote's discover result
 
-	mu sync.Mutex
-	// guarded by mu:
-	closed bool
-	calls  map[*remoteCall]struct{} // requests not finished
+	calls conn.Calls[struct{}] // requests not answered; closed by CloseWith
 }
 
 // errConnClosed answers a request handed to a closed remoteConn.
 var errConnClosed = errors.New("mcpgate: session closed")
-
-// remoteCall is one request of a remoteConn.
-type remoteCall struct {
-	id     []byte
-	out    conn.Stream
-	header http.Header        // the client's Mcp-Param-* headers
-	cancel context.CancelFunc // closes its POST
-
-	mu   sync.Mutex // held while delivering to out, so nothing follows the final answer
-	done bool       // guarded by mu: answered, or abandoned
-}
 
 // paramHeaders returns the Mcp-Param-* headers of h (the server checks
 // them against the tool's arguments), or nil.
@@ -293,33 +284,6 @@ func paramHeaders(h http.Header) http.Header {
 	return out
 }
 
-func (c *remoteCall) send(msg []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.done {
-		c.out.Send(msg)
-	}
-}
-
-// reply gives the request its final answer (nil: cancelled) unless it has
-// one or was abandoned.
-func (c *remoteCall) reply(msg []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.done {
-		c.done = true
-		c.out.Reply(msg)
-	}
-}
-
-// drop ends the request without an answer: its client is gone.
-func (c *remoteCall) drop() {
-	c.mu.Lock()
-	c.done = true
-	c.mu.Unlock()
-	c.cancel()
-}
-
 // Handle sends request msg to the remote, bounded by the server's timeout
 // (but a subscriptions/listen, which lasts until one side ends it); ending
 // ctx cancels it, as Abandon does. Messages that are not requests are
@@ -330,58 +294,54 @@ func (c *remoteConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.
 		return
 	}
 	s := c.s
-	cl := &remoteCall{id: bytes.Clone(msg.Bytes(msg.ID)), out: out, header: paramHeaders(conn.RequestHeader(ctx))}
+	id := bytes.Clone(msg.Bytes(msg.ID))
+	header := paramHeaders(conn.RequestHeader(ctx)) // the client's Mcp-Param-* headers
 	callCtx, cancel := context.WithCancel(s.ctx)
-	cl.cancel = cancel
+	cl := &conn.Call[struct{}]{ID: id, Out: out, Cancel: cancel} // Cancel closes its POST
 	raw := bytes.Clone(msg.Raw)
 	listen := msg.MethodIs(protocol.MethodSubscriptionsListen)
 	var refused error
-	c.mu.Lock()
 	s.mu.Lock()
-	switch {
-	case s.closed:
+	if s.closed {
 		refused = errClosed
-	case c.closed:
-		refused = errConnClosed
-	default:
+	} else {
 		s.work.Add(1)
-		c.calls[cl] = struct{}{}
 	}
 	s.mu.Unlock()
-	c.mu.Unlock()
+	if refused == nil && !c.calls.Add(cl) {
+		s.work.Done()
+		refused = errConnClosed
+	}
 	if refused != nil {
 		cancel()
-		out.Reply(jsonrpc.ErrorResponse(cl.id, protocol.CodeServerError, refused.Error()))
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, refused.Error()))
 		return
 	}
 	s.inflight.Add(1)
-	go c.run(ctx, callCtx, cl, raw, listen)
+	go c.run(ctx, callCtx, cl, raw, header, listen)
 }
 
 // run carries one request: reqCtx ends with the client's (Handle's ctx).
-func (c *remoteConn) run(reqCtx, ctx context.Context, cl *remoteCall, msg []byte, listen bool) {
+func (c *remoteConn) run(reqCtx, ctx context.Context, cl *conn.Call[struct{}], msg []byte, header http.Header, listen bool) {
 	s := c.s
 	defer s.work.Done()
 	defer s.inflight.Add(-1)
-	defer cl.cancel()
-	stop := context.AfterFunc(reqCtx, cl.cancel)
+	defer cl.Cancel()
+	stop := context.AfterFunc(reqCtx, cl.Cancel)
 	defer stop()
 	if !listen && s.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
-	c.client.Do(ctx, msg, cl.header, cl.send, cl.reply)
+	c.client.Do(ctx, msg, header, cl.Send, func(msg []byte) { cl.Reply(msg) })
 	// Without an answer from Do, the request was cancelled: by its client
 	// (Reply(nil) says so), by Abandon or Close (which settled it), or by
-	// the Server closing.
+	// the Server closing. An answer given already wins (the table).
 	if s.ctx.Err() != nil {
-		cl.reply(jsonrpc.ErrorResponse(cl.id, protocol.CodeServerError, errClosed.Error()))
+		cl.Fail(protocol.CodeServerError, errClosed.Error())
 	}
-	cl.reply(nil)
-	c.mu.Lock()
-	delete(c.calls, cl)
-	c.mu.Unlock()
+	cl.Reply(nil)
 }
 
 // Version is the revision's: the connection has no session to negotiate.
@@ -389,20 +349,7 @@ func (c *remoteConn) Version() string { return protocol.StatelessVersion }
 
 // Abandon cancels the requests whose answers were to go to out, without
 // answering them: their client left.
-func (c *remoteConn) Abandon(out conn.Stream) {
-	c.mu.Lock()
-	var mine []*remoteCall
-	for cl := range c.calls {
-		if cl.out == out {
-			mine = append(mine, cl)
-			delete(c.calls, cl)
-		}
-	}
-	c.mu.Unlock()
-	for _, cl := range mine {
-		cl.drop()
-	}
-}
+func (c *remoteConn) Abandon(out conn.Stream) { c.calls.Abandon(out) }
 
 // Close answers every request still running with an error and cancels it.
 func (c *remoteConn) Close() { c.CloseWith("") }
@@ -413,15 +360,7 @@ func (c *remoteConn) CloseWith(reason string) {
 	if reason != "" {
 		text = "mcpgate: " + reason
 	}
-	c.mu.Lock()
-	c.closed = true
-	calls := c.calls
-	c.calls = map[*remoteCall]struct{}{}
-	c.mu.Unlock()
-	for cl := range calls {
-		cl.reply(jsonrpc.ErrorResponse(cl.id, protocol.CodeServerError, text))
-		cl.cancel()
-	}
+	c.calls.Close(protocol.CodeServerError, text)
 }
 
 // ServerInit returns the remote's discover result.
@@ -461,6 +400,7 @@ func (c *refusedConn) Handle(_ context.Context, msg *jsonrpc.Message, out conn.S
 func (c *refusedConn) Version() string     { return c.version }
 func (c *refusedConn) Abandon(conn.Stream) {}
 func (c *refusedConn) Close()              {}
+func (c *refusedConn) CloseWith(string)    {}
 func (c *refusedConn) Passthrough() bool   { return true }
 func (c *refusedConn) ServerInit(context.Context) ([]byte, error) {
 	return nil, errors.New("mcpgate: remote server " + c.name + " does not speak protocol version " + protocol.StatelessVersion)
@@ -468,9 +408,7 @@ func (c *refusedConn) ServerInit(context.Context) ([]byte, error) {
 
 // Interface guards.
 var (
-	_ Server                = (*remoteServer)(nil)
-	_ conn.StatelessBackend = (*remoteServer)(nil)
-	_ conn.StatelessConn    = (*remoteConn)(nil)
-	_ conn.ConnCloseWith    = (*remoteConn)(nil)
-	_ conn.StatelessConn    = (*refusedConn)(nil)
+	_ Server        = (*remoteServer)(nil)
+	_ statelessConn = (*remoteConn)(nil)
+	_ statelessConn = (*refusedConn)(nil)
 )

@@ -230,7 +230,7 @@ func TestRemoteStatelessRequests(t *testing.T) {
 	if s.Pending() != 1 {
 		t.Errorf("Pending = %d, want 1", s.Pending())
 	}
-	c.(conn.ConnCloseWith).CloseWith("the request ended")
+	c.CloseWith("the request ended")
 	if got := out.reply(t); got != `{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"mcpgate: the request ended"}}` {
 		t.Errorf("reply %s", got)
 	}
@@ -384,8 +384,8 @@ func TestRemoteSSEHasNoStatelessPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, ok := s.(conn.StatelessBackend); ok {
-		t.Error("an sse remote is a StatelessBackend")
+	if s.ServesStateless() {
+		t.Error("an sse remote serves stateless requests")
 	}
 }
 

@@ -61,10 +61,10 @@ type reverseConn struct {
 	mu sync.Mutex
 	// guarded by mu:
 	closed   bool
-	version  string                     // negotiated; "" before initialize
-	meta     map[string]json.RawMessage // the revision's _meta of every request
-	discover []byte                     // the server's server/discover result
-	calls    map[*reverseCall]struct{}
+	version  string                          // negotiated; "" before initialize
+	meta     map[string]json.RawMessage      // the revision's _meta of every request
+	discover []byte                          // the server's server/discover result
+	calls    conn.Calls[reverseCall]         // the session's requests not answered; not guarded by mu
 	waiting  map[string]chan json.RawMessage // the client's answers, by the gateway's request id
 	subs     map[string]struct{}             // resources/subscribe'd URIs
 	listen   context.CancelFunc              // ends the session's listen; nil: none
@@ -73,7 +73,7 @@ type reverseConn struct {
 func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) *reverseConn {
 	c := &reverseConn{
 		open: open, general: general, timeout: timeout, log: log,
-		calls: map[*reverseCall]struct{}{}, waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{},
+		waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{},
 		meta: map[string]json.RawMessage{
 			protocol.MetaProtocolVersion:    json.RawMessage(strconv.Quote(protocol.StatelessVersion)),
 			protocol.MetaClientCapabilities: json.RawMessage(`{}`),
@@ -81,43 +81,6 @@ func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn,
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
-}
-
-// reverseCall is one request of the session in flight.
-type reverseCall struct {
-	id     []byte // the client's, byte for byte
-	out    conn.Stream
-	cancel context.CancelFunc
-
-	// initialize: the session's initialize, which its client may not
-	// cancel (notifications/cancelled ignores it).
-	initialize bool
-
-	mu   sync.Mutex // held while delivering to out, so nothing follows the final answer
-	done bool       // guarded by mu
-}
-
-func (cl *reverseCall) send(msg []byte) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if !cl.done {
-		cl.out.Send(msg)
-	}
-}
-
-// reply gives the request its final answer (nil: it was cancelled by its
-// client) unless it has one or was abandoned.
-func (cl *reverseCall) reply(msg []byte) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if !cl.done {
-		cl.done = true
-		cl.out.Reply(msg)
-	}
-}
-
-func (cl *reverseCall) fail(code int, text string) {
-	cl.reply(jsonrpc.ErrorResponse(cl.id, code, text))
 }
 
 // Handle routes one message of the session.
@@ -157,7 +120,6 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 			"mcpgate: the server speaks "+protocol.StatelessVersion+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
 		return
 	}
-	cl := &reverseCall{id: id, out: out}
 	var callCtx context.Context
 	var cancel context.CancelFunc
 	if c.timeout > 0 {
@@ -165,17 +127,15 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 	} else {
 		callCtx, cancel = context.WithCancel(c.ctx)
 	}
-	cl.cancel = cancel
+	cl := &conn.Call[reverseCall]{ID: id, Out: out, Cancel: cancel}
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	closed, meta := c.closed, c.meta
+	c.mu.Unlock()
+	if closed || !c.calls.Add(cl) {
 		cancel()
-		cl.fail(protocol.CodeServerError, errReverseClosed.Error())
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, errReverseClosed.Error()))
 		return
 	}
-	c.calls[cl] = struct{}{}
-	meta := c.meta
-	c.mu.Unlock()
 	go c.run(callCtx, cl, bytes.Clone(msg.Raw), meta)
 }
 
@@ -194,21 +154,20 @@ func (c *reverseConn) initializeCall(ctx context.Context, msg *jsonrpc.Message, 
 		ctx, stop = context.WithTimeout(ctx, c.timeout)
 		defer stop()
 	}
-	cl := &reverseCall{id: id, out: out, cancel: cancel, initialize: true}
+	cl := &conn.Call[reverseCall]{ID: id, Out: out, Cancel: cancel, Data: reverseCall{initialize: true}}
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		cl.fail(protocol.CodeServerError, errReverseClosed.Error())
+	closed := c.closed
+	c.mu.Unlock()
+	if closed || !c.calls.Add(cl) {
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, errReverseClosed.Error()))
 		return
 	}
-	c.calls[cl] = struct{}{}
-	c.mu.Unlock()
 	defer c.forget(cl)
 	reply := c.initialize(ctx, msg, id)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		reply = jsonrpc.ErrorResponse(id, protocol.CodeServerError, fmt.Sprintf("mcpgate: initialize timed out after %v", c.timeout))
 	}
-	cl.reply(reply) // nothing if Close answered it
+	cl.Reply(reply) // nothing if Close answered it
 }
 
 // initialize answers the session's initialize from the server's
@@ -296,23 +255,7 @@ func (c *reverseConn) Version() string {
 
 // Abandon cancels the requests whose answers were to go to out, without
 // answering them: their client left.
-func (c *reverseConn) Abandon(out conn.Stream) {
-	c.mu.Lock()
-	var mine []*reverseCall
-	for cl := range c.calls {
-		if cl.out == out {
-			mine = append(mine, cl)
-			delete(c.calls, cl)
-		}
-	}
-	c.mu.Unlock()
-	for _, cl := range mine {
-		cl.mu.Lock()
-		cl.done = true
-		cl.mu.Unlock()
-		cl.cancel()
-	}
-}
+func (c *reverseConn) Abandon(out conn.Stream) { c.calls.Abandon(out) }
 
 // cancelled ends the request the client cancelled (notifications/
 // cancelled): it gets no answer, and its stateless request upstream is
@@ -321,18 +264,9 @@ func (c *reverseConn) cancelled(id []byte) {
 	if len(id) == 0 {
 		return
 	}
-	c.mu.Lock()
-	var found *reverseCall
-	for cl := range c.calls {
-		if !cl.initialize && bytes.Equal(cl.id, id) {
-			found = cl
-			break
-		}
-	}
-	c.mu.Unlock()
+	found := c.calls.Find(func(cl *conn.Call[reverseCall]) bool { return !cl.Data.initialize && bytes.Equal(cl.ID, id) })
 	if found != nil {
-		found.reply(nil)
-		found.cancel()
+		found.Reply(nil) // and its Cancel ends its stateless request
 	}
 }
 
@@ -348,21 +282,20 @@ func (c *reverseConn) CloseWith(reason string) {
 	}
 	c.mu.Lock()
 	c.closed = true
-	calls := c.calls
-	c.calls = map[*reverseCall]struct{}{}
 	c.mu.Unlock()
-	for cl := range calls {
-		cl.fail(protocol.CodeServerError, text)
-	}
-	c.cancel() // every call's context, the listen's and the asks'
+	c.calls.Close(protocol.CodeServerError, text) // cancels each call's context
+	c.cancel()                                    // and the listen's and the asks'
 }
 
-// forget removes a finished call.
-func (c *reverseConn) forget(cl *reverseCall) {
-	c.mu.Lock()
-	delete(c.calls, cl)
-	c.mu.Unlock()
-	cl.cancel()
+// forget ends a finished call's context (its answer took it out of the
+// table).
+func (c *reverseConn) forget(cl *conn.Call[reverseCall]) { cl.Cancel() }
+
+// reverseCall is what the session keeps of a request in its table.
+type reverseCall struct {
+	// initialize: the session's initialize, which its client may not
+	// cancel (notifications/cancelled ignores it).
+	initialize bool
 }
 
 // nextID returns a fresh id of the gateway's for a request of kind
@@ -372,10 +305,7 @@ func (c *reverseConn) nextID(kind string) []byte {
 }
 
 // Interface guards.
-var (
-	_ conn.Conn          = (*reverseConn)(nil)
-	_ conn.ConnCloseWith = (*reverseConn)(nil)
-)
+var _ conn.Conn = (*reverseConn)(nil)
 
 // StatelessSession returns, for a server that serves requests of the
 // stateless revision, a function opening a Conn of the session eras for
@@ -384,14 +314,13 @@ var (
 // initialize is answered locally) for a server of the session eras, or a
 // session of the reverse bridge over its stateless connections for one of
 // 2026-07-28. An aggregating endpoint serves its stateless requests with
-// these. nil for a server without a stateless path.
+// these. nil for a server without a stateless path, or for none (nil).
 func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-	sb, ok := s.(conn.StatelessBackend)
-	if !ok {
+	if s == nil || !s.ServesStateless() { // nil: a server that is not running
 		return nil
 	}
 	return func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-		open := sb.OpenStateless
+		open := s.OpenStateless
 		if rs, ok := s.(*remoteServer); ok {
 			// The reverse bridge opens later with contexts that carry no
 			// principal: bind its credential now.
@@ -405,7 +334,7 @@ func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, gene
 			return nil, err
 		}
 		if !c.Passthrough() {
-			return c, nil
+			return c.Conn, nil
 		}
 		c.Close()
 		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {

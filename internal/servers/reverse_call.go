@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -15,22 +16,22 @@ import (
 // run carries one request of a reverse session to its final answer: a
 // stateless request per round, the client asked for what an input_required
 // result needs between rounds.
-func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta map[string]json.RawMessage) {
+func (c *reverseConn) run(ctx context.Context, cl *conn.Call[reverseCall], raw []byte, meta map[string]json.RawMessage) {
 	defer c.forget(cl)
 	msg, err := jsonrpc.Parse(raw)
 	if err != nil { // it parsed once: cannot happen
-		cl.fail(protocol.CodeInternalError, "mcpgate: "+err.Error())
+		cl.Fail(protocol.CodeInternalError, "mcpgate: "+err.Error())
 		return
 	}
 	var extra map[string]json.RawMessage // the retry's inputResponses and requestState
 	for round := 0; ; round++ {
-		id := cl.id
+		id := cl.ID
 		if round > 0 {
 			id = c.nextID("retry") // the revision: a retry is a new request
 		}
 		req, err := eras.BridgeRequest(&msg, id, meta, extra)
 		if err != nil {
-			cl.fail(protocol.CodeInvalidParams, "mcpgate: "+err.Error())
+			cl.Fail(protocol.CodeInvalidParams, "mcpgate: "+err.Error())
 			return
 		}
 		reply, err := c.roundTrip(ctx, cl, req)
@@ -41,17 +42,17 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 		ir, ok, err := eras.ParseInputRequired(reply)
 		switch {
 		case !ok:
-			if final, ok := withID(reply, cl.id); ok {
-				cl.reply(final)
+			if final, ok := withID(reply, cl.ID); ok {
+				cl.Reply(final)
 			} else {
-				cl.fail(protocol.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
+				cl.Fail(protocol.CodeInternalError, "mcpgate: the server's answer is not a JSON-RPC response")
 			}
 			return
 		case err != nil:
-			cl.fail(protocol.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
+			cl.Fail(protocol.CodeInternalError, "mcpgate: the server's answer: "+err.Error())
 			return
 		case round+1 >= reverseRounds:
-			cl.fail(protocol.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
+			cl.Fail(protocol.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
 			return
 		}
 		responses, err := c.askClient(ctx, cl, ir.Requests, meta[protocol.MetaClientCapabilities])
@@ -69,21 +70,21 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 // settle answers a request that ended without the server's final answer:
 // nothing if its client cancelled it or left (it is done already), else
 // the reason.
-func (c *reverseConn) settle(ctx context.Context, cl *reverseCall, err error) {
+func (c *reverseConn) settle(ctx context.Context, cl *conn.Call[reverseCall], err error) {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		cl.fail(protocol.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
+		cl.Fail(protocol.CodeServerError, fmt.Sprintf("mcpgate: request timed out after %v", c.timeout))
 	case c.ctx.Err() != nil:
-		cl.fail(protocol.CodeServerError, errReverseClosed.Error())
+		cl.Fail(protocol.CodeServerError, errReverseClosed.Error())
 	default:
-		cl.fail(protocol.CodeServerError, err.Error())
+		cl.Fail(protocol.CodeServerError, err.Error())
 	}
 }
 
 // roundTrip sends req as a stateless request and returns the server's
 // final answer; the messages before it (progress, log messages) go to the
 // client's stream as they come.
-func (c *reverseConn) roundTrip(ctx context.Context, cl *reverseCall, req []byte) ([]byte, error) {
+func (c *reverseConn) roundTrip(ctx context.Context, cl *conn.Call[reverseCall], req []byte) ([]byte, error) {
 	sc, err := c.open(ctx, c.general)
 	if err != nil {
 		return nil, err
@@ -98,7 +99,7 @@ func (c *reverseConn) roundTrip(ctx context.Context, cl *reverseCall, req []byte
 	if err != nil {
 		return nil, err
 	}
-	rs := &replyStream{send: cl.send, final: make(chan []byte, 1)}
+	rs := &replyStream{send: cl.Send, final: make(chan []byte, 1)}
 	sc.Handle(ctx, &msg, rs)
 	select {
 	case reply := <-rs.final:
@@ -132,7 +133,7 @@ func (s *replyStream) Reply(msg []byte) {
 // their answers as inputResponses. All are asked at once (a client may
 // answer in any order). A request the client answers with an error is
 // left out: the server asks again or fails, as the revision says.
-func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
+func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call[reverseCall], reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
 	type pending struct {
 		key string
 		id  string
@@ -165,7 +166,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []era
 		}
 		// The server's key rides along, for a client of 2026-07-28 the
 		// request may reach again (through an endpoint).
-		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, eras.WithInputKey(r.Params, r.Key)))
+		cl.Send(jsonrpc.Request([]byte(asked[i].id), r.Method, eras.WithInputKey(r.Params, r.Key)))
 	}
 	responses := map[string]json.RawMessage{}
 	for i, p := range asked {
@@ -183,7 +184,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []era
 			// nothing will take its answer.
 			for j, q := range asked {
 				if !answered[j] {
-					cl.send(jsonrpc.Notification(protocol.NotificationCancelled,
+					cl.Send(jsonrpc.Notification(protocol.NotificationCancelled,
 						[]byte(`{"requestId":`+q.id+`,"reason":"mcpgate: the request it was for ended"}`)))
 				}
 			}

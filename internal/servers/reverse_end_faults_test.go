@@ -47,7 +47,7 @@ func TestReverseAskNeverAnswered(t *testing.T) {
 	}
 	leaks() // the request's goroutine is gone, the session still open
 	c.mu.Lock()
-	waiting, calls := len(c.waiting), len(c.calls)
+	waiting, calls := len(c.waiting), c.calls.Len()
 	c.mu.Unlock()
 	if waiting != 0 || calls != 0 {
 		t.Errorf("after the timeout: %d waiting asks, %d calls", waiting, calls)

@@ -18,7 +18,7 @@ import (
 
 // Attack tests of the reverse bridge (reverse.go, reverse_call.go,
 // reverse_listen.go) at its unit boundary: the server is a scripted
-// front.StatelessConn (revServer, one revSC per stateless request the
+// conn.StatelessConn (revServer, one revSC per stateless request the
 // bridge opens), the client a recording mux.Stream (revStream). Every test
 // checks that no goroutine outlives what it started (goleak, against the
 // goroutines running when the test began).
@@ -58,13 +58,13 @@ func (s *revServer) open(ctx context.Context, general conn.Stream) (conn.Statele
 		<-gate
 	}
 	if err != nil {
-		return nil, err
+		return toStateless(nil, err)
 	}
 	sc := &revSC{srv: s}
 	s.mu.Lock()
 	s.conns = append(s.conns, sc)
 	s.mu.Unlock()
-	return sc, nil
+	return toStateless(sc, nil)
 }
 
 func (s *revServer) count() (attempts, listens int) {
@@ -150,7 +150,8 @@ func (sc *revSC) Abandon(out conn.Stream) {
 	}
 }
 
-func (sc *revSC) Close() { sc.closed.Store(true) }
+func (sc *revSC) Close()           { sc.closed.Store(true) }
+func (sc *revSC) CloseWith(string) { sc.Close() }
 
 func (sc *revSC) ServerInit(ctx context.Context) ([]byte, error) {
 	sc.srv.mu.Lock()

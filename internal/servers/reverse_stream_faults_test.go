@@ -410,7 +410,7 @@ func TestReverseSameIDConcurrent(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	waiting, calls := len(c.waiting), len(c.calls)
+	waiting, calls := len(c.waiting), c.calls.Len()
 	c.mu.Unlock()
 	if waiting != 0 || calls != 0 {
 		t.Errorf("left: %d waiting, %d calls", waiting, calls)

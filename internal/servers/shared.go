@@ -174,6 +174,14 @@ func (discard) Reply([]byte) {}
 // process's probe (bounded by ctx, the probe's timeout and the
 // multiplexer's start wait).
 func (s *shared) OpenStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
+	return toStateless(s.openStateless(ctx, general, version, caps))
+}
+
+// ServesStateless is true: a shared server serves stateless requests,
+// itself or translated.
+func (s *shared) ServesStateless() bool { return true }
+
+func (s *shared) openStateless(ctx context.Context, general conn.Stream, version string, caps []byte) (statelessConn, error) {
 	p, err := s.modernProc()
 	if err != nil {
 		return nil, err
@@ -223,7 +231,7 @@ func (s *shared) modernProc() (*proc, error) {
 // 2026-07-28 server. It returns nil and no error when the request is to be
 // translated instead (auto only), after falling back for good when p is
 // not such a server or never became one.
-func (s *shared) openModern(ctx context.Context, p *proc, general conn.Stream, version string, caps []byte) (conn.StatelessConn, error) {
+func (s *shared) openModern(ctx context.Context, p *proc, general conn.Stream, version string, caps []byte) (statelessConn, error) {
 	_, err := p.m.Discovered(ctx)
 	if err == nil {
 		s.mu.Lock()
@@ -324,6 +332,5 @@ func (s *shared) Pending() int {
 
 // Interface guards.
 var (
-	_ Server                = (*shared)(nil)
-	_ conn.StatelessBackend = (*shared)(nil)
+	_ Server = (*shared)(nil)
 )

@@ -92,15 +92,14 @@ func (r *recorder) reply(t *testing.T) string {
 
 // passthrough reports whether c is a client of the second process.
 func passthrough(c conn.StatelessConn) bool {
-	p, ok := c.(interface{ Passthrough() bool })
-	return ok && p.Passthrough()
+	return c.Passthrough()
 }
 
 func openStateless(t *testing.T, s Server, caps string) conn.StatelessConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.(conn.StatelessBackend).OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(caps))
+	c, err := s.OpenStateless(ctx, newRecorder(), protocol.StatelessVersion, []byte(caps))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -290,8 +289,8 @@ func TestStatelessCloseWhileProbing(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
-		if c != nil {
+		c, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+		if c.Conn != nil {
 			c.Close()
 		}
 		done <- err
@@ -327,7 +326,7 @@ func TestStatelessProtocolSettings(t *testing.T) {
 		} else {
 			c.Close()
 		}
-		_, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
+		_, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`))
 		if !errors.Is(err, mux.ErrNotModern) || !strings.Contains(err.Error(), "-32601") || !strings.Contains(err.Error(), `"protocol"`) {
 			t.Errorf("OpenStateless: %v; want the probe's verdict and the setting", err)
 		}

@@ -211,7 +211,7 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 
 // open returns the connection of one translated stateless request; it
 // takes a process on first use, one of cred's (see credentials.go).
-func (t *translation) open(general conn.Stream, version string, caps []byte, cred credential) (conn.StatelessConn, error) {
+func (t *translation) open(general conn.Stream, version string, caps []byte, cred credential) (statelessConn, error) {
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()

@@ -153,7 +153,4 @@ func (c *tconn) close(reason string) {
 }
 
 // Interface guards.
-var (
-	_ conn.StatelessConn = (*tconn)(nil)
-	_ conn.ConnCloseWith = (*tconn)(nil)
-)
+var _ statelessConn = (*tconn)(nil)

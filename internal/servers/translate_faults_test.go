@@ -209,7 +209,7 @@ func TestTranslationManyAtOnce(t *testing.T) {
 
 // manyClient is one client of TestTranslationManyAtOnce.
 func manyClient(s Server, i int) error {
-	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{"sampling":{}}`))
+	c, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{"sampling":{}}`))
 	if err != nil {
 		return err
 	}

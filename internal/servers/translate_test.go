@@ -39,7 +39,7 @@ func translated(t *testing.T, name string) (Server, *translation, string) {
 func openTranslated(t *testing.T, s Server, caps string) (conn.StatelessConn, *recorder) {
 	t.Helper()
 	general := newRecorder()
-	c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), general, protocol.StatelessVersion, []byte(caps))
+	c, err := s.OpenStateless(context.Background(), general, protocol.StatelessVersion, []byte(caps))
 	if err != nil {
 		t.Fatalf("OpenStateless: %v", err)
 	}
@@ -324,7 +324,7 @@ func TestTranslatedCloseStopsAll(t *testing.T) {
 			t.Errorf("request %d in flight at Close: %s", i, r)
 		}
 	}
-	if c, err := s.(conn.StatelessBackend).OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`)); err == nil {
+	if c, err := s.OpenStateless(context.Background(), newRecorder(), protocol.StatelessVersion, []byte(`{}`)); err == nil {
 		c.Close()
 		t.Error("OpenStateless after Close succeeded")
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
 )
 
 // ErrTooMany is returned by Store.Create when the store is full.
@@ -79,7 +81,7 @@ type Session struct {
 	mu sync.Mutex
 	// guarded by mu:
 	version    string
-	value      any
+	value      conn.Conn
 	streams    map[uint64]*Stream // POST streams not yet fully read, or in their resume grace
 	order      []retained         // streams by creation, for retention
 	pruneAt    time.Time          // the earliest graceEnd in order; zero: none
@@ -119,16 +121,17 @@ func (s *Session) SetVersion(v string) {
 	s.mu.Unlock()
 }
 
-// Value returns what the owner stored with SetValue.
-func (s *Session) Value() any {
+// Value returns the session's connection to its server, as the owner
+// stored it with SetValue (nil before, and once taken).
+func (s *Session) Value() conn.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.value
 }
 
-// SetValue stores the owner's per-session state (the HTTP front keeps the
-// multiplexer connection here).
-func (s *Session) SetValue(v any) {
+// SetValue stores the session's connection to its server (typed, so that
+// no owner type-asserts what it gets back).
+func (s *Session) SetValue(v conn.Conn) {
 	s.mu.Lock()
 	s.value = v
 	s.mu.Unlock()
@@ -137,7 +140,7 @@ func (s *Session) SetValue(v any) {
 // TakeValue returns what SetValue stored and clears it, atomically: of
 // several callers racing to release the value (to close a connection), at
 // most one gets it.
-func (s *Session) TakeValue() any {
+func (s *Session) TakeValue() conn.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := s.value
