@@ -22,7 +22,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/upstream/stdio":  {"internal/jsonrpc"},
 		"internal/conn":            {"internal/auth", "internal/jsonrpc"},
 		"internal/mux":             {"internal/conn", "internal/jsonrpc"},
-		"internal/eras":            {"internal/jsonrpc"},
+		"internal/eras":            {"internal/conn", "internal/jsonrpc"},
 		"internal/front":           {"internal/auth", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
 		"internal/servers":         {"internal/config", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/mux", "internal/upstream/stdio", "internal/upstream/remote"},
 		"internal/aggregate":       {"internal/auth", "internal/conn", "internal/jsonrpc", "internal/mux"},

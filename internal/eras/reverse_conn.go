@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,9 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
 // This file is the reverse bridge: a client of the session eras
@@ -71,13 +70,21 @@ type reverseConn struct {
 	listen   context.CancelFunc              // ends the session's listen; nil: none
 }
 
+// NewReverse opens a session of the reverse bridge: open opens the
+// stateless connection of one request to the server (general: the
+// session's stream for messages not tied to a request), timeout bounds a
+// request with its input rounds (0: none).
+func NewReverse(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) conn.Conn {
+	return newReverseConn(open, general, timeout, log)
+}
+
 func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) *reverseConn {
 	c := &reverseConn{
 		open: open, general: general, timeout: timeout, log: log,
 		calls: map[*reverseCall]struct{}{}, waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{},
 		meta: map[string]json.RawMessage{
-			eras.KeyProtocolVersion:    json.RawMessage(strconv.Quote(eras.Version)),
-			eras.KeyClientCapabilities: json.RawMessage(`{}`),
+			KeyProtocolVersion:    json.RawMessage(strconv.Quote(Version)),
+			KeyClientCapabilities: json.RawMessage(`{}`),
 		},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -155,7 +162,7 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 		return
 	case strings.HasPrefix(method, "tasks/"):
 		out.Reply(jsonrpc.ErrorResponse(id, jsonrpc.CodeMethodNotFound,
-			"mcpgate: the server speaks "+eras.Version+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
+			"mcpgate: the server speaks "+Version+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
 		return
 	}
 	cl := &reverseCall{id: id, out: out}
@@ -226,8 +233,8 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 		return jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidParams, "mcpgate: initialize params: "+err.Error())
 	}
 	version := p.Params.ProtocolVersion
-	if !mux.IsSupported(version) {
-		version = mux.LatestVersion
+	if !slices.Contains(LegacyVersions, version) {
+		version = LegacyVersions[len(LegacyVersions)-1] // the latest
 	}
 	sc, err := c.open(ctx, c.general)
 	if err != nil {
@@ -238,27 +245,27 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 	if err != nil {
 		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, err.Error())
 	}
-	result, err := eras.InitializeResult(discover, version)
+	result, err := InitializeResult(discover, version)
 	if err != nil {
 		return jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "mcpgate: the server's server/discover result: "+err.Error())
 	}
 	meta := map[string]json.RawMessage{
-		eras.KeyProtocolVersion:    json.RawMessage(strconv.Quote(eras.Version)),
-		eras.KeyClientCapabilities: json.RawMessage(`{}`),
+		KeyProtocolVersion:    json.RawMessage(strconv.Quote(Version)),
+		KeyClientCapabilities: json.RawMessage(`{}`),
 	}
 	if caps := bytes.TrimSpace(p.Params.Capabilities); len(caps) > 0 && caps[0] == '{' {
-		meta[eras.KeyClientCapabilities] = caps
+		meta[KeyClientCapabilities] = caps
 	}
 	if info := bytes.TrimSpace(p.Params.ClientInfo); len(info) > 0 && info[0] == '{' {
-		meta[eras.KeyClientInfo] = info
+		meta[KeyClientInfo] = info
 	}
 	c.mu.Lock()
 	if c.closed { // Close answered it: the session gets no version
 		c.mu.Unlock()
 		return jsonrpc.ErrorResponse(id, jsonrpc.CodeServerError, errReverseClosed.Error())
 	}
-	if level, ok := c.meta[eras.KeyLogLevel]; ok {
-		meta[eras.KeyLogLevel] = level
+	if level, ok := c.meta[KeyLogLevel]; ok {
+		meta[KeyLogLevel] = level
 	}
 	c.version, c.meta, c.discover = version, meta, bytes.Clone(discover)
 	c.mu.Unlock()
@@ -282,7 +289,7 @@ func (c *reverseConn) setLevel(msg *jsonrpc.Message, id []byte) []byte {
 	for k, v := range c.meta {
 		meta[k] = v
 	}
-	meta[eras.KeyLogLevel] = p.Params.Level
+	meta[KeyLogLevel] = p.Params.Level
 	c.meta = meta // replaced, not changed: calls running hold the old one
 	c.mu.Unlock()
 	return jsonrpc.Response(id, []byte(`{}`))
@@ -377,40 +384,3 @@ var (
 	_ conn.Conn          = (*reverseConn)(nil)
 	_ conn.ConnCloseWith = (*reverseConn)(nil)
 )
-
-// StatelessSession returns, for a server that serves requests of the
-// stateless revision, a function opening a Conn of the session eras for
-// one such request declaring caps, on the processes that serve them: the
-// translated connection itself (a client of a shared multiplexer, whose
-// initialize is answered locally) for a server of the session eras, or a
-// session of the reverse bridge over its stateless connections for one of
-// 2026-07-28. An aggregating endpoint serves its stateless requests with
-// these. nil for a server without a stateless path.
-func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-	sb, ok := s.(conn.StatelessBackend)
-	if !ok {
-		return nil
-	}
-	return func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-		open := sb.OpenStateless
-		if rs, ok := s.(*remoteServer); ok {
-			// The reverse bridge opens later with contexts that carry no
-			// principal: bind its credential now.
-			var err error
-			if open, err = rs.bindStateless(ctx); err != nil {
-				return nil, err
-			}
-		}
-		c, err := open(ctx, general, mux.ModernVersion, caps)
-		if err != nil {
-			return nil, err
-		}
-		if !c.Passthrough() {
-			return c, nil
-		}
-		c.Close()
-		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
-			return open(ctx, general, mux.ModernVersion, caps)
-		}, general, 0, log.With("bridge", "reverse")), nil
-	}
-}

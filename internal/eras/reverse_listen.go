@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -147,7 +146,7 @@ func (c *reverseConn) listenOnce(ctx context.Context, params []byte, meta map[st
 	if err != nil {
 		return
 	}
-	raw, err := eras.BridgeRequest(&req, req.Bytes(req.ID), meta, nil)
+	raw, err := BridgeRequest(&req, req.Bytes(req.ID), meta, nil)
 	if err != nil {
 		return
 	}

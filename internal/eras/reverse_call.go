@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -27,7 +26,7 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 		if round > 0 {
 			id = c.nextID("retry") // the revision: a retry is a new request
 		}
-		req, err := eras.BridgeRequest(&msg, id, meta, extra)
+		req, err := BridgeRequest(&msg, id, meta, extra)
 		if err != nil {
 			cl.fail(jsonrpc.CodeInvalidParams, "mcpgate: "+err.Error())
 			return
@@ -37,7 +36,7 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 			c.settle(ctx, cl, err)
 			return
 		}
-		ir, ok, err := eras.ParseInputRequired(reply)
+		ir, ok, err := ParseInputRequired(reply)
 		switch {
 		case !ok:
 			if final, ok := withID(reply, cl.id); ok {
@@ -53,7 +52,7 @@ func (c *reverseConn) run(ctx context.Context, cl *reverseCall, raw []byte, meta
 			cl.fail(jsonrpc.CodeInternalError, fmt.Sprintf("mcpgate: the server still asked for input after %d rounds", reverseRounds))
 			return
 		}
-		responses, err := c.askClient(ctx, cl, ir.Requests, meta[eras.KeyClientCapabilities])
+		responses, err := c.askClient(ctx, cl, ir.Requests, meta[KeyClientCapabilities])
 		if err != nil {
 			c.settle(ctx, cl, err)
 			return
@@ -131,7 +130,7 @@ func (s *replyStream) Reply(msg []byte) {
 // their answers as inputResponses. All are asked at once (a client may
 // answer in any order). A request the client answers with an error is
 // left out: the server asks again or fails, as the revision says.
-func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
+func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []InputRequest, caps json.RawMessage) (json.RawMessage, error) {
 	type pending struct {
 		key string
 		id  string
@@ -164,7 +163,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *reverseCall, reqs []era
 		}
 		// The server's key rides along, for a client of 2026-07-28 the
 		// request may reach again (through an endpoint).
-		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, eras.WithInputKey(r.Params, r.Key)))
+		cl.send(jsonrpc.Request([]byte(asked[i].id), r.Method, WithInputKey(r.Params, r.Key)))
 	}
 	responses := map[string]json.RawMessage{}
 	for i, p := range asked {
