@@ -21,7 +21,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/logfile":         {},
 		"internal/upstream/stdio":  {"internal/jsonrpc"},
 		"internal/conn":            {"internal/auth", "internal/jsonrpc"},
-		"internal/mux":             {"internal/conn", "internal/jsonrpc"},
+		"internal/mux":             {"internal/conn", "internal/eras", "internal/jsonrpc"},
 		"internal/eras":            {"internal/conn", "internal/jsonrpc"},
 		"internal/front":           {"internal/auth", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/mux", "internal/session", "internal/sse"},
 		"internal/servers":         {"internal/config", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/mux", "internal/upstream/stdio", "internal/upstream/remote"},

@@ -1,4 +1,4 @@
-package mux
+package eras
 
 import (
 	"encoding/json"
@@ -6,8 +6,8 @@ import (
 )
 
 func TestFilter(t *testing.T) {
-	parse := func(s string) filter {
-		var f filter
+	parse := func(s string) Filter {
+		var f Filter
 		if err := json.Unmarshal([]byte(s), &f); err != nil {
 			t.Fatal(err)
 		}
@@ -27,10 +27,10 @@ func TestFilter(t *testing.T) {
 		{`{"resourceSubscriptions":["a"]}`, `{"resourceSubscriptions":["a","c"]}`, false, `{"resourceSubscriptions":["a"]}`},
 	} {
 		f, g := parse(tt.f), parse(tt.g)
-		if got := f.covers(g); got != tt.covers {
+		if got := f.Covers(g); got != tt.covers {
 			t.Errorf("%s covers %s = %v", tt.f, tt.g, got)
 		}
-		if got, _ := json.Marshal(f.intersect(g)); string(got) != tt.intersect {
+		if got, _ := json.Marshal(f.Intersect(g)); string(got) != tt.intersect {
 			t.Errorf("%s ∩ %s = %s, want %s", tt.f, tt.g, got, tt.intersect)
 		}
 	}
@@ -49,7 +49,7 @@ func TestFilter(t *testing.T) {
 		{"notifications/resources/updated", "test://xy", false},
 		{"notifications/message", "", false},
 	} {
-		if got := f.wants(tt.method, tt.uri); got != tt.want {
+		if got := f.Wants(tt.method, tt.uri); got != tt.want {
 			t.Errorf("wants(%s, %q) = %v", tt.method, tt.uri, got)
 		}
 	}
@@ -60,7 +60,7 @@ func TestFilter(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":1}}}`:          false,
 		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["a"]}}}`: true,
 	} {
-		if _, got := requestedFilter([]byte(raw)); got != ok {
+		if _, got := RequestedFilter([]byte(raw)); got != ok {
 			t.Errorf("requestedFilter(%s) ok = %v", raw, got)
 		}
 	}
