@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
 )
@@ -127,9 +128,9 @@ type Handler struct {
 	closers  tracker       // session closes started by Sweep and Close
 	closeSem chan struct{} // bounds the session closes running at once
 
-	openFailures logLimit // "opening session failed" lines
-	compat       compat   // client quirks accepted, requests without id dropped (compat.go)
-	parking      parking  // stateless requests waiting for input (mrtr.go)
+	openFailures logLimit                       // "opening session failed" lines
+	compat       compat                         // client quirks accepted, requests without id dropped (compat.go)
+	parking      eras.Parking[*session.Session] // stateless requests and those waiting for input (stateless.go)
 
 	paramTools paramTools // tools' Mcp-Param headers, from relayed lists (paramheaders.go)
 
@@ -197,6 +198,7 @@ func New(cfg Config) *Handler {
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   newLimiter(cfg.Limits),
 	}
+	h.parking.Wait, h.parking.Release = cfg.InputWait, h.release // stateless.go
 	h.tg.Store(traced(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf), cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error

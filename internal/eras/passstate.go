@@ -1,4 +1,4 @@
-package front
+package eras
 
 import (
 	"bytes"
@@ -28,8 +28,7 @@ func passStateAD(target, owner string) []byte {
 }
 
 // sealPassState seals a server's requestState for target and owner.
-func (h *Handler) sealPassState(inner, target, owner string) string {
-	p := &h.parking
+func (p *Parking[S]) sealPassState(inner, target, owner string) string {
 	p.init()
 	nonce := make([]byte, p.aead.NonceSize(), p.aead.NonceSize()+len(inner)+p.aead.Overhead())
 	_, _ = rand.Read(nonce)
@@ -38,8 +37,7 @@ func (h *Handler) sealPassState(inner, target, owner string) string {
 
 // openPassState returns the server's requestState sealed in state, if it
 // was sealed for target and owner.
-func (h *Handler) openPassState(state, target, owner string) (string, bool) {
-	p := &h.parking
+func (p *Parking[S]) openPassState(state, target, owner string) (string, bool) {
 	p.init()
 	raw, err := base64.RawURLEncoding.DecodeString(state)
 	if err != nil || len(raw) < p.aead.NonceSize() {
@@ -52,10 +50,6 @@ func (h *Handler) openPassState(state, target, owner string) (string, bool) {
 	}
 	return string(plain), true
 }
-
-// bindsPassState reports whether passthrough states are bound: when
-// requests are authenticated (without, every request is anonymous's).
-func (h *Handler) bindsPassState() bool { return h.authenticator() != nil }
 
 // mentions reports whether raw may hold a member named key (lower case)
 // in any case or escaped: it holds a backslash, or key case-insensitively.
@@ -76,7 +70,7 @@ func mentions(raw []byte, key string) bool {
 // none; ok false when its state does not open for target and owner, or
 // is ambiguous (a member named twice, or "RequestState": a server might
 // read that one).
-func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*jsonrpc.Message, bool) {
+func (p *Parking[S]) unsealRetry(msg *jsonrpc.Message, target, owner string) (*jsonrpc.Message, bool) {
 	if !mentions(msg.Raw, "requeststate") {
 		return msg, true
 	}
@@ -100,7 +94,7 @@ func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*json
 	if jsonv2.Unmarshal(rs, &state) != nil {
 		return nil, false
 	}
-	inner, ok := h.openPassState(state, target, owner)
+	inner, ok := p.openPassState(state, target, owner)
 	if !ok {
 		return nil, false
 	}
@@ -121,7 +115,7 @@ func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*json
 // it has one, sealed for target and owner; an error in its place when the
 // state is ambiguous (named twice, or in another case) or not a string:
 // it must not reach the client as the server wrote it.
-func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
+func (p *Parking[S]) sealReply(reply []byte, target, owner string) []byte {
 	if !mentions(reply, "requeststate") {
 		return reply
 	}
@@ -148,7 +142,7 @@ func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
 	if jsonv2.Unmarshal(rs, &state) != nil {
 		return bad()
 	}
-	result["requestState"], _ = jsonv2.Marshal(h.sealPassState(state, target, owner))
+	result["requestState"], _ = jsonv2.Marshal(p.sealPassState(state, target, owner))
 	raw, err := jsonv2.Marshal(result)
 	if err != nil {
 		return bad()
