@@ -1,10 +1,13 @@
 package eras
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -181,6 +184,53 @@ func Tag(msg, id []byte) []byte {
 		return msg
 	}
 	return out
+}
+
+// SubscriptionSpan locates raw's member._meta["io.modelcontextprotocol/
+// subscriptionId"] (member "params" or "result") when it is a string or a
+// number; tagged reports that the key is there whatever its value. Slow
+// path: only messages that mention the key are decoded.
+func SubscriptionSpan(raw []byte, member string) (span jsonrpc.Span, tagged bool) {
+	if !bytes.Contains(raw, []byte("subscriptionId")) { // the key may be escaped
+		return jsonrpc.Span{}, false
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(raw))
+	for _, name := range []string{member, "_meta", KeySubscriptionID} {
+		if !enterMember(d, name) {
+			return jsonrpc.Span{}, false
+		}
+	}
+	v, err := d.ReadValue()
+	if err != nil || (v.Kind() != '"' && v.Kind() != '0') {
+		return jsonrpc.Span{}, true
+	}
+	end := int(d.InputOffset())
+	return jsonrpc.Span{Start: end - len(v), End: end}, true
+}
+
+// enterMember reads the start of an object and its members up to name,
+// leaving d before name's value; false when the next value is not an
+// object or has no member name.
+func enterMember(d *jsontext.Decoder, name string) bool {
+	if d.PeekKind() != '{' {
+		return false
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return false
+		}
+		if tok.String() == name {
+			return true
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // Listener is the Stream of one client's listen, in front of the client's

@@ -65,3 +65,46 @@ func TestFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestSubscriptionSpan(t *testing.T) {
+	for _, tt := range []struct{ raw, member, want string }{
+		{`{"jsonrpc":"2.0","method":"x","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":12}}}`, "params", "12"},
+		{`{"params":{"a":[1,{"b":2}],"_meta":{"k":"v", "io.modelcontextprotocol/subscriptionId" : "L1" }},"method":"x"}`, "params", `"L1"`},
+		{`{"id":1,"result":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}`, "result", "1"},
+		{`{"id":1,"result":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}`, "params", ""},
+		{`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":{"x":1}}}}`, "params", ""},
+		{`{"params":{"_meta":{"subscriptionId":1}}}`, "params", ""},
+		{`{"params":{"_meta":["io.modelcontextprotocol/subscriptionId"]}}`, "params", ""},
+		{`{"params":{"_meta":{"io.modelcontextprotocol\/subscriptionId":3}}}`, "params", "3"},
+		{`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":`, "params", ""},
+	} {
+		s, _ := SubscriptionSpan([]byte(tt.raw), tt.member)
+		got := ""
+		if s.Present() {
+			got = tt.raw[s.Start:s.End]
+		}
+		if got != tt.want {
+			t.Errorf("subscriptionSpan(%s, %s) = %q, want %q", tt.raw, tt.member, got, tt.want)
+		}
+	}
+}
+
+// FuzzSubscriptionSpan: any input; a span found is in bounds and holds a
+// string or a number.
+func FuzzSubscriptionSpan(f *testing.F) {
+	f.Add([]byte(`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":12}}}`))
+	f.Add([]byte(`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"x\"y"}}}`))
+	f.Add([]byte(`{"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1e5}},"params":1}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s, _ := SubscriptionSpan(raw, "params")
+		if !s.Present() {
+			return
+		}
+		if s.Start < 0 || s.End > len(raw) || s.Start >= s.End {
+			t.Fatalf("span %v out of range for %d bytes", s, len(raw))
+		}
+		if c := raw[s.Start]; c != '"' && c != '-' && (c < '0' || c > '9') {
+			t.Fatalf("span %q is not a string or a number", raw[s.Start:s.End])
+		}
+	})
+}

@@ -71,7 +71,7 @@ func (p *Parking[S]) Serve(ctx context.Context, sc conn.StatelessConn, msg *json
 		sc.Handle(conn.WithRequestHeader(ctx, origin.Header), msg, x)
 		return x, nil
 	}
-	up, err := jsonrpc.Parse(ToLegacy(nil, msg))
+	up, err := Upstream(sc, msg)
 	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
 		return nil, &Problem{Status: http.StatusInternalServerError, Code: jsonrpc.CodeInternalError, Message: "mcpgate: " + err.Error()}
 	}
@@ -84,6 +84,16 @@ func (p *Parking[S]) Serve(ctx context.Context, sc conn.StatelessConn, msg *json
 	}
 	sc.Handle(ctx, &up, x)
 	return x, nil
+}
+
+// Upstream returns stateless request msg as the server of sc takes it: as
+// it came when the server speaks the revision, translated (ToLegacy) for
+// one of the session eras.
+func Upstream(sc conn.StatelessConn, msg *jsonrpc.Message) (jsonrpc.Message, error) {
+	if sc.Passthrough() {
+		return *msg, nil
+	}
+	return jsonrpc.Parse(ToLegacy(nil, msg))
 }
 
 // DiscoverResult is the result of server/discover on sc, a connection to

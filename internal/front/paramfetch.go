@@ -103,10 +103,8 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb conn.Stat
 		if err != nil {
 			return
 		}
-		if !conn.Passthrough() {
-			if msg, err = jsonrpc.Parse(eras.ToLegacy(nil, &msg)); err != nil {
-				return
-			}
+		if msg, err = eras.Upstream(conn, &msg); err != nil {
+			return
 		}
 		out := &replyOnce{got: make(chan []byte, 1)}
 		conn.Handle(ctx, &msg, out)

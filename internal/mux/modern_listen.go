@@ -389,9 +389,9 @@ func (m *Mux) upEnded(u *upListen, end *jsonrpc.Message) {
 	switch {
 	case len(ended) == 0:
 	case cancelled:
-		tag, _ = subscriptionSpan(end.Raw, "params")
+		tag, _ = eras.SubscriptionSpan(end.Raw, "params")
 	default:
-		tag, _ = subscriptionSpan(end.Raw, "result")
+		tag, _ = eras.SubscriptionSpan(end.Raw, "result")
 	}
 	for i, l := range ended {
 		if cancelled {
