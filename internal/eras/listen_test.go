@@ -2,6 +2,7 @@ package eras
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -107,4 +108,46 @@ func FuzzSubscriptionSpan(f *testing.F) {
 			t.Fatalf("span %q is not a string or a number", raw[s.Start:s.End])
 		}
 	})
+}
+
+// recStream records what a Listener passes on.
+type recStream struct{ got []string }
+
+func (r *recStream) Send(msg []byte)  { r.got = append(r.got, "send "+string(msg)) }
+func (r *recStream) Reply(msg []byte) { r.got = append(r.got, "reply "+string(msg)) }
+
+// TestListener: nothing reaches the client before the acknowledgement,
+// the acknowledgement goes once and first, and nothing follows the end,
+// whose reply goes once.
+func TestListener(t *testing.T) {
+	out := &recStream{}
+	l := &Listener{Out: out}
+	l.Send([]byte("early"))       // before the ack: dropped
+	l.Deliver([]byte("ack"), nil) // the ack alone
+	l.Deliver([]byte("ack"), []byte("n1"))
+	l.Send([]byte("n2"))
+	l.End(nil, []byte("last"), []byte("final"))
+	l.Send([]byte("late"))
+	l.Reply([]byte("again"))
+	want := "send ack|send n1|send n2|send last|reply final"
+	if got := strings.Join(out.got, "|"); got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+
+	out = &recStream{}
+	l = &Listener{Out: out}
+	l.End([]byte("ack"), []byte("cancelled"), nil) // ended before it was acknowledged
+	if got := strings.Join(out.got, "|"); got != "send ack|send cancelled|reply " {
+		t.Errorf("end before the ack: got %s", got)
+	}
+
+	out = &recStream{}
+	l = &Listener{Out: out}
+	l.Deliver([]byte("ack"), nil)
+	l.Stop() // its client left
+	l.Deliver(nil, []byte("n"))
+	l.End(nil, []byte("last"), nil)
+	if got := strings.Join(out.got, "|"); got != "send ack|reply " {
+		t.Errorf("after Stop: got %s", got)
+	}
 }
