@@ -19,7 +19,9 @@
 //     (serve.go: [Parking.Route], [Parking.Serve], [DiscoverResult],
 //     [Upstream]), with the input-required bridge: a server's requests to
 //     its client answered input_required and the request parked until the
-//     retry (mrtr.go: [Exchange]; parking.go: [Parking], the requestState).
+//     retry (mrtr.go: [Exchange]; parking.go: [Parking], the requestState),
+//     and the client capabilities a translation process declares
+//     (capabilities.go: [CapSet]).
 //   - Passthrough state: a 2026-07-28 server's requestState sealed for the
 //     principal it was given to (passstate.go).
 //   - The reverse bridge, a session-era client on a 2026-07-28 server

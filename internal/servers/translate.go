@@ -20,7 +20,7 @@ import (
 // elicitation, roots) within one initialized connection, and the gateway
 // can attribute such a request only while exactly one client has requests
 // written to the process (mux attributeLocked). A stateless request whose
-// server request became an input_required answer (front/mrtr.go) stays
+// server request became an input_required answer (eras/mrtr.go) stays
 // parked, its call still written, for up to InputWait: on a shared
 // process, every other client's server request would be refused "cannot
 // route" meanwhile. And a process initialized with the gateway's own
