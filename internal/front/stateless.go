@@ -16,10 +16,11 @@ import (
 // endpoints as the session eras: a POST without a session id whose request
 // names a modern version in params._meta (or in MCP-Protocol-Version) is
 // one self-contained request. It gets its own connection to the server for
-// as long as it runs, in front of the server's one initialized (legacy)
-// process: the request goes up without the revision's _meta keys, its
-// result comes back with resultType (and ttlMs and cacheScope where the
-// revision asks for them).
+// as long as it runs, and is recorded as a session of its own meanwhile.
+// The front does the HTTP: it reads and checks the POST, writes the answer
+// as JSON or SSE, and holds a listen's stream; eras does the rest (what
+// the request needs, translating it for a server of the session eras or
+// passing it through, input_required and its retries: eras.Parking).
 
 // statelessVersion is the first protocol version without sessions: its
 // streams carry no event ids and no priming event (nothing can resume).
