@@ -25,7 +25,8 @@
 // (Discovered reports the outcome: ready, or not such a server), forwards
 // requests untranslated, serves its clients' subscriptions/listen from one
 // listen of its own per process (fanned out by filter, each client's id
-// restored), and refuses server requests.
+// restored; the listen's rules, its filter, acknowledgement and tag, are
+// internal/eras's, which the mux imports), and refuses server requests.
 //
 // Invariants kept here: every client request gets exactly one reply on the
 // Stream it came with (its result, a timeout, an upstream exit, a
