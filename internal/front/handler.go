@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/seal"
@@ -144,9 +145,9 @@ type Handler struct {
 	closers  tracker       // session closes started by Sweep and Close
 	closeSem chan struct{} // bounds the session closes running at once
 
-	openFailures limits.LogLimit // "opening session failed" lines
-	compat       compat          // client quirks accepted, requests without id dropped (compat.go)
-	parking      parking         // stateless requests waiting for input (mrtr.go)
+	openFailures limits.LogLimit                // "opening session failed" lines
+	compat       compat                         // client quirks accepted, requests without id dropped (compat.go)
+	parking      eras.Parking[*session.Session] // stateless requests and those waiting for input (stateless.go)
 
 	paramTools paramTools // tools' Mcp-Param headers, from relayed lists (paramheaders.go)
 
@@ -220,6 +221,7 @@ func New(cfg Config) *Handler {
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   limits.New(cfg.Limits),
 	}
+	h.parking.Wait, h.parking.Release, h.parking.Ring = cfg.InputWait, h.release, cfg.Seal // stateless.go
 	h.tg.Store(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf, cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error

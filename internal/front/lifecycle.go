@@ -71,7 +71,7 @@ func (h *Handler) Drain() {
 // requests (which then find no session).
 func (h *Handler) Close() {
 	h.Drain()
-	h.unparkAll() // their sessions end below
+	h.parking.Close() // their sessions end below
 	deadline := time.Now().Add(closeWait)
 	const reason = "the gateway is shutting down"
 	sessions := h.store.DeleteAll()

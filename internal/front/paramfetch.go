@@ -104,10 +104,8 @@ func (h *Handler) listForParams(ctx context.Context, target string, sb conn.Back
 		if err != nil {
 			return
 		}
-		if !conn.Passthrough() {
-			if msg, err = jsonrpc.Parse(eras.ToSessionEra(nil, &msg)); err != nil {
-				return
-			}
+		if msg, err = eras.Upstream(conn, &msg); err != nil {
+			return
 		}
 		out := &replyOnce{got: make(chan []byte, 1)}
 		conn.Handle(ctx, &msg, out)

@@ -16,10 +16,11 @@ import (
 // endpoints as the session eras: a POST without a session id whose request
 // names a modern version in params._meta (or in MCP-Protocol-Version) is
 // one self-contained request. It gets its own connection to the server for
-// as long as it runs, in front of the server's one initialized (session-era)
-// process: the request goes up without the revision's _meta keys, its
-// result comes back with resultType (and ttlMs and cacheScope where the
-// revision asks for them).
+// as long as it runs, and is recorded as a session of its own meanwhile.
+// The front does the HTTP: it reads and checks the POST, writes the answer
+// as JSON or SSE, and holds a listen's stream; eras does the rest (what
+// the request needs, translating it for a server of the session eras or
+// passing it through, input_required and its retries: eras.Parking).
 
 // unservedCapabilities are server capabilities a stateless client cannot
 // use through the gateway yet: tasks and experimental ones as in shared
@@ -96,10 +97,10 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 	}
 	s.Begin()
 	s.SetVersion(req.Version)
-	var out *modernStream
+	var out *eras.Exchange[*session.Session]
 	defer func() {
 		s.End(time.Now())
-		if out == nil || !out.isParked() {
+		if out == nil || !out.Parked() {
 			if h.store.Delete(s.ID) != nil {
 				h.end(s, "the request ended")
 			}
@@ -116,80 +117,83 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, "mcpgate: the gateway is shutting down", nil)
 		return
 	}
-	if sc.Passthrough() {
-		h.forward(w, r, s, sc, msg, req)
+	switch h.parking.Route(sc, msg, req) {
+	case eras.RouteResume:
+		h.resume(w, r, name, msg) // by the same principal only (Unpark)
 		return
-	}
-	if protocol.AllowsInputRequired(req.Method) && isRetry(msg) && h.sealedRetry(msg) {
-		// The retry of a request that got input_required goes on where
-		// that request was parked (this request's own session ends).
-		h.resume(w, r, name, msg) // by the same principal only (unpark)
-		return
-	}
-	if req.Method == protocol.MethodServerDiscover {
+	case eras.RouteDiscover:
 		h.discover(w, r, sc, id)
 		return
-	}
-	if req.Method == protocol.MethodSubscriptionsListen {
-		h.listen(w, r, s, sc, msg, id)
-		return
-	}
-	up, err := jsonrpc.Parse(eras.ToSessionEra(nil, msg))
-	if err != nil { // cannot happen: ToSessionEra keeps a valid message valid
-		writeErrorID(w, http.StatusInternalServerError, id, protocol.CodeInternalError, "mcpgate: "+err.Error(), nil)
+	case eras.RouteListen:
+		h.listen(w, r, s, sc, msg, id) // stateless_listen.go
 		return
 	}
 	st := s.NewStream(1, time.Now())
 	st.Attach()
 	defer st.Detach()
-	out = newModernStream(h, s, sc, st, msg, req)
-	sc.Handle(r.Context(), &up, out)
-	h.await(w, r, s, st, out, msg)
-}
-
-// forward serves a request on the connection of a server that speaks the
-// stateless revision itself: as it came (ids rewritten by the connection),
-// its answers as they come.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, s *session.Session, sc conn.StatelessConn, msg *jsonrpc.Message, req eras.Request) {
-	st := s.NewStream(1, time.Now())
-	st.Attach()
-	defer st.Detach()
-	out := &modernStream{h: h, s: s, conn: sc, st: st, method: req.Method, pass: true}
-	if h.bindsPassState() {
-		// The server's requestState is bound to the principal
-		// (passstate.go).
-		owner := h.owner(r)
-		bound, ok := h.unsealRetry(msg, s.Server, owner)
-		if !ok {
-			writeErrorID(w, http.StatusBadRequest, msg.Bytes(msg.ID), protocol.CodeInvalidParams, errBadState.Error(), nil)
-			return
-		}
-		msg, out.sealOwner, out.seal = bound, owner, true
+	origin := eras.Origin[*session.Session]{Session: s, Target: s.Server, Owner: s.Owner, Bind: h.authenticator() != nil, Header: r.Header}
+	if req.Method == "tools/list" {
+		origin.Observe = func(reply []byte) { h.paramTools.observe(paramKey(s.Server, s.Owner), reply) } // paramheaders.go
 	}
-	sc.Handle(conn.WithRequestHeader(r.Context(), r.Header), msg, out)
+	out, prob = h.parking.Serve(r.Context(), sc, msg, req, origin, st)
+	if prob != nil {
+		writeProblem(w, id, prob)
+		return
+	}
 	h.await(w, r, s, st, out, msg)
 }
 
 // await answers the stateless request msg from st. A client that left has
 // its request cancelled upstream, even one parked for input.
-func (h *Handler) await(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, out *modernStream, msg *jsonrpc.Message) {
+func (h *Handler) await(w http.ResponseWriter, r *http.Request, s *session.Session, st *session.Stream, out *eras.Exchange[*session.Session], msg *jsonrpc.Message) {
 	ans := answers{msgs: []jsonrpc.Message{*msg}, reqs: 1}
 	if !h.respond(w, r, s, st, false, &ans) {
-		h.unparkStream(out)
-		out.conn.Abandon(out)
+		out.Abandon()
+	}
+}
+
+// resume serves the retry msg, come to target server (a session key), of
+// a request answered input_required: on the parked request's session,
+// this request's own ends.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, server string, msg *jsonrpc.Message) {
+	id := msg.Bytes(msg.ID)
+	out, prob := h.parking.Unpark(msg, server, h.owner(r))
+	if prob != nil {
+		writeProblem(w, id, prob)
+		return
+	}
+	// out is ours now: nobody else can take it (its state opened once).
+	s := out.Session()
+	s.Begin()
+	defer func() {
+		s.End(time.Now())
+		if !out.Parked() {
+			h.parking.End(out, "the request ended")
+		}
+	}()
+	st := s.NewStream(1, time.Now())
+	st.Attach()
+	defer st.Detach()
+	if prob := out.Resume(msg, st); prob != nil {
+		writeProblem(w, id, prob)
+		return
+	}
+	h.await(w, r, s, st, out, msg)
+}
+
+// release ends the session of a stateless request that is over
+// (eras.Parking.Release).
+func (h *Handler) release(s *session.Session, reason string) {
+	if h.store.Delete(s.ID) != nil {
+		h.end(s, reason)
 	}
 }
 
 // discover answers server/discover from the server's initialize result.
-func (h *Handler) discover(w http.ResponseWriter, r *http.Request, conn conn.StatelessConn, id []byte) {
-	init, err := conn.ServerInit(r.Context())
-	if err != nil {
-		writeErrorID(w, http.StatusServiceUnavailable, id, protocol.CodeServerError, err.Error(), nil)
-		return
-	}
-	result, err := eras.Discover(init, protocol.SessionVersions, unservedCapabilities)
-	if err != nil {
-		writeErrorID(w, http.StatusBadGateway, id, protocol.CodeInternalError, "mcpgate: the server's initialize result: "+err.Error(), nil)
+func (h *Handler) discover(w http.ResponseWriter, r *http.Request, sc conn.StatelessConn, id []byte) {
+	result, prob := eras.DiscoverResult(r.Context(), sc, protocol.SessionVersions, unservedCapabilities)
+	if prob != nil {
+		writeProblem(w, id, prob)
 		return
 	}
 	writeBody(w, jsonrpc.Response(id, result))

@@ -51,7 +51,9 @@
 // (ErrNotModern; the next generation is probed again); unanswered ->
 // BackingOff, the same process probed again later. Requests pass
 // untranslated, the clients' subscriptions/listen share one listen of the
-// Mux's own per process (hub), and server requests are refused.
+// Mux's own per process (hub; the listen's rules, its filter,
+// acknowledgement and tag, are internal/eras's), and server requests are
+// refused.
 //
 // Across the modes, a Client is of one of two kinds. A session client
 // (Join) has an initialize and a session. A stateless client (Join, then

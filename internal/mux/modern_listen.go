@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -76,11 +77,35 @@ type listenHub struct {
 // upListen is one subscriptions/listen of the gateway.
 type upListen struct {
 	call *call
-	want filter // asked for; static
+	want eras.Filter // asked for; static
 	// guarded by Mux.mu:
 	acked  bool
-	agreed filter        // the server's acknowledgement, once acked
+	agreed eras.Filter   // the server's acknowledgement, once acked
 	gone   chan struct{} // while retiring: closed when it stops retiring
+}
+
+// listener is one client's listen in the hub: its call in the pending
+// table, in front of the client's stream (eras.Listener keeps the
+// acknowledgement first and nothing after the end).
+type listener struct {
+	eras.Listener
+	call *call       // its call in the pending table
+	id   []byte      // the client's raw id (its call's)
+	want eras.Filter // what it asked for; static
+
+	// guarded by Mux.mu:
+	up     *upListen   // the gateway listen serving it; nil while none is open
+	ack    []byte      // its acknowledgement, once the agreement is known
+	agreed eras.Filter // what it was acknowledged: what it gets
+}
+
+// replyStream returns the Stream the client gave for c: a listen's call
+// has its listener in between.
+func (c *call) replyStream() conn.Stream {
+	if l, ok := c.out.(*listener); ok {
+		return l.Out
+	}
+	return c.out
 }
 
 // delivery is a message for a client listen, sent after the lock.
@@ -104,14 +129,14 @@ type hubActs struct {
 func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
 	m := c.m
 	id := msg.Bytes(msg.ID)
-	want, ok := requestedFilter(msg.Raw)
+	want, ok := eras.RequestedFilter(msg.Raw)
 	if !ok {
 		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeInvalidParams, "invalid params: subscriptions/listen needs params.notifications (an object)"))
 		return
 	}
 	cl := &call{client: c, listen: true}
 	cl.setID(id)
-	l := &listener{call: cl, out: out, id: cl.id, want: want}
+	l := &listener{Listener: eras.Listener{Out: out}, call: cl, id: cl.id, want: want}
 	cl.out = l
 	cl.onReply = func(*jsonrpc.Message) { m.leave(l) } // every end but the hub's own
 	for {
@@ -146,7 +171,7 @@ func (c *Client) listen(ctx context.Context, msg *jsonrpc.Message, out conn.Stre
 
 // leave forgets client listen l, which its client ended.
 func (m *Mux) leave(l *listener) {
-	l.stop()
+	l.Stop()
 	m.mu.Lock()
 	if _, ok := m.hub.clients[l]; !ok {
 		m.mu.Unlock() // ended with its gateway listen, or the process
@@ -176,7 +201,7 @@ func (m *Mux) stepLocked(arrived *listener) hubActs {
 		for l := range h.clients {
 			m.attachLocked(l, &a)
 		}
-	case arrived != nil && !h.cur.want.covers(arrived.want):
+	case arrived != nil && !h.cur.want.Covers(arrived.want):
 		a.retire, a.retireRq = m.retireLocked(), "replaced by a listen asking for more"
 
 	case arrived != nil:
@@ -186,8 +211,8 @@ func (m *Mux) stepLocked(arrived *listener) hubActs {
 }
 
 // needLocked is the union of what the client listens want.
-func (h *listenHub) needLocked() filter {
-	var f filter
+func (h *listenHub) needLocked() eras.Filter {
+	var f eras.Filter
 	seen := map[string]bool{}
 	for l := range h.clients {
 		f.Tools = f.Tools || l.want.Tools
@@ -210,8 +235,8 @@ func (m *Mux) attachLocked(l *listener, a *hubActs) {
 	u := m.hub.cur
 	l.up = u
 	if u.acked && l.ack == nil {
-		l.agreed = l.want.intersect(u.agreed)
-		l.ack = ackMessage(l.id, l.agreed)
+		l.agreed = l.want.Intersect(u.agreed)
+		l.ack = eras.AckMessage(l.id, l.agreed)
 		a.acks = append(a.acks, delivery{l: l, ack: l.ack})
 	}
 }
@@ -219,7 +244,7 @@ func (m *Mux) attachLocked(l *listener, a *hubActs) {
 // openLocked registers the next gateway listen, asking for want, and
 // returns it with its request. Its acknowledgement is due within the
 // request timeout (the deadline list).
-func (m *Mux) openLocked(want filter) (*upListen, []byte) {
+func (m *Mux) openLocked(want eras.Filter) (*upListen, []byte) {
 	u := &upListen{want: want}
 	u.call = &call{
 		sent:    true,
@@ -312,7 +337,7 @@ func (m *Mux) ownLocked(id uint64) *upListen {
 // doHub does, after the lock, what stepLocked decided.
 func (m *Mux) doHub(a hubActs) {
 	for _, d := range a.acks {
-		d.l.deliver(d.ack, nil)
+		d.l.Deliver(d.ack, nil)
 	}
 	if u := a.retire; u != nil {
 		params := append(append(append([]byte(`{"requestId":`), appendUint(nil, u.call.upID)...), `,"reason":`...), strconv.Quote(a.retireRq)...)
@@ -365,16 +390,16 @@ func (m *Mux) upEnded(u *upListen, end *jsonrpc.Message) {
 	switch {
 	case len(ended) == 0:
 	case cancelled:
-		tag, _ = subscriptionSpan(end.Raw, "params")
+		tag, _ = eras.SubscriptionSpan(end.Raw, "params")
 	default:
-		tag, _ = subscriptionSpan(end.Raw, "result")
+		tag, _ = eras.SubscriptionSpan(end.Raw, "result")
 	}
 	for i, l := range ended {
 		if cancelled {
-			l.end(acks[i], jsonrpc.Splice(nil, end.Raw, jsonrpc.Edit{Span: end.CancelRequestID, Value: l.id}, jsonrpc.Edit{Span: tag, Value: l.id}), nil)
+			l.End(acks[i], jsonrpc.Splice(nil, end.Raw, jsonrpc.Edit{Span: end.CancelRequestID, Value: l.id}, jsonrpc.Edit{Span: tag, Value: l.id}), nil)
 			continue
 		}
-		l.end(nil, nil, jsonrpc.Splice(nil, end.Raw, jsonrpc.Edit{Span: end.ID, Value: l.id}, jsonrpc.Edit{Span: tag, Value: l.id}))
+		l.End(nil, nil, jsonrpc.Splice(nil, end.Raw, jsonrpc.Edit{Span: end.ID, Value: l.id}, jsonrpc.Edit{Span: tag, Value: l.id}))
 	}
 	m.doHub(a)
 }
@@ -404,7 +429,7 @@ func (m *Mux) toListen(msg *jsonrpc.Message, span jsonrpc.Span) {
 		out, acked = m.ackedLocked(u, msg), true
 	case u.acked && !ack:
 		for l := range m.hub.clients {
-			if l.up == u && l.agreed.wants(method, uri) {
+			if l.up == u && l.agreed.Wants(method, uri) {
 				out = append(out, delivery{l: l, ack: l.ack})
 			}
 		}
@@ -419,7 +444,7 @@ func (m *Mux) toListen(msg *jsonrpc.Message, span jsonrpc.Span) {
 		if !ack {
 			d.msg = jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: span, Value: d.l.id})
 		}
-		d.l.deliver(d.ack, d.msg)
+		d.l.Deliver(d.ack, d.msg)
 	}
 }
 
@@ -428,7 +453,7 @@ func (m *Mux) toListen(msg *jsonrpc.Message, span jsonrpc.Span) {
 // client listens waiting for it. An acknowledgement without notifications
 // is taken as agreeing to what was asked.
 func (m *Mux) ackedLocked(u *upListen, msg *jsonrpc.Message) []delivery {
-	agreed, ok := requestedFilter(msg.Raw)
+	agreed, ok := eras.RequestedFilter(msg.Raw)
 	if !ok {
 		agreed = u.want
 	}
@@ -437,8 +462,8 @@ func (m *Mux) ackedLocked(u *upListen, msg *jsonrpc.Message) []delivery {
 	var out []delivery
 	for l := range m.hub.clients {
 		if l.up == u && l.ack == nil {
-			l.agreed = l.want.intersect(agreed)
-			l.ack = ackMessage(l.id, l.agreed)
+			l.agreed = l.want.Intersect(agreed)
+			l.ack = eras.AckMessage(l.id, l.agreed)
 			out = append(out, delivery{l: l, ack: l.ack})
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -80,7 +80,7 @@ func (m *Mux) modernNotification(msg *jsonrpc.Message) {
 		m.listenCancelled(msg)
 		return
 	}
-	span, tagged := subscriptionSpan(msg.Raw, "params")
+	span, tagged := eras.SubscriptionSpan(msg.Raw, "params")
 	switch {
 	case span.Present():
 		m.toListen(msg, span)
@@ -96,51 +96,4 @@ func (m *Mux) modernNotification(msg *jsonrpc.Message) {
 	default:
 		m.toAttributed(msg)
 	}
-}
-
-// subscriptionSpan locates raw's member._meta["io.modelcontextprotocol/
-// subscriptionId"] (member "params" or "result") when it is a string or a
-// number; tagged reports that the key is there whatever its value. Slow
-// path: only messages that mention the key are decoded.
-func subscriptionSpan(raw []byte, member string) (span jsonrpc.Span, tagged bool) {
-	if !bytes.Contains(raw, []byte("subscriptionId")) { // the key may be escaped
-		return jsonrpc.Span{}, false
-	}
-	d := jsontext.NewDecoder(bytes.NewReader(raw))
-	for _, name := range []string{member, "_meta", protocol.MetaSubscriptionID} {
-		if !enterMember(d, name) {
-			return jsonrpc.Span{}, false
-		}
-	}
-	v, err := d.ReadValue()
-	if err != nil || (v.Kind() != '"' && v.Kind() != '0') {
-		return jsonrpc.Span{}, true
-	}
-	end := int(d.InputOffset())
-	return jsonrpc.Span{Start: end - len(v), End: end}, true
-}
-
-// enterMember reads the start of an object and its members up to name,
-// leaving d before name's value; false when the next value is not an
-// object or has no member name.
-func enterMember(d *jsontext.Decoder, name string) bool {
-	if d.PeekKind() != '{' {
-		return false
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return false
-	}
-	for d.PeekKind() == '"' {
-		tok, err := d.ReadToken()
-		if err != nil {
-			return false
-		}
-		if tok.String() == name {
-			return true
-		}
-		if d.SkipValue() != nil {
-			return false
-		}
-	}
-	return false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream"
@@ -174,7 +175,7 @@ func (m *Mux) reply(msg *jsonrpc.Message) {
 	if c.out != nil {
 		var sub jsonrpc.Edit // a listen's final result names its subscription
 		if c.listen {
-			span, _ := subscriptionSpan(msg.Raw, "result")
+			span, _ := eras.SubscriptionSpan(msg.Raw, "result")
 			sub = jsonrpc.Edit{Span: span, Value: c.id}
 		}
 		c.out.Reply(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.ID, Value: c.id}, sub))

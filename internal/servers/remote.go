@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -110,7 +111,7 @@ func (s *remoteServer) Open(ctx context.Context, general conn.Stream) (conn.Conn
 	if err != nil {
 		return nil, err
 	}
-	return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
+	return eras.NewReverse(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 		return open(ctx, general, protocol.StatelessVersion, nil)
 	}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -109,7 +110,7 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 // gets the refusal.)
 func (s *shared) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
 	if s.p == nil || s.isReverse() || s.modernOnly(ctx) {
-		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
+		return eras.NewReverse(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 			return s.OpenStateless(ctx, general, protocol.StatelessVersion, nil)
 		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 	}

@@ -321,7 +321,7 @@ func TestStatelessProtocolSettings(t *testing.T) {
 		waitFor(t, "the process at start", func() bool { return len(testkit.Procs(marker)) == 1 })
 		if c, err := s.Open(context.Background(), newRecorder()); err != nil {
 			t.Fatal(err)
-		} else if _, ok := c.(*reverseConn); !ok {
+		} else if fmt.Sprintf("%T", c) != "*eras.reverseConn" {
 			t.Errorf("a session pinned to 2026-07-28 is a %T, want the reverse bridge", c)
 		} else {
 			c.Close()

@@ -2,14 +2,13 @@ package servers
 
 import (
 	"bytes"
-	"encoding/json"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
@@ -21,7 +20,7 @@ import (
 // elicitation, roots) within one initialized connection, and the gateway
 // can attribute such a request only while exactly one client has requests
 // written to the process (mux attributeLocked). A stateless request whose
-// server request became an input_required answer (front/mrtr.go) stays
+// server request became an input_required answer (eras/mrtr.go) stays
 // parked, its call still written, for up to InputWait: on a shared
 // process, every other client's server request would be refused "cannot
 // route" meanwhile. And a process initialized with the gateway's own
@@ -72,80 +71,11 @@ const (
 )
 
 // capSet is the client capabilities a stateless request declared, as far
-// as they choose a translation process.
-type capSet uint8
+// as they choose a translation process (eras.CapSet).
+type capSet = eras.CapSet
 
-const (
-	setSampling capSet = 1 << iota
-	setElicitation
-	setRoots
-)
-
-// parseCapSet reads the raw io.modelcontextprotocol/clientCapabilities
-// object of a stateless request. Elicitation counts in form mode only
-// ({} means form mode, 2025-11-25): a client naming only url mode gets a
-// process that declares no elicitation rather than one claiming a mode it
-// lacks; URL-mode elicitation is not declared to translation processes.
-func parseCapSet(caps []byte) capSet {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(caps, &m)
-	present := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
-	var s capSet
-	if present(m["sampling"]) {
-		s |= setSampling
-	}
-	if e := m["elicitation"]; present(e) {
-		var modes map[string]json.RawMessage
-		_ = json.Unmarshal(e, &modes) // not an object: names no mode
-		_, form := modes["form"]
-		if _, url := modes["url"]; form || !url {
-			s |= setElicitation
-		}
-	}
-	if present(m["roots"]) {
-		s |= setRoots
-	}
-	return s
-}
-
-// declared is the capabilities object a process for s declares in its
-// initialize: each as bare as the revision lets a client declare it.
-func (s capSet) declared() []byte {
-	b := []byte{'{'}
-	add := func(kv string) {
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		b = append(b, kv...)
-	}
-	if s&setSampling != 0 {
-		add(`"sampling":{}`)
-	}
-	if s&setElicitation != 0 {
-		add(`"elicitation":{"form":{}}`)
-	}
-	if s&setRoots != 0 {
-		add(`"roots":{}`)
-	}
-	return append(b, '}')
-}
-
-// String names s for logs.
-func (s capSet) String() string {
-	var names []string
-	for _, c := range []struct {
-		bit  capSet
-		name string
-	}{{setSampling, "sampling"}, {setElicitation, "elicitation"}, {setRoots, "roots"}} {
-		if s&c.bit != 0 {
-			names = append(names, c.name)
-		}
-	}
-	if names == nil {
-		return "none"
-	}
-	return strings.Join(names, ",")
-}
+// setRoots is a set with roots alone.
+const setRoots = eras.CapRoots
 
 // translation is a shared server's pool of translation processes.
 type translation struct {
@@ -192,7 +122,7 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 	}
 	t.spawn = func(set capSet, extra bool, cred credential) (*proc, error) {
 		o := opts
-		o.ClientCapabilities = set.declared()
+		o.ClientCapabilities = set.Declared()
 		o.Logger = log.With("translation", set.String())
 		// An extra is short-lived and there may be a few: the system's
 		// pipe size (see sharedPipeBytes).
@@ -218,7 +148,7 @@ func (t *translation) open(general conn.Stream, version string, caps []byte, cre
 	if closed {
 		return nil, errClosed
 	}
-	return &tconn{t: t, general: general, version: version, caps: bytes.Clone(caps), set: parseCapSet(caps), cred: cred}, nil
+	return &tconn{t: t, general: general, version: version, caps: bytes.Clone(caps), set: eras.ParseCapSet(caps), cred: cred}, nil
 }
 
 // acquire returns the process a new connection of set and cred binds to,

@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -29,7 +28,7 @@ func (c *reverseConn) run(ctx context.Context, cl *conn.Call[reverseCall], raw [
 		if round > 0 {
 			id = c.nextID("retry") // the revision: a retry is a new request
 		}
-		req, err := eras.BridgeRequest(&msg, id, meta, extra)
+		req, err := BridgeRequest(&msg, id, meta, extra)
 		if err != nil {
 			cl.Fail(protocol.CodeInvalidParams, "mcpgate: "+err.Error())
 			return
@@ -39,7 +38,7 @@ func (c *reverseConn) run(ctx context.Context, cl *conn.Call[reverseCall], raw [
 			c.settle(ctx, cl, err)
 			return
 		}
-		ir, ok, err := eras.ParseInputRequired(reply)
+		ir, ok, err := ParseInputRequired(reply)
 		switch {
 		case !ok:
 			if final, ok := withID(reply, cl.ID); ok {
@@ -133,7 +132,7 @@ func (s *replyStream) Reply(msg []byte) {
 // their answers as inputResponses. All are asked at once (a client may
 // answer in any order). A request the client answers with an error is
 // left out: the server asks again or fails, as the revision says.
-func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call[reverseCall], reqs []eras.InputRequest, caps json.RawMessage) (json.RawMessage, error) {
+func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call[reverseCall], reqs []InputRequest, caps json.RawMessage) (json.RawMessage, error) {
 	type pending struct {
 		key string
 		id  string
@@ -166,7 +165,7 @@ func (c *reverseConn) askClient(ctx context.Context, cl *conn.Call[reverseCall],
 		}
 		// The server's key rides along, for a client of 2026-07-28 the
 		// request may reach again (through an endpoint).
-		cl.Send(jsonrpc.Request([]byte(asked[i].id), r.Method, eras.WithInputKey(r.Params, r.Key)))
+		cl.Send(jsonrpc.Request([]byte(asked[i].id), r.Method, WithInputKey(r.Params, r.Key)))
 	}
 	responses := map[string]json.RawMessage{}
 	for i, p := range asked {

@@ -1,9 +1,10 @@
-package servers
+package eras
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -380,4 +381,29 @@ func revWantError(t *testing.T, raw, id string, code int, text string) {
 // revResponse is the client's answer to a gateway request.
 func revResponse(id []byte, result string) string {
 	return string(jsonrpc.Response(id, []byte(result)))
+}
+
+// testLogger sends warnings and errors to the test log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// toStateless returns the conn.StatelessConn of c (a fake of the tests),
+// or err.
+func toStateless(c interface {
+	conn.Conn
+	ServerInit(context.Context) ([]byte, error)
+	Passthrough() bool
+}, err error) (conn.StatelessConn, error) {
+	if err != nil {
+		return conn.StatelessConn{}, err
+	}
+	return conn.NewStatelessConn(c, c.ServerInit, c.Passthrough()), nil
 }

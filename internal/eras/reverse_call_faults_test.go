@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"encoding/json"

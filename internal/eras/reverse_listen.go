@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -54,32 +53,9 @@ func (c *reverseConn) subscribe(msg *jsonrpc.Message, id []byte, on bool) []byte
 // listen: what the server's discover capabilities announce, and the
 // subscribed resources if it takes subscriptions; nil when nothing.
 func listenNotifications(discover []byte, subs map[string]struct{}) []byte {
-	var d struct {
-		Capabilities struct {
-			Tools     *struct{ ListChanged bool } `json:"tools"`
-			Prompts   *struct{ ListChanged bool } `json:"prompts"`
-			Resources *struct {
-				ListChanged bool
-				Subscribe   bool
-			} `json:"resources"`
-		} `json:"capabilities"`
-	}
-	_ = json.Unmarshal(discover, &d) // checked when initialize was answered
-	caps := d.Capabilities
-	f := struct {
-		Tools     bool     `json:"toolsListChanged,omitempty"`
-		Prompts   bool     `json:"promptsListChanged,omitempty"`
-		Resources bool     `json:"resourcesListChanged,omitempty"`
-		URIs      []string `json:"resourceSubscriptions,omitempty"`
-	}{
-		Tools:     caps.Tools != nil && caps.Tools.ListChanged,
-		Prompts:   caps.Prompts != nil && caps.Prompts.ListChanged,
-		Resources: caps.Resources != nil && caps.Resources.ListChanged,
-	}
-	if caps.Resources != nil && caps.Resources.Subscribe {
-		f.URIs = slices.Sorted(maps.Keys(subs))
-	}
-	if !f.Tools && !f.Prompts && !f.Resources && len(f.URIs) == 0 {
+	all := Filter{Tools: true, Prompts: true, Resources: true, URIs: slices.Sorted(maps.Keys(subs))}
+	f := all.Agreed(discover) // checked when initialize was answered
+	if f.Empty() {
 		return nil
 	}
 	b, _ := json.Marshal(f)
@@ -148,7 +124,7 @@ func (c *reverseConn) listenOnce(ctx context.Context, params []byte, meta map[st
 	if err != nil {
 		return
 	}
-	raw, err := eras.BridgeRequest(&req, req.Bytes(req.ID), meta, nil)
+	raw, err := BridgeRequest(&req, req.Bytes(req.ID), meta, nil)
 	if err != nil {
 		return
 	}

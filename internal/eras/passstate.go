@@ -1,4 +1,4 @@
-package front
+package eras
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // state is its own, opaque to the gateway, and proves nothing of who
 // retries: another principal holding it could otherwise resume, on the
 // shared server, a request that was not theirs. So the state a client gets
-// is the server's sealed by the key ring (Config.Seal) for a purpose that
+// is the server's sealed by the key ring (Parking.Ring) for a purpose that
 // names the target and principal; a retry's state must open for the
 // retry's own, and the server gets its state back as it wrote it.
 
@@ -34,24 +34,20 @@ func passStatePurpose(target, owner string) string {
 const passStateTTL = 24 * time.Hour
 
 // sealPassState seals a server's requestState for target and owner.
-func (h *Handler) sealPassState(inner, target, owner string) string {
-	return h.cfg.Seal.Seal(passStatePurpose(target, owner), []byte(inner), passStateTTL)
+func (p *Parking[S]) sealPassState(inner, target, owner string) string {
+	return p.Ring.Seal(passStatePurpose(target, owner), []byte(inner), passStateTTL)
 }
 
 // openPassState returns the server's requestState sealed in state, if it
 // was sealed for target and owner (expired, sealed by a retired key, or
 // forged: not).
-func (h *Handler) openPassState(state, target, owner string) (string, bool) {
-	plain, err := h.cfg.Seal.Open(passStatePurpose(target, owner), state)
+func (p *Parking[S]) openPassState(state, target, owner string) (string, bool) {
+	plain, err := p.Ring.Open(passStatePurpose(target, owner), state)
 	if err != nil {
 		return "", false
 	}
 	return string(plain), true
 }
-
-// bindsPassState reports whether passthrough states are bound: when
-// requests are authenticated (without, every request is anonymous's).
-func (h *Handler) bindsPassState() bool { return h.authenticator() != nil }
 
 // mentions reports whether raw may hold a member named key (lower case)
 // in any case or escaped: it holds a backslash, or key case-insensitively.
@@ -72,7 +68,7 @@ func mentions(raw []byte, key string) bool {
 // none; ok false when its state does not open for target and owner, or
 // is ambiguous (a member named twice, or "RequestState": a server might
 // read that one).
-func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*jsonrpc.Message, bool) {
+func (p *Parking[S]) unsealRetry(msg *jsonrpc.Message, target, owner string) (*jsonrpc.Message, bool) {
 	if !mentions(msg.Raw, "requeststate") {
 		return msg, true
 	}
@@ -96,7 +92,7 @@ func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*json
 	if jsonv2.Unmarshal(rs, &state) != nil {
 		return nil, false
 	}
-	inner, ok := h.openPassState(state, target, owner)
+	inner, ok := p.openPassState(state, target, owner)
 	if !ok {
 		return nil, false
 	}
@@ -117,7 +113,7 @@ func (h *Handler) unsealRetry(msg *jsonrpc.Message, target, owner string) (*json
 // it has one, sealed for target and owner; an error in its place when the
 // state is ambiguous (named twice, or in another case) or not a string:
 // it must not reach the client as the server wrote it.
-func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
+func (p *Parking[S]) sealReply(reply []byte, target, owner string) []byte {
 	if !mentions(reply, "requeststate") {
 		return reply
 	}
@@ -144,7 +140,7 @@ func (h *Handler) sealReply(reply []byte, target, owner string) []byte {
 	if jsonv2.Unmarshal(rs, &state) != nil {
 		return bad()
 	}
-	result["requestState"], _ = jsonv2.Marshal(h.sealPassState(state, target, owner))
+	result["requestState"], _ = jsonv2.Marshal(p.sealPassState(state, target, owner))
 	raw, err := jsonv2.Marshal(result)
 	if err != nil {
 		return bad()

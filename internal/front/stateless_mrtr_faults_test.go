@@ -329,9 +329,7 @@ func waitSessions(h *Handler, want int, d time.Duration) int {
 }
 
 func parkedCount(h *Handler) int {
-	h.parking.mu.Lock()
-	defer h.parking.mu.Unlock()
-	return len(h.parking.reqs)
+	return h.parking.Len()
 }
 
 // sampleScript: "sample" asks sampling once and returns the answer;
@@ -501,11 +499,11 @@ func TestAttackUnparkRacesExpire(t *testing.T) {
 	if time.Since(start) > wait/2 {
 		t.Skip("too slow to hit the window")
 	}
-	h.parking.mu.Lock()
+	unlock := h.parking.LockForTest()
 	got := make(chan atkResult, 1)
 	go func() { got <- atkPost(ctx, url, atkBody("2", "tools/call", "sampleHold", inputAnswers(ir))) }()
 	time.Sleep(time.Until(start.Add(wait + 50*time.Millisecond))) // retry passed its expiry check; the timer fired
-	h.parking.mu.Unlock()
+	unlock()
 	r := <-got
 	t.Logf("retry: %d %q", r.Status, r.Msgs)
 	if strings.Contains(strings.Join(r.Msgs, ""), "-32602") {

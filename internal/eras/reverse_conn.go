@@ -1,4 +1,4 @@
-package servers
+package eras
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 )
@@ -68,6 +67,14 @@ type reverseConn struct {
 	waiting  map[string]chan json.RawMessage // the client's answers, by the gateway's request id
 	subs     map[string]struct{}             // resources/subscribe'd URIs
 	listen   context.CancelFunc              // ends the session's listen; nil: none
+}
+
+// NewReverse opens a session of the reverse bridge: open opens the
+// stateless connection of one request to the server (general: the
+// session's stream for messages not tied to a request), timeout bounds a
+// request with its input rounds (0: none).
+func NewReverse(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) conn.Conn {
+	return newReverseConn(open, general, timeout, log)
 }
 
 func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) *reverseConn {
@@ -196,7 +203,7 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 	if err != nil {
 		return jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error())
 	}
-	result, err := eras.InitializeResult(discover, version)
+	result, err := InitializeResult(discover, version)
 	if err != nil {
 		return jsonrpc.ErrorResponse(id, protocol.CodeInternalError, "mcpgate: the server's server/discover result: "+err.Error())
 	}
@@ -306,39 +313,3 @@ func (c *reverseConn) nextID(kind string) []byte {
 
 // Interface guards.
 var _ conn.Conn = (*reverseConn)(nil)
-
-// StatelessSession returns, for a server that serves requests of the
-// stateless revision, a function opening a Conn of the session eras for
-// one such request declaring caps, on the processes that serve them: the
-// translated connection itself (a client of a shared multiplexer, whose
-// initialize is answered locally) for a server of the session eras, or a
-// session of the reverse bridge over its stateless connections for one of
-// 2026-07-28. An aggregating endpoint serves its stateless requests with
-// these. nil for a server without a stateless path, or for none (nil).
-func StatelessSession(s Server, log *slog.Logger) func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-	if s == nil || !s.ServesStateless() { // nil: a server that is not running
-		return nil
-	}
-	return func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error) {
-		open := s.OpenStateless
-		if rs, ok := s.(*remoteServer); ok {
-			// The reverse bridge opens later with contexts that carry no
-			// principal: bind its credential now.
-			var err error
-			if open, err = rs.bindStateless(ctx); err != nil {
-				return nil, err
-			}
-		}
-		c, err := open(ctx, general, protocol.StatelessVersion, caps)
-		if err != nil {
-			return nil, err
-		}
-		if !c.Passthrough() {
-			return c.Conn, nil
-		}
-		c.Close()
-		return newReverseConn(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
-			return open(ctx, general, protocol.StatelessVersion, caps)
-		}, general, 0, log.With("bridge", "reverse")), nil
-	}
-}
