@@ -21,7 +21,7 @@ import (
 func TestFaultFirstStartCrashEndsWait(t *testing.T) {
 	slow := gatedFirstStart(t, "slow")
 	fast := fakeMember(t, "fast", testkit.FakeOptions{Marker: marker(t, "fast")})
-	fast.FirstStart = fast.Backend.(servers.FirstStarter).FirstStart // as the gateway sets it
+	fast.FirstStart = fast.Backend.(servers.Server).FirstStart // as the gateway sets it
 	e := newEndpoint(t, Options{StartWait: time.Nanosecond, FirstStartWait: time.Hour, PollInterval: 5 * time.Millisecond}, slow.Member, fast)
 
 	cl := openSession(t, e)

@@ -23,12 +23,12 @@ import (
 // wait, StartWait (1 ns here) would hide it at once.
 func TestInitializeWaitsForMemberOnFirstStart(t *testing.T) {
 	slow := gatedFirstStart(t, "slow")
-	fs := slow.Backend.(*gateBackend).Backend.(servers.FirstStarter)
+	fs := slow.Backend.(*gateBackend).Backend.(servers.Server)
 	if !fs.FirstStart() {
 		t.Fatal("a server held at its start gate is not on its first start")
 	}
 	fast := fakeMember(t, "fast", testkit.FakeOptions{Marker: marker(t, "fast")})
-	fast.FirstStart = fast.Backend.(servers.FirstStarter).FirstStart
+	fast.FirstStart = fast.Backend.(servers.Server).FirstStart
 	e := newEndpoint(t, Options{StartWait: time.Nanosecond}, slow.Member, fast)
 
 	cl := openSession(t, e)
@@ -69,7 +69,7 @@ func gatedFirstStart(t *testing.T, name string) *firstStart {
 		t.Fatal(err)
 	}
 	f.Member = fakeMember(t, name, testkit.FakeOptions{StartGate: f.gate, Marker: f.mark})
-	f.FirstStart = f.Backend.(servers.FirstStarter).FirstStart // as the gateway sets it
+	f.FirstStart = f.Backend.(servers.Server).FirstStart // as the gateway sets it
 	var once sync.Once
 	f.Backend = &gateBackend{Backend: f.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
 		if msg.MethodIs("initialize") {

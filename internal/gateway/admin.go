@@ -142,45 +142,37 @@ func (s adminSource) Servers() []admin.Server {
 	for name, sv := range srvs {
 		c := cfg.Servers[name]
 		as := admin.Server{Name: name, Type: string(c.Type), Isolation: string(c.Isolation), State: ready.Servers[name].State, Ready: ready.Servers[name].Ready}
-		if in, ok := sv.(servers.Inspector); ok {
-			info := in.Info()
-			as.PID, as.Restarts, as.LastExit, as.Stderr = info.PID, info.Restarts, info.LastExit, info.Stderr
-			as.Processes, as.Pending = info.Processes, info.Pending
-		} else {
-			as.Pending = sv.Pending()
-		}
+		info := sv.Info()
+		as.PID, as.Restarts, as.LastExit, as.Stderr = info.PID, info.Restarts, info.LastExit, info.Stderr
+		as.Processes, as.Pending = info.Processes, info.Pending
 		out = append(out, as)
 	}
 	return append(out, disabledAdmin(cfg)...)
 }
 
-func (s adminSource) inspector(name string) (servers.Inspector, error) {
+func (s adminSource) server(name string) (servers.Server, error) {
 	_, srvs, _ := s.g.current()
 	sv, ok := srvs[name]
 	if !ok {
 		return nil, admin.ErrNotFound
 	}
-	in, ok := sv.(servers.Inspector)
-	if !ok {
-		return nil, admin.ErrNoProcess
-	}
-	return in, nil
+	return sv, nil
 }
 
 func (s adminSource) Tools(ctx context.Context, name string) ([]string, error) {
-	in, err := s.inspector(name)
+	sv, err := s.server(name)
 	if err != nil {
 		return nil, err
 	}
-	return in.Tools(ctx)
+	return sv.Tools(ctx)
 }
 
 func (s adminSource) Restart(name, reason string) error {
-	in, err := s.inspector(name)
+	sv, err := s.server(name)
 	if err != nil {
 		return err
 	}
-	if err := in.Restart(reason); errors.Is(err, servers.ErrNoProcess) {
+	if err := sv.Restart(reason); errors.Is(err, servers.ErrNoProcess) {
 		return admin.ErrNoProcess
 	} else if err != nil {
 		return err

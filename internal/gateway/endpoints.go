@@ -42,7 +42,7 @@ func endpointOptions(ep *config.Endpoint, log *slog.Logger) aggregate.Options {
 
 // members returns the members of endpoint ep: each server's backend, its
 // prefix, filters, criticality and timeout, and its readiness when its
-// backend knows it (a shared server; see backend.Readier).
+// backend knows it (a shared server; see servers.Server).
 func (g *Gateway) members(ep *config.Endpoint) []aggregate.Member {
 	ms := make([]aggregate.Member, 0, len(ep.Servers))
 	for _, name := range ep.Servers {
@@ -53,11 +53,8 @@ func (g *Gateway) members(ep *config.Endpoint) []aggregate.Member {
 			// One process answers every session's lists.
 			SharedLists: s.Type == config.TypeStdio && s.Isolation == config.IsolationShared,
 		}
-		if r, ok := be.(servers.Readier); ok {
-			m.State = r.Ready
-		}
-		if f, ok := be.(servers.FirstStarter); ok {
-			m.FirstStart = f.FirstStart
+		if be != nil && !be.PerSession() {
+			m.State, m.FirstStart = be.Ready, be.FirstStart
 		}
 		// Its stateless requests' processes serve the endpoint's.
 		m.OpenStateless = servers.StatelessSession(be, g.log.With("server", name))

@@ -3,8 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
-
-	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // The probes an orchestrator asks: /healthz (the process serves HTTP) and
@@ -44,8 +42,8 @@ func (g *Gateway) Readiness() ReadyReport {
 	cfg, srvs, endpoints := g.current() // a reload may swap them (reload.go)
 	for name, s := range srvs {
 		h := ServerReady{Ready: true, State: "per session", Critical: cfg.Servers[name].Critical}
-		if rd, ok := s.(servers.Readier); ok {
-			h.Ready, h.State = rd.Ready()
+		if !s.PerSession() {
+			h.Ready, h.State = s.Ready()
 			if h.Ready {
 				h.State = "ready"
 			}

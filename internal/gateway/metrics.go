@@ -67,13 +67,11 @@ func (s *metricsSource) Servers() []metrics.Server {
 	out := make([]metrics.Server, 0, len(srvs))
 	for name, srv := range srvs {
 		ms := metrics.Server{Name: name, State: metrics.StatePerSession, Up: true, Pending: srv.Pending()}
-		if rd, ok := srv.(servers.Readier); ok {
+		if !srv.PerSession() {
 			var text string
-			ms.Up, text = rd.Ready()
+			ms.Up, text = srv.Ready()
 			ms.State = stateLabel(ms.Up, text)
-		}
-		if c, ok := srv.(servers.Counted); ok {
-			ms.Counters = counters(c.Counters())
+			ms.Counters = counters(srv.Counters())
 		}
 		out = append(out, ms)
 	}
@@ -87,7 +85,7 @@ func (s *metricsSource) AuditDropped() (int64, bool) {
 	return s.audit.Dropped(), true
 }
 
-// stateLabel maps a Readier's answer ("starting", "backing off: ...",
+// stateLabel maps a Server's Ready answer ("starting", "backing off: ...",
 // "failed: ...") to the state label.
 func stateLabel(ready bool, text string) string {
 	switch {

@@ -29,6 +29,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -41,12 +42,59 @@ import (
 )
 
 // Server is one configured server, ready to open sessions on.
+//
+// Every Server answers the same questions about the process that serves
+// its sessions, whether or not it has one. A shared server has one (or,
+// pinned to 2026-07-28, one process of that revision): its readiness,
+// counters, PID and restarts are that process's. A server whose processes
+// are per client session (isolation "session") or a remote has none:
+// PerSession reports true, and its answers say so explicitly:
+//
+//   - Ready: (true, "per session"): it is only known to be down when a
+//     session's own process or upstream is;
+//   - FirstStart: false;
+//   - Counters: zero (its processes come and go with the sessions, and
+//     counters summed over them would go down);
+//   - Info: no PID, restarts or stderr; Processes counts the sessions'
+//     processes (or upstream sessions);
+//   - Restart and Tools: [ErrNoProcess].
+//
+// The gateway shows such a server as "per session" on /readyz and in the
+// metrics (without counters), and an endpoint does not poll it.
+//
+// All methods are safe for concurrent use. Only Open, OpenStateless, Tools
+// and Close wait on a process; the others answer from what is known now.
 type Server interface {
 	conn.Backend
 	// Pending returns the requests in flight upstream, over all processes.
 	Pending() int
 	// Close stops every process of the server and waits for them.
 	Close()
+
+	// PerSession reports that the server has no process of its own that
+	// serves every session (see above). It never changes.
+	PerSession() bool
+	// Ready reports whether the server is ready and, if not, its state in
+	// words: "starting", "backing off: command not found: uvx; retrying
+	// in 3s", "failed: ...". An endpoint polls it to hide a member that
+	// is down and show it again.
+	Ready() (ready bool, state string)
+	// FirstStart reports whether the process has never been ready (a
+	// first npx -y download): an endpoint waits longer for such a member
+	// when a client initializes.
+	FirstStart() bool
+	// Counters returns the process's counters now, for the gateway's
+	// metrics; each only grows.
+	Counters() Counters
+	// Info returns the server's state as the admin API reports it.
+	Info() Info
+	// Restart kills the process (its requests in flight get an error
+	// naming reason) and lets its supervisor start it again; it never
+	// waits.
+	Restart(reason string) error
+	// Tools returns the names of the process's tools (tools/list, every
+	// page), asked through a session of the gateway's own bounded by ctx.
+	Tools(ctx context.Context) ([]string, error)
 }
 
 // statelessConn is a connection of one stateless request as this package
@@ -118,7 +166,10 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 // and the multiplexer in front of it.
 type proc struct {
 	m  *mux.Mux
-	up interface{ Close() error }
+	up io.Closer // the stdio process or the remote client
+	// st is up when it is a stdio process (nil for a remote): its PID,
+	// restarts and stderr are what an administrator sees of it.
+	st *stdio.Stdio
 }
 
 // sharedPipeBytes is the pipe capacity asked for a shared server's one
@@ -142,7 +193,7 @@ func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
 	m.SetUpstream(up)
-	return &proc{m: m, up: up}, nil
+	return &proc{m: m, up: up, st: up}, nil
 }
 
 // startRemote connects to a remote server with headers (cfg.Headers, or a

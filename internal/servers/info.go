@@ -10,16 +10,15 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
-	"github.com/mcpgate/mcpgate/internal/upstream/stdio"
 )
 
 // This file is what an administrator sees of a Server (the gateway's admin
 // API): its process, its tools, and restarting it. Nothing here is on a
 // client request's path.
 
-// ErrNoProcess is returned by Restart for a server without a process of
-// its own to restart: its processes are per session (isolation
-// "session"), or it is a remote.
+// ErrNoProcess is returned by Restart and Tools for a server without a
+// process of its own: its processes are per session (isolation
+// "session"), or it is a remote (see Server).
 var ErrNoProcess = errors.New("the server has no shared process: each session has its own (restarting it would restart nothing shared)")
 
 // Info is a Server's state as the admin API reports it.
@@ -42,21 +41,6 @@ type Info struct {
 	Pending int
 }
 
-// Inspector is implemented by every Server of this package.
-type Inspector interface {
-	// Info returns the server's state now. Safe for concurrent use; it
-	// never waits on a process.
-	Info() Info
-	// Restart kills the shared process (its requests in flight get an
-	// error naming reason) and lets its supervisor start it again; it
-	// returns ErrNoProcess for a server without one, and never waits.
-	Restart(reason string) error
-	// Tools returns the names of the shared process's tools (tools/list,
-	// every page), asked through a session of the gateway's own bounded
-	// by ctx; ErrNoProcess for a server without a shared process.
-	Tools(ctx context.Context) ([]string, error)
-}
-
 // sessionsProc returns the process that serves the sessions (see Ready),
 // or nil.
 func (s *shared) sessionsProc() *proc {
@@ -71,27 +55,23 @@ func (s *shared) sessionsProc() *proc {
 	return s.modern
 }
 
-// Info implements Inspector.
+// Info implements Server.
 func (s *shared) Info() Info {
 	in := Info{Pending: s.Pending()}
-	if p := s.sessionsProc(); p != nil {
-		if st, ok := p.up.(*stdio.Stdio); ok {
-			in.PID, in.Restarts, in.LastExit, in.Stderr = st.PID(), st.Stats().Restarts, st.LastExit(), st.RecentStderr()
-		}
+	if p := s.sessionsProc(); p != nil && p.st != nil {
+		st := p.st
+		in.PID, in.Restarts, in.LastExit, in.Stderr = st.PID(), st.Stats().Restarts, st.LastExit(), st.RecentStderr()
 	}
 	return in
 }
 
-// Restart implements Inspector.
+// Restart implements Server.
 func (s *shared) Restart(reason string) error {
 	p := s.sessionsProc()
-	if p == nil {
+	if p == nil || p.st == nil {
 		return ErrNoProcess
 	}
-	st, ok := p.up.(*stdio.Stdio)
-	if !ok {
-		return ErrNoProcess
-	}
+	st := p.st
 	gen, running := st.Generation()
 	if !running {
 		return errors.New("the process is not running now (it is starting or backing off)")
@@ -100,7 +80,7 @@ func (s *shared) Restart(reason string) error {
 	return nil
 }
 
-// Tools implements Inspector: the sessions' process is asked as a session
+// Tools implements Server: the sessions' process is asked as a session
 // of the older eras would ask it (initialize answered by the mux).
 func (s *shared) Tools(ctx context.Context) ([]string, error) {
 	s.mu.Lock()
@@ -203,7 +183,7 @@ func (r *adminReplies) Reply(msg []byte) {
 	}
 }
 
-// Info implements Inspector: the processes sessions own.
+// Info implements Server: the processes sessions own.
 func (s *isolated) Info() Info {
 	s.mu.Lock()
 	n := len(s.live)
@@ -211,16 +191,8 @@ func (s *isolated) Info() Info {
 	return Info{Processes: n, Pending: s.Pending()}
 }
 
-// Restart implements Inspector: there is no shared process.
+// Restart implements Server: there is no shared process.
 func (s *isolated) Restart(string) error { return ErrNoProcess }
 
-// Tools implements Inspector: there is no shared process to ask.
+// Tools implements Server: there is no shared process to ask.
 func (s *isolated) Tools(context.Context) ([]string, error) { return nil, ErrNoProcess }
-
-// Interface guards.
-var (
-	_ Inspector = (*shared)(nil)
-	_ Inspector = (*isolated)(nil)
-	_ Inspector = (*isolatedStdio)(nil)
-	_ Inspector = (*remoteServer)(nil)
-)

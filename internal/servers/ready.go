@@ -7,21 +7,14 @@ import (
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
-// Readier is an optional interface of a Server whose readiness is known
-// ahead of any session: a shared server, whose one process (or, pinned to
-// 2026-07-28, whose process of that revision) serves every session. An
-// endpoint polls it to hide a member that is down and show it again.
-// Servers that start a process or an upstream session per client session
-// (isolation "session", remotes) do not implement it: they are only known
-// to be down when a session's own process or upstream is.
-type Readier interface {
-	// Ready reports whether the server is ready and, if not, its state in
-	// words: "starting", "backing off: command not found: uvx; retrying
-	// in 3s", "failed: ...".
-	Ready() (ready bool, state string)
-}
+// This file is a Server's readiness (see Server): a shared server's is the
+// mux State of the process that serves its sessions; a server whose
+// processes are per session has none of its own.
 
-// Ready implements Readier from the mux State of the process that serves
+// PerSession implements Server: one process serves every session.
+func (s *shared) PerSession() bool { return false }
+
+// Ready implements Server from the mux State of the process that serves
 // the sessions: the gateway-initialized one, or the 2026-07-28 one when
 // the sessions take the reverse bridge.
 func (s *shared) Ready() (bool, string) {
@@ -39,15 +32,7 @@ func (s *shared) Ready() (bool, string) {
 	return true, "" // the reverse bridge's process starts on demand
 }
 
-// FirstStarter is an optional interface of a Server whose first start is
-// known: a shared server, while its process has never been ready (a first
-// npx -y download). An endpoint waits longer for such a member when a
-// client initializes.
-type FirstStarter interface {
-	FirstStart() bool
-}
-
-// FirstStart implements FirstStarter from the process that serves the
+// FirstStart implements Server from the process that serves the
 // sessions, as Ready does.
 func (s *shared) FirstStart() bool {
 	s.mu.Lock()
@@ -64,7 +49,7 @@ func (s *shared) FirstStart() bool {
 	return false
 }
 
-// stateText words a mux State for Readier.
+// stateText words a mux State for Ready.
 func stateText(st mux.State) (bool, string) {
 	text := st.Phase.String()
 	switch st.Phase {
@@ -86,4 +71,13 @@ func stateText(st mux.State) (bool, string) {
 	return false, text
 }
 
-var _ Readier = (*shared)(nil)
+// PerSession implements Server: each session has its own process or
+// upstream session.
+func (s *isolated) PerSession() bool { return true }
+
+// Ready implements Server: there is no state of its own; it is only known
+// to be down when a session's own process or upstream is.
+func (s *isolated) Ready() (bool, string) { return true, "per session" }
+
+// FirstStart implements Server: there is no process of its own to wait for.
+func (s *isolated) FirstStart() bool { return false }

@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 )
 
 // waitReady polls r until its readiness is want, and returns its state.
-func waitReady(t *testing.T, r Readier, want bool) string {
+func waitReady(t *testing.T, r Server, want bool) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -32,10 +33,10 @@ func TestSharedReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := s.(Readier)
-	if !ok {
-		t.Fatalf("%T is not a Readier", s)
+	if s.PerSession() {
+		t.Fatalf("%T is per session", s)
 	}
+	r := s
 	if state := waitReady(t, r, true); state != "" {
 		t.Errorf("ready with state %q", state)
 	}
@@ -53,7 +54,7 @@ func TestSharedReady(t *testing.T) {
 	defer s.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ready, state := s.(Readier).Ready()
+		ready, state := s.Ready()
 		if ready {
 			t.Fatalf("a server whose command is missing is ready")
 		}
@@ -69,7 +70,7 @@ func TestSharedReady(t *testing.T) {
 }
 
 // Servers with a process or upstream session per client session have no
-// readiness of their own.
+// readiness of their own, and say so.
 func TestPerSessionServersHaveNoReadiness(t *testing.T) {
 	cfg := fakeServer("iso", testkit.FakeOptions{})
 	cfg.Isolation = config.IsolationSession
@@ -78,7 +79,19 @@ func TestPerSessionServersHaveNoReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, ok := s.(Readier); ok {
-		t.Errorf("%T is a Readier", s)
+	if !s.PerSession() {
+		t.Errorf("%T is not per session", s)
+	}
+	if ready, state := s.Ready(); !ready || state != "per session" {
+		t.Errorf("Ready() = %v, %q; want true, \"per session\"", ready, state)
+	}
+	if s.FirstStart() {
+		t.Error("a per-session server is on its first start")
+	}
+	if c := s.Counters(); c != (Counters{}) {
+		t.Errorf("Counters() = %+v; want zero", c)
+	}
+	if err := s.Restart("test"); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("Restart: %v; want ErrNoProcess", err)
 	}
 }
