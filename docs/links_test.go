@@ -61,19 +61,11 @@ func TestRelativeLinksResolve(t *testing.T) {
 // repoPathRE matches a code span that names a path in the repository.
 var repoPathRE = regexp.MustCompile(`^(?:\.ci|cmd|deploy|docs|e2e|examples|internal|scripts)/[A-Za-z0-9_./-]*$`)
 
-// notYetRewritten names files that still show the package paths of before
-// issue 19's renames (internal/backend, internal/modern): docs/architecture.md
-// is rewritten when the issue's branches merge. Empty this map then.
-var notYetRewritten = map[string]bool{"docs/architecture.md": true}
-
 // TestCodePathsExist: a repository path shown as code (`examples/full.json`,
 // `deploy/systemd/mcpgate.service`) exists.
 func TestCodePathsExist(t *testing.T) {
 	checked := 0
 	for _, f := range docFiles(t) {
-		if notYetRewritten[f.path] {
-			continue
-		}
 		for _, s := range f.Spans {
 			if !repoPathRE.MatchString(s.Text) {
 				continue

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,5 +86,64 @@ func TestImportsPointOneWay(t *testing.T) {
 				t.Errorf("%s imports %s, against the layout", pkg, dep)
 			}
 		}
+	}
+}
+
+// TestArchitectureDocShowsImports keeps the import table of
+// docs/architecture.md ("### Imports") true to the code: every package
+// (but the test-only internal/faults) has a row, and each row names
+// exactly the internal packages it imports.
+func TestArchitectureDocShowsImports(t *testing.T) {
+	const mod = "github.com/mcpgate/mcpgate/"
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n### Imports\n")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "### Imports" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	documented := map[string]string{}
+	row := regexp.MustCompile("^\\| `([a-z/]+)` \\| (.*) \\|$")
+	for line := range strings.SplitSeq(section, "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			deps := strings.ReplaceAll(m[2], "`", "")
+			if deps == "none" {
+				deps = ""
+			}
+			documented[m[1]] = deps
+		}
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], mod), "internal/")
+		if !strings.HasPrefix(fields[0], mod+"internal/") && !strings.HasPrefix(fields[0], mod+"cmd/") || pkg == "faults" {
+			continue
+		}
+		var deps []string
+		for _, imp := range fields[1:] {
+			if dep, ok := strings.CutPrefix(imp, mod); ok {
+				deps = append(deps, strings.TrimPrefix(dep, "internal/"))
+			}
+		}
+		slices.Sort(deps)
+		want, ok := documented[pkg]
+		if !ok {
+			t.Errorf("docs/architecture.md: no import row for %s (it imports %s)", pkg, strings.Join(deps, ", "))
+			continue
+		}
+		seen++
+		if got := strings.Join(deps, ", "); got != want {
+			t.Errorf("docs/architecture.md: %s imports %q, the doc says %q", pkg, got, want)
+		}
+	}
+	if seen != len(documented) {
+		t.Errorf("docs/architecture.md has %d import rows, %d of them for packages that exist", len(documented), seen)
 	}
 }

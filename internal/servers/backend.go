@@ -1,4 +1,4 @@
-// Package backend runs one configured MCP server in its isolation mode and
+// Package servers runs one configured MCP server in its isolation mode and
 // opens client sessions on it for the HTTP front.
 //
 // Shared mode: one supervised stdio process and one multiplexer for every
