@@ -5,10 +5,10 @@
 // (SERVER__NAME by default), filtered, and routed back to their owner.
 //
 // The package sits between the HTTP front and the configured servers: an
-// Endpoint is an front.Backend built on the members' own Backends, so
+// Endpoint is a conn.Backend built on the members' own Backends, so
 // every isolation mode, remote and era of a member works behind it
-// unchanged. It imports front, jsonrpc, modern and mux (for Stream)
-// only; gateway builds it from the config.
+// unchanged. It imports auth, conn, jsonrpc, mux and protocol only (never
+// servers or the front); gateway builds it from the config.
 //
 // The session eras (conn.go and the files it uses): one client session is
 // one session of each member. The naming, filters, cursors, views of the
@@ -90,7 +90,7 @@ type Member struct {
 	// OpenStateless, if set, opens the member's session for one request
 	// of the stateless revision declaring caps (raw JSON): a Conn of the
 	// session eras on the processes that serve the member's stateless
-	// requests (backend.StatelessSession). nil: Backend.Open.
+	// requests (servers.StatelessSession). nil: Backend.Open.
 	OpenStateless func(ctx context.Context, general conn.Stream, caps []byte) (conn.Conn, error)
 }
 

@@ -17,7 +17,7 @@ import (
 
 // Helpers of the fault tests (*_faults_test.go): hostile clients and
 // members on real member backends (the testkit fake behind a
-// backend.Server), and the accounting that tells what went wrong.
+// servers.Server), and the accounting that tells what went wrong.
 
 // hookStream is a client stream that runs onReply (if set) synchronously
 // inside Reply, as a client reacting at once to an answer would: the
@@ -117,7 +117,7 @@ func settleGoroutines(t *testing.T, limit int, what string) int {
 }
 
 // withStateless gives a member the stateless path the gateway gives it
-// (backend.StatelessSession on its backend).
+// (servers.StatelessSession on its backend).
 func withStateless(t *testing.T, m Member) Member {
 	t.Helper()
 	log, _ := newLog(t)

@@ -13,7 +13,7 @@ import (
 
 // This file serves the stdio clients of the stateless revision
 // (2026-07-28): they send no initialize, and every request carries
-// params._meta[protocol.MetaProtocolVersion] (modern.IsModern decides, as it
+// params._meta[protocol.MetaProtocolVersion] (eras.IsModern decides, as it
 // does for the gateway's own HTTP front). Such requests bypass the
 // remote.Client and its session: the first one makes the bridge probe the
 // remote once with server/discover (remote.Stateless.Discover) and keep the
@@ -237,7 +237,7 @@ func unsupportedVersion(id, line []byte) []byte {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"params"`
 	}
-	_ = json.Unmarshal(line, &m) // modern.IsModern found the key
+	_ = json.Unmarshal(line, &m) // eras.IsModern found the key
 	requested := m.Params.Meta[protocol.MetaProtocolVersion]
 	if requested == nil {
 		requested = json.RawMessage(`"` + protocol.StatelessVersion + `"`)

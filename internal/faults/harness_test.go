@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // stopBound is what shutdown may take beyond drainTimeout: every process
-// stopped in parallel (2*backend.StopGrace at most) plus slack for -race on
+// stopped in parallel (2*servers.StopGrace at most) plus slack for -race on
 // a busy machine.
 const stopBound = 4*time.Second + 4*time.Second
 

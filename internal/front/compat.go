@@ -23,7 +23,7 @@ import (
 // Accepted, where a request has one reading only:
 //   - a 2026-07-28 body under an older MCP-Protocol-Version (claude.ai's
 //     connectors, anthropics/claude-code#93290): served as 2026-07-28
-//     (modern.Check decides, stateless.go counts);
+//     (eras.Check decides, stateless.go counts);
 //   - on a session, a header naming another version the gateway supports
 //     (a client that sends its newest version everywhere): read as the
 //     session's negotiated version, which is what the session speaks;
@@ -36,7 +36,7 @@ import (
 //     error, as it would for a client that never sent it.)
 //
 // Refused as before: different values in the header, versions the gateway
-// does not serve, and everything modern.Check refuses.
+// does not serve, and everything eras.Check refuses.
 //
 // Dropped: a message without an id whose method is a request's (anything
 // but notifications/*). It cannot be answered, so it is no request; a

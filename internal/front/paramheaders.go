@@ -172,7 +172,7 @@ func (p *paramTools) forget(target string) {
 }
 
 // checkParamHeaders returns the Problem refusing stateless request msg
-// (req as modern.Check read it) on target when its Mcp-Param headers
+// (req as eras.Check read it) on target when its Mcp-Param headers
 // disagree with its arguments, or nil. A tool no relayed list named is
 // looked for in a list of the gateway's own through be first, when the
 // request has Mcp-Param headers (its client knows the tool's schema: it is

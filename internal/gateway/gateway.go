@@ -1,7 +1,7 @@
-// Package gateway wires a config into a running gateway: one backend per
-// configured server, one aggregate.Endpoint per configured endpoint (on
-// the servers' backends), the HTTP front, the listener, and the shutdown
-// order.
+// Package gateway wires a config into a running gateway: one servers.Server
+// per configured server, one aggregate.Endpoint per configured endpoint (on
+// the servers), the key ring (internal/seal), the HTTP front, the listener,
+// hot reload, and the shutdown order.
 //
 // Shutdown always ends within drainTimeout + a bounded stop time: Drain
 // (no new work), http.Server.Shutdown bounded by drainTimeout (requests in
@@ -9,7 +9,7 @@
 // handlers waited for briefly), http.Server.Close (connections cut), then
 // every endpoint closed (their sessions of the servers end), then every
 // server stopped in parallel, each of its processes in parallel (at most
-// 2*backend.StopGrace each).
+// 2*servers.StopGrace each).
 package gateway
 
 import (

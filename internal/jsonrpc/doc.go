@@ -7,7 +7,12 @@
 //
 // It knows nothing of MCP semantics beyond those key names, nor of HTTP,
 // processes or sessions. Its one internal import is internal/protocol, for
-// the names of those keys and of the error codes its errors map to. Callers are front, mux, upstream and session.
+// the names of those keys and of the error codes its errors map to. Every
+// package that reads or writes messages calls it: the front and admission
+// (the envelope of a POST), conn and eras, the mux (ids and tokens
+// rewritten in place), servers and aggregate, the upstreams (stdio's
+// writer compacts lines; remote reads replies), and audit and limits (which
+// requests a POST holds).
 //
 // Ownership: a [Message] aliases the bytes given to [Parse]; nothing is
 // copied, so the caller must not modify those bytes while the Message (or a
