@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
@@ -16,8 +14,8 @@ import (
 )
 
 // This file routes a client's request to the member that owns what it
-// names (a tool, a prompt, a resource URI, a completion's ref), and holds
-// the endpoint's own requests to members.
+// names (a tool, a prompt, a completion's ref; resource URIs in
+// route_uri.go), and forwards it there.
 
 // routeName routes a request naming a tool or prompt at path (tools/call
 // and prompts/get: params.name; completion/complete: params.ref.name),
@@ -201,134 +199,6 @@ func (c *clientSession) belongsLocked(i int, k kind, name string) bool {
 	return false
 }
 
-// routeURI routes a request naming a resource URI at path (resources/read,
-// subscribe, unsubscribe: params.uri; completion/complete: params.ref.uri)
-// to the member that lists it, or a template matching it.
-func (c *clientSession) routeURI(ctx context.Context, p *pending, msg *jsonrpc.Message, path ...string) {
-	uri, _, ok := findString(msg.Raw, path...)
-	if !ok {
-		c.fail(p, errorf(protocol.CodeInvalidParams, "%s is required (a string)", strings.Join(path, ".")))
-		return
-	}
-	if msg.MethodIs(protocol.MethodResourcesUnsubscribe) {
-		c.unsubscribed(uri)
-	}
-	c.mu.Lock()
-	known := c.completeLocked(kindResources) && c.completeLocked(kindTemplates)
-	i, err := -1, error(nil)
-	if known {
-		i, err = c.resolveURILocked(uri)
-	}
-	c.mu.Unlock()
-	if known {
-		if err != nil {
-			c.fail(p, err)
-			return
-		}
-		c.forwardURI(ctx, p, i, msg, uri)
-		return
-	}
-	raw := bytes.Clone(msg.Raw)
-	c.spawn(p, func(ctx context.Context) {
-		c.ensure(ctx, kindResources, kindTemplates)
-		if ctx.Err() != nil {
-			return
-		}
-		c.mu.Lock()
-		i, err := c.resolveURILocked(uri)
-		c.mu.Unlock()
-		if err != nil {
-			c.fail(p, err)
-			return
-		}
-		m, _ := jsonrpc.Parse(raw)
-		c.forwardURI(ctx, p, i, &m, uri)
-	})
-}
-
-// resolveURILocked finds the member serving a resource URI: the one that
-// lists it, else the one with a template matching it, else the only
-// member with resources at all (a server may serve URIs it does not
-// list). The URI must pass the member's filters and the endpoint's.
-// Called with c.mu held.
-func (c *clientSession) resolveURILocked(uri string) (int, error) {
-	v, err := c.viewLocked(kindResources)
-	if err != nil {
-		return -1, err
-	}
-	tv, err := c.viewLocked(kindTemplates)
-	if err != nil {
-		return -1, err
-	}
-	owners, byTemplate := ownersOf(uri, v, tv)
-	allowed := owners[:0]
-	for _, i := range owners {
-		if c.allowed(i, kindResources, uri) {
-			allowed = append(allowed, i)
-		}
-	}
-	switch {
-	case len(allowed) == 1:
-		return allowed[0], nil
-	case len(allowed) > 1:
-		how := "lists"
-		if byTemplate {
-			how = "has a template matching"
-		}
-		names := make([]string, len(allowed))
-		for j, i := range allowed {
-			names[j] = fmt.Sprintf("%q", c.members[i].m.Name)
-		}
-		return -1, errorf(protocol.CodeInvalidParams, "resource %q is ambiguous in endpoint %q: each of servers %s %s it",
-			uri, c.e.opts.Name, strings.Join(names, ", "), how)
-	}
-	only, n := -1, 0
-	var down []string
-	for i, mc := range c.members {
-		switch {
-		case c.visibleLocked(i) && mc.caps.has(kindResources):
-			only, n = i, n+1
-		case !c.visibleLocked(i):
-			if c.listedBeforeLocked(i, uri) {
-				return -1, c.unavailable(mc, mc.failed)
-			}
-			down = append(down, fmt.Sprintf("%q", mc.m.Name))
-		}
-	}
-	if n == 1 && len(owners) == 0 && c.allowed(only, kindResources, uri) {
-		return only, nil
-	}
-	text := fmt.Sprintf("resource %q not found: no server of endpoint %q lists it or a template matching it", uri, c.e.opts.Name)
-	if len(down) > 0 {
-		text += " (not available, so not searched: " + strings.Join(down, ", ") + ")"
-	}
-	return -1, errorf(protocol.CodeResourceNotFound, "%s", text)
-}
-
-// listedBeforeLocked reports whether member i, not visible now, listed
-// uri (or a template matching it) when it was. Called with c.mu held.
-func (c *clientSession) listedBeforeLocked(i int, uri string) bool {
-	if !c.allowed(i, kindResources, uri) {
-		return false
-	}
-	mc := c.members[i]
-	if l := mc.lists[kindResources].list; l != nil {
-		for _, it := range l.items {
-			if it.key == uri {
-				return true
-			}
-		}
-	}
-	if l := mc.lists[kindTemplates].list; l != nil {
-		for _, it := range l.items {
-			if re := templateRegexp(it.key); it.key == uri || re != nil && re.MatchString(uri) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // routeCompletion routes completion/complete by its ref: a prompt's by the
 // prompt's name, a resource template's by its URI.
 func (c *clientSession) routeCompletion(ctx context.Context, p *pending, msg *jsonrpc.Message) {
@@ -401,154 +271,6 @@ func (c *clientSession) forward(ctx context.Context, p *pending, i int, msg *jso
 	if p.call.Done() {
 		mconn.Abandon(p)
 	}
-}
-
-// setLevel sends the client's logging/setLevel to every member up that
-// logs, and answers when all have answered. Members that come up later
-// get it then.
-func (c *clientSession) setLevel(ctx context.Context, p *pending, params []byte) {
-	c.mu.Lock()
-	c.level = params
-	var to []*member
-	for i, mc := range c.members {
-		if c.visibleLocked(i) && mc.caps&capLogging != 0 {
-			mc.level = params
-			to = append(to, mc)
-		}
-	}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	ok := 0
-	for _, mc := range to {
-		wg.Go(func() {
-			mctx, cancel := c.memberCtxOf(ctx, mc)
-			defer cancel()
-			_, err := c.callMember(mctx, mc, protocol.MethodLoggingSetLevel, params)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			} else {
-				ok++
-			}
-		})
-	}
-	wg.Wait()
-	if ok == 0 && len(errs) > 0 {
-		c.fail(p, errs[0]) // an invalid level, most likely: every member said so
-		return
-	}
-	c.answer(p, []byte(`{}`))
-}
-
-// applyLevelLocked sends the client's logging level to member mc if it
-// has not had it: it came up, or back, after the client's
-// logging/setLevel. Called with c.mu held.
-func (c *clientSession) applyLevelLocked(mc *member) {
-	if c.closed || c.level == nil || mc.caps&capLogging == 0 || bytes.Equal(mc.level, c.level) {
-		return
-	}
-	mc.level = c.level
-	level := c.level
-	go func() {
-		ctx, cancel := c.memberCtxOf(c.ctx, mc)
-		defer cancel()
-		if _, err := c.callMember(ctx, mc, protocol.MethodLoggingSetLevel, level); err != nil {
-			c.e.log.Debug("logging level not set on a member that came up", "server", mc.m.Name, "err", err)
-		}
-	}()
-}
-
-// internalCall is the Stream of a request of the endpoint's own to member i.
-type internalCall struct {
-	c     *clientSession
-	mc    *member
-	reply chan []byte
-}
-
-func (ic *internalCall) Send(msg []byte) { ic.c.relay(ic.mc, msg, ic.c.general) }
-
-func (ic *internalCall) Reply(msg []byte) {
-	select {
-	case ic.reply <- msg:
-	default:
-	}
-}
-
-// call sends a request of the endpoint's own (an id of its own, which no
-// client can guess) to member i and returns its result, or an error: the
-// member's error answer, or a timeout when ctx ends first.
-func (c *clientSession) call(ctx context.Context, i int, method string, params []byte) ([]byte, error) {
-	return c.callMember(ctx, c.memberAt(i), method, params)
-}
-
-// callMember is call to the session's member mc (which may have been
-// removed or renewed since: then its session is closed, and answers so).
-func (c *clientSession) callMember(ctx context.Context, mc *member, method string, params []byte) ([]byte, error) {
-	c.mu.Lock()
-	mconn := mc.conn
-	c.mu.Unlock()
-	if mconn == nil {
-		return nil, errorf(protocol.CodeServerError, "server %q has no session", mc.m.Name)
-	}
-	i := mc.i
-	id := c.e.internalID()
-	msg, err := jsonrpc.Parse(jsonrpc.Request(id, method, params))
-	if err != nil {
-		return nil, err // unreachable: params are built or checked JSON
-	}
-	ic := &internalCall{c: c, mc: mc, reply: make(chan []byte, 1)}
-	c.e.inflight.Add(1)
-	defer c.e.inflight.Add(-1)
-	mconn.Handle(ctx, &msg, ic)
-	select {
-	case r := <-ic.reply:
-		if ctx.Err() == nil {
-			if r == nil {
-				return nil, errorf(protocol.CodeServerError, "%s of server %q was cancelled", method, mc.m.Name)
-			}
-			return resultOf(r)
-		}
-	case <-ctx.Done():
-		cancelUpstream(mconn, id, "mcpgate: no longer waited for")
-	}
-	return nil, c.ended(ctx, i, method)
-}
-
-// ended is the error of a request of the endpoint's own to member i that
-// ctx ended: its time limit, or the session's end.
-func (c *clientSession) ended(ctx context.Context, i int, method string) error {
-	name := c.e.member(i).Name
-	var dl deadline
-	if errors.As(context.Cause(ctx), &dl) && c.ctx.Err() == nil {
-		return errorf(protocol.CodeRequestTimeout, "server %q did not answer %s within %v", name, method, dl.d)
-	}
-	return errorf(protocol.CodeServerError, "%s of server %q ended: %v", method, name, context.Cause(ctx))
-}
-
-// deadline is the cause of a context ended by a time limit of d.
-type deadline struct{ d time.Duration }
-
-func (d deadline) Error() string { return "no answer within " + d.d.String() }
-
-// memberCtx bounds the endpoint's work with member i: the member's
-// Timeout, and the session.
-func (c *clientSession) memberCtx(i int) (context.Context, context.CancelFunc) {
-	return c.memberCtxFrom(c.ctx, i)
-}
-
-func (c *clientSession) memberCtxFrom(ctx context.Context, i int) (context.Context, context.CancelFunc) {
-	return c.memberCtxOf(ctx, c.memberAt(i))
-}
-
-// memberCtxOf bounds ctx by member mc's Timeout.
-func (c *clientSession) memberCtxOf(ctx context.Context, mc *member) (context.Context, context.CancelFunc) {
-	if d := mc.m.Timeout; d > 0 {
-		return context.WithTimeoutCause(ctx, d, deadline{d})
-	}
-	return context.WithCancel(ctx)
 }
 
 // permitCall checks a call of member en.member's tool or prompt en.key
