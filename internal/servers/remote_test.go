@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -396,4 +397,81 @@ func handleMsg(t *testing.T, c conn.Conn, raw string, out *recording) {
 		t.Fatal(err)
 	}
 	c.Handle(context.Background(), &m, out)
+}
+
+// TestRemoteStatelessReplyKeepsConnection: a request answered on an SSE
+// stream leaves its connection to the remote open for the next request:
+// after the reply the stream is read on to its end, not cut. The remote
+// here ends each stream only once the reply reached the client, as a
+// server whose end comes in a later packet than its reply. (The call
+// table ends a call's context, its Cancel, before its answer goes out;
+// that must not close a POST whose reply has come.)
+func TestRemoteStatelessReplyKeepsConnection(t *testing.T) {
+	delivered := make(chan struct{}, 1)
+	var dialed atomic.Int32
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		m, err := jsonrpc.Parse(body)
+		if err != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		id := string(m.Bytes(m.ID))
+		if m.MethodIs("server/discover") {
+			modernDiscover(w, id)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":"+id+",\"result\":{}}\n\n")
+		w.(http.Flusher).Flush()
+		select { // the stream ends once the client has the reply
+		case <-delivered:
+		case <-req.Context().Done():
+		}
+	}))
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	s := newRemoteServer(t, ts.URL+"/mcp")
+	c, err := s.OpenStateless(context.Background(), newRecording(), "2026-07-28", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const calls = 5
+	for i := range calls {
+		out := newRecording()
+		m, err := jsonrpc.Parse([]byte(toolCall(fmt.Sprint(i), "echo")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Handle(context.Background(), &m, releasing{out, delivered})
+		if got := out.reply(t); got != `{"jsonrpc":"2.0","id":`+fmt.Sprint(i)+`,"result":{}}` {
+			t.Fatalf("reply %s", got)
+		}
+		// The request's goroutine ends once the stream's end was read.
+		waitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
+	}
+	if n := dialed.Load(); n != 1 {
+		t.Errorf("%d connections to the remote for its probe and %d calls, want 1 (reused)", n, calls)
+	}
+}
+
+// releasing is a recording that, given the final answer, lets the remote
+// end the request's stream.
+type releasing struct {
+	*recording
+	release chan<- struct{}
+}
+
+func (r releasing) Reply(msg []byte) {
+	r.recording.Reply(msg)
+	select {
+	case r.release <- struct{}{}:
+	default: // the stream ended already (it was cut)
+	}
 }

@@ -319,12 +319,14 @@ func (s *Stateless) exchange(ctx context.Context, msg []byte, header http.Header
 		}
 		return code, errNoAnswer
 	case isEventStream(mt):
-		if err := s.readStream(resp.Body, send, final); err != nil {
+		// From the reply on, ending ctx no longer cuts the stream: the
+		// caller may end it as it takes the reply (the call table ends a
+		// call's context before delivering its answer).
+		if err := s.readStream(resp.Body, send, func(r []byte) { follow(); final(r) }); err != nil {
 			return code, err
 		}
 		// The reply is out; read on briefly for the stream's end, so that
 		// its connection may serve the next request.
-		follow()
 		stop := time.AfterFunc(drainWait, cancel)
 		defer stop.Stop()
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
