@@ -21,7 +21,7 @@ import (
 // nothing after the end. Three paths use it:
 //
 //   - the front, for a stateless client on a server of the session eras
-//     (listen_legacy.go: the gateway acknowledges and subscribes itself);
+//     (listen_translated.go: the gateway acknowledges and subscribes itself);
 //   - the reverse bridge, for a session-era client on a 2026-07-28 server
 //     (reverse_listen.go: the gateway holds one listen for the session);
 //   - the multiplexer's stateless process (mux modern_listen.go: many

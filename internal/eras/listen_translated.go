@@ -43,7 +43,9 @@ func OpenListen(ctx context.Context, sc conn.StatelessConn, msg *jsonrpc.Message
 		return nil, &Problem{Status: http.StatusServiceUnavailable, Code: protocol.CodeServerError, Message: err.Error()}
 	}
 	f := want.Agreed(init)
-	for _, uri := range f.URIs {
+	// Over a copy: deleting from f.URIs shifts (and clears) the array
+	// being ranged over, which would skip the URI after a refused one.
+	for _, uri := range slices.Clone(f.URIs) {
 		if !subscribe(ctx, sc, uri) {
 			f.URIs = slices.DeleteFunc(f.URIs, func(u string) bool { return u == uri })
 		}

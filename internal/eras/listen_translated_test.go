@@ -103,6 +103,27 @@ func TestOpenListen(t *testing.T) {
 	}
 }
 
+// TestOpenListenRefusedURIFirst: a URI the server refuses is left out
+// of the acknowledgement without costing the URIs after it their
+// subscription: each is asked for once, whatever its place.
+func TestOpenListenRefusedURIFirst(t *testing.T) {
+	sc := &sessionSC{init: `{"capabilities":{"resources":{"subscribe":true}}}`}
+	msg := listenRequest(t, `{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{"notifications":`+
+		`{"resourceSubscriptions":["deny:x","file:///a/","deny:y","file:///b/"]}}}`)
+	l, prob := OpenListen(context.Background(), sc.stateless(), msg)
+	if prob != nil {
+		t.Fatalf("OpenListen: %+v", prob)
+	}
+	if got, want := strings.Join(sc.subs, " "), "deny:x file:///a/ deny:y file:///b/"; got != want {
+		t.Errorf("subscribed %q, want %q", got, want)
+	}
+	wantAck := `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":2},` +
+		`"notifications":{"resourceSubscriptions":["file:///a/","file:///b/"]}}}`
+	if got := string(l.Ack()); got != wantAck {
+		t.Errorf("ack\n%s\nwant\n%s", got, wantAck)
+	}
+}
+
 // TestOpenListenRefusals: a listen without a filter is a 400, and one on a
 // server that is not up a 503 naming why; neither subscribes anything.
 func TestOpenListenRefusals(t *testing.T) {

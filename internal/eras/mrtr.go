@@ -98,8 +98,8 @@ type Exchange[S any] struct {
 	// until Resume.
 	responses map[string]json.RawMessage
 	// gathering: a server request came and the input_required answer
-	// waits askGather for others (flushAsks); ended: released, so that a
-	// late flush parks nothing.
+	// waits askGather for others (flushAsks); ended: released or
+	// abandoned, so that a late flush parks nothing.
 	gathering, ended bool
 }
 
@@ -267,8 +267,12 @@ func (x *Exchange[S]) Parked() bool {
 }
 
 // Abandon cancels the request upstream, even one parked for input: its
-// client left.
+// client left. It is over: an input_required answer still gathering
+// (flushAsks) parks nothing, since nobody can retry it.
 func (x *Exchange[S]) Abandon() {
+	x.mu.Lock()
+	x.ended = true
+	x.mu.Unlock()
 	x.p.unpark(x)
 	x.conn.Abandon(x)
 }

@@ -18,9 +18,9 @@ import (
 // This file is the table of stateless requests parked for input
 // (mrtr.go), and the requestState that names one.
 //
-// A requestState is AES-GCM sealed with a key made when the table is
-// first used: it names the parked request (random, single use: a request
-// has one valid state at a time), an expiry, and a digest of the request
+// A requestState is sealed by the key ring (Ring) until the request's
+// deadline: it names the parked request (random, single use: a request
+// has one valid state at a time) and holds a digest of the request
 // (method and params without inputResponses, requestState and _meta), so
 // it cannot be forged, altered, replayed or used for another request. A
 // request is parked for Wait in all, over at most maxInputRounds rounds:
@@ -28,8 +28,8 @@ import (
 // attention (its requests to clients) for longer.
 
 // Parking is the stateless requests of one front: their connections'
-// Streams (Serve), the table of those parked for input, and the key that
-// seals their requestStates and passthrough servers' states. S is the
+// Streams (Serve), the table of those parked for input, and the key ring
+// that seals their requestStates and passthrough servers' states. S is the
 // front's record of a request (its session).
 //
 // Locking: mu guards the table; an Exchange's own mutex is taken before

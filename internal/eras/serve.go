@@ -73,7 +73,7 @@ func (p *Parking[S]) Serve(ctx context.Context, sc conn.StatelessConn, msg *json
 		return x, nil
 	}
 	up, err := Upstream(sc, msg)
-	if err != nil { // cannot happen: ToLegacy keeps a valid message valid
+	if err != nil { // cannot happen: ToSessionEra keeps a valid message valid
 		return nil, &Problem{Status: http.StatusInternalServerError, Code: protocol.CodeInternalError, Message: "mcpgate: " + err.Error()}
 	}
 	id := bytes.Clone(msg.Bytes(msg.ID))
@@ -88,7 +88,7 @@ func (p *Parking[S]) Serve(ctx context.Context, sc conn.StatelessConn, msg *json
 }
 
 // Upstream returns stateless request msg as the server of sc takes it: as
-// it came when the server speaks the revision, translated (ToLegacy) for
+// it came when the server speaks the revision, translated (ToSessionEra) for
 // one of the session eras.
 func Upstream(sc conn.StatelessConn, msg *jsonrpc.Message) (jsonrpc.Message, error) {
 	if sc.Passthrough() {

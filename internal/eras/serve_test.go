@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
@@ -205,6 +206,38 @@ func TestServeExpiry(t *testing.T) {
 	if p.Len() != 0 {
 		t.Errorf("%d still parked", p.Len())
 	}
+}
+
+// TestServeAbandonedWhileGathering: a client that leaves while its
+// input_required answer waits for more server requests (askGather) leaves
+// nothing parked: no table entry or timer lives on for a request that was
+// cancelled upstream and that nobody can retry, and no answer goes out.
+// In a synctest bubble: the gathering's timer fires when the test's clock
+// passes it, not after a wait.
+func TestServeAbandonedWhileGathering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &Parking[string]{Ring: seal.NewRandom(), Wait: time.Minute, Release: func(string, string) {}}
+		defer p.Close()
+		msg, req := checked(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t",`+statelessMeta+`}}`)
+		st := newWaitStream()
+		x, prob := p.Serve(context.Background(), (&askingSC{}).stateless(), msg, req, Origin[string]{Session: "s1"}, st)
+		if prob != nil {
+			t.Fatal(prob)
+		}
+		// The server asked (in Handle): the answer is gathering. The
+		// client leaves before it goes out.
+		x.Abandon()
+		time.Sleep(2 * askGather)
+		synctest.Wait()
+		if n := p.Len(); n != 0 || x.Parked() {
+			t.Errorf("%d parked (this request: %v) after its client left", n, x.Parked())
+		}
+		select {
+		case got := <-st.reply:
+			t.Errorf("answered %s after its client left", got)
+		default:
+		}
+	})
 }
 
 // TestRoute: a passthrough server answers everything itself; for one of

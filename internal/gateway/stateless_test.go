@@ -178,11 +178,48 @@ func TestStatelessCrossfire(t *testing.T) {
 // call) tagged with its id, and not before its acknowledgement.
 func TestStatelessListenGetsBroadcasts(t *testing.T) {
 	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{})))
+	next := statelessListen(t, g, "s", "7", `{"toolsListChanged":true}`, `{}`)
+	if ack := next("acknowledgement"); !strings.Contains(ack, "subscriptions/acknowledged") || !strings.Contains(ack, `"toolsListChanged":true`) {
+		t.Fatalf("first message %s", ack)
+	}
+	if status, m := modernCall(t, g, "s", "1", "list_changed", map[string]string{}, ""); status != 200 {
+		t.Fatalf("list_changed call: %d %s", status, m["error"])
+	}
+	if got := next("tools/list_changed"); !strings.Contains(got, "notifications/tools/list_changed") || !strings.Contains(got, `"io.modelcontextprotocol/subscriptionId":7`) {
+		t.Errorf("delivered %s", got)
+	}
+}
+
+// TestStatelessListenAfterRefusedURI: a listen on a server of the session
+// eras whose first resource the server refuses (an empty URI) still gets
+// the updates of the resource after it: that one is subscribed upstream,
+// not only named in the acknowledgement.
+func TestStatelessListenAfterRefusedURI(t *testing.T) {
+	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{})))
+	// The capabilities modernCall declares: the same translation process.
+	next := statelessListen(t, g, "s", `"L"`, `{"resourceSubscriptions":["","file:///a/"]}`, `{"sampling":{}}`)
+	if ack := next("acknowledgement"); !strings.Contains(ack, "subscriptions/acknowledged") || !strings.Contains(ack, `"resourceSubscriptions":["file:///a/"]`) {
+		t.Fatalf("first message %s", ack)
+	}
+	if status, m := modernCall(t, g, "s", "1", "touch", map[string]string{"uri": "file:///a/"}, ""); status != 200 {
+		t.Fatalf("touch call: %d %s", status, m["error"])
+	}
+	if got := next("resources/updated"); !strings.Contains(got, "notifications/resources/updated") || !strings.Contains(got, `"io.modelcontextprotocol/subscriptionId":"L"`) {
+		t.Errorf("delivered %s", got)
+	}
+}
+
+// statelessListen opens subscriptions/listen (id, params.notifications
+// filter) on server as a 2026-07-28 client declaring caps, and returns a
+// function that waits for the stream's next message, failing the test
+// with what after 20 s.
+func statelessListen(t *testing.T, g *testGateway, server, id, filter, caps string) func(what string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` +
-		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/servers/s/mcp", strings.NewReader(body))
+	t.Cleanup(cancel)
+	body := `{"jsonrpc":"2.0","id":` + id + `,"method":"subscriptions/listen","params":{"notifications":` + filter + `,` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/servers/"+server+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -191,7 +228,7 @@ func TestStatelessListenGetsBroadcasts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	lines := make(chan string, 16)
 	go func() {
 		defer close(lines)
@@ -202,7 +239,8 @@ func TestStatelessListenGetsBroadcasts(t *testing.T) {
 			}
 		}
 	}()
-	next := func(what string) string {
+	return func(what string) string {
+		t.Helper()
 		select {
 		case l := <-lines:
 			return l
@@ -210,14 +248,5 @@ func TestStatelessListenGetsBroadcasts(t *testing.T) {
 			t.Fatalf("no %s", what)
 			return ""
 		}
-	}
-	if ack := next("acknowledgement"); !strings.Contains(ack, "subscriptions/acknowledged") || !strings.Contains(ack, `"toolsListChanged":true`) {
-		t.Fatalf("first message %s", ack)
-	}
-	if status, m := modernCall(t, g, "s", "1", "list_changed", map[string]string{}, ""); status != 200 {
-		t.Fatalf("list_changed call: %d %s", status, m["error"])
-	}
-	if got := next("tools/list_changed"); !strings.Contains(got, "notifications/tools/list_changed") || !strings.Contains(got, `"io.modelcontextprotocol/subscriptionId":7`) {
-		t.Errorf("delivered %s", got)
 	}
 }
