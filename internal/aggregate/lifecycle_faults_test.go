@@ -91,7 +91,7 @@ func TestFaultHungListMember(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 // TestFaultMemberKilledMidCall: a member's process killed while every
@@ -144,14 +144,14 @@ func TestFaultMemberKilledMidCall(t *testing.T) {
 		}
 	}
 	for s, cl := range clients {
-		waitFor(t, "a back", func() bool {
+		testkit.WaitFor(t, "a back", func() bool {
 			return text(t, cl.callTool(8, "a__echo", `{"message":"back"}`)) == "back"
 		})
 		if n := onA[s].replyCount() + onB[s].replyCount(); n != 2 {
 			t.Errorf("session %d: %d replies to its two calls", s, n)
 		}
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 // TestFaultListChangedStorm: two members each announce 20,000 list
@@ -237,7 +237,7 @@ func TestFaultListChangedStorm(t *testing.T) {
 		}
 	}
 	settleGoroutines(t, base+4, "after the storm")
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 // requests sent in the races below: each must be answered exactly once.
@@ -362,7 +362,7 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 		}
 	}
 	t.Logf("sessions: %d of %d requests answered with a result before Close", total, 40*len(raceRequests))
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 
 	// The endpoint itself, closed while sessions open and work.
 	total = 0
@@ -419,7 +419,7 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 		if _, err := ep.Open(t.Context(), newStream()); err == nil {
 			t.Errorf("endpoint iteration %d: Open after Close succeeded", iter)
 		}
-		waitFor(t, "nothing pending", func() bool { return ep.Pending() == 0 })
+		testkit.WaitFor(t, "nothing pending", func() bool { return ep.Pending() == 0 })
 		ep.mu.Lock()
 		left := len(ep.sessions)
 		ep.mu.Unlock()
@@ -448,7 +448,7 @@ func TestFaultAbandonMidList(t *testing.T) {
 	shared := newStream()
 	cl.sendTo(`{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`, shared)
 	cl.sendTo(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, shared)
-	waitFor(t, "the lists waiting", func() bool { return e.Pending() >= 4 })
+	testkit.WaitFor(t, "the lists waiting", func() bool { return e.Pending() >= 4 })
 	cl.conn.Abandon(list)
 	cl.conn.Abandon(call)
 	cl.conn.Abandon(shared)
@@ -470,7 +470,7 @@ func TestFaultAbandonMidList(t *testing.T) {
 			t.Errorf("an abandoned stream got %d replies", n)
 		}
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 // TestFaultEndedBeforeTheMemberSawIt: a call the endpoint has decided to
@@ -509,7 +509,7 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 			}
 			close(g.released)
 			<-sent
-			waitFor(t, "the held call cancelled at the member", func() bool {
+			testkit.WaitFor(t, "the held call cancelled at the member", func() bool {
 				return !slices.Contains(inflightAt(t, cl, "a"), "tools/call slow")
 			})
 			// Abandoned: nothing; cancelled: the nil that says "no reply";
@@ -523,7 +523,7 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 				how == "timeout" && len(replies) != 1:
 				t.Errorf("replies %q", replies)
 			}
-			waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+			testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 		})
 	}
 }
@@ -550,5 +550,5 @@ func TestFaultTimeoutThenSameID(t *testing.T) {
 	if r == nil || text(t, r) != "done" {
 		t.Errorf("second call under the same id: %q, want it answered (done)", r)
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }

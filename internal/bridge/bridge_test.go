@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -159,17 +160,6 @@ func runBridgeWith(t *testing.T, ctx context.Context, opts Options) (*io.PipeWri
 	return inW, done
 }
 
-func waitDone(t *testing.T, done <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(waitTimeout):
-		t.Fatal("Run did not return")
-	}
-	return nil
-}
-
 func TestBridgeRoundTrip(t *testing.T) {
 	u := &upstream{}
 	ts := httptest.NewServer(u)
@@ -198,7 +188,7 @@ func TestBridgeRoundTrip(t *testing.T) {
 	io.WriteString(in, `{"jsonrpc":"2.0","id":10,"method":"last"}`)
 	in.Close()
 	out.wait(t, `"id":10`, `"method":"last"`)
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	u.mu.Lock()
@@ -222,7 +212,7 @@ func TestBridgeCancel(t *testing.T) {
 	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n")
 	out.wait(t, `"id":1`)
 	cancel()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }
@@ -250,7 +240,7 @@ func TestBridgeUnreachable(t *testing.T) {
 			out.wait(t, `"id":2`)
 			io.WriteString(in, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
 			in.Close()
-			if err := waitDone(t, done); err != nil {
+			if err := testkit.Receive(t, done, "Run to return"); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			want := "remote http://" + addr + "/mcp unreachable: connection refused"
@@ -376,7 +366,7 @@ func TestBridgeDrainTimeout(t *testing.T) {
 		t.Fatal("the slow request never reached the server")
 	}
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if got := out.wait(t, `"id":3`); !strings.Contains(got, "stdin closed and no reply came within 200ms") {
@@ -414,7 +404,7 @@ func TestBridgeClientCancelled(t *testing.T) {
 		t.Fatal("the cancelled exchange was not aborted")
 	}
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, l := range out.lines() {
@@ -441,7 +431,7 @@ func TestBridgeStdoutNotRead(t *testing.T) {
 	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url, ConnectTimeout: 500 * time.Millisecond}, Stdout: w, DrainTimeout: 100 * time.Millisecond})
 	io.WriteString(in, initLine+`{"jsonrpc":"2.0","id":3,"method":"slow"}`+"\n")
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }

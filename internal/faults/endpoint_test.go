@@ -82,7 +82,7 @@ func TestEndpoint_MemberStopsReadingStdin(t *testing.T) {
 	if d := time.Since(start); d > stuck.Timeout+stuck.InitTimeout+5*time.Second {
 		t.Errorf("initialize through the endpoint took %v with a stuck member", d)
 	}
-	waitFor(t, "the stuck member to stop reading", 15*time.Second, func() bool {
+	testkit.WaitFor(t, "the stuck member to stop reading", func() bool {
 		return len(testkit.JournalLines(journal, "stopped-reading")) > 0
 	})
 
@@ -190,13 +190,13 @@ func TestEndpoint_VanishedClient(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the slow calls to reach the member", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the slow calls to reach the member", func() bool {
 		return len(testkit.JournalLines(journal, "called slow")) >= n
 	})
 	vanish()
 	wg.Wait()
 	// The slow tool ends only when cancelled (600 s otherwise).
-	waitFor(t, "the vanished client's calls to end upstream", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the vanished client's calls to end upstream", func() bool {
 		return len(testkit.JournalLines(journal, "replied slow")) >= n
 	})
 
@@ -374,7 +374,7 @@ func TestEndpoint_InFlightAtShutdown(t *testing.T) {
 			callBody(`"b2"`, "shut__slow", map[string]int{"ms": 600000}, "") + "]")
 		batch <- result{"batch", r, err}
 	}()
-	waitFor(t, "the slow calls to reach the member", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the slow calls to reach the member", func() bool {
 		return len(testkit.JournalLines(journal, "called slow")) >= n+2
 	})
 	t.Logf("shutdown took %v", g.stop())
@@ -533,7 +533,7 @@ func TestAuth_UnauthenticatedClientsDoNotDisturb(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the flood to start", 10*time.Second, func() bool { return refused.Load() >= 100 })
+	testkit.WaitFor(t, "the flood to start", func() bool { return refused.Load() >= 100 })
 	var slowest time.Duration
 	for i := range 50 {
 		d, err := echoOn(ep, 100+i, "ok__echo", fmt.Sprintf("during the flood %d", i))

@@ -36,7 +36,7 @@ func TestPolicy_UnderFaults(t *testing.T) {
 
 	c := g.client("stuck")
 	c.connect(t)
-	waitFor(t, "the server to stop reading", 15*time.Second, func() bool {
+	testkit.WaitFor(t, "the server to stop reading", func() bool {
 		return len(testkit.JournalLines(journal, "stopped-reading")) > 0
 	})
 	pretty := strings.ReplaceAll(callBody("7", "crash", map[string]string{}, ""), ",", ",\n    ")
@@ -83,7 +83,7 @@ func TestPolicy_UnderFaults(t *testing.T) {
 		}
 		res <- err
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the slow call to reach the server", func() bool {
 		return len(testkit.JournalLines(journal, "called slow")) > 0
 	})
 	t.Logf("shutdown took %v", g.stop())

@@ -192,7 +192,7 @@ func TestFault6_CrashMidCallFailsAtOnce(t *testing.T) {
 	if e := r.final().Error; e == nil || !strings.Contains(e.Message, "exit status 4") {
 		t.Errorf("call in flight at the crash: got %s, want an error naming exit status 4", r.Msgs)
 	}
-	waitFor(t, "a restart", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "start ")) >= 2 })
+	testkit.WaitFor(t, "a restart", func() bool { return len(testkit.JournalLines(journal, "start ")) >= 2 })
 	var lastErr error
 	for range 50 {
 		if _, lastErr = c.echo(2, "after the crash"); lastErr == nil {
@@ -232,7 +232,7 @@ func TestFault6_CrashLoopBackoffGrows(t *testing.T) {
 	m := marker(t, "loop")
 	g := startGateway(t, newConfig(chaosServer("loop", testkit.ChaosOptions{Marker: m, Journal: journal, CrashAfter: 1200 * time.Millisecond})))
 	const restarts = 4
-	waitFor(t, "the crash loop", 30*time.Second, func() bool { return len(testkit.JournalLines(journal, "start ")) > restarts })
+	testkit.WaitFor(t, "the crash loop", func() bool { return len(testkit.JournalLines(journal, "start ")) > restarts })
 	starts, crashes := journalTimes(t, journal, "start"), journalTimes(t, journal, "crash")
 	var gaps []time.Duration
 	for i := 0; i < restarts && i < len(crashes) && i+1 < len(starts); i++ {

@@ -68,7 +68,7 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	flooder := g.client("stuck")
 	flooder.version = "2025-03-26"
 	flooder.connect(t)
-	waitFor(t, "the stuck server to stop reading", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
+	testkit.WaitFor(t, "the stuck server to stop reading", func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
 
 	// More than the 1,024-slot queue plus the pipe: a shared server's pipe
 	// holds 1 MiB (backend's sharedPipeBytes), so 1,200 messages of about
@@ -123,7 +123,7 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	// Shutdown with a full queue in front of a server that neither reads
 	// nor obeys SIGTERM: the batch still gets its answers, and shutdown
 	// ends within its bound.
-	waitFor(t, "the restarted stuck server to stop reading", 15*time.Second, func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 1 })
+	testkit.WaitFor(t, "the restarted stuck server to stop reading", func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 1 })
 	late := g.client("stuck")
 	late.version = "2025-03-26"
 	late.connect(t)
@@ -165,7 +165,7 @@ func TestFault1_PingBurstDeadlock(t *testing.T) {
 			t.Errorf("session on the bursting server: %v", err)
 			return
 		}
-		waitFor(t, "the ping burst to be read by the gateway", 20*time.Second, func() bool {
+		testkit.WaitFor(t, "the ping burst to be read by the gateway", func() bool {
 			return len(testkit.JournalLines(journal, "burst-done")) > 0
 		})
 		if _, err := c.echo(1, "after the burst"); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // keyAuth is fakeAuth with one more API key, "carol-key", valid but not
@@ -77,7 +78,7 @@ func TestAuditRefusals(t *testing.T) {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
 	}
 	alice = append(alice, "Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version", "2025-06-18")
-	conn := waitFor(t, b.conns, "the session's conn")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
 	// alice's token is spent: 429.
 	if resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"r","method":"tools/list"}`, alice...); resp.StatusCode != 429 {
 		t.Fatalf("over the rate: %d %s", resp.StatusCode, body)
@@ -89,12 +90,12 @@ func TestAuditRefusals(t *testing.T) {
 		resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"h","method":"hold"}`, alice...)
 		held <- resp.StatusCode
 	}()
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	if resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"o","method":"initialize","params":{}}`, "Authorization", "Bearer bob"); resp.StatusCode != 503 {
 		t.Fatalf("over the global cap: %d %s", resp.StatusCode, body)
 	}
 	conn.release()
-	if status := waitFor(t, held, "the held reply"); status != http.StatusOK {
+	if status := testkit.Receive(t, held, "the held reply"); status != http.StatusOK {
 		t.Fatalf("held request: %d", status)
 	}
 	au.Close()
@@ -139,10 +140,10 @@ func TestAuditLegacyLines(t *testing.T) {
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Audit: au, Limits: &Limits{ToolsPerSecond: 1, Now: clock.Now}})
 	c := openLegacy(t, srv, "Authorization", "Bearer alice-key")
-	conn := waitFor(t, b.conns, "the session's conn")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
 
 	c.accepted(`{"jsonrpc":"2.0","id":"h","method":"hold"}`)
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	clock.advance(3 * time.Second)
 	call := `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`
 	for _, body := range []string{

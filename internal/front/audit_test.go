@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 type auditEntry struct {
@@ -126,7 +128,7 @@ func TestAuditDropsWhenFull(t *testing.T) {
 	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	au := NewAuditor(w, false)
 	au.log([]byte("{}\n"))
-	waitFor(t, w.entered, "the writer to be stalled")
+	testkit.Receive(t, w.entered, "the writer to be stalled")
 	start := time.Now()
 	for range AuditQueue + 20 {
 		au.log([]byte("{}\n"))

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // mountSmallFS mounts a 64 KiB tmpfs for the test, or skips: mounting
@@ -60,7 +62,7 @@ func TestAuditFullFilesystemRecovers(t *testing.T) {
 	filler := fill(t, dir)
 	au := NewAuditorWith(f, AuditOptions{Logger: testAuditLogger(&syncBuffer{}), Name: path})
 	au.log(auditTestLine(0))
-	waitForCond(t, "the write to the full filesystem to fail", func() bool { return au.WriteStats().Errors > 0 })
+	testkit.WaitFor(t, "the write to the full filesystem to fail", func() bool { return au.WriteStats().Errors > 0 })
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}

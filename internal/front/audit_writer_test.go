@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // scriptedWriter hands each Write's bytes to the test (calls) and returns
@@ -47,7 +49,7 @@ func (w *scriptedWriter) Write(p []byte) (int, error) {
 // returns the bytes it was given.
 func (w *scriptedWriter) step(t *testing.T, r writeResult) string {
 	t.Helper()
-	b := waitFor(t, w.calls, "the audit writer's next write")
+	b := testkit.Receive(t, w.calls, "the audit writer's next write")
 	w.results <- r
 	return string(b)
 }
@@ -88,7 +90,7 @@ func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&logs), Name: "audit.jsonl"}, clock.Now)
 	for i := range 4 {
 		au.log(auditTestLine(i))
-		got := waitFor(t, w.calls, "the audit writer's next write")
+		got := testkit.Receive(t, w.calls, "the audit writer's next write")
 		if i == 3 {
 			// The writer is past the third failure (it is in the fourth
 			// write): the fourth's log line comes after auditErrorEvery.
@@ -140,7 +142,7 @@ func TestAuditPartialWriteKeepsLinesWhole(t *testing.T) {
 	w := newScriptedWriter()
 	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&syncBuffer{})}, newTestClock().Now)
 	au.log(auditTestLine(0))
-	waitFor(t, w.calls, "the first write")
+	testkit.Receive(t, w.calls, "the first write")
 	// Queued while the writer is busy: the next batch holds both.
 	au.log(auditTestLine(1))
 	au.log(auditTestLine(2))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Faults of compat.go's rules, found by attacking them.
@@ -39,7 +40,7 @@ func TestDroppedRequestsLeaveNoAuditLine(t *testing.T) {
 	if resp, body := do(t, srv, http.MethodPost, l.endpoint, `{"jsonrpc":"2.0","id":"after","method":"ping"}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("legacy ping: %d %s", resp.StatusCode, body)
 	}
-	if got := waitFor(t, l.data, "the ping's reply"); got != `{"jsonrpc":"2.0","id":"after","result":{}}` {
+	if got := testkit.Receive(t, l.data, "the ping's reply"); got != `{"jsonrpc":"2.0","id":"after","result":{}}` {
 		t.Fatalf("legacy reply %s", got)
 	}
 	au.Close()

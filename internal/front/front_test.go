@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestRequestHost(t *testing.T) {
@@ -183,13 +185,13 @@ func TestBodyDeadlineDoesNotCutReplies(t *testing.T) {
 	b.version = "2025-11-25"
 	_, srv := testServer(t, b, Config{BodyReadTimeout: 50 * time.Millisecond})
 	sid := initSession(t, srv)
-	conn := waitFor(t, b.conns, "open")
+	conn := testkit.Receive(t, b.conns, "open")
 	got := postAsync(t, srv, sid, "2025-11-25", holdReq)
-	waitFor(t, conn.held, "the request")
+	testkit.Receive(t, conn.held, "the request")
 	// Outlive the read deadline several times over before the reply.
 	<-time.After(300 * time.Millisecond)
 	conn.release()
-	if reply := waitFor(t, got, "the reply"); !strings.Contains(reply, `"released":true`) {
+	if reply := testkit.Receive(t, got, "the reply"); !strings.Contains(reply, `"released":true`) {
 		t.Fatalf("reply: %s", reply)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // ---- a scriptable in-process server behind the stateless path ----------
@@ -416,7 +417,7 @@ func TestAttackReplyWhileParkedRetryHangs(t *testing.T) {
 	ctx, cancel := ctxT(5 * time.Second)
 	defer cancel()
 	ir := asInputRequired(t, atkPost(ctx, url, atkBody("1", "tools/call", "giveup", "")))
-	hc := waitFor(t, b.held, "the held call")
+	hc := testkit.Receive(t, b.held, "the held call")
 	hc.c.fail(hc.id, "sampling request timed out") // the server gives up
 	time.Sleep(50 * time.Millisecond)
 
@@ -550,7 +551,7 @@ func TestAttackOrphanStateKillsLiveRequest(t *testing.T) {
 			return
 		}
 	}()
-	hc := waitFor(t, b.held, "the call to be held")
+	hc := testkit.Receive(t, b.held, "the call to be held")
 	time.Sleep(2 * wait) // well past the first states' InputWait: the retry came in time
 	hc.c.reply(hc.id, textResult("late but fine"))
 	got := <-r3

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -43,7 +44,7 @@ func TestObserverWithoutAudit(t *testing.T) {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
 	}
 	hdr := append(alice, "Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version", "2025-06-18")
-	conn := waitFor(t, b.conns, "the session's conn")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"missing"}`,
@@ -62,12 +63,12 @@ func TestObserverWithoutAudit(t *testing.T) {
 		resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"h","method":"hold"}`, hdr...)
 		held <- resp.StatusCode
 	}()
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	if n := h.InFlight(); n != 1 {
 		t.Errorf("InFlight = %d with a request held, want 1", n)
 	}
 	conn.release()
-	if st := waitFor(t, held, "the held reply"); st != http.StatusOK {
+	if st := testkit.Receive(t, held, "the held reply"); st != http.StatusOK {
 		t.Errorf("held request: %d", st)
 	}
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/mux"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A session whose Backend.Open takes longer than the idle timeout (a
@@ -48,10 +49,10 @@ func TestSweepDuringOpenKeepsTheSession(t *testing.T) {
 				line, _ := bufio.NewReader(resp.Body).ReadString('\n')
 				got <- resp.Status + " " + resp.Header.Get("Mcp-Session-Id") + "\n" + line
 			}()
-			waitFor(t, b.openEntered, "Open to be called")
+			testkit.Receive(t, b.openEntered, "Open to be called")
 			h.Sweep(time.Now().Add(time.Hour))
 			close(b.openBlock)
-			reply := waitFor(t, got, "the answer")
+			reply := testkit.Receive(t, got, "the answer")
 			if !strings.HasPrefix(reply, "200 ") || strings.Contains(reply, "shutting down") {
 				t.Fatalf("answer: %s", reply)
 			}
@@ -149,7 +150,7 @@ func TestClientLeftDuringOpenEndsTheSession(t *testing.T) {
 		time.Sleep(time.Millisecond) // until the session exists and Open runs
 	}
 	cancel()
-	waitFor(t, done, "the client to give up")
+	testkit.Receive(t, done, "the client to give up")
 	for (h.Sessions() != 0 || fb.closes.Load() == 0) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

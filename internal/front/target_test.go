@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // routedServer serves a Handler for cfg's own Backends and Endpoints.
@@ -230,7 +232,7 @@ func openLegacyAt(t *testing.T, srv *httptest.Server, path, host string) *legacy
 			}
 		}
 	}()
-	first := waitFor(t, events, "the endpoint event")
+	first := testkit.Receive(t, events, "the endpoint event")
 	if first[0] != "endpoint" {
 		t.Fatalf("first event %q, want endpoint", first)
 	}
@@ -284,7 +286,7 @@ func TestEndpointLegacySSE(t *testing.T) {
 			if resp.StatusCode != http.StatusAccepted {
 				t.Fatalf("POST to %s: %d %s", l.endpoint, resp.StatusCode, body)
 			}
-			if got := waitFor(t, l.data, "the reply"); !strings.Contains(got, `"id":6`) {
+			if got := testkit.Receive(t, l.data, "the reply"); !strings.Contains(got, `"id":6`) {
 				t.Errorf("reply %s", got)
 			}
 		})
@@ -375,7 +377,7 @@ func TestEndpointHostRouting(t *testing.T) {
 	if resp, body := doHost(t, srv, http.MethodPost, l.endpoint, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, "Host", "team.mcp.test"); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST to the host-routed endpoint's /messages: %d %s", resp.StatusCode, body)
 	}
-	if got := waitFor(t, l.data, "the reply"); !strings.Contains(got, `"id":2`) {
+	if got := testkit.Receive(t, l.data, "the reply"); !strings.Contains(got, `"id":2`) {
 		t.Errorf("reply %s", got)
 	}
 	if resp, _ := doHost(t, srv, http.MethodPost, l.endpoint, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, "Host", "x.mcp.test"); resp.StatusCode != http.StatusNotFound {

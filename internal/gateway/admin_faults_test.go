@@ -157,7 +157,7 @@ func TestAdminFaultsRestartStorm(t *testing.T) {
 		}
 	}
 	var sv adminServers
-	waitFor(t, "the server ready again", func() bool {
+	testkit.WaitFor(t, "the server ready again", func() bool {
 		g.adminDo(t, g.URL, "GET", "/admin/servers", adminToken, &sv)
 		s := sv.Servers[sv.get("shared")]
 		return s.Ready && s.PID != 0
@@ -182,7 +182,7 @@ func TestAdminFaultsToolsNeverAnswered(t *testing.T) {
 	cfg.Gateway.Admin.Token = adminToken
 	g := startGateway(t, cfg)
 	var sv adminServers
-	waitFor(t, "both ready", func() bool {
+	testkit.WaitFor(t, "both ready", func() bool {
 		g.adminDo(t, g.URL, "GET", "/admin/summary", adminToken, nil)
 		var s struct{ ServersReady int }
 		g.adminDo(t, g.URL, "GET", "/admin/summary", adminToken, &s)

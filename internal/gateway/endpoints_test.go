@@ -56,7 +56,7 @@ func toolNames(t *testing.T, c *mcpClient) []string {
 func waitTools(t *testing.T, c *mcpClient, want ...string) []string {
 	t.Helper()
 	var names []string
-	waitFor(t, fmt.Sprintf("tools %q to be listed", want), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("tools %q to be listed", want), func() bool {
 		names = toolNames(t, c)
 		for _, w := range want {
 			if !slices.Contains(names, w) {
@@ -165,7 +165,7 @@ func TestEndpointMemberDown(t *testing.T) {
 	// Its state is "starting" while a spawn is tried, and "backing off"
 	// with the cause in between.
 	var m rpc
-	waitFor(t, "an error naming the missing command", func() bool {
+	testkit.WaitFor(t, "an error naming the missing command", func() bool {
 		m = c.post(t, callBody("1", "gone__echo", map[string]string{"message": "hi"}, "")).final(t)
 		if m.Error == nil || !strings.Contains(m.Error.Message, `server "gone" is not available: `) {
 			t.Fatalf("a call to the member that is down: %+v %s, want an error naming it", m.Error, m.Result)

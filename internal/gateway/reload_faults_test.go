@@ -27,7 +27,7 @@ import (
 func startServing(t *testing.T, cfg *config.Config, opts ReloadOptions) (*testGateway, *logBuffer) {
 	t.Helper()
 	g, logs := startReloading(t, cfg, opts)
-	waitFor(t, "the gateway serving", func() bool { return len(logs.lines(`msg=listening`)) > 0 })
+	testkit.WaitFor(t, "the gateway serving", func() bool { return len(logs.lines(`msg=listening`)) > 0 })
 	return g, logs
 }
 

@@ -233,7 +233,7 @@ func TestReloadServers(t *testing.T) {
 	echoOK(t, change2, "new process")
 	// The endpoint on the changed server kept its session: its member
 	// "change" now answers from the new process.
-	waitFor(t, "the endpoint's session on the new process", func() bool {
+	testkit.WaitFor(t, "the endpoint's session on the new process", func() bool {
 		m := moved.post(t, callBody("4", "change__pid", map[string]string{}, "")).final(t)
 		return m.Error == nil && toolText(t, m) == pidOf(t, change2)
 	})

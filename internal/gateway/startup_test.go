@@ -113,7 +113,7 @@ func TestShutdownBoundedWithStubbornSessions(t *testing.T) {
 		wg.Go(func() { g.client("stubborn").connect(t) })
 	}
 	wg.Wait()
-	waitFor(t, "every session's process", func() bool { return len(testkit.Procs(marker)) == sessions })
+	testkit.WaitFor(t, "every session's process", func() bool { return len(testkit.Procs(marker)) == sessions })
 	// Handler.Close waits about 2s for its handlers; allow a margin that
 	// stays far below a second stop (sequential stops: sessions*2*StopGrace).
 	bound := cfg.Gateway.DrainTimeout + 2*time.Second + 2*servers.StopGrace + 3*time.Second

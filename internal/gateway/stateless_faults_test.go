@@ -46,7 +46,7 @@ func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
 	g := startGateway(t, cfg)
 	// The 300 ms timeout is for the parked call, not for a process
 	// starting under -race on a busy machine.
-	waitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
+	testkit.WaitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
 	status, body, err := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
 	var r struct {
 		Result struct {

@@ -155,7 +155,7 @@ func TestMaxProcesses(t *testing.T) {
 	}
 	conns[0].Close()
 	var c front.Conn
-	waitFor(t, "a slot after a session ended", func() bool {
+	testkit.WaitFor(t, "a slot after a session ended", func() bool {
 		c, err = s.Open(context.Background(), newStream())
 		return err == nil
 	})
@@ -183,7 +183,7 @@ func TestIsolatedCloseIsParallel(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	waitFor(t, "every process to start", func() bool { return len(testkit.Procs(marker)) == sessions })
+	testkit.WaitFor(t, "every process to start", func() bool { return len(testkit.Procs(marker)) == sessions })
 	// One stop takes 2*StopGrace; sequential stops would take sessions
 	// times that. Allow one stop plus a generous margin below two.
 	bound := 2*StopGrace + 3*time.Second

@@ -219,7 +219,7 @@ func TestAttackModernCrashWithListensAndCalls(t *testing.T) {
 		outs = append(outs, lo, co)
 	}
 	// The 10 client listens count, the gateway's own listen serving them does not.
-	waitFor(t, "20 pending", func() bool { return s.Pending() == 20 })
+	testkit.WaitFor(t, "20 pending", func() bool { return s.Pending() == 20 })
 	sessionEcho(t, s, "before")
 	c := atkOpen(t, s)
 	if r := callTool(t, c, "crash", `{}`); !strings.Contains(r, `"error"`) {
@@ -312,7 +312,7 @@ func TestGoSDKConcurrentListens(t *testing.T) {
 	const tools, prompts = "notifications/tools/list_changed", "notifications/prompts/list_changed"
 	waitCount := func(r *recorder, id, method string, n int) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("%d %s on %s", n, method, id), func() bool { return count(r, id, method) >= n })
+		testkit.WaitFor(t, fmt.Sprintf("%d %s on %s", n, method, id), func() bool { return count(r, id, method) >= n })
 	}
 	trigger := func(tool string) {
 		c := openStateless(t, s, `{}`)

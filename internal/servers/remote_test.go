@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/echoserver"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // statelessRemote is an httptest server standing for a remote MCP server:
@@ -166,7 +167,7 @@ func TestRemoteStatelessProbeOnce(t *testing.T) {
 	}
 	// Callers that come while the probe is held wait for it; any later
 	// find its verdict: either way, one probe.
-	waitFor(t, "the probe", func() bool { return remote.probes.Load() == 1 })
+	testkit.WaitFor(t, "the probe", func() bool { return remote.probes.Load() == 1 })
 	close(remote.gate)
 	wg.Wait()
 	close(conns)
@@ -216,7 +217,7 @@ func TestRemoteStatelessRequests(t *testing.T) {
 	wait(t, remote.hung, "the request at the remote")
 	c.Abandon(out)
 	wait(t, remote.gone, "the remote's request to end")
-	waitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
+	testkit.WaitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
 	out.mu.Lock()
 	if len(out.replies) != 0 {
 		t.Errorf("an abandoned request got replies %q", out.replies)
@@ -336,7 +337,7 @@ func TestRemoteStatelessTranslated(t *testing.T) {
 		t.Errorf("%d upstream sessions for three translated requests, want 1", n)
 	}
 	s.Close()
-	waitFor(t, "the translation session ended", func() bool { return echo.Sessions() == 0 })
+	testkit.WaitFor(t, "the translation session ended", func() bool { return echo.Sessions() == 0 })
 }
 
 // TestRemoteStatelessProbeFails: a probe that fails without a verdict

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // unusedAddr returns a loopback address nothing listens on.
@@ -107,11 +109,11 @@ func TestCancelledAbortsExchange(t *testing.T) {
 			baseline := runtime.NumGoroutine()
 
 			send(t, c, `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
-			waitClosed(t, entered, "the slow request to reach the server")
+			testkit.Receive(t, entered, "the slow request to reach the server")
 			if err := c.TrySend([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"timeout"}}`)); err != nil {
 				t.Fatal(err)
 			}
-			waitClosed(t, left, "the server to see the client abort the exchange")
+			testkit.Receive(t, left, "the server to see the client abort the exchange")
 			waitGoroutines(t, baseline, c.hc.CloseIdleConnections)
 			if got := r.lines(`"id":7`); len(got) != 0 {
 				t.Errorf("a reply was synthesized for the cancelled request: %q", got)
@@ -136,22 +138,13 @@ func TestCloseAbortsExchange(t *testing.T) {
 	c, r := start(t, Config{URL: f.run(), Transport: TransportHTTP})
 	initialize(t, c, r)
 	send(t, c, `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
-	waitClosed(t, entered, "the request to reach the server")
+	testkit.Receive(t, entered, "the request to reach the server")
 	closed := make(chan struct{})
 	go func() {
 		c.Close()
 		close(closed)
 	}()
-	waitClosed(t, closed, "Close to return")
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
+	testkit.Receive(t, closed, "Close to return")
 }
 
 // waitGoroutines waits until no more than n goroutines run, calling tidy

@@ -45,7 +45,7 @@ func TestKillAllKillsEveryGroup(t *testing.T) {
 		r.waitEvent("exited", 1) // the Stdio noticed, as for any exit
 	}
 	// Reaped processes leave the registry: nothing is signalled twice.
-	eventually(t, "registry empty", func() bool {
+	testkit.WaitFor(t, "registry empty", func() bool {
 		live.mu.Lock()
 		defer live.mu.Unlock()
 		return len(live.procs) == 0

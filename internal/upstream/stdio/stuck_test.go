@@ -79,7 +79,7 @@ func TestSlowReaderNotStuck(t *testing.T) {
 	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 2<<20)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the big message written", func() bool { return s.Stats().Sent == 1 })
+	testkit.WaitFor(t, "the big message written", func() bool { return s.Stats().Sent == 1 })
 	t.Logf("2 MiB written in %v with StuckTimeout %v", time.Since(begin), cfg.StuckTimeout)
 	if st := s.Stats(); st.Stuck != 0 || !st.Running {
 		t.Fatalf("stats %+v", st)
@@ -225,7 +225,7 @@ func TestBurstyReaderNotStuck(t *testing.T) {
 	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 160<<10)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the message written", func() bool { return s.Stats().Sent == 1 })
+	testkit.WaitFor(t, "the message written", func() bool { return s.Stats().Sent == 1 })
 	if st := s.Stats(); st.Stuck != 0 || !st.Running {
 		t.Fatalf("stats %+v", st)
 	}
@@ -240,7 +240,7 @@ func TestChildClosedStdinKilled(t *testing.T) {
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
 	// The first messages may reach the pipe before sh closes it.
-	eventually(t, "Exited(1)", func() bool {
+	testkit.WaitFor(t, "Exited(1)", func() bool {
 		_ = s.TrySend([]byte("x"))
 		for _, e := range r.snapshot() {
 			if e.kind == "exited" {
