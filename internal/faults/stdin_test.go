@@ -111,7 +111,9 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 		time.Sleep(cfg.Gateway.SessionIdleTimeout + 10*cfg.Gateway.SessionSweepInterval + time.Second)
 		t2 := time.Now()
 		r, err := idle.post(callBody("1", "echo", map[string]string{"message": "late"}, ""))
-		if d := time.Since(t2); d > time.Second {
+		// Held behind the stuck server, it would wait for that server's
+		// request timeout.
+		if d := time.Since(t2); d >= stuck.Timeout {
 			t.Errorf("request on an expired session took %v", d)
 		}
 		if err != nil || r.Status != http.StatusNotFound {
@@ -146,13 +148,17 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 // TestFault1_PingBurstDeadlock: a single-threaded server sends 20,000 pings
 // right after initialize without reading stdin. The gateway must keep
 // reading its stdout while the answers wait, so both pipes never deadlock:
-// the burst completes and a call afterwards is answered.
+// the burst completes and a call afterwards is answered. Another server is
+// not held behind the burst: the server pauses halfway (10,000 pings out,
+// their answers piled up in front of a stdin it does not read), and calls to
+// the healthy server are answered before it goes on.
 func TestFault1_PingBurstDeadlock(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
+	gate := testkit.NewGate(t)
 	mBurst, mOK := marker(t, "burst"), marker(t, "ok")
 	cfg := newConfig(
-		chaosServer("burst", testkit.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000}),
+		chaosServer("burst", testkit.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000, PingBurstGate: gate.Path}),
 		fakeServer("ok", testkit.FakeOptions{Marker: mOK}),
 	)
 	g := startGateway(t, cfg)
@@ -165,6 +171,19 @@ func TestFault1_PingBurstDeadlock(t *testing.T) {
 			t.Errorf("session on the bursting server: %v", err)
 			return
 		}
+		testkit.WaitFor(t, "the ping burst to pause halfway", func() bool {
+			return len(testkit.JournalLines(journal, "burst-paused")) > 0
+		})
+		for i := range minDuring {
+			// Ids apart from the probe's, which runs on the same session.
+			if _, err := healthy.echo(1_000_000+i, "in the middle of the burst"); err != nil {
+				t.Errorf("healthy server in the middle of the ping burst: %v", err)
+			}
+		}
+		if n := len(testkit.JournalLines(journal, "burst-done")); n != 0 {
+			t.Errorf("the burst went on past its gate")
+		}
+		gate.Open(t)
 		testkit.WaitFor(t, "the ping burst to be read by the gateway", func() bool {
 			return len(testkit.JournalLines(journal, "burst-done")) > 0
 		})
