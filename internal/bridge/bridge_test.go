@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -223,12 +222,7 @@ func TestBridgeCancel(t *testing.T) {
 // cleanly. Before, everything after a failed initialize went unanswered and
 // Run never returned.
 func TestBridgeUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t)
 	for _, transport := range []string{remote.TransportAuto, remote.TransportHTTP, remote.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
 			in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp", Transport: transport})

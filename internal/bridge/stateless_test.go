@@ -1,11 +1,9 @@
 package bridge
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -306,12 +304,7 @@ func TestStatelessSessionRemote(t *testing.T) {
 // request gets an error naming the cause (the probe said nothing, so it is
 // not -32022).
 func TestStatelessUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t)
 	in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp"})
 	io.WriteString(in, modernRequest(`1`, "server/discover", ""))
 	io.WriteString(in, modernRequest(`2`, "tools/list", ""))
@@ -337,12 +330,7 @@ func TestStatelessEverythingServer(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no everything-server: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "-http", addr)
 	cmd.Stderr = tWriter{t}
 	if err := cmd.Start(); err != nil {
@@ -352,20 +340,7 @@ func TestStatelessEverythingServer(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	// Wait until it listens: a dial that fails at once is retried.
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	for {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("everything-server never listened on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitListening(t, "everything-server", addr, nil)
 
 	in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr})
 	io.WriteString(in, modernRequest(`1`, "server/discover", ""))

@@ -145,15 +145,10 @@ func TestClientLeftDuringOpenEndsTheSession(t *testing.T) {
 		}
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.Sessions() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // until the session exists and Open runs
-	}
+	testkit.WaitFor(t, "the session to exist and Open to run", func() bool { return h.Sessions() != 0 })
 	cancel()
 	testkit.Receive(t, done, "the client to give up")
-	for (h.Sessions() != 0 || fb.closes.Load() == 0) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the session to end and its connection to close", func() bool { return h.Sessions() == 0 && fb.closes.Load() != 0 })
 	if n, c := h.Sessions(), fb.closes.Load(); n != 0 || c != 1 || fb.opens.Load() != 1 {
 		t.Fatalf("after the client left: %d sessions, connection opened %d and closed %d times", n, fb.opens.Load(), c)
 	}

@@ -59,7 +59,9 @@ func TestCloseWaitsForHandlersAfterSlowConnections(t *testing.T) {
 	testkit.Receive(t, conn.held, "the request to reach the server")
 	start := time.Now()
 	h.Close()
-	if d := time.Since(start); d > closeWait+time.Second {
+	// One closeWait goes to the blocked connection; a Close that then
+	// waited a whole bound again for the handlers would take two.
+	if d := time.Since(start); d >= 2*closeWait {
 		t.Fatalf("Close took %v", d)
 	}
 	if !h.handlers.wait(0) {

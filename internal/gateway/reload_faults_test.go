@@ -410,10 +410,7 @@ func TestReloadFaultsConcurrentReloadsUnderLoad(t *testing.T) {
 	// The generation applied last is the only one left.
 	_, servers, _ := g.gw.current()
 	_ = servers
-	deadline := time.Now().Add(10 * time.Second)
-	for len(testkit.Procs(flipPrefix)) > 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling the process table
-	}
+	testkit.WaitFor(t, "at most one process of flip", func() bool { return len(testkit.Procs(flipPrefix)) <= 1 })
 	if got := testkit.Procs(flipPrefix); len(got) != 1 {
 		t.Errorf("%d processes of flip, want 1: %+v", len(got), got)
 	}

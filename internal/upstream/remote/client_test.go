@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -13,25 +12,13 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// unusedAddr returns a loopback address nothing listens on.
-func unusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // TestAutoUnreachableAnswersEveryRequest: with the server unreachable, an
 // auto Client answers a request sent before initialize, the initialize, and
 // the requests after it, each with an error naming the cause. The old code
 // left every message after a failed probe waiting for a transport decision
 // that never came.
 func TestAutoUnreachableAnswersEveryRequest(t *testing.T) {
-	url := "http://" + unusedAddr(t) + "/mcp"
+	url := "http://" + testkit.FreeAddr(t) + "/mcp"
 	c, r := start(t, Config{URL: url})
 	send(t, c, `{"jsonrpc":"2.0","id":"early","method":"tools/list"}`)
 	send(t, c, initReq)
@@ -64,7 +51,7 @@ func TestAutoRequestBeforeInitialize(t *testing.T) {
 }
 
 func TestUnreachableError(t *testing.T) {
-	url := "http://" + unusedAddr(t) + "/mcp?token=secret"
+	url := "http://" + testkit.FreeAddr(t) + "/mcp?token=secret"
 	c, _ := start(t, Config{URL: url, Transport: TransportHTTP})
 	_, err := c.do(c.newRequest(t.Context(), http.MethodGet, c.base, nil, session{}), nil)
 	if !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "secret") ||
