@@ -170,7 +170,7 @@ func TestFaultListChangedStorm(t *testing.T) {
 		clients[s] = connect(t, e, `{}`)
 		clients[s].tools()
 	}
-	base := settleGoroutines(t, runtime.NumGoroutine(), "before")
+	base := testkit.SettleGoroutines(t, "before", runtime.NumGoroutine(), nil)
 	start := time.Now()
 	var storm sync.WaitGroup
 	for _, call := range []string{
@@ -238,7 +238,7 @@ func TestFaultListChangedStorm(t *testing.T) {
 			t.Errorf("session %d: %d tools after the storm", s, n)
 		}
 	}
-	settleGoroutines(t, base+4, "after the storm")
+	testkit.SettleGoroutines(t, "after the storm", base+4, nil)
 	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
@@ -446,7 +446,9 @@ func TestFaultCloseRacesEverything(t *testing.T) {
 // waiting for names, abandoned: no reply ever, nothing of the client's
 // left pending; a later request and Close still answered.
 func TestFaultAbandonMidList(t *testing.T) {
-	members := racingMembers(t, time.Minute)
+	// The hung member's timeout is far beyond testkit.WaitTimeout: nothing
+	// pending at the end is the work of Close, not of that timeout.
+	members := racingMembers(t, 10*time.Minute)
 	e := newEndpoint(t, Options{}, members...)
 	cl := connect(t, e, `{}`)
 	c := cl.conn.(*conn)

@@ -211,7 +211,7 @@ func TestFaultThousandShortSessions(t *testing.T) {
 		stateless(n)
 	}
 	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
-	g0 := settleGoroutines(t, runtime.NumGoroutine(), "warm")
+	g0 := testkit.SettleGoroutines(t, "warm", runtime.NumGoroutine(), nil)
 	h0 := heap()
 	for n := range 1000 {
 		one(n)
@@ -220,7 +220,7 @@ func TestFaultThousandShortSessions(t *testing.T) {
 		}
 	}
 	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
-	g1 := settleGoroutines(t, g0+5, "after 1,000 sessions")
+	g1 := testkit.SettleGoroutines(t, "after 1,000 sessions", g0+5, nil)
 	h1 := heap()
 	t.Logf("goroutines %d -> %d, heap %d KiB -> %d KiB", g0, g1, h0>>10, h1>>10)
 	if h1 > h0+8<<20 {

@@ -305,7 +305,7 @@ func TestFault5_VanishedLegacyClients(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "legacy")
 	s := chaosServer("legacy", testkit.ChaosOptions{Marker: m, Journal: journal})
-	s.Timeout = time.Minute // only the end of the sessions may cancel the calls
+	s.Timeout = 10 * time.Minute // beyond testkit.WaitTimeout: only the end of the sessions may cancel the calls
 	g := startGateway(t, newConfig(s))
 	const n = 10
 	for i := range n {

@@ -23,7 +23,9 @@ import (
 func TestLegacyUnreadRepliesBounded(t *testing.T) {
 	b := newFakeBackend()
 	const bound = 4096
-	h, srv := testServer(t, b, Config{ReplayBytes: bound, LegacyGrace: time.Minute})
+	// A grace far beyond testkit.WaitTimeout: the stream is let go because
+	// the client left, not because the grace ran out.
+	h, srv := testServer(t, b, Config{ReplayBytes: bound, LegacyGrace: 10 * time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/servers/x/sse", nil)
 	req.Header.Set("Accept", "text/event-stream")

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -69,5 +70,29 @@ func receive[T any](t testing.TB, ch <-chan T, what string, timeout time.Duratio
 		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		var zero T
 		return zero
+	}
+}
+
+// SettleGoroutines waits until at most limit goroutines run and returns how
+// many do, calling tidy (if not nil) before each count, e.g. to close idle
+// connections. It fails the test with what and every goroutine's stack after
+// [WaitTimeout].
+func SettleGoroutines(t testing.TB, what string, limit int, tidy func()) int {
+	t.Helper()
+	var n int
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		if tidy != nil {
+			tidy()
+		}
+		if n = runtime.NumGoroutine(); n <= limit {
+			return n
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%s: %d goroutines, want at most %d\n%s", what, n, limit, buf[:runtime.Stack(buf, true)])
+			return n
+		}
+		time.Sleep(pollEvery)
 	}
 }

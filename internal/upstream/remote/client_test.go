@@ -1,13 +1,11 @@
 package remote
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -101,7 +99,7 @@ func TestCancelledAbortsExchange(t *testing.T) {
 				t.Fatal(err)
 			}
 			testkit.Receive(t, left, "the server to see the client abort the exchange")
-			waitGoroutines(t, baseline, c.hc.CloseIdleConnections)
+			testkit.SettleGoroutines(t, "after Close", baseline, c.hc.CloseIdleConnections)
 			if got := r.lines(`"id":7`); len(got) != 0 {
 				t.Errorf("a reply was synthesized for the cancelled request: %q", got)
 			}
@@ -132,18 +130,4 @@ func TestCloseAbortsExchange(t *testing.T) {
 		close(closed)
 	}()
 	testkit.Receive(t, closed, "Close to return")
-}
-
-// waitGoroutines waits until no more than n goroutines run, calling tidy
-// before each count.
-func waitGoroutines(t *testing.T, n int, tidy func()) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	for tidy(); runtime.NumGoroutine() > n; tidy() {
-		if !sleep(ctx, 10*time.Millisecond) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
-		}
-	}
 }
