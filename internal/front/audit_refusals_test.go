@@ -41,7 +41,7 @@ func findLine(t *testing.T, lines []auditEntry, outcome string, status int) audi
 // request instead, the refused key when known) and by the limits (429
 // rate_limited, 503 overloaded, with the request's method and id).
 func TestAuditRefusals(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	au := NewAuditor(&buf, false)
 	clock := newTestClock()
 	b := newFakeBackend()
@@ -134,7 +134,7 @@ func TestAuditRefusals(t *testing.T) {
 // rate_limited; a POST refused before its messages are read gets one
 // line without method, as on /mcp.
 func TestAuditLegacyLines(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	clock := newTestClock()
 	au := newAuditor(&buf, true, clock.Now)
 	b := newFakeBackend()

@@ -47,7 +47,7 @@ func parseAudit(t *testing.T, s string) []auditEntry {
 
 func TestAuditLines(t *testing.T) {
 	for _, withArgs := range []bool{true, false} {
-		var buf syncBuffer
+		var buf testkit.SyncBuffer
 		au := NewAuditor(&buf, withArgs)
 		clock := newTestClock()
 		_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Audit: au, Limits: &Limits{ToolsPerSecond: 1, Now: clock.Now}})
@@ -115,7 +115,7 @@ type blockingWriter struct {
 	entered chan struct{}
 	once    sync.Once
 	release chan struct{}
-	buf     syncBuffer
+	buf     testkit.SyncBuffer
 }
 
 func (w *blockingWriter) Write(p []byte) (int, error) {

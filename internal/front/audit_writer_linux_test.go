@@ -60,7 +60,7 @@ func TestAuditFullFilesystemRecovers(t *testing.T) {
 	}
 	defer f.Close()
 	filler := fill(t, dir)
-	au := NewAuditorWith(f, AuditOptions{Logger: testAuditLogger(&syncBuffer{}), Name: path})
+	au := NewAuditorWith(f, AuditOptions{Logger: testAuditLogger(&testkit.SyncBuffer{}), Name: path})
 	au.log(auditTestLine(0))
 	testkit.WaitFor(t, "the write to the full filesystem to fail", func() bool { return au.WriteStats().Errors > 0 })
 	if err := os.Remove(filler); err != nil {

@@ -19,7 +19,7 @@ import (
 type scriptedWriter struct {
 	calls   chan []byte
 	results chan writeResult
-	got     syncBuffer // the bytes each Write wrote (its first n)
+	got     testkit.SyncBuffer // the bytes each Write wrote (its first n)
 }
 
 // writeResult is one Write's outcome: n bytes written (-1: all), err.
@@ -59,7 +59,7 @@ func auditTestLine(i int) []byte {
 }
 
 // testAuditLogger is a logger writing text lines to buf.
-func testAuditLogger(buf *syncBuffer) *slog.Logger {
+func testAuditLogger(buf *testkit.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -85,7 +85,7 @@ func countLines(s string, parts ...string) int {
 // auditErrorEvery with the number held back, and the recovery once.
 func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 	w := newScriptedWriter()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	clock := newTestClock()
 	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&logs), Name: "audit.jsonl"}, clock.Now)
 	for i := range 4 {
@@ -140,7 +140,7 @@ func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 // still one JSON object.
 func TestAuditPartialWriteKeepsLinesWhole(t *testing.T) {
 	w := newScriptedWriter()
-	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&syncBuffer{})}, newTestClock().Now)
+	au := newAuditorWith(w, AuditOptions{Logger: testAuditLogger(&testkit.SyncBuffer{})}, newTestClock().Now)
 	au.log(auditTestLine(0))
 	testkit.Receive(t, w.calls, "the first write")
 	// Queued while the writer is busy: the next batch holds both.
@@ -190,7 +190,7 @@ func TestAuditFullDevice(t *testing.T) {
 		t.Skipf("no /dev/full: %v", err)
 	}
 	defer f.Close()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	au := NewAuditorWith(f, AuditOptions{Logger: testAuditLogger(&logs), Name: "/dev/full"})
 	const n = 50
 	for i := range n {

@@ -22,7 +22,7 @@ import (
 // POST whose every message was dropped used to log one line with no method
 // and outcome "ok", and the Observer counted it as a request answered.)
 func TestDroppedRequestsLeaveNoAuditLine(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	au := NewAuditor(&buf, false)
 	rec := &recorder{}
 	h, srv := testServer(t, newFakeBackend(), Config{Audit: au, Observer: rec})

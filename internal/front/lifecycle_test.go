@@ -2,14 +2,12 @@ package front
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -249,28 +247,10 @@ func TestEndTellsRequestsWhy(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A session id is the session's only credential: logs carry its first
 // logIDLen characters, never the whole id. A DELETE is routine (DEBUG).
 func TestLogsShortSessionID(t *testing.T) {
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{Logger: log})

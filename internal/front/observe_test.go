@@ -105,7 +105,7 @@ func TestObserverWithoutAudit(t *testing.T) {
 // TestObserverWithAudit: with both, the audit log keeps its lines and the
 // Observer gets the same requests.
 func TestObserverWithAudit(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	au := NewAuditor(&buf, false)
 	rec := &recorder{}
 	_, srv := testServer(t, newFakeBackend(), Config{Audit: au, Observer: rec})

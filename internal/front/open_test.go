@@ -2,14 +2,12 @@ package front
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,24 +64,6 @@ func TestSweepDuringOpenKeepsTheSession(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A client hammering initialize on a server that refuses new sessions (a
 // session-mode server at maxProcesses) costs a bounded number of log lines,
 // with the count of those held back: it used to log one ERROR line per
@@ -91,7 +71,7 @@ func (s *syncBuffer) String() string {
 func TestOpenFailureLogIsRateLimited(t *testing.T) {
 	b := newFakeBackend()
 	b.openErr = errors.New("server x already runs 16 processes")
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	_, srv := testServer(t, b, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const n = 200
 	for range n {

@@ -204,7 +204,7 @@ func TestEndpointsLogged(t *testing.T) {
 	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("b", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	cfg.Endpoints["team"] = config.NewEndpoint("team", []string{"b"})
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

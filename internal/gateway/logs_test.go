@@ -21,7 +21,7 @@ import (
 // lines at their own levels.
 
 // opLog is the gateway's log as JSON lines, safe for concurrent use.
-type opLog struct{ buf syncBuffer }
+type opLog struct{ buf testkit.SyncBuffer }
 
 // records returns the records whose message is msg and whose attributes
 // include every pair of match.

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -79,7 +78,7 @@ func TestNonLoopbackWarning(t *testing.T) {
 	for listen, want := range map[string]bool{"0.0.0.0:8080": true, "127.0.0.1:8080": false} {
 		cfg := newConfig(fakeServer("fake", testkit.FakeOptions{}))
 		cfg.Gateway.Listen = listen
-		var buf syncBuffer
+		var buf testkit.SyncBuffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -157,22 +156,4 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("after a connection closed: %v", err)
 	}
 	resp.Body.Close()
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
