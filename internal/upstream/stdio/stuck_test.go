@@ -69,20 +69,28 @@ func TestStuckChildKilledAndRestarted(t *testing.T) {
 }
 
 // A child that reads stdin slowly is not stuck, however long one big
-// message takes: the deadline counts from the last progress.
+// message takes: the deadline counts from the last progress. The reader
+// takes at most 64 KiB per 100 ms, so the 4 MiB take over 6 s, twice
+// StuckTimeout (a deadline counted from the start of the write would fire),
+// while each step of progress comes far within it, even on a busy machine
+// (where a tighter StuckTimeout of 500 ms was missed between two steps).
 func TestSlowReaderNotStuck(t *testing.T) {
-	cfg := shConfig(t, "while :; do dd bs=16384 count=1 of=/dev/null 2>/dev/null; sleep 0.01; done")
-	cfg.StuckTimeout = 500 * time.Millisecond
+	cfg := shConfig(t, "while :; do dd bs=65536 count=1 of=/dev/null 2>/dev/null; sleep 0.1; done")
+	cfg.StuckTimeout = 3 * time.Second
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
 	begin := time.Now()
-	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 2<<20)); err != nil {
+	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 4<<20)); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the big message written", func() bool { return s.Stats().Sent == 1 })
-	t.Logf("2 MiB written in %v with StuckTimeout %v", time.Since(begin), cfg.StuckTimeout)
+	took := time.Since(begin)
+	t.Logf("4 MiB written in %v with StuckTimeout %v", took, cfg.StuckTimeout)
 	if st := s.Stats(); st.Stuck != 0 || !st.Running {
 		t.Fatalf("stats %+v", st)
+	}
+	if took <= cfg.StuckTimeout {
+		t.Fatalf("the write took %v, not longer than StuckTimeout %v: the reader was not slow enough to prove anything", took, cfg.StuckTimeout)
 	}
 }
 
@@ -178,7 +186,8 @@ func TestPingFloodBlockingReplierNoDeadlock(t *testing.T) {
 
 // A child that never reads stdin is killed StuckTimeout after the write
 // began blocking, before twice as long: not later because the first part of
-// a big message fit into the empty pipe (that is no sign of a reader). Every Send blocked on the full queue returns with the kill.
+// a big message fit into the empty pipe (that is no sign of a reader). Every
+// Send blocked on the full queue returns with the kill.
 func TestStuckKilledWithinTimeout(t *testing.T) {
 	cfg := shConfig(t, "exec sleep 1000")
 	cfg.StuckTimeout = 2 * time.Second
