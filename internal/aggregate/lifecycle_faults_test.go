@@ -457,6 +457,11 @@ func TestFaultAbandonMidList(t *testing.T) {
 	shared := newStream()
 	cl.sendTo(`{"jsonrpc":"2.0","id":3,"method":"prompts/list"}`, shared)
 	cl.sendTo(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, shared)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pending %d; replies: list %d, call %d, shared %d", e.Pending(), list.replyCount(), call.replyCount(), shared.replyCount())
+		}
+	})
 	testkit.WaitFor(t, "the lists waiting", func() bool { return e.Pending() >= 4 })
 	cl.conn.Abandon(list)
 	cl.conn.Abandon(call)
