@@ -123,16 +123,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(jsonrpc.Response(msg.Bytes(msg.ID), fmt.Appendf(nil, `{"method":%q}`, msg.MethodName())))
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelDebug) }
 
 // runBridge runs Run in a goroutine with a pipe as stdin; the returned
 // channel yields Run's result.

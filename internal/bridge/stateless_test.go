@@ -332,7 +332,7 @@ func TestStatelessEverythingServer(t *testing.T) {
 	}
 	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "-http", addr)
-	cmd.Stderr = tWriter{t}
+	cmd.Stderr = testkit.LogWriter{T: t}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file is a small Streamable HTTP client that returns errors instead of
@@ -42,16 +43,7 @@ type reply struct {
 }
 
 // rpc is the parts of a message scenarios look at.
-type rpc struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+type rpc = testkit.RPC
 
 func (c *client) request(method, body string) *http.Request {
 	req, _ := http.NewRequest(method, c.url, strings.NewReader(body))

@@ -23,16 +23,7 @@ func TestMain(m *testing.M) {
 
 // testLogger sends the gateway's logs to the test log (warnings and up, so
 // a failing test shows why without drowning in routine lines).
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testkit.Logger(t, slog.LevelWarn) }
 
 // TestConcurrentSessionsNoCrossing drives 200 sessions with 50 concurrent
 // calls each through one shared process. Every session uses the same

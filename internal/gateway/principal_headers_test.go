@@ -42,7 +42,7 @@ func startLogged(t *testing.T, cfg *config.Config, a auth.Authenticator, logs io
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testkit.LogWriter{T: t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	gw, err := start(cfg, log, a)
 	if err != nil {
 		t.Fatal(err)

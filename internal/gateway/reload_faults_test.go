@@ -127,7 +127,7 @@ func startHooked(t *testing.T, cfg *config.Config, a auth.Authenticator) (*testG
 	var hook func(slog.Record)
 	var mu sync.Mutex
 	served := make(chan struct{})
-	log := slog.New(hookHandler{next: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}), hook: &hook, mu: &mu,
+	log := slog.New(hookHandler{next: slog.NewTextHandler(testkit.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelInfo}), hook: &hook, mu: &mu,
 		listening: &sync.Once{}, served: served})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

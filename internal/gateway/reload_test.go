@@ -42,7 +42,7 @@ func (b *logBuffer) lines(subs ...string) []string {
 func startReloading(t *testing.T, cfg *config.Config, opts ReloadOptions) (*testGateway, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	log := slog.New(slog.NewTextHandler(teeWriter{logs, testWriter{t}}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(teeWriter{logs, testkit.LogWriter{T: t}}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

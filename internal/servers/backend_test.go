@@ -23,16 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 // testLogger sends warnings and errors to the test log.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testkit.Logger(t, slog.LevelWarn) }
 
 // fakeServer is a stdio server entry running the testkit fake.
 func fakeServer(name string, opts testkit.FakeOptions) *config.Server {

@@ -106,7 +106,7 @@ func credServer(t *testing.T, url string) (*remoteServer, *testkit.SyncBuffer) {
 		"carol": {"other": "tok-carol-SECRET"},
 	})
 	logs := &testkit.SyncBuffer{}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testkit.LogWriter{T: t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(cfg, "test", log)
 	if err != nil {
 		t.Fatal(err)

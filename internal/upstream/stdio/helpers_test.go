@@ -145,16 +145,7 @@ func abbrev(s string) string {
 }
 
 // testLogger logs through t, so failures show the Stdio's view.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelDebug) }
 
 // fakeConfig returns a StdioConfig that runs the test binary as a fake.
 func fakeConfig(t *testing.T, opts testkit.FakeOptions) StdioConfig {
