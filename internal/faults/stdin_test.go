@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -130,12 +131,22 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	late.version = "2025-03-26"
 	late.connect(t)
 	answered := make(chan struct{})
+	// Shutdown starts once the whole batch is written to the gateway's
+	// connection: a fixed 500 ms sleep was too short on a busy machine, and
+	// shutdown then refused the connection. Whether the batch is still in
+	// the queue or being answered, it must get its answers.
+	wrote := make(chan struct{})
+	var wroteOnce sync.Once
+	req := late.request(http.MethodPost, batchOfEchoes(10001, n, pad))
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wroteOnce.Do(func() { close(wrote) }) },
+	}))
 	go func() {
 		defer close(answered)
-		r, err := late.post(batchOfEchoes(10001, n, pad))
+		r, err := late.do(req, nil)
 		checkBatchAnswered(t, "batch in flight at shutdown", r, err, 10001, n)
 	}()
-	time.Sleep(500 * time.Millisecond) // let the batch reach the queue; shutdown must cope either way
+	testkit.Receive(t, wrote, "the batch to be written to the gateway")
 	t.Logf("shutdown took %v", g.stop())
 	select {
 	case <-answered:
