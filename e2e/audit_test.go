@@ -65,16 +65,10 @@ func TestAuditLogRotation(t *testing.T) {
 			t.Fatalf("call %d: status %d %.300s", id, status, reply)
 		}
 		want := fmt.Sprintf(`"id":%d,`, id)
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if b, err := os.ReadFile(file); err == nil && strings.Contains(string(b), want) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("call %d's audit line never reached %s", id, filepath.Base(file))
-			}
-			time.Sleep(10 * time.Millisecond) // polled: the condition ends the wait
-		}
+		testkit.WaitFor(t, fmt.Sprintf("call %d's audit line in %s", id, filepath.Base(file)), func() bool {
+			b, err := os.ReadFile(file)
+			return err == nil && strings.Contains(string(b), want)
+		})
 	}
 	call(1, audit)
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The authentication tests (issue 11): the gateway as an OAuth 2.1 resource server and with API
@@ -205,7 +207,7 @@ func runOAuthClient(t *testing.T, url string, args ...string) oauthSummary {
 func TestOAuthClientBaseline(t *testing.T) {
 	requirePeers(t, node22, sdkOAuthDemo(), sdkExpress())
 	script := installScript(t, oauthExampleScript)
-	mcpAddr, asAddr := freeAddr(t), freeAddr(t)
+	mcpAddr, asAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	_, mcpPort, _ := strings.Cut(mcpAddr, ":")
 	_, asPort, _ := strings.Cut(asAddr, ":")
 	cmd := exec.Command(node22, script)
@@ -213,8 +215,8 @@ func TestOAuthClientBaseline(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MCP_PORT="+mcpPort, "MCP_AUTH_PORT="+asPort)
 	p := startProcess(t, "sdk-oauth-example", cmd, nil)
 	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-	waitListening(t, p, mcpAddr, 30*time.Second)
-	waitListening(t, p, asAddr, 30*time.Second)
+	waitListening(t, p, mcpAddr)
+	waitListening(t, p, asAddr)
 	// The example names itself http://localhost:PORT/mcp (localhost is 127.0.0.1 here).
 	sum := runOAuthClient(t, "http://localhost:"+mcpPort+"/mcp", "--issuer", "http://localhost:"+asPort+"/",
 		"--tool", "greet", "--args", `{"name":"gate"}`, "--expect", "Hello, gate!", "--invalid-status", "500")
@@ -249,7 +251,7 @@ func TestOAuthIntrospection(t *testing.T) {
 		{name: "scopes", path: "/servers/everything/mcp", other: "/servers/other/mcp", tool: "echo", scopes: []string{"mcp:tools"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := testkit.FreeAddr(t)
 			base := "http://" + addr
 			url := base + tc.path
 			as := startAuthServer(t, url)

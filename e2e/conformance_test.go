@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // conformanceSuite is one run of the conformance suite.
@@ -185,11 +187,11 @@ func TestConformanceBaseline(t *testing.T) {
 // sessions; its default); otherwise it keeps sessions, as the session-era suites need.
 func startEverythingHTTP(t *testing.T, stateless bool) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(everythingServer, "-http", addr, "-stateless="+strconv.FormatBool(stateless))
 	p := startProcess(t, "everything-server", cmd, nil)
 	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-	waitListening(t, p, addr, 30*time.Second)
+	waitListening(t, p, addr)
 	return "http://" + addr + "/mcp"
 }
 

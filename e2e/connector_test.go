@@ -113,7 +113,7 @@ func (p *connectorProxy) client(t *testing.T) *http.Client {
 func TestConnectorRecipe(t *testing.T) {
 	hook := filepath.Join(peersDir, "node_modules", "undici", "package.json")
 	requirePeers(t, node22, sdkOAuthDemo(), sdkExpress(), serverEverything, hook)
-	gwAddr := freeAddr(t)
+	gwAddr := testkit.FreeAddr(t)
 	p := startConnectorProxy(t, "http://"+gwAddr)
 	public := p.publicURL()
 	resource := public + "/servers/everything/mcp"

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // process is a child process of a test whose stdout and stderr go, line by line, to t.Log.
@@ -113,38 +114,18 @@ func (p *process) stop(t *testing.T, sig syscall.Signal, grace time.Duration, cl
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago, for peers that
-// cannot report the port they picked themselves.
-func freeAddr(t *testing.T) string {
+// waitListening waits until addr accepts TCP connections, failing if p
+// exits first.
+func waitListening(t *testing.T, p *process, addr string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitListening waits until addr accepts TCP connections, failing if p exits first or if
-// timeout passes.
-func waitListening(t *testing.T, p *process, addr string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
+	testkit.WaitListening(t, p.name, addr, func() (bool, error) {
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited before listening on %s: %v", p.name, addr, p.waitErr)
-		case <-time.After(50 * time.Millisecond):
+			return true, p.waitErr
+		default:
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not listening on %s after %v: %v", p.name, addr, timeout, err)
-		}
-	}
+	})
 }
 
 // runNode runs a Node script with node22 in dir, giving up after timeout, and returns its

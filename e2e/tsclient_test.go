@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 const (
@@ -112,13 +114,13 @@ func TestTypeScriptSSEClientBaseline(t *testing.T) {
 // returns its address.
 func startServerEverything(t *testing.T, mode string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	cmd := exec.Command(node22, serverEverything, mode)
 	cmd.Env = append(os.Environ(), "PORT="+port)
 	p := startProcess(t, "server-everything-"+mode, cmd, nil)
 	t.Cleanup(func() { p.stop(t, syscall.SIGTERM, 10*time.Second, false) })
-	waitListening(t, p, addr, 30*time.Second)
+	waitListening(t, p, addr)
 	return addr
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // stdioUpstream is a minimal Streamable HTTP server that records the
@@ -116,12 +116,7 @@ func TestStdioUsage(t *testing.T) {
 // with an error naming the cause, and exits 0 at the end of stdin. Before,
 // it answered only the initialize and never exited.
 func TestStdioUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + l.Addr().String() + "/mcp"
-	l.Close()
+	url := "http://" + testkit.FreeAddr(t) + "/mcp"
 	in := `{"jsonrpc":"2.0","id":0,"method":"tools/list"}` + "\n" +
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -185,9 +186,7 @@ func TestToolsAskedOncePerProcess(t *testing.T) {
 	for i := range got {
 		wg.Go(func() { got[i], _ = h.toolsOf(context.Background(), "shared", 7) })
 	}
-	for src.asks.Load() == 0 {
-		time.Sleep(time.Millisecond) // until the first ask began; the rest then wait for it
-	}
+	testkit.WaitFor(t, "the first ask to begin (the rest then wait for it)", func() bool { return src.asks.Load() != 0 })
 	close(src.release)
 	wg.Wait()
 	for i := range got {

@@ -161,7 +161,7 @@ func TestMemberDownAtInitialize(t *testing.T) {
 	if got := text(t, cl.callTool(3, "b__initialized", `{}`)); got != "true" {
 		t.Errorf("b initialized: %q", got)
 	}
-	waitFor(t, "b at the client's level", func() bool {
+	testkit.WaitFor(t, "b at the client's level", func() bool {
 		return text(t, cl.callTool(4, "b__level", `{}`)) == "debug"
 	})
 }
@@ -243,7 +243,7 @@ func TestMemberTimeoutAnswersCall(t *testing.T) {
 	if !strings.Contains(got, "-32001") || !strings.Contains(got, `server "a" did not answer within 200ms`) {
 		t.Errorf("slow call: %q", got)
 	}
-	waitFor(t, "the call cancelled at the member", func() bool {
+	testkit.WaitFor(t, "the call cancelled at the member", func() bool {
 		return cancelledAt(t, cl) == 1
 	})
 }
@@ -276,7 +276,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 	if r := cl.do(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`); !strings.Contains(string(r), "the client deleted the session") {
 		t.Errorf("request after Close: %s", r)
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 	for j, s := range streams {
 		if n := s.replyCount(); n != 1 {
 			t.Errorf("request %d got %d replies", j+1, n)
@@ -301,7 +301,7 @@ func TestCancelAndAbandon(t *testing.T) {
 	}
 	s2 := cl.send(`{"jsonrpc":"2.0","id":"c2","method":"tools/call","params":{"name":"a__slow","arguments":{"ms":3600000}}}`)
 	cl.conn.Abandon(s2)
-	waitFor(t, "both cancelled at the member", func() bool {
+	testkit.WaitFor(t, "both cancelled at the member", func() bool {
 		return cancelledAt(t, cl) == 2
 	})
 	if n := s2.replyCount(); n != 0 {
@@ -349,18 +349,6 @@ func cancelledAt(t *testing.T, cl *client) int {
 		t.Fatal(err)
 	}
 	return len(ids)
-}
-
-// waitFor polls cond until it holds, failing after a generous bound.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestEndpointCloseEndsSessions: closing the endpoint ends the sessions

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -95,25 +94,6 @@ func inflightAt(t *testing.T, cl *client, prefix string) []string {
 		names = append(names, c.Method+" "+p.Name)
 	}
 	return names
-}
-
-// settleGoroutines waits until the number of goroutines is at most
-// limit, and returns it (failing past the bound of every wait).
-func settleGoroutines(t *testing.T, limit int, what string) int {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= limit {
-			return n
-		}
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Fatalf("%s: %d goroutines, want at most %d\n%s", what, n, limit, buf)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // withStateless gives a member the stateless path the gateway gives it

@@ -24,8 +24,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// wait is the failure bound of every wait: generous, never a delay.
-const wait = 30 * time.Second
+// wait is the failure bound of every wait: generous, never a delay. A
+// 20,000-tool list under -race on a machine with every core busy took more
+// than 30 s.
+const wait = testkit.WaitTimeout
 
 // logBuffer collects log lines, for the tests that check what is logged.
 type logBuffer struct {

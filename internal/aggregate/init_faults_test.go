@@ -64,9 +64,9 @@ func TestFaultFirstStartWaitersEndWithSessions(t *testing.T) {
 		cl.send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	}
 	// Each session's initialize and its call to slow.
-	waitFor(t, "every session waiting for slow", func() bool { return e.Pending() == 2*sessions })
+	testkit.WaitFor(t, "every session waiting for slow", func() bool { return e.Pending() == 2*sessions })
 	for _, cl := range conns {
 		cl.conn.Close()
 	}
-	waitFor(t, "the waits ended with the sessions", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "the waits ended with the sessions", func() bool { return e.Pending() == 0 })
 }

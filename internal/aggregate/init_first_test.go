@@ -2,12 +2,9 @@ package aggregate
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +52,7 @@ const initializeBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{
 // download, as the gateway reports it through FirstStart).
 type firstStart struct {
 	Member
-	gate    string        // the FIFO the fake waits on at startup
+	gate    testkit.Gate  // the fake waits on it at startup
 	mark    string        // its processes' marker
 	entered chan struct{} // closed when a client's initialize reaches it
 }
@@ -64,11 +61,8 @@ type firstStart struct {
 // start gate until open.
 func gatedFirstStart(t *testing.T, name string) *firstStart {
 	t.Helper()
-	f := &firstStart{gate: filepath.Join(t.TempDir(), "download"), mark: marker(t, name), entered: make(chan struct{})}
-	if err := syscall.Mkfifo(f.gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f.Member = fakeMember(t, name, testkit.FakeOptions{StartGate: f.gate, Marker: f.mark})
+	f := &firstStart{gate: testkit.NewGate(t), mark: marker(t, name), entered: make(chan struct{})}
+	f.Member = fakeMember(t, name, testkit.FakeOptions{StartGate: f.gate.Path, Marker: f.mark})
 	f.FirstStart = f.Backend.(servers.Server).FirstStart // as the gateway sets it
 	var once sync.Once
 	f.Backend = &gateBackend{Backend: f.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
@@ -90,15 +84,10 @@ func (f *firstStart) waitEntered(t *testing.T) {
 	}
 }
 
-// open ends the download: opening the pipe waits for the fake to reach
-// it; closing it lets the fake go on.
+// open ends the download.
 func (f *firstStart) open(t *testing.T) {
 	t.Helper()
-	w, err := os.OpenFile(f.gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	f.gate.Open(t)
 }
 
 // openSession opens a session of e, not initialized yet.

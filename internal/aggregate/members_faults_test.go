@@ -68,7 +68,7 @@ func TestFaultServerRequestAcrossRenewal(t *testing.T) {
 			// tools/list, the sample), so it numbers its request alike.
 			tab, _ := e.table()
 			sess := cl.conn.(*clientSession)
-			waitFor(t, "b's new session", func() bool {
+			testkit.WaitFor(t, "b's new session", func() bool {
 				sess.mu.Lock()
 				defer sess.mu.Unlock()
 				mc := sess.members[1]
@@ -136,7 +136,7 @@ func TestFaultCriticalMemberReplacedDuringInitialize(t *testing.T) {
 	}
 	cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 	id := 0
-	waitFor(t, "the new b in the session", func() bool {
+	testkit.WaitFor(t, "the new b in the session", func() bool {
 		id++
 		return text(t, cl.callTool(id, "b__echo", `{"message":"new b"}`)) == "new b"
 	})
@@ -210,7 +210,7 @@ func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
 	cl.init = cl.result(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 	id := 0
-	waitFor(t, "the new b in the session", func() bool {
+	testkit.WaitFor(t, "the new b in the session", func() bool {
 		id++
 		return text(t, cl.callTool(id, "b__echo", `{"message":"new b"}`)) == "new b"
 	})
@@ -244,7 +244,7 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 	if reloads%2 == 1 {
 		last = m2
 	}
-	waitFor(t, "b's last session up", func() bool {
+	testkit.WaitFor(t, "b's last session up", func() bool {
 		return !strings.HasPrefix(text(t, kept.callTool(1, "b__pid", `{}`)), "error")
 	})
 	other := m2
@@ -254,7 +254,7 @@ func TestFaultRenewalStormLeaksNothing(t *testing.T) {
 	if left := testkit.WaitProcsGone(other, wait); len(left) > 0 {
 		t.Errorf("processes of the replaced b left: %v", left)
 	}
-	waitFor(t, "one process of the last b (the open session's)", func() bool {
+	testkit.WaitFor(t, "one process of the last b (the open session's)", func() bool {
 		return len(testkit.Procs(last)) == 1
 	})
 	if n := kept.conn.(*clientSession).memberCount(); n != 2 {
@@ -302,7 +302,7 @@ func TestFaultMemberAddedBringsCapabilities(t *testing.T) {
 	if err := e.SetMembers([]Member{a, b}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b's completions in the session", func() bool {
+	testkit.WaitFor(t, "b's completions in the session", func() bool {
 		r := cl.do(`{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"b__greet"},"argument":{"name":"x","value":""}}}`)
 		return strings.Contains(string(r), `"values":["greet"]`)
 	})
@@ -341,12 +341,12 @@ func TestFaultSupersededJoinsEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the joins of replaced entries to end", func() bool {
+	testkit.WaitFor(t, "the joins of replaced entries to end", func() bool {
 		return stuck[0].waiting.Load()+stuck[1].waiting.Load() <= 1
 	})
 	// The last one is the session's: it waits until the session ends.
 	cl.conn.Close()
-	waitFor(t, "the last join to end with the session", func() bool {
+	testkit.WaitFor(t, "the last join to end with the session", func() bool {
 		return stuck[0].waiting.Load()+stuck[1].waiting.Load() == 0
 	})
 }
@@ -401,7 +401,7 @@ func TestFaultSessionsOpenedDuringReloads(t *testing.T) {
 	}
 	// And they work: the last set is a, b, c.
 	for k, cl := range clients {
-		waitFor(t, "c in every session", func() bool {
+		testkit.WaitFor(t, "c in every session", func() bool {
 			return text(t, cl.callTool(100+k, "c__echo", `{"message":"end"}`)) == "end"
 		})
 	}

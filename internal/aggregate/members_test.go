@@ -119,7 +119,7 @@ func TestSetMembersRenew(t *testing.T) {
 	}
 	// Its new session joins in the background; list_changed says when.
 	cl.general.waitNotification(t, "notifications/tools/list_changed")
-	waitFor(t, "b's new session", func() bool {
+	testkit.WaitFor(t, "b's new session", func() bool {
 		return !strings.HasPrefix(text(t, cl.callTool(2, "b__pid", `{}`)), "error")
 	})
 	if pid2 := text(t, cl.callTool(3, "b__pid", `{}`)); pid2 == pid1 {
@@ -271,7 +271,7 @@ func TestSetMembersStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, cl := range clients {
-		waitFor(t, "c in every session", func() bool {
+		testkit.WaitFor(t, "c in every session", func() bool {
 			return text(t, cl.callTool(1000+i, "c__echo", `{"message":"end"}`)) == "end"
 		})
 	}

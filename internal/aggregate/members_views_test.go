@@ -182,7 +182,7 @@ func TestSetMembersSharedListsBounded(t *testing.T) {
 				continue
 			}
 			// b's lists are fetched (and shared) again once it is up.
-			waitFor(t, "b listed", func() bool { return slices.Contains(cl.onePage(), "b__echo") })
+			testkit.WaitFor(t, "b listed", func() bool { return slices.Contains(cl.onePage(), "b__echo") })
 			if got := e.sharedCount(); got > 2 {
 				t.Fatalf("round %d: %d members' shared lists kept, want at most 2 (a, b)", n, got)
 			}
@@ -271,13 +271,13 @@ func TestSetMembersListStorm(t *testing.T) {
 		}
 		// A few lists between two reloads, some while members join.
 		target := lists.Load() + sessions
-		waitFor(t, "lists between reloads", func() bool { return lists.Load() >= target })
+		testkit.WaitFor(t, "lists between reloads", func() bool { return lists.Load() >= target })
 	}
 	close(stop)
 	wg.Wait()
 	t.Logf("%d lists from %d sessions across %d reloads", lists.Load(), sessions, reloads)
 	for _, cl := range clients {
-		waitFor(t, "b listed", func() bool { return len(cl.onePage()) == 2*builtinTools })
+		testkit.WaitFor(t, "b listed", func() bool { return len(cl.onePage()) == 2*builtinTools })
 	}
 	if got := e.sharedCount(); got > 2 {
 		t.Errorf("%d members' shared lists kept, want at most 2 (a, b)", got)

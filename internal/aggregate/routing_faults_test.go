@@ -87,7 +87,7 @@ func TestFaultConcurrentSessionsNoCrossing(t *testing.T) {
 			t.Errorf("session %d: %d progress notifications on its general stream", s, n)
 		}
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 // serverAsk is a server request as the client got it.
@@ -458,7 +458,7 @@ func TestFaultCursorsForgedAndReplayed(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 // TestFaultServerRequestWithdrawn: a member withdraws its server request
@@ -480,7 +480,7 @@ func TestFaultServerRequestWithdrawn(t *testing.T) {
 	// The fake withdraws its request; it comes on the call's stream or
 	// the session's, with the id the client got.
 	want := `"requestId":` + ask.id
-	waitFor(t, "the withdrawal", func() bool {
+	testkit.WaitFor(t, "the withdrawal", func() bool {
 		return out.countSent(want) > 0 || cl.general.countSent(want) > 0
 	})
 	if n := out.countSent("notifications/cancelled") + cl.general.countSent("notifications/cancelled"); n != 1 {
@@ -493,5 +493,5 @@ func TestFaultServerRequestWithdrawn(t *testing.T) {
 	if got := text(t, out2.reply(t)); got != "second" {
 		t.Errorf("next call: %q", got)
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }

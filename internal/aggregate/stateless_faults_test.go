@@ -98,7 +98,7 @@ func TestFaultStatelessRacingClose(t *testing.T) {
 		if _, err := ep.OpenStateless(t.Context(), newStream(), "2026-07-28", nil); err == nil {
 			t.Errorf("OpenStateless after Close succeeded")
 		}
-		waitFor(t, "nothing pending", func() bool { return ep.Pending() == 0 })
+		testkit.WaitFor(t, "nothing pending", func() bool { return ep.Pending() == 0 })
 	}
 }
 
@@ -154,7 +154,7 @@ func TestFaultStatelessCriticalMemberDown(t *testing.T) {
 			}
 			sc.Close()
 		}
-		waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+		testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 	}
 }
 
@@ -210,8 +210,8 @@ func TestFaultThousandShortSessions(t *testing.T) {
 	for n := range 20 {
 		stateless(n)
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
-	g0 := settleGoroutines(t, runtime.NumGoroutine(), "warm")
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	g0 := testkit.SettleGoroutines(t, "warm", runtime.NumGoroutine(), nil)
 	h0 := heap()
 	for n := range 1000 {
 		one(n)
@@ -219,8 +219,8 @@ func TestFaultThousandShortSessions(t *testing.T) {
 			stateless(n)
 		}
 	}
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
-	g1 := settleGoroutines(t, g0+5, "after 1,000 sessions")
+	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	g1 := testkit.SettleGoroutines(t, "after 1,000 sessions", g0+5, nil)
 	h1 := heap()
 	t.Logf("goroutines %d -> %d, heap %d KiB -> %d KiB", g0, g1, h0>>10, h1>>10)
 	if h1 > h0+8<<20 {
@@ -268,7 +268,7 @@ func TestFaultStatelessMemberSessionProcessDown(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a's sessions' process seen down", func() bool { return !e.state(0).ready })
+	testkit.WaitFor(t, "a's sessions' process seen down", func() bool { return !e.state(0).ready })
 	if got := text(t, cl.callTool(3, "a__echo", `{"message":"x"}`)); !strings.Contains(got, `server "a" is not available`) {
 		t.Errorf("session: a__echo while its process is down: %q", got)
 	}

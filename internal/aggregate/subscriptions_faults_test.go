@@ -37,7 +37,7 @@ func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
 	}
 	tab, _ := e.table()
 	sess := cl.conn.(*clientSession)
-	waitFor(t, "b's new session", func() bool {
+	testkit.WaitFor(t, "b's new session", func() bool {
 		sess.mu.Lock()
 		defer sess.mu.Unlock()
 		mc := sess.members[1]
@@ -45,7 +45,7 @@ func TestFaultSubscriptionAcrossRenewal(t *testing.T) {
 	})
 	before := cl.general.countSent("notifications/resources/updated")
 	id := 100
-	waitFor(t, "resources/updated from the new b", func() bool {
+	testkit.WaitFor(t, "resources/updated from the new b", func() bool {
 		id++
 		if got := text(t, cl.callTool(id, "b__touch", `{"uri":"note://7"}`)); got != "touched" {
 			t.Fatalf("touch on the new b: %q", got)
@@ -110,7 +110,7 @@ func TestFaultPolicyTightenedStopsResourceUpdates(t *testing.T) {
 			t.Fatalf("touch %s: %q", uri, got)
 		}
 	}
-	waitFor(t, "the allowed resource's update", func() bool {
+	testkit.WaitFor(t, "the allowed resource's update", func() bool {
 		return cl.general.countSent(`"uri":"file:///open"`) > 0
 	})
 	if n := cl.general.countSent(`"uri":"note://7"`) - before; n > 0 {

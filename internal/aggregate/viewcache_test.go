@@ -59,7 +59,7 @@ func TestViewCacheBounded(t *testing.T) {
 	}
 	// Every caller is either building or waiting for the build once the
 	// entry exists; let them pile up, then release.
-	waitFor(t, "the build under way", func() bool { return builds.Load() == 1 })
+	testkit.WaitFor(t, "the build under way", func() bool { return builds.Load() == 1 })
 	close(release)
 	wg.Wait()
 	if n := builds.Load(); n != 1 {

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -47,24 +46,6 @@ func parseAudit(t *testing.T, s string) []auditEntry {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -82,27 +63,4 @@ func (c *testClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
-}
-
-func waitFor[T any](t *testing.T, c <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// waitForCond polls cond (generously) until it holds.
-func waitForCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // mountSmallFS mounts a 64 KiB tmpfs for the test, or skips: mounting
@@ -58,9 +60,9 @@ func TestAuditFullFilesystemRecovers(t *testing.T) {
 	}
 	defer f.Close()
 	filler := fill(t, dir)
-	au := NewWith(f, Options{Logger: testAuditLogger(&syncBuffer{}), Name: path})
+	au := NewWith(f, Options{Logger: testAuditLogger(&testkit.SyncBuffer{}), Name: path})
 	au.log(auditTestLine(0))
-	waitForCond(t, "the write to the full filesystem to fail", func() bool { return au.WriteStats().Errors > 0 })
+	testkit.WaitFor(t, "the write to the full filesystem to fail", func() bool { return au.WriteStats().Errors > 0 })
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // scriptedWriter hands each Write's bytes to the test (calls) and returns
@@ -19,7 +20,7 @@ import (
 type scriptedWriter struct {
 	calls   chan []byte
 	results chan writeResult
-	got     syncBuffer // the bytes each Write wrote (its first n)
+	got     testkit.SyncBuffer // the bytes each Write wrote (its first n)
 }
 
 // writeResult is one Write's outcome: n bytes written (-1: all), err.
@@ -49,7 +50,7 @@ func (w *scriptedWriter) Write(p []byte) (int, error) {
 // returns the bytes it was given.
 func (w *scriptedWriter) step(t *testing.T, r writeResult) string {
 	t.Helper()
-	b := waitFor(t, w.calls, "the audit writer's next write")
+	b := testkit.Receive(t, w.calls, "the audit writer's next write")
 	w.results <- r
 	return string(b)
 }
@@ -59,7 +60,7 @@ func auditTestLine(i int) []byte {
 }
 
 // testAuditLogger is a logger writing text lines to buf.
-func testAuditLogger(buf *syncBuffer) *slog.Logger {
+func testAuditLogger(buf *testkit.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -85,12 +86,12 @@ func countLines(s string, parts ...string) int {
 // errorEvery with the number held back, and the recovery once.
 func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 	w := newScriptedWriter()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	clock := newTestClock()
 	au := NewWith(w, Options{Logger: testAuditLogger(&logs), Name: "audit.jsonl", Now: clock.Now})
 	for i := range 4 {
 		au.log(auditTestLine(i))
-		got := waitFor(t, w.calls, "the audit writer's next write")
+		got := testkit.Receive(t, w.calls, "the audit writer's next write")
 		if i == 3 {
 			// The writer is past the third failure (it is in the fourth
 			// write): the fourth's log line comes after errorEvery.
@@ -140,9 +141,9 @@ func TestAuditRecoversAfterWriteErrors(t *testing.T) {
 // still one JSON object.
 func TestAuditPartialWriteKeepsLinesWhole(t *testing.T) {
 	w := newScriptedWriter()
-	au := NewWith(w, Options{Logger: testAuditLogger(&syncBuffer{}), Now: newTestClock().Now})
+	au := NewWith(w, Options{Logger: testAuditLogger(&testkit.SyncBuffer{}), Now: newTestClock().Now})
 	au.log(auditTestLine(0))
-	waitFor(t, w.calls, "the first write")
+	testkit.Receive(t, w.calls, "the first write")
 	// Queued while the writer is busy: the next batch holds both.
 	au.log(auditTestLine(1))
 	au.log(auditTestLine(2))
@@ -190,7 +191,7 @@ func TestAuditFullDevice(t *testing.T) {
 		t.Skipf("no /dev/full: %v", err)
 	}
 	defer f.Close()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	au := NewWith(f, Options{Logger: testAuditLogger(&logs), Name: "/dev/full"})
 	const n = 50
 	for i := range n {
@@ -211,7 +212,7 @@ type blockingWriter struct {
 	entered chan struct{}
 	once    sync.Once
 	release chan struct{}
-	buf     syncBuffer
+	buf     testkit.SyncBuffer
 }
 
 func (w *blockingWriter) Write(p []byte) (int, error) {
@@ -224,14 +225,17 @@ func TestAuditDropsWhenFull(t *testing.T) {
 	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	au := New(w, false)
 	au.log([]byte("{}\n"))
-	waitFor(t, w.entered, "the writer to be stalled")
-	start := time.Now()
-	for range Queue + 20 {
-		au.log([]byte("{}\n"))
-	}
-	if time.Since(start) > time.Second {
-		t.Errorf("logging to a stalled writer took %v", time.Since(start))
-	}
+	testkit.Receive(t, w.entered, "the writer to be stalled")
+	// The writer stays stalled until release: logging that waited for it
+	// would never return.
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		for range Queue + 20 {
+			au.log([]byte("{}\n"))
+		}
+	}()
+	testkit.Receive(t, logged, "logging to a stalled writer to return")
 	if d := au.Dropped(); d != 20 {
 		t.Errorf("dropped %d, want 20", d)
 	}

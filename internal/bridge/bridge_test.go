@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -123,16 +123,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(jsonrpc.Response(msg.Bytes(msg.ID), fmt.Appendf(nil, `{"method":%q}`, msg.MethodName())))
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelDebug) }
 
 // runBridge runs Run in a goroutine with a pipe as stdin; the returned
 // channel yields Run's result.
@@ -157,17 +148,6 @@ func runBridgeWith(t *testing.T, ctx context.Context, opts Options) (*io.PipeWri
 		inR.Close()
 	})
 	return inW, done
-}
-
-func waitDone(t *testing.T, done <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(waitTimeout):
-		t.Fatal("Run did not return")
-	}
-	return nil
 }
 
 func TestBridgeRoundTrip(t *testing.T) {
@@ -198,7 +178,7 @@ func TestBridgeRoundTrip(t *testing.T) {
 	io.WriteString(in, `{"jsonrpc":"2.0","id":10,"method":"last"}`)
 	in.Close()
 	out.wait(t, `"id":10`, `"method":"last"`)
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	u.mu.Lock()
@@ -222,7 +202,7 @@ func TestBridgeCancel(t *testing.T) {
 	io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n")
 	out.wait(t, `"id":1`)
 	cancel()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }
@@ -233,12 +213,7 @@ func TestBridgeCancel(t *testing.T) {
 // cleanly. Before, everything after a failed initialize went unanswered and
 // Run never returned.
 func TestBridgeUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t)
 	for _, transport := range []string{remote.TransportAuto, remote.TransportHTTP, remote.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
 			in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp", Transport: transport})
@@ -250,7 +225,7 @@ func TestBridgeUnreachable(t *testing.T) {
 			out.wait(t, `"id":2`)
 			io.WriteString(in, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
 			in.Close()
-			if err := waitDone(t, done); err != nil {
+			if err := testkit.Receive(t, done, "Run to return"); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			want := "remote http://" + addr + "/mcp unreachable: connection refused"
@@ -376,7 +351,7 @@ func TestBridgeDrainTimeout(t *testing.T) {
 		t.Fatal("the slow request never reached the server")
 	}
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if got := out.wait(t, `"id":3`); !strings.Contains(got, "stdin closed and no reply came within 200ms") {
@@ -414,7 +389,7 @@ func TestBridgeClientCancelled(t *testing.T) {
 		t.Fatal("the cancelled exchange was not aborted")
 	}
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, l := range out.lines() {
@@ -441,7 +416,7 @@ func TestBridgeStdoutNotRead(t *testing.T) {
 	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url, ConnectTimeout: 500 * time.Millisecond}, Stdout: w, DrainTimeout: 100 * time.Millisecond})
 	io.WriteString(in, initLine+`{"jsonrpc":"2.0","id":3,"method":"slow"}`+"\n")
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -48,7 +49,7 @@ func TestBridgeCompactsServerMessages(t *testing.T) {
 	out.wait(t, `"id":2,`)
 	out.wait(t, `"id":3,`)
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	lines := out.lines()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -120,7 +121,7 @@ func TestBridgeLegacyStreamLoss(t *testing.T) {
 	io.WriteString(in, `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`+"\n")
 	out.wait(t, `"id":6`, `"sid":2`)
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	for _, l := range out.lines() {

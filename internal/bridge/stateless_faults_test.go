@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -68,7 +69,7 @@ func TestAttackBridgeBrokenProbeNotAVerdict(t *testing.T) {
 	io.WriteString(in, modernRequest("2", "tools/call", `"name":"json","arguments":{}`))
 	got := out.wait(t, `"id":2,`)
 	in.Close()
-	waitDone(t, done)
+	testkit.Receive(t, done, "Run to return")
 	if strings.Contains(got, "-32022") {
 		t.Errorf("after one broken probe the remote is treated as session-era for good: %s", got)
 	}

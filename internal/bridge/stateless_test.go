@@ -1,11 +1,9 @@
 package bridge
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
 
@@ -127,18 +126,6 @@ func (u *modernUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// waitFor returns the next value on ch.
-func waitFor(t *testing.T, ch <-chan string, what string) string {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-	return ""
-}
-
 // answers counts the responses to id (raw JSON) among lines.
 func answers(lines []string, id string) []string {
 	var got []string
@@ -165,7 +152,7 @@ func TestStatelessModernRemote(t *testing.T) {
 
 	io.WriteString(in, modernRequest(`"d"`, "server/discover", ""))
 	io.WriteString(in, modernRequest(`"slow"`, "tools/call", `"name":"slow","arguments":{}`))
-	if got := waitFor(t, u.entered, "the slow call"); got != `"slow"` {
+	if got := testkit.Receive(t, u.entered, "the slow call"); got != `"slow"` {
 		t.Fatalf("held %s", got)
 	}
 	io.WriteString(in, modernRequest(`1`, "tools/call", `"name":"json","arguments":{}`))
@@ -175,18 +162,18 @@ func TestStatelessModernRemote(t *testing.T) {
 	out.wait(t, `"id":1,`, "from json")
 	out.wait(t, `"id":2,`, "from sse")
 	out.wait(t, "notifications/subscriptions/acknowledged", `subscriptionId":"L"`)
-	if got := waitFor(t, u.entered, "the listen"); got != `"L"` {
+	if got := testkit.Receive(t, u.entered, "the listen"); got != `"L"` {
 		t.Fatalf("held %s", got)
 	}
 
 	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}`+"\n")
 	io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"L"}}`+"\n")
-	left := map[string]bool{waitFor(t, u.left, "a cancelled POST to end"): true, waitFor(t, u.left, "a cancelled POST to end"): true}
+	left := map[string]bool{testkit.Receive(t, u.left, "a cancelled POST to end"): true, testkit.Receive(t, u.left, "a cancelled POST to end"): true}
 	if !left[`"slow"`] || !left[`"L"`] {
 		t.Errorf("ended POSTs %v", left)
 	}
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 
@@ -230,10 +217,10 @@ func TestStatelessDrain(t *testing.T) {
 	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url}, Stdout: out, DrainTimeout: 200 * time.Millisecond})
 	io.WriteString(in, modernRequest(`7`, "tools/call", `"name":"slow","arguments":{}`))
 	io.WriteString(in, modernRequest(`8`, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`))
-	waitFor(t, u.entered, "a held request")
-	waitFor(t, u.entered, "a held request")
+	testkit.Receive(t, u.entered, "a held request")
+	testkit.Receive(t, u.entered, "a held request")
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	lines := out.lines()
@@ -243,8 +230,8 @@ func TestStatelessDrain(t *testing.T) {
 			t.Errorf("replies to %s: %q", id, got)
 		}
 	}
-	waitFor(t, u.left, "a cut POST to end")
-	waitFor(t, u.left, "a cut POST to end")
+	testkit.Receive(t, u.left, "a cut POST to end")
+	testkit.Receive(t, u.left, "a cut POST to end")
 }
 
 // TestStatelessListenNotDrained: with only a listen open at stdin EOF, Run
@@ -254,9 +241,9 @@ func TestStatelessListenNotDrained(t *testing.T) {
 	out := newSink()
 	in, done := runBridgeWith(t, t.Context(), Options{Remote: remote.Config{URL: url}, Stdout: out, DrainTimeout: time.Hour})
 	io.WriteString(in, modernRequest(`"L"`, "subscriptions/listen", `"notifications":{"toolsListChanged":true}`))
-	waitFor(t, u.entered, "the listen")
+	testkit.Receive(t, u.entered, "the listen")
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if got := answers(out.lines(), `"L"`); len(got) != 1 || !strings.Contains(got[0], "the bridge is stopping") {
@@ -297,7 +284,7 @@ func TestStatelessSessionRemote(t *testing.T) {
 	out.wait(t, `"id":1,`, "protocolVersion")
 	out.wait(t, `"id":2,`, `"method":"tools/list"`)
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	u.mu.Lock()
@@ -317,17 +304,12 @@ func TestStatelessSessionRemote(t *testing.T) {
 // request gets an error naming the cause (the probe said nothing, so it is
 // not -32022).
 func TestStatelessUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t)
 	in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr + "/mcp"})
 	io.WriteString(in, modernRequest(`1`, "server/discover", ""))
 	io.WriteString(in, modernRequest(`2`, "tools/list", ""))
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	lines := out.lines()
@@ -348,14 +330,9 @@ func TestStatelessEverythingServer(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no everything-server: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "-http", addr)
-	cmd.Stderr = tWriter{t}
+	cmd.Stderr = testkit.LogWriter{T: t}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -363,20 +340,7 @@ func TestStatelessEverythingServer(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	// Wait until it listens: a dial that fails at once is retried.
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	for {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("everything-server never listened on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitListening(t, "everything-server", addr, nil)
 
 	in, out, done := runBridge(t, t.Context(), remote.Config{URL: "http://" + addr})
 	io.WriteString(in, modernRequest(`1`, "server/discover", ""))
@@ -389,7 +353,7 @@ func TestStatelessEverythingServer(t *testing.T) {
 		t.Errorf("tools/call answered %s", got)
 	}
 	in.Close()
-	if err := waitDone(t, done); err != nil {
+	if err := testkit.Receive(t, done, "Run to return"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 }

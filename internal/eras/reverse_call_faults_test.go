@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on how a reverse session's requests end: timeouts, Close,
@@ -129,7 +130,7 @@ func TestReverseCloseInFlight(t *testing.T) {
 				}
 				revWantError(t, replies[0], `"req-1"`, protocol.CodeServerError, want)
 				if stage == "round trip" {
-					revEventually(t, "the attempt abandoned and closed", a.done)
+					testkit.WaitFor(t, "the attempt abandoned and closed", a.done)
 					a.reply(`{"late":true}`)
 				} else {
 					revHandle(c, revResponse(asks[0].Bytes(asks[0].ID), `{"action":"accept"}`), nil)
@@ -192,7 +193,7 @@ func TestReverseCloseRacesRequests(t *testing.T) {
 		close(start)
 		wg.Wait()
 		for i, out := range outs {
-			revEventually(t, fmt.Sprintf("request %d answered", i), func() bool { return out.replyCount() > 0 })
+			testkit.WaitFor(t, fmt.Sprintf("request %d answered", i), func() bool { return out.replyCount() > 0 })
 		}
 		leaks()
 		for i, out := range outs {
@@ -233,10 +234,10 @@ func TestReverseAbandon(t *testing.T) {
 			}
 			c.Abandon(gone)
 			if stage == "round trip" {
-				revEventually(t, "the attempt abandoned and closed", a1.done)
+				testkit.WaitFor(t, "the attempt abandoned and closed", a1.done)
 			} else {
 				// Wait until the ask is given up, then answer it late.
-				revEventually(t, "the ask given up", func() bool {
+				testkit.WaitFor(t, "the ask given up", func() bool {
 					c.mu.Lock()
 					defer c.mu.Unlock()
 					return len(c.waiting) == 0
@@ -298,7 +299,7 @@ func TestReverseClientCancelled(t *testing.T) {
 				t.Fatalf("cancelled request: replies %q, want one nil", replies)
 			}
 			if stage == "round trip" {
-				revEventually(t, "the attempt abandoned and closed", a1.done)
+				testkit.WaitFor(t, "the attempt abandoned and closed", a1.done)
 				a1.reply(`{"late":true}`)
 			} else {
 				revHandle(c, revResponse(asks[0].Bytes(asks[0].ID), `{"role":"assistant"}`), nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -78,7 +79,7 @@ func (s *revServer) count() (attempts, listens int) {
 func (s *revServer) attempt(t *testing.T, n int) *revAttempt {
 	t.Helper()
 	var a *revAttempt
-	revEventually(t, fmt.Sprintf("attempt %d", n), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("attempt %d", n), func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if len(s.attempts) >= n {
@@ -93,7 +94,7 @@ func (s *revServer) attempt(t *testing.T, n int) *revAttempt {
 func (s *revServer) listen(t *testing.T, n int) *revAttempt {
 	t.Helper()
 	var a *revAttempt
-	revEventually(t, fmt.Sprintf("listen %d", n), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("listen %d", n), func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if len(s.listens) >= n {
@@ -266,14 +267,14 @@ func (r *revStream) asks() []jsonrpc.Message {
 // waitAsks waits for n gateway requests and returns them.
 func (r *revStream) waitAsks(t *testing.T, n int) []jsonrpc.Message {
 	t.Helper()
-	revEventually(t, fmt.Sprintf("%d asks", n), func() bool { return len(r.asks()) >= n })
+	testkit.WaitFor(t, fmt.Sprintf("%d asks", n), func() bool { return len(r.asks()) >= n })
 	return r.asks()
 }
 
 // reply waits for the first reply.
 func (r *revStream) reply(t *testing.T) string {
 	t.Helper()
-	revEventually(t, "a reply", func() bool { _, replies := r.got(); return len(replies) > 0 })
+	testkit.WaitFor(t, "a reply", func() bool { _, replies := r.got(); return len(replies) > 0 })
 	_, replies := r.got()
 	return replies[0]
 }
@@ -281,18 +282,6 @@ func (r *revStream) reply(t *testing.T) string {
 func (r *revStream) replyCount() int { _, replies := r.got(); return len(replies) }
 
 // --- helpers ----------------------------------------------------------------
-
-// revEventually waits for cond, failing after a deadline.
-func revEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // revLeaks returns a check that no goroutine started since is left.
 func revLeaks(t *testing.T) func() {

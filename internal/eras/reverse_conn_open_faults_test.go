@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on the reverse bridge's opening and initialize: open and
@@ -80,7 +81,7 @@ func TestReverseOpenAndInitFail(t *testing.T) {
 		srv.mu.Unlock()
 		out := &revStream{}
 		revHandle(c, revCall("3", 1), out)
-		revEventually(t, "open called", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.opened == 2 })
+		testkit.WaitFor(t, "open called", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.opened == 2 })
 		c.CloseWith("bye")
 		if _, replies := out.got(); len(replies) != 1 {
 			t.Fatalf("%d replies when CloseWith returned", len(replies))
@@ -113,7 +114,7 @@ func TestReverseCloseDuringInitialize(t *testing.T) {
 		defer close(returned)
 		revHandle(c, revInitialize, out)
 	}()
-	revEventually(t, "ServerInit called", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.inits == 1 })
+	testkit.WaitFor(t, "ServerInit called", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.inits == 1 })
 	// A client may not cancel its initialize: this ends nothing.
 	revHandle(c, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":0}}`, nil)
 	if n := out.replyCount(); n != 0 {

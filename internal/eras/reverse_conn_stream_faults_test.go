@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on what a reverse session's streams carry: ids byte for byte,
@@ -53,7 +54,7 @@ func TestReverseIDsByteForByte(t *testing.T) {
 			revHandle(c, revCall(id, i), outs[i])
 		}
 		if mode == "closed" {
-			revEventually(t, "all attempts", func() bool { n, _ := srv.count(); return n == len(ids) })
+			testkit.WaitFor(t, "all attempts", func() bool { n, _ := srv.count(); return n == len(ids) })
 			c.Close()
 		}
 		for i, id := range ids {
@@ -237,13 +238,13 @@ func TestReverseSubscribeRenewsListen(t *testing.T) {
 	l1.out.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}`))
 	l1.out.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
 	l1.out.Send([]byte(`{"jsonrpc":"2.0","id":5,"method":"roots/list"}`)) // not a notification
-	revEventually(t, "list_changed forwarded", func() bool { s, _ := general.got(); return len(s) == 1 })
+	testkit.WaitFor(t, "list_changed forwarded", func() bool { s, _ := general.got(); return len(s) == 1 })
 
 	local(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`)
 	if l1.ctx.Err() == nil {
 		t.Error("the old listen's context is not ended at once")
 	}
-	revEventually(t, "listen 1 abandoned and closed", l1.done)
+	testkit.WaitFor(t, "listen 1 abandoned and closed", l1.done)
 	l2 := srv.listen(t, 2)
 	if got := filter(l2); got != `{"toolsListChanged":true,"resourceSubscriptions":["file:///a","file:///early"]}` {
 		t.Errorf("listen 2 filter %s", got)
@@ -255,7 +256,7 @@ func TestReverseSubscribeRenewsListen(t *testing.T) {
 	}
 	local(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{}}`, string(jsonrpc.ErrorResponse([]byte("3"), protocol.CodeInvalidParams, "mcpgate: resources/subscribe needs params.uri, a string")))
 	local(`{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"file:///a"}}`, `{"jsonrpc":"2.0","id":4,"result":{}}`)
-	revEventually(t, "listen 2 abandoned", l2.done)
+	testkit.WaitFor(t, "listen 2 abandoned", l2.done)
 	l3 := srv.listen(t, 3)
 	if got := filter(l3); got != `{"toolsListChanged":true,"resourceSubscriptions":["file:///early"]}` {
 		t.Errorf("listen 3 filter %s", got)
@@ -275,7 +276,7 @@ func TestReverseSubscribeRenewsListen(t *testing.T) {
 		t.Error("the renewed listen does not have a connection of its own")
 	}
 	c.Close()
-	revEventually(t, "the listen abandoned by Close", l4.done)
+	testkit.WaitFor(t, "the listen abandoned by Close", l4.done)
 	leaks()
 	sends, replies := general.got()
 	want := []string{`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`, `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///early"}}`}
@@ -387,7 +388,7 @@ func TestReverseSameIDConcurrent(t *testing.T) {
 	for i := range n {
 		check(own[i].reply(t), i)
 	}
-	revEventually(t, "the shared stream's replies", func() bool { return shared.replyCount() == n })
+	testkit.WaitFor(t, "the shared stream's replies", func() bool { return shared.replyCount() == n })
 	leaks()
 	_, replies := shared.got()
 	seen := map[int]bool{}
@@ -443,8 +444,8 @@ func TestReverseListenOpenRacesClose(t *testing.T) {
 	if _, replies := out.got(); len(replies) != 1 {
 		t.Fatalf("subscribe: %q", replies)
 	}
-	revEventually(t, "the new listen's open", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.opened == 3 })
-	revEventually(t, "the old listen abandoned", l1.done)
+	testkit.WaitFor(t, "the new listen's open", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.opened == 3 })
+	testkit.WaitFor(t, "the old listen abandoned", l1.done)
 	c.Close()
 	close(gate)
 	leaks()
@@ -492,7 +493,7 @@ func TestReverseEndRacesFinalReply(t *testing.T) {
 					wg.Wait()
 				}
 				if end != "abandon" {
-					revEventually(t, "an answer", func() bool { return out.replyCount() > 0 })
+					testkit.WaitFor(t, "an answer", func() bool { return out.replyCount() > 0 })
 				}
 				c.Close()
 				leaks()

@@ -50,13 +50,13 @@ func TestFault3_PrettyPrintedBodies(t *testing.T) {
 			req := c.request(http.MethodPost, callBody("9", "slow", map[string]int{"ms": 60000}, "")).WithContext(ctx)
 			_, _ = c.do(req, nil) // a cancelled request gets no answer; cancel ends the wait
 		}()
-		waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
+		testkit.WaitFor(t, "the slow call to reach the server", func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 		r, err := c.post("{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"notifications/cancelled\",\n  \"params\": {\"requestId\": 9, \"reason\": \"pretty\"}\n}\n")
 		if err != nil || r.Status != http.StatusAccepted {
 			t.Fatalf("pretty-printed notification: %v %+v", err, r)
 		}
 		// The server's record of cancellations shows whether it arrived.
-		waitFor(t, "the cancellation to reach the server", 10*time.Second, func() bool {
+		testkit.WaitFor(t, "the cancellation to reach the server", func() bool {
 			r, err := c.post(callBody("10", "cancelled", map[string]any{}, ""))
 			if err != nil {
 				return false
@@ -101,7 +101,7 @@ func slowCallInFlight(t *testing.T, c *client, journal string) <-chan error {
 		}
 		res <- err
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
+	testkit.WaitFor(t, "the slow call to reach the server", func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	return res
 }
 
@@ -206,7 +206,7 @@ func TestFault4_ProgressFloodKeepsFinalReply(t *testing.T) {
 		lastID = ev.ID
 	}
 	resp.Body.Close() // vanish
-	waitFor(t, "the flood to be written", 20*time.Second, func() bool { return len(testkit.JournalLines(journal, "replied flood")) > 0 })
+	testkit.WaitFor(t, "the flood to be written", func() bool { return len(testkit.JournalLines(journal, "replied flood")) > 0 })
 
 	req := c.request(http.MethodGet, "")
 	req.Header.Set("Accept", "text/event-stream")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file is a small Streamable HTTP client that returns errors instead of
@@ -42,16 +43,7 @@ type reply struct {
 }
 
 // rpc is the parts of a message scenarios look at.
-type rpc struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+type rpc = testkit.RPC
 
 func (c *client) request(method, body string) *http.Request {
 	req, _ := http.NewRequest(method, c.url, strings.NewReader(body))
@@ -261,24 +253,27 @@ func (l *latencies) probe(c *client, n int, stop <-chan struct{}) {
 	}
 }
 
-func (l *latencies) p99() time.Duration {
+// slowest returns the longest round trip.
+func (l *latencies) slowest() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.d) == 0 {
 		return 0
 	}
-	s := slices.Clone(l.d)
-	slices.Sort(s)
-	return s[(len(s)*99+99)/100-1]
+	return slices.Max(l.d)
 }
 
-// healthyDuring runs the probe on c while fault runs, and checks that the
-// healthy server's p99 stayed within 2x its p99 before, plus healthySlack,
-// and that every probe call succeeded.
+// healthyDuring runs the probe on c while fault runs, and checks that every
+// probe call succeeded and that none took as long as requestTimeout: a call
+// held behind the faulty server (a shared lock, a full queue, a blocked
+// reader) waits for that server's timeout, which only a blocked path
+// reaches. How fast the healthy calls are is not checked: the fault and the
+// -race binaries share the machine's cores, and a busy machine slows every
+// call without blocking any.
 func healthyDuring(t *testing.T, c *client, fault func()) {
 	t.Helper()
 	var before latencies
-	before.probe(c, 100, nil)
+	before.probe(c, minDuring, nil)
 	if len(before.err) > 0 {
 		t.Fatalf("healthy server before the fault: %v", before.err[0])
 	}
@@ -300,23 +295,16 @@ func healthyDuring(t *testing.T, c *client, fault func()) {
 			t.Errorf("healthy server during the fault: %v", err)
 		}
 	}
-	pb, pd := before.p99(), during.p99()
-	t.Logf("healthy server echo p99: %v before, %v during (%d calls)", pb, pd, n)
+	slowest := during.slowest()
+	t.Logf("healthy server echo: slowest %v before, %v during (%d calls)", before.slowest(), slowest, n)
 	if n < minDuring {
 		t.Errorf("only %d healthy calls completed during the fault", n)
 	}
-	if limit := 2*pb + healthySlack; pd > limit {
-		t.Errorf("healthy server p99 during the fault %v > 2 x %v + %v", pd, pb, healthySlack)
+	if slowest >= requestTimeout {
+		t.Errorf("a healthy call took %v during the fault, as long as the request timeout %v: it waited on the faulty server", slowest, requestTimeout)
 	}
 }
 
-// minDuring is how many probe calls of the healthy server make its p99
-// during a fault meaningful.
+// minDuring is how many probe calls of the healthy server run during a
+// fault at least (and before it).
 const minDuring = 5
-
-// healthySlack is the absolute slack of the healthy server's p99. Some
-// faults cost CPU by nature (a 50 MB line is read and parsed under the race
-// detector on the same two cores), which slows every process a little; what
-// the check is for is a server being blocked by another one, which costs
-// seconds (a timeout, a full queue), far above this.
-const healthySlack = 200 * time.Millisecond

@@ -199,10 +199,18 @@ func TestFault5_AbandonedBigReplies(t *testing.T) {
 			resp.Body.Close() // vanish
 		}
 	}
-	waitFor(t, "every big reply to be written", 3*time.Minute, // 288 MiB through -race on a busy machine
-		func() bool {
-			return len(testkit.JournalLines(journal, "replied big")) >= sessions*calls
+	// 288 MiB through -race on a busy machine takes minutes: what fails is
+	// no further reply written for testkit.WaitTimeout, not the total.
+	for written := 0; written < sessions*calls; {
+		testkit.WaitFor(t, fmt.Sprintf("a big reply after %d of %d", written, sessions*calls), func() bool {
+			n := len(testkit.JournalLines(journal, "replied big"))
+			if n > written {
+				written = n
+				return true
+			}
+			return false
 		})
+	}
 	// The server writes replies in order: once an echo written after them
 	// comes back, the gateway has read every big reply.
 	for _, c := range clients {
@@ -297,7 +305,7 @@ func TestFault5_VanishedLegacyClients(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	m := marker(t, "legacy")
 	s := chaosServer("legacy", testkit.ChaosOptions{Marker: m, Journal: journal})
-	s.Timeout = time.Minute // only the end of the sessions may cancel the calls
+	s.Timeout = 10 * time.Minute // beyond testkit.WaitTimeout: only the end of the sessions may cancel the calls
 	g := startGateway(t, newConfig(s))
 	const n = 10
 	for i := range n {
@@ -331,10 +339,10 @@ func TestFault5_VanishedLegacyClients(t *testing.T) {
 		}
 		resp.Body.Close() // vanish
 	}
-	waitFor(t, "the calls to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) >= n })
+	testkit.WaitFor(t, "the calls to reach the server", func() bool { return len(testkit.JournalLines(journal, "called slow")) >= n })
 	c := g.client("legacy")
 	c.connect(t)
-	waitFor(t, "the vanished clients' calls to be cancelled upstream", 15*time.Second, func() bool {
+	testkit.WaitFor(t, "the vanished clients' calls to be cancelled upstream", func() bool {
 		r, err := c.post(callBody("2", "cancelled", map[string]any{}, ""))
 		if err != nil {
 			return false

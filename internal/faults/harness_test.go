@@ -43,6 +43,11 @@ func TestMain(m *testing.M) {
 // a busy machine.
 const stopBound = 4*time.Second + 4*time.Second
 
+// requestTimeout is every server's request (and initialize) timeout. A
+// call held behind a faulty server waits for it: no healthy call may take as
+// long (healthyDuring).
+const requestTimeout = 5 * time.Second
+
 // testGateway is one gateway serving for one scenario.
 type testGateway struct {
 	t    *testing.T
@@ -83,8 +88,8 @@ func serverEntry(name, cmd string, args, env []string) *config.Server {
 		k, v, _ := strings.Cut(kv, "=")
 		s.Env[k] = v
 	}
-	s.Timeout = 5 * time.Second
-	s.InitTimeout = 5 * time.Second
+	s.Timeout = requestTimeout
+	s.InitTimeout = requestTimeout
 	return s
 }
 
@@ -272,16 +277,4 @@ func liveHeap() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
-}
-
-// waitFor polls cond until it holds or timeout passes, failing then.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

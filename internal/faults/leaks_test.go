@@ -83,12 +83,12 @@ func TestFault8_BackgroundLogStaysInItsSession(t *testing.T) {
 		}
 		bDone <- r
 	}()
-	waitFor(t, "B's call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
+	testkit.WaitFor(t, "B's call to reach the server", func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	r, err := a.post(callBody("6", "bglog", map[string]any{"message": secret, "ms": 200}, ""))
 	if err := answeredOnce(r, err, "6"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the background log", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "background-log")) > 0 })
+	testkit.WaitFor(t, "the background log", func() bool { return len(testkit.JournalLines(journal, "background-log")) > 0 })
 	// Written after the log line, so once it is back the log was routed.
 	if _, err := c.echo(7, "order"); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestFault9_StderrFloodBounded(t *testing.T) {
 	healthy.connect(t)
 	var rate float64
 	healthyDuring(t, healthy, func() {
-		waitFor(t, "stderr to be logged", 10*time.Second, func() bool { return g.logs.bytes.Load() > 64<<10 })
+		testkit.WaitFor(t, "stderr to be logged", func() bool { return g.logs.bytes.Load() > 64<<10 })
 		b0, t0 := g.logs.bytes.Load(), time.Now()
 		time.Sleep(2 * time.Second) // the measurement window
 		rate = float64(g.logs.bytes.Load()-b0) / time.Since(t0).Seconds()

@@ -54,7 +54,7 @@ func TestFault4_StatelessInFlightAtShutdown(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		res <- string(b)
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
+	testkit.WaitFor(t, "the slow call to reach the server", func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	g.stop()
 	select {
 	case body := <-res:
@@ -84,11 +84,11 @@ func TestFault5_VanishedStatelessClient(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, "the slow call to reach the server", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
+	testkit.WaitFor(t, "the slow call to reach the server", func() bool { return len(testkit.JournalLines(journal, "called slow")) > 0 })
 	vanish()
 	<-done
 	// The slow tool ends only when cancelled (600 s otherwise).
-	waitFor(t, "the vanished client's call to end upstream", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "replied slow")) > 0 })
+	testkit.WaitFor(t, "the vanished client's call to end upstream", func() bool { return len(testkit.JournalLines(journal, "replied slow")) > 0 })
 
 	ctx2, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

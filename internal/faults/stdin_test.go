@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	flooder := g.client("stuck")
 	flooder.version = "2025-03-26"
 	flooder.connect(t)
-	waitFor(t, "the stuck server to stop reading", 10*time.Second, func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
+	testkit.WaitFor(t, "the stuck server to stop reading", func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
 
 	// More than the 1,024-slot queue plus the pipe: a shared server's pipe
 	// holds 1 MiB (backend's sharedPipeBytes), so 1,200 messages of about
@@ -111,7 +112,9 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 		time.Sleep(cfg.Gateway.SessionIdleTimeout + 10*cfg.Gateway.SessionSweepInterval + time.Second)
 		t2 := time.Now()
 		r, err := idle.post(callBody("1", "echo", map[string]string{"message": "late"}, ""))
-		if d := time.Since(t2); d > time.Second {
+		// Held behind the stuck server, it would wait for that server's
+		// request timeout.
+		if d := time.Since(t2); d >= stuck.Timeout {
 			t.Errorf("request on an expired session took %v", d)
 		}
 		if err != nil || r.Status != http.StatusNotFound {
@@ -123,17 +126,27 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	// Shutdown with a full queue in front of a server that neither reads
 	// nor obeys SIGTERM: the batch still gets its answers, and shutdown
 	// ends within its bound.
-	waitFor(t, "the restarted stuck server to stop reading", 15*time.Second, func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 1 })
+	testkit.WaitFor(t, "the restarted stuck server to stop reading", func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 1 })
 	late := g.client("stuck")
 	late.version = "2025-03-26"
 	late.connect(t)
 	answered := make(chan struct{})
+	// Shutdown starts once the whole batch is written to the gateway's
+	// connection: a fixed 500 ms sleep was too short on a busy machine, and
+	// shutdown then refused the connection. Whether the batch is still in
+	// the queue or being answered, it must get its answers.
+	wrote := make(chan struct{})
+	var wroteOnce sync.Once
+	req := late.request(http.MethodPost, batchOfEchoes(10001, n, pad))
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wroteOnce.Do(func() { close(wrote) }) },
+	}))
 	go func() {
 		defer close(answered)
-		r, err := late.post(batchOfEchoes(10001, n, pad))
+		r, err := late.do(req, nil)
 		checkBatchAnswered(t, "batch in flight at shutdown", r, err, 10001, n)
 	}()
-	time.Sleep(500 * time.Millisecond) // let the batch reach the queue; shutdown must cope either way
+	testkit.Receive(t, wrote, "the batch to be written to the gateway")
 	t.Logf("shutdown took %v", g.stop())
 	select {
 	case <-answered:
@@ -146,13 +159,17 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 // TestFault1_PingBurstDeadlock: a single-threaded server sends 20,000 pings
 // right after initialize without reading stdin. The gateway must keep
 // reading its stdout while the answers wait, so both pipes never deadlock:
-// the burst completes and a call afterwards is answered.
+// the burst completes and a call afterwards is answered. Another server is
+// not held behind the burst: the server pauses halfway (10,000 pings out,
+// their answers piled up in front of a stdin it does not read), and calls to
+// the healthy server are answered before it goes on.
 func TestFault1_PingBurstDeadlock(t *testing.T) {
 	base := takeBaseline()
 	journal := filepath.Join(t.TempDir(), "journal")
+	gate := testkit.NewGate(t)
 	mBurst, mOK := marker(t, "burst"), marker(t, "ok")
 	cfg := newConfig(
-		chaosServer("burst", testkit.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000}),
+		chaosServer("burst", testkit.ChaosOptions{Marker: mBurst, Journal: journal, PingBurst: 20000, PingBurstGate: gate.Path}),
 		fakeServer("ok", testkit.FakeOptions{Marker: mOK}),
 	)
 	g := startGateway(t, cfg)
@@ -165,7 +182,20 @@ func TestFault1_PingBurstDeadlock(t *testing.T) {
 			t.Errorf("session on the bursting server: %v", err)
 			return
 		}
-		waitFor(t, "the ping burst to be read by the gateway", 20*time.Second, func() bool {
+		testkit.WaitFor(t, "the ping burst to pause halfway", func() bool {
+			return len(testkit.JournalLines(journal, "burst-paused")) > 0
+		})
+		for i := range minDuring {
+			// Ids apart from the probe's, which runs on the same session.
+			if _, err := healthy.echo(1_000_000+i, "in the middle of the burst"); err != nil {
+				t.Errorf("healthy server in the middle of the ping burst: %v", err)
+			}
+		}
+		if n := len(testkit.JournalLines(journal, "burst-done")); n != 0 {
+			t.Errorf("the burst went on past its gate")
+		}
+		gate.Open(t)
+		testkit.WaitFor(t, "the ping burst to be read by the gateway", func() bool {
 			return len(testkit.JournalLines(journal, "burst-done")) > 0
 		})
 		if _, err := c.echo(1, "after the burst"); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // keyAuth is fakeAuth with one more API key, "carol-key", valid but not
@@ -42,7 +43,7 @@ func findLine(t *testing.T, lines []auditEntry, outcome string, status int) audi
 // request instead, the refused key when known) and by the limits (429
 // rate_limited, 503 overloaded, with the request's method and id).
 func TestAuditRefusals(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	au := audit.New(&buf, false)
 	clock := newTestClock()
 	b := newFakeBackend()
@@ -79,7 +80,7 @@ func TestAuditRefusals(t *testing.T) {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
 	}
 	alice = append(alice, "Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version", "2025-06-18")
-	conn := waitFor(t, b.conns, "the session's conn")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
 	// alice's token is spent: 429.
 	if resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"r","method":"tools/list"}`, alice...); resp.StatusCode != 429 {
 		t.Fatalf("over the rate: %d %s", resp.StatusCode, body)
@@ -91,12 +92,12 @@ func TestAuditRefusals(t *testing.T) {
 		resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"h","method":"hold"}`, alice...)
 		held <- resp.StatusCode
 	}()
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	if resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"o","method":"initialize","params":{}}`, "Authorization", "Bearer bob"); resp.StatusCode != 503 {
 		t.Fatalf("over the global cap: %d %s", resp.StatusCode, body)
 	}
 	conn.release()
-	if status := waitFor(t, held, "the held reply"); status != http.StatusOK {
+	if status := testkit.Receive(t, held, "the held reply"); status != http.StatusOK {
 		t.Fatalf("held request: %d", status)
 	}
 	au.Close()
@@ -135,16 +136,16 @@ func TestAuditRefusals(t *testing.T) {
 // rate_limited; a POST refused before its messages are read gets one
 // line without method, as on /mcp.
 func TestAuditLegacyLines(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	clock := newTestClock()
 	au := audit.NewWith(&buf, audit.Options{Arguments: true, Now: clock.Now})
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{Auth: newFakeAuth(), Audit: au, Limits: &limits.Config{ToolsPerSecond: 1, Now: clock.Now}})
 	c := openLegacy(t, srv, "Authorization", "Bearer alice-key")
-	conn := waitFor(t, b.conns, "the session's conn")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
 
 	c.accepted(`{"jsonrpc":"2.0","id":"h","method":"hold"}`)
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	clock.advance(3 * time.Second)
 	call := `{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`
 	for _, body := range []string{

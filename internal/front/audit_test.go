@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 type auditEntry struct {
@@ -47,7 +48,7 @@ func parseAudit(t *testing.T, s string) []auditEntry {
 
 func TestAuditLines(t *testing.T) {
 	for _, withArgs := range []bool{true, false} {
-		var buf syncBuffer
+		var buf testkit.SyncBuffer
 		au := audit.New(&buf, withArgs)
 		clock := newTestClock()
 		_, srv := testServer(t, newFakeBackend(), Config{Auth: newFakeAuth(), Audit: au, Limits: &limits.Config{ToolsPerSecond: 1, Now: clock.Now}})

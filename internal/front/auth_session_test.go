@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Credentials of the test principals (fakeAuth).
@@ -119,7 +120,7 @@ func openLegacyAs(t *testing.T, srv *httptest.Server, path string, hdr ...string
 			}
 		}
 	}()
-	return waitFor(t, data, "the endpoint event"), data
+	return testkit.Receive(t, data, "the endpoint event"), data
 }
 
 // A legacy session is its principal's: another's POSTs to its /messages
@@ -153,7 +154,7 @@ func TestLegacySessionBoundToPrincipal(t *testing.T) {
 	if resp, body := do(t, srv, http.MethodPost, endpoint, ping, asAlice...); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("alice's POST: %d %s", resp.StatusCode, body)
 	}
-	if got := waitFor(t, events, "alice's reply"); !strings.Contains(got, `"id":3`) {
+	if got := testkit.Receive(t, events, "alice's reply"); !strings.Contains(got, `"id":3`) {
 		t.Errorf("alice's stream got %s", got)
 	}
 }
@@ -178,7 +179,7 @@ func TestPrincipalInContext(t *testing.T) {
 	}
 	endpoint, events := openLegacyAs(t, srv, "/servers/x/sse", asBob...)
 	do(t, srv, http.MethodPost, endpoint, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, asBob...)
-	waitFor(t, events, "the legacy reply")
+	testkit.Receive(t, events, "the legacy reply")
 	want := []string{
 		"open=token:alice", "handle initialize=token:alice", "handle tools/list=token:alice",
 		"openStateless=key:alice", "handle tools/list=key:alice",

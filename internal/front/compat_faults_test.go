@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Faults of compat.go's rules, found by attacking them.
@@ -23,7 +24,7 @@ import (
 // POST whose every message was dropped used to log one line with no method
 // and outcome "ok", and the Observer counted it as a request answered.)
 func TestDroppedRequestsLeaveNoAuditLine(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	au := audit.New(&buf, false)
 	rec := &recorder{}
 	h, srv := testServer(t, newFakeBackend(), Config{Audit: au, Observer: rec})
@@ -41,7 +42,7 @@ func TestDroppedRequestsLeaveNoAuditLine(t *testing.T) {
 	if resp, body := do(t, srv, http.MethodPost, l.endpoint, `{"jsonrpc":"2.0","id":"after","method":"ping"}`); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("legacy ping: %d %s", resp.StatusCode, body)
 	}
-	if got := waitFor(t, l.data, "the ping's reply"); got != `{"jsonrpc":"2.0","id":"after","result":{}}` {
+	if got := testkit.Receive(t, l.data, "the ping's reply"); got != `{"jsonrpc":"2.0","id":"after","result":{}}` {
 		t.Fatalf("legacy reply %s", got)
 	}
 	au.Close()

@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A client quirk is counted every time and logged once per kind and client
 // (User-Agent); past maxLoggedClients clients, once more to say so, then
 // counted only.
 func TestVersionQuirkLoggedOncePerClient(t *testing.T) {
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	h := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	t.Cleanup(h.Close)
 	from := func(ua string) *http.Request {

@@ -259,14 +259,3 @@ func postAsync(t *testing.T, srv *httptest.Server, sid, version, body string) <-
 	}()
 	return out
 }
-
-func waitFor[T any](t *testing.T, c <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}

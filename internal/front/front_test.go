@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A Host not allowed gets 403 naming it, before anything else is checked
@@ -173,13 +174,13 @@ func TestBodyDeadlineDoesNotCutReplies(t *testing.T) {
 	b.version = "2025-11-25"
 	_, srv := testServer(t, b, Config{BodyReadTimeout: 50 * time.Millisecond})
 	sid := initSession(t, srv)
-	conn := waitFor(t, b.conns, "open")
+	conn := testkit.Receive(t, b.conns, "open")
 	got := postAsync(t, srv, sid, "2025-11-25", holdReq)
-	waitFor(t, conn.held, "the request")
+	testkit.Receive(t, conn.held, "the request")
 	// Outlive the read deadline several times over before the reply.
 	<-time.After(300 * time.Millisecond)
 	conn.release()
-	if reply := waitFor(t, got, "the reply"); !strings.Contains(reply, `"released":true`) {
+	if reply := testkit.Receive(t, got, "the reply"); !strings.Contains(reply, `"released":true`) {
 		t.Fatalf("reply: %s", reply)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // legacyClient is a 2024-11-05 HTTP+SSE client: one GET stream, on which
@@ -151,8 +152,8 @@ func TestLegacyInFlightUntilReply(t *testing.T) {
 	_, srv := testServer(t, b, Config{Limits: &limits.Config{MaxInFlightTotal: 1}})
 	c := openLegacy(t, srv)
 	c.accepted(`{"jsonrpc":"2.0","id":1,"method":"hold"}`)
-	conn := waitFor(t, b.conns, "the session's conn")
-	waitFor(t, conn.held, "the held request")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
+	testkit.Receive(t, conn.held, "the held request")
 
 	// The held legacy request fills the cap: a /mcp POST is refused...
 	sid := initSessionOrRefused(t, srv)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A legacy client that vanished (or stopped reading its stream) while it
@@ -21,7 +23,9 @@ import (
 func TestLegacyUnreadRepliesBounded(t *testing.T) {
 	b := newFakeBackend()
 	const bound = 4096
-	h, srv := testServer(t, b, Config{ReplayBytes: bound, LegacyGrace: time.Minute})
+	// A grace far beyond testkit.WaitTimeout: the stream is let go because
+	// the client left, not because the grace ran out.
+	h, srv := testServer(t, b, Config{ReplayBytes: bound, LegacyGrace: 10 * time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/servers/x/sse", nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -44,7 +48,7 @@ func TestLegacyUnreadRepliesBounded(t *testing.T) {
 	if s == nil {
 		t.Fatalf("no session %q", sid)
 	}
-	waitForCond(t, "the stream to be let go", func() bool { return !s.General().Attached() })
+	testkit.WaitFor(t, "the stream to be let go", func() bool { return !s.General().Attached() })
 
 	refused := 0
 	for i := range 200 {
@@ -65,17 +69,5 @@ func TestLegacyUnreadRepliesBounded(t *testing.T) {
 	// the messages are handled.
 	if n := s.General().Bytes(); refused == 0 || n > 2*bound {
 		t.Fatalf("%d of 200 POSTs refused; the stream keeps %d bytes (bound %d)", refused, n, bound)
-	}
-}
-
-// waitForCond polls cond (generously) until it holds.
-func waitForCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

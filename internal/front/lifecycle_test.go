@@ -2,16 +2,16 @@ package front
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 const holdReq = `{"jsonrpc":"2.0","id":7,"method":"hold"}`
@@ -36,13 +36,13 @@ func TestDeleteAnswersRequestInFlight(t *testing.T) {
 			b.version, b.silentClose = tc.version, tc.silent
 			_, srv := testServer(t, b, Config{})
 			sid := initSession(t, srv)
-			conn := waitFor(t, b.conns, "open")
+			conn := testkit.Receive(t, b.conns, "open")
 			got := postAsync(t, srv, sid, tc.version, holdReq)
-			waitFor(t, conn.held, "the request to reach the server")
+			testkit.Receive(t, conn.held, "the request to reach the server")
 			if resp, body := do(t, srv, http.MethodDelete, mcpPath, "", "Mcp-Session-Id", sid); resp.StatusCode != http.StatusNoContent {
 				t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
 			}
-			reply := waitFor(t, got, "the reply")
+			reply := testkit.Receive(t, got, "the reply")
 			if !strings.HasPrefix(reply, "200") || !strings.Contains(reply, `"id":7`) || !strings.Contains(reply, `"error"`) || !strings.Contains(reply, tc.want) {
 				t.Fatalf("reply to the request in flight:\n%s", reply)
 			}
@@ -58,9 +58,9 @@ func TestCloseAnswersEverySession(t *testing.T) {
 	var replies []<-chan string
 	for range 5 {
 		sid := initSession(t, srv)
-		conn := waitFor(t, b.conns, "open")
+		conn := testkit.Receive(t, b.conns, "open")
 		replies = append(replies, postAsync(t, srv, sid, "2025-06-18", holdReq))
-		waitFor(t, conn.held, "the request to reach the server")
+		testkit.Receive(t, conn.held, "the request to reach the server")
 	}
 
 	// A legacy session with a request in flight.
@@ -80,16 +80,16 @@ func TestCloseAnswersEverySession(t *testing.T) {
 			endpoint = d
 		}
 	}
-	legacy := waitFor(t, b.conns, "legacy open")
+	legacy := testkit.Receive(t, b.conns, "legacy open")
 	if r, body := do(t, srv, http.MethodPost, endpoint, holdReq, "Content-Type", "application/json"); r.StatusCode != http.StatusAccepted {
 		t.Fatalf("legacy POST: %d %s", r.StatusCode, body)
 	}
-	waitFor(t, legacy.held, "the legacy request to reach the server")
+	testkit.Receive(t, legacy.held, "the legacy request to reach the server")
 
 	closed := make(chan struct{})
 	go func() { h.Close(); close(closed) }()
 	for i, c := range replies {
-		if reply := waitFor(t, c, "a reply"); !strings.Contains(reply, `"id":7`) || !strings.Contains(reply, "conn closed") {
+		if reply := testkit.Receive(t, c, "a reply"); !strings.Contains(reply, `"id":7`) || !strings.Contains(reply, "conn closed") {
 			t.Fatalf("session %d: %s", i, reply)
 		}
 	}
@@ -100,7 +100,7 @@ func TestCloseAnswersEverySession(t *testing.T) {
 	if !strings.Contains(stream.String(), `"id":7`) || !strings.Contains(stream.String(), "conn closed") {
 		t.Fatalf("legacy stream ended without the reply:\n%s", stream.String())
 	}
-	waitFor(t, closed, "Close")
+	testkit.Receive(t, closed, "Close")
 	if h.Sessions() != 0 {
 		t.Fatalf("%d sessions left", h.Sessions())
 	}
@@ -116,7 +116,7 @@ func TestSweepDoesNotWaitForSlowClose(t *testing.T) {
 	initSession(t, srv)
 	swept := make(chan struct{})
 	go func() { h.Sweep(time.Now().Add(time.Hour)); close(swept) }()
-	waitFor(t, swept, "Sweep to return while both connections block in Close")
+	testkit.Receive(t, swept, "Sweep to return while both connections block in Close")
 	if h.Sessions() != 0 {
 		t.Fatalf("%d sessions not expired", h.Sessions())
 	}
@@ -132,7 +132,7 @@ func TestProgressFloodKeepsFinalReply(t *testing.T) {
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{ReplayEvents: 8})
 	sid := initSession(t, srv)
-	reply := waitFor(t, postAsync(t, srv, sid, "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"flood"}`), "the reply")
+	reply := testkit.Receive(t, postAsync(t, srv, sid, "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"flood"}`), "the reply")
 	if !strings.Contains(reply, `"flooded":true`) || strings.Count(reply, "notifications/progress") > 8 {
 		t.Fatalf("reply:\n%.2000s", reply)
 	}
@@ -154,7 +154,7 @@ func TestBatchLargerThanReplayIsAnswered(t *testing.T) {
 		batch.WriteString(`{"jsonrpc":"2.0","id":` + itoa(i) + `,"method":"echo"}`)
 	}
 	batch.WriteString("]")
-	reply := waitFor(t, postAsync(t, srv, sid, "2025-03-26", batch.String()), "the batch reply")
+	reply := testkit.Receive(t, postAsync(t, srv, sid, "2025-03-26", batch.String()), "the batch reply")
 	if !strings.HasPrefix(reply, "200") || strings.Count(reply, `"result"`) != 600 || !strings.Contains(reply, `"id":599`) {
 		t.Fatalf("batch reply: %.300s", reply)
 	}
@@ -166,7 +166,7 @@ func TestStandaloneStreamOpensAfterOverflow(t *testing.T) {
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{ReplayEvents: 4})
 	sid := initSession(t, srv)
-	conn := waitFor(t, b.conns, "open")
+	conn := testkit.Receive(t, b.conns, "open")
 	for i := range 20 {
 		conn.general.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"n":` + itoa(i) + `}}`))
 	}
@@ -214,14 +214,14 @@ func TestEndTellsRequestsWhy(t *testing.T) {
 			b.closeWith = true
 			h, srv := testServer(t, b, Config{})
 			sid := initSession(t, srv)
-			conn := waitFor(t, b.conns, "open")
+			conn := testkit.Receive(t, b.conns, "open")
 			// An idle session has no request in flight: only the reason
 			// given to the Conn is checked for expiry.
 			idle := tc.name == "expiry"
 			var got <-chan string
 			if !idle {
 				got = postAsync(t, srv, sid, "2025-06-18", holdReq)
-				waitFor(t, conn.held, "the request to reach the server")
+				testkit.Receive(t, conn.held, "the request to reach the server")
 			}
 			tc.end(h, srv, sid)
 			if !h.closers.wait(10 * time.Second) {
@@ -239,7 +239,7 @@ func TestEndTellsRequestsWhy(t *testing.T) {
 			if idle {
 				return
 			}
-			body := waitFor(t, got, "the answer")
+			body := testkit.Receive(t, got, "the answer")
 			if !strings.Contains(body, `"message":"`+tc.want+`"`) {
 				t.Fatalf("answer %q, want the error %q", body, tc.want)
 			}
@@ -247,28 +247,10 @@ func TestEndTellsRequestsWhy(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A session id is the session's only credential: logs carry its first
 // logIDLen characters, never the whole id. A DELETE is routine (DEBUG).
 func TestLogsShortSessionID(t *testing.T) {
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{Logger: log})

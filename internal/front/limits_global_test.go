@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // checkOverloaded checks a 503 with Retry-After and a JSON-RPC error of
@@ -54,7 +55,7 @@ func TestGlobalCapAcrossPrincipals(t *testing.T) {
 			t.Fatalf("initialize: %d %s", resp.StatusCode, body)
 		}
 		u.hdr = append(u.hdr, "Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version", "2025-06-18")
-		u.conn = waitFor(t, b.conns, "the session's conn")
+		u.conn = testkit.Receive(t, b.conns, "the session's conn")
 	}
 	for _, u := range users {
 		out := make(chan string, 1)
@@ -63,7 +64,7 @@ func TestGlobalCapAcrossPrincipals(t *testing.T) {
 			out <- resp.Status + " " + body
 		}()
 		u.held = out
-		waitFor(t, u.conn.held, "the held request")
+		testkit.Receive(t, u.conn.held, "the held request")
 	}
 
 	alice := users[0].hdr
@@ -84,13 +85,13 @@ func TestGlobalCapAcrossPrincipals(t *testing.T) {
 
 	for _, u := range users {
 		u.conn.release()
-		if got := waitFor(t, u.held, "the held reply"); !strings.HasPrefix(got, "200") || !strings.Contains(got, "released") {
+		if got := testkit.Receive(t, u.held, "the held reply"); !strings.HasPrefix(got, "200") || !strings.Contains(got, "released") {
 			t.Fatalf("held request: %s", got)
 		}
 	}
 	// The handlers release their slots as they return, just after the
 	// bodies arrive: wait for that, not for a time.
-	waitForCond(t, "the slots to be released", func() bool {
+	testkit.WaitFor(t, "the slots to be released", func() bool {
 		resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":78,"method":"tools/list"}`, alice...)
 		return resp.StatusCode == http.StatusOK
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // testClock is a clock the test moves.
@@ -99,14 +100,14 @@ func TestLimitInFlight(t *testing.T) {
 	b := newFakeBackend()
 	_, srv := testServer(t, b, Config{Limits: &limits.Config{MaxInFlight: 1}})
 	sid := initSession(t, srv)
-	conn := waitFor(t, b.conns, "the session's connection")
+	conn := testkit.Receive(t, b.conns, "the session's connection")
 	held := postAsync(t, srv, sid, "2025-06-18", `{"jsonrpc":"2.0","id":1,"method":"hold"}`)
-	waitFor(t, conn.held, "the request to reach the server")
+	testkit.Receive(t, conn.held, "the request to reach the server")
 	hdr := []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18"}
 	resp, body := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr...)
 	checkRefused(t, resp, body, "1", "2", "in flight")
 	conn.release()
-	if got := waitFor(t, held, "the held reply"); !strings.Contains(got, "released") {
+	if got := testkit.Receive(t, held, "the held reply"); !strings.Contains(got, "released") {
 		t.Fatalf("held request: %s", got)
 	}
 	if resp, body = do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, hdr...); resp.StatusCode != http.StatusOK {

@@ -47,7 +47,7 @@ func TestObserverWithoutAudit(t *testing.T) {
 		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
 	}
 	hdr := append(alice, "Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"), "Mcp-Protocol-Version", "2025-06-18")
-	conn := waitFor(t, b.conns, "the session's conn")
+	conn := testkit.Receive(t, b.conns, "the session's conn")
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"missing"}`,
@@ -66,12 +66,12 @@ func TestObserverWithoutAudit(t *testing.T) {
 		resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":"h","method":"hold"}`, hdr...)
 		held <- resp.StatusCode
 	}()
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	if n := h.InFlight(); n != 1 {
 		t.Errorf("InFlight = %d with a request held, want 1", n)
 	}
 	conn.release()
-	if st := waitFor(t, held, "the held reply"); st != http.StatusOK {
+	if st := testkit.Receive(t, held, "the held reply"); st != http.StatusOK {
 		t.Errorf("held request: %d", st)
 	}
 
@@ -108,7 +108,7 @@ func TestObserverWithoutAudit(t *testing.T) {
 // TestObserverWithAudit: with both, the audit log keeps its lines and the
 // Observer gets the same requests.
 func TestObserverWithAudit(t *testing.T) {
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	au := audit.New(&buf, false)
 	rec := &recorder{}
 	_, srv := testServer(t, newFakeBackend(), Config{Audit: au, Observer: rec})

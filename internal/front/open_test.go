@@ -2,18 +2,17 @@ package front
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A session whose Backend.Open takes longer than the idle timeout (a
@@ -48,10 +47,10 @@ func TestSweepDuringOpenKeepsTheSession(t *testing.T) {
 				line, _ := bufio.NewReader(resp.Body).ReadString('\n')
 				got <- resp.Status + " " + resp.Header.Get("Mcp-Session-Id") + "\n" + line
 			}()
-			waitFor(t, b.openEntered, "Open to be called")
+			testkit.Receive(t, b.openEntered, "Open to be called")
 			h.Sweep(time.Now().Add(time.Hour))
 			close(b.openBlock)
-			reply := waitFor(t, got, "the answer")
+			reply := testkit.Receive(t, got, "the answer")
 			if !strings.HasPrefix(reply, "200 ") || strings.Contains(reply, "shutting down") {
 				t.Fatalf("answer: %s", reply)
 			}
@@ -65,24 +64,6 @@ func TestSweepDuringOpenKeepsTheSession(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers (a log sink).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A client hammering initialize on a server that refuses new sessions (a
 // session-mode server at maxProcesses) costs a bounded number of log lines,
 // with the count of those held back: it used to log one ERROR line per
@@ -90,7 +71,7 @@ func (s *syncBuffer) String() string {
 func TestOpenFailureLogIsRateLimited(t *testing.T) {
 	b := newFakeBackend()
 	b.openErr = errors.New("server x already runs 16 processes")
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	_, srv := testServer(t, b, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	const n = 200
 	for range n {
@@ -144,15 +125,10 @@ func TestClientLeftDuringOpenEndsTheSession(t *testing.T) {
 		}
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.Sessions() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // until the session exists and Open runs
-	}
+	testkit.WaitFor(t, "the session to exist and Open to run", func() bool { return h.Sessions() != 0 })
 	cancel()
-	waitFor(t, done, "the client to give up")
-	for (h.Sessions() != 0 || fb.closes.Load() == 0) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Receive(t, done, "the client to give up")
+	testkit.WaitFor(t, "the session to end and its connection to close", func() bool { return h.Sessions() == 0 && fb.closes.Load() != 0 })
 	if n, c := h.Sessions(), fb.closes.Load(); n != 0 || c != 1 || fb.opens.Load() != 1 {
 		t.Fatalf("after the client left: %d sessions, connection opened %d and closed %d times", n, fb.opens.Load(), c)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // toolsPage is a tools/list reply naming tools t<from> to t<to-1>, each
@@ -183,7 +184,7 @@ func TestParamFetchJoinedByConcurrentCalls(t *testing.T) {
 	go func() { first <- check(context.Background(), "a", be) }()
 	<-be.listed
 	go func() { second <- check(context.Background(), "a", be) }()
-	waitForCond(t, "the second call to wait for the list", func() bool { return h.paramTools.joined.Load() == 1 })
+	testkit.WaitFor(t, "the second call to wait for the list", func() bool { return h.paramTools.joined.Load() == 1 })
 	select {
 	case prob := <-second:
 		t.Fatalf("the call beside the list answered before it ended: %v", prob)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestReplyStyle: a reply that is the first message for its POST is one
@@ -52,7 +53,7 @@ func TestSlowReplyStyle(t *testing.T) {
 			b.version = version
 			_, srv := testServer(t, b, Config{ReplyWait: time.Millisecond})
 			sid := initSession(t, srv)
-			conn := waitFor(t, b.conns, "the session's conn")
+			conn := testkit.Receive(t, b.conns, "the session's conn")
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -70,12 +71,12 @@ func TestSlowReplyStyle(t *testing.T) {
 				resp, err := srv.Client().Do(req)
 				got <- result{resp, err}
 			}()
-			waitFor(t, conn.held, "the request to reach the server")
+			testkit.Receive(t, conn.held, "the request to reach the server")
 			var r result
 			if version >= protocol.Version20251125 {
 				// The headers and the priming event come while the
 				// request is still held.
-				r = waitFor(t, got, "the SSE stream to open before the reply")
+				r = testkit.Receive(t, got, "the SSE stream to open before the reply")
 				conn.release()
 			} else {
 				select {
@@ -84,7 +85,7 @@ func TestSlowReplyStyle(t *testing.T) {
 				case <-time.After(50 * time.Millisecond): // 50 ReplyWaits: the JSON waiter must still wait
 				}
 				conn.release()
-				r = waitFor(t, got, "the JSON reply")
+				r = testkit.Receive(t, got, "the JSON reply")
 			}
 			if r.err != nil {
 				t.Fatal(r.err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // A client whose POST stream broke resumes it with Last-Event-ID before the
@@ -23,7 +24,7 @@ func TestResumeRightAfterBreakWaitsForOldReader(t *testing.T) {
 	b.version = "2025-11-25"
 	_, srv := testServer(t, b, Config{})
 	sid := initSession(t, srv)
-	conn := waitFor(t, b.conns, "open")
+	conn := testkit.Receive(t, b.conns, "open")
 
 	// The POST's stream: read its priming event id, then keep the
 	// connection open (the break is not noticed yet).
@@ -44,7 +45,7 @@ func TestResumeRightAfterBreakWaitsForOldReader(t *testing.T) {
 	for last == "" && sc.Scan() {
 		last, _ = strings.CutPrefix(sc.Text(), "id: ")
 	}
-	waitFor(t, conn.held, "the request to reach the server")
+	testkit.Receive(t, conn.held, "the request to reach the server")
 
 	got := make(chan string, 1)
 	go func() {
@@ -69,7 +70,7 @@ func TestResumeRightAfterBreakWaitsForOldReader(t *testing.T) {
 	breakPost()
 	resp.Body.Close()
 	conn.release()
-	reply := waitFor(t, got, "the resumed stream")
+	reply := testkit.Receive(t, got, "the resumed stream")
 	if !strings.HasPrefix(reply, "200 ") || !strings.Contains(reply, `"released":true`) {
 		t.Fatalf("resumed stream: %s", reply)
 	}

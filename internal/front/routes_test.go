@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Every URL is served with a trailing slash too, as the same target: a
@@ -55,7 +56,7 @@ func TestTrailingSlashServed(t *testing.T) {
 			if resp.StatusCode != http.StatusAccepted {
 				t.Fatalf("POST %s/messages/: %d %s", tc.base, resp.StatusCode, body)
 			}
-			if got := waitFor(t, l.data, "the reply"); got != `{"jsonrpc":"2.0","id":6,"result":{}}` {
+			if got := testkit.Receive(t, l.data, "the reply"); got != `{"jsonrpc":"2.0","id":6,"result":{}}` {
 				t.Errorf("reply %s", got)
 			}
 		})

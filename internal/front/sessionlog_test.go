@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // jsonLog is a goroutine-safe buffer of JSON log lines.
-type jsonLog struct{ lockedBuffer }
+type jsonLog struct{ testkit.SyncBuffer }
 
 func (l *jsonLog) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // ---- a scriptable in-process server behind the stateless path ----------
@@ -320,6 +321,9 @@ func inputAnswers(ir inputReq, keys ...string) string {
 	return `,"inputResponses":{` + strings.Join(parts, ",") + `},"requestState":` + string(st)
 }
 
+// waitSessions waits up to d for h to hold want sessions and returns how
+// many it holds. d is a failure bound, below the InputWait expiry that would
+// end a session left behind by a bug.
 func waitSessions(h *Handler, want int, d time.Duration) int {
 	deadline := time.Now().Add(d)
 	for h.Sessions() != want && time.Now().Before(deadline) {
@@ -419,7 +423,7 @@ func TestAttackReplyWhileParkedRetryHangs(t *testing.T) {
 	ctx, cancel := ctxT(5 * time.Second)
 	defer cancel()
 	ir := asInputRequired(t, atkPost(ctx, url, atkBody("1", "tools/call", "giveup", "")))
-	hc := waitFor(t, b.held, "the held call")
+	hc := testkit.Receive(t, b.held, "the held call")
 	hc.c.fail(hc.id, "sampling request timed out") // the server gives up
 	time.Sleep(50 * time.Millisecond)
 
@@ -433,7 +437,7 @@ func TestAttackReplyWhileParkedRetryHangs(t *testing.T) {
 	} else {
 		t.Logf("retry answered: %d %q", r.Status, r.Msgs)
 	}
-	if n := waitSessions(h, 0, 2*time.Second); n != 0 {
+	if n := waitSessions(h, 0, testkit.WaitTimeout); n != 0 { // below the 2 min default InputWait
 		t.Errorf("%d sessions left", n)
 	}
 }
@@ -445,7 +449,8 @@ func TestAttackAskRacesReply(t *testing.T) {
 	for _, tool := range []string{"askreply", "progressAskReply"} {
 		t.Run(tool, func(t *testing.T) {
 			b := newAtkBackend(mrtrScript)
-			h, url := atkServer(t, b, Config{InputWait: time.Minute})
+			const inputWait = time.Minute
+			h, url := atkServer(t, b, Config{InputWait: inputWait})
 			ctx, cancel := ctxT(5 * time.Second)
 			defer cancel()
 			r := atkPost(ctx, url, atkBody(`"q"`, "tools/call", tool, ""))
@@ -465,7 +470,7 @@ func TestAttackAskRacesReply(t *testing.T) {
 				if !strings.Contains(string(m["result"]), "done without waiting") {
 					t.Errorf("want input_required or the server's result, got %q", r.Msgs)
 				}
-				if n := waitSessions(h, 0, time.Second); n != 0 {
+				if n := waitSessions(h, 0, inputWait/2); n != 0 {
 					t.Errorf("%d sessions still live after the answer", n)
 				}
 				return
@@ -477,7 +482,7 @@ func TestAttackAskRacesReply(t *testing.T) {
 			if m := retry.last(); !strings.Contains(string(m["result"]), "done without waiting") || string(m["id"]) != `"q2"` {
 				t.Errorf("retry: %d %v %q", retry.Status, retry.Err, retry.Msgs)
 			}
-			if n := waitSessions(h, 0, time.Second); n != 0 {
+			if n := waitSessions(h, 0, inputWait/2); n != 0 {
 				t.Errorf("%d sessions (parked %d) still live after the retry was answered", n, parkedCount(h))
 			}
 		})
@@ -508,8 +513,8 @@ func TestAttackUnparkRacesExpire(t *testing.T) {
 	t.Logf("retry: %d %q", r.Status, r.Msgs)
 	if strings.Contains(strings.Join(r.Msgs, ""), "-32602") {
 		// The retry lost: the request must still be ended by expiry.
-		if n := waitSessions(h, 0, 2*time.Second); n != 0 {
-			t.Errorf("retry refused at expiry, yet %d session(s) live 2s later (parked %d, conns closed %d): nobody ends it", n, parkedCount(h), b.closes.Load())
+		if n := waitSessions(h, 0, testkit.WaitTimeout); n != 0 {
+			t.Errorf("retry refused at expiry, yet %d session(s) live %v later (parked %d, conns closed %d): nobody ends it", n, testkit.WaitTimeout, parkedCount(h), b.closes.Load())
 		}
 	}
 }
@@ -553,7 +558,7 @@ func TestAttackOrphanStateKillsLiveRequest(t *testing.T) {
 			return
 		}
 	}()
-	hc := waitFor(t, b.held, "the call to be held")
+	hc := testkit.Receive(t, b.held, "the call to be held")
 	time.Sleep(2 * wait) // well past the first states' InputWait: the retry came in time
 	hc.c.reply(hc.id, textResult("late but fine"))
 	got := <-r3

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // statelessBackend is a fakeBackend that serves the stateless revision in
@@ -109,7 +110,7 @@ func TestStatelessRequest(t *testing.T) {
 	if !jsonEqual(body, want) || !strings.Contains(body, `"id":"a\u0062"`) {
 		t.Errorf("reply %s, want %s", body, want)
 	}
-	c := waitFor(t, b.conns, "the request's conn")
+	c := testkit.Receive(t, b.conns, "the request's conn")
 	c.mu.Lock()
 	seen := string(c.seen)
 	c.mu.Unlock()
@@ -234,14 +235,11 @@ func TestStatelessCancelAndShutdown(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	c := waitFor(t, b.conns, "the request's conn")
-	waitFor(t, c.held, "the request to reach the server")
+	c := testkit.Receive(t, b.conns, "the request's conn")
+	testkit.Receive(t, c.held, "the request to reach the server")
 	cancel()
 	<-done
-	deadline := time.Now().Add(10 * time.Second)
-	for b.abandons.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the request to be abandoned", func() bool { return b.abandons.Load() > 0 })
 	if b.abandons.Load() != 1 {
 		t.Fatalf("%d abandons after the client left, want 1", b.abandons.Load())
 	}
@@ -251,10 +249,10 @@ func TestStatelessCancelAndShutdown(t *testing.T) {
 		_, body := modernPost(t, url, modernBody("10", "hold", ""))
 		got <- body
 	}()
-	c = waitFor(t, b.conns, "the second request's conn")
-	waitFor(t, c.held, "the second request to reach the server")
+	c = testkit.Receive(t, b.conns, "the second request's conn")
+	testkit.Receive(t, c.held, "the second request to reach the server")
 	h.Close()
-	if body := waitFor(t, got, "the answer at shutdown"); !strings.Contains(body, `"id":10`) || !strings.Contains(body, "error") {
+	if body := testkit.Receive(t, got, "the answer at shutdown"); !strings.Contains(body, `"id":10`) || !strings.Contains(body, "error") {
 		t.Errorf("at shutdown: %s", body)
 	}
 }
@@ -298,20 +296,20 @@ func TestStatelessListen(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	events := sseEvents(resp.Body)
-	ack := waitFor(t, events, "the acknowledgement")
+	ack := testkit.Receive(t, events, "the acknowledgement")
 	if !strings.Contains(ack, `"notifications/subscriptions/acknowledged"`) || !strings.Contains(ack, `"io.modelcontextprotocol/subscriptionId":"L1"`) ||
 		!strings.Contains(ack, `"toolsListChanged":true`) || strings.Contains(ack, "promptsListChanged") {
 		t.Fatalf("ack %s: want the listen's id and only toolsListChanged (the server has no prompts)", ack)
 	}
-	c := waitFor(t, b.conns, "the listen's conn")
+	c := testkit.Receive(t, b.conns, "the listen's conn")
 	c.general.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`))
 	c.general.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
-	got := waitFor(t, events, "the tools list_changed")
+	got := testkit.Receive(t, events, "the tools list_changed")
 	if !strings.Contains(got, `notifications/tools/list_changed`) || !strings.Contains(got, `"io.modelcontextprotocol/subscriptionId":"L1"`) {
 		t.Errorf("delivery %s: want tools/list_changed tagged with L1", got)
 	}
 	h.Close()
-	if end := waitFor(t, events, "the listen's end"); !strings.Contains(end, `"id":"L1"`) || !strings.Contains(end, `"resultType":"complete"`) {
+	if end := testkit.Receive(t, events, "the listen's end"); !strings.Contains(end, `"id":"L1"`) || !strings.Contains(end, `"resultType":"complete"`) {
 		t.Errorf("end %s: want the listen's result", end)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // routedServer serves a Handler for cfg's own Backends and Endpoints.
@@ -232,7 +233,7 @@ func openLegacyAt(t *testing.T, srv *httptest.Server, path, host string) *legacy
 			}
 		}
 	}()
-	first := waitFor(t, events, "the endpoint event")
+	first := testkit.Receive(t, events, "the endpoint event")
 	if first[0] != "endpoint" {
 		t.Fatalf("first event %q, want endpoint", first)
 	}
@@ -286,7 +287,7 @@ func TestEndpointLegacySSE(t *testing.T) {
 			if resp.StatusCode != http.StatusAccepted {
 				t.Fatalf("POST to %s: %d %s", l.endpoint, resp.StatusCode, body)
 			}
-			if got := waitFor(t, l.data, "the reply"); !strings.Contains(got, `"id":6`) {
+			if got := testkit.Receive(t, l.data, "the reply"); !strings.Contains(got, `"id":6`) {
 				t.Errorf("reply %s", got)
 			}
 		})
@@ -377,7 +378,7 @@ func TestEndpointHostRouting(t *testing.T) {
 	if resp, body := doHost(t, srv, http.MethodPost, l.endpoint, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, "Host", "team.mcp.test"); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST to the host-routed endpoint's /messages: %d %s", resp.StatusCode, body)
 	}
-	if got := waitFor(t, l.data, "the reply"); !strings.Contains(got, `"id":2`) {
+	if got := testkit.Receive(t, l.data, "the reply"); !strings.Contains(got, `"id":2`) {
 		t.Errorf("reply %s", got)
 	}
 	if resp, _ := doHost(t, srv, http.MethodPost, l.endpoint, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, "Host", "x.mcp.test"); resp.StatusCode != http.StatusNotFound {
@@ -410,7 +411,7 @@ func TestEndpointStatelessRetryStaysOnTarget(t *testing.T) {
 	if r.Status != http.StatusOK || len(r.Msgs) == 0 || !strings.Contains(r.Msgs[len(r.Msgs)-1], `"id":2`) || !strings.Contains(r.Msgs[len(r.Msgs)-1], "ans-") {
 		t.Fatalf("retry on its own URL: %d %q", r.Status, r.Msgs)
 	}
-	if n := waitSessions(h, 0, 5*time.Second); n != 0 {
+	if n := waitSessions(h, 0, 30*time.Second); n != 0 { // below the 1 min InputWait
 		t.Errorf("%d sessions left", n)
 	}
 }

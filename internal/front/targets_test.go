@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestSetTargets: targets added, replaced and removed by SetTargets are
@@ -52,11 +53,11 @@ func TestCloseTarget(t *testing.T) {
 	resp, _ := do(t, srv, http.MethodPost, "/servers/y/mcp", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
 	other := resp.Header.Get("Mcp-Session-Id")
 	held := postAsync(t, srv, sid, "2025-06-18", `{"jsonrpc":"2.0","id":7,"method":"hold"}`)
-	waitFor(t, conn.held, "the held request")
+	testkit.Receive(t, conn.held, "the held request")
 	if n := h.CloseTarget("x", "the server's config changed"); n != 1 {
 		t.Fatalf("CloseTarget ended %d sessions, want 1", n)
 	}
-	if got := waitFor(t, held, "the held request's answer"); !strings.Contains(got, "mcpgate: the server's config changed") {
+	if got := testkit.Receive(t, held, "the held request's answer"); !strings.Contains(got, "mcpgate: the server's config changed") {
 		t.Errorf("held request: %s", got)
 	}
 	if resp, _ := do(t, srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`,

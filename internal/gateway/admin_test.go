@@ -160,7 +160,7 @@ func TestAdminServersAndSessions(t *testing.T) {
 	c := g.client("shared")
 	c.connect(t)
 	var sv adminServers
-	waitFor(t, "the shared server ready with its stderr", func() bool {
+	testkit.WaitFor(t, "the shared server ready with its stderr", func() bool {
 		g.adminDo(t, g.URL, "GET", "/admin/servers", adminToken, &sv)
 		i := sv.get("shared")
 		return i >= 0 && sv.Servers[i].Ready && len(sv.Servers[i].Stderr) > 0
@@ -225,7 +225,7 @@ func TestAdminEndSession(t *testing.T) {
 	wg.Go(func() {
 		inflight = c.post(t, callBody("9", "slow", map[string]int{"ms": 60000}, "")).final(t)
 	})
-	waitFor(t, "the call in flight", func() bool { return g.pending("shared") == 1 })
+	testkit.WaitFor(t, "the call in flight", func() bool { return g.pending("shared") == 1 })
 	var ended struct{ Ended struct{ ID, Target string } }
 	if r := g.adminDo(t, g.URL, "DELETE", "/admin/sessions/"+c.session[:8], adminToken, &ended); r.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE: %d", r.StatusCode)
@@ -265,7 +265,7 @@ func TestAdminRestartServer(t *testing.T) {
 	wg.Go(func() {
 		inflight = c.post(t, callBody("9", "slow", map[string]int{"ms": 60000}, "")).final(t)
 	})
-	waitFor(t, "the call in flight", func() bool { return g.pending("shared") == 1 })
+	testkit.WaitFor(t, "the call in flight", func() bool { return g.pending("shared") == 1 })
 	if r := g.adminDo(t, g.URL, "POST", "/admin/servers/shared/restart", adminToken, nil); r.StatusCode != http.StatusAccepted {
 		t.Fatalf("restart: %d", r.StatusCode)
 	}
@@ -273,7 +273,7 @@ func TestAdminRestartServer(t *testing.T) {
 	if inflight.Error == nil || !strings.Contains(inflight.Error.Message, "restarted by an administrator") {
 		t.Errorf("the call in flight got %+v", inflight)
 	}
-	waitFor(t, "a new process, ready", func() bool {
+	testkit.WaitFor(t, "a new process, ready", func() bool {
 		g.adminDo(t, g.URL, "GET", "/admin/servers", adminToken, &sv)
 		s := sv.Servers[sv.get("shared")]
 		return s.Ready && s.PID != 0 && s.PID != old

@@ -29,7 +29,7 @@ func auditCall(t *testing.T, c *mcpClient, path string, id int) {
 	if r := c.post(t, callBody(fmt.Sprint(id), "echo", map[string]string{"message": "hi"}, "")); r.Status != http.StatusOK {
 		t.Fatalf("call %d: %d %s", id, r.Status, r.Body)
 	}
-	waitFor(t, fmt.Sprintf("call %d's audit line in %s", id, filepath.Base(path)), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("call %d's audit line in %s", id, filepath.Base(path)), func() bool {
 		return fileHas(path, fmt.Sprintf(`"id":%d,`, id))
 	})
 }

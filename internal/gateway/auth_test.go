@@ -177,7 +177,7 @@ func TestAuthStartupLog(t *testing.T) {
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	cfg.Gateway.Listen = "0.0.0.0:0"
 	a := &tokenAuth{open: map[string]bool{"server/b": true}}
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	g, err := start(cfg, log, a)
 	if err != nil {

@@ -222,16 +222,7 @@ func (c *mcpClient) do(t testing.TB, req *http.Request, onEvent func(json.RawMes
 }
 
 // rpc is the parts of a message tests look at.
-type rpc struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+type rpc = testkit.RPC
 
 func decode(t testing.TB, raw json.RawMessage) rpc {
 	t.Helper()

@@ -127,7 +127,7 @@ func TestReloadDisablesServer(t *testing.T) {
 	if rd := g.gw.Readiness(); !rd.Ready || !rd.Servers["b"].Disabled || rd.Servers["b"].State != "disabled" {
 		t.Errorf("readiness after disabling b: %+v", rd)
 	}
-	waitFor(t, "b's process stopped", func() bool { return len(testkit.Procs(marker)) == 0 })
+	testkit.WaitFor(t, "b's process stopped", func() bool { return len(testkit.Procs(marker)) == 0 })
 
 	if _, err := g.gw.reload(cloneConfig(cfg)); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func toolNames(t *testing.T, c *mcpClient) []string {
 func waitTools(t *testing.T, c *mcpClient, want ...string) []string {
 	t.Helper()
 	var names []string
-	waitFor(t, fmt.Sprintf("tools %q to be listed", want), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("tools %q to be listed", want), func() bool {
 		names = toolNames(t, c)
 		for _, w := range want {
 			if !slices.Contains(names, w) {
@@ -165,7 +165,7 @@ func TestEndpointMemberDown(t *testing.T) {
 	// Its state is "starting" while a spawn is tried, and "backing off"
 	// with the cause in between.
 	var m rpc
-	waitFor(t, "an error naming the missing command", func() bool {
+	testkit.WaitFor(t, "an error naming the missing command", func() bool {
 		m = c.post(t, callBody("1", "gone__echo", map[string]string{"message": "hi"}, "")).final(t)
 		if m.Error == nil || !strings.Contains(m.Error.Message, `server "gone" is not available: `) {
 			t.Fatalf("a call to the member that is down: %+v %s, want an error naming it", m.Error, m.Result)
@@ -204,7 +204,7 @@ func TestEndpointsLogged(t *testing.T) {
 	cfg := newConfig(fakeServer("a", testkit.FakeOptions{}), fakeServer("b", testkit.FakeOptions{}))
 	cfg.Endpoints["all"] = config.NewEndpoint("all", []string{"a", "b"})
 	cfg.Endpoints["team"] = config.NewEndpoint("team", []string{"b"})
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -146,7 +146,7 @@ func TestIdleSessionsExpire(t *testing.T) {
 	if len(testkit.Procs(marker)) == 0 {
 		t.Fatal("no process for the session")
 	}
-	waitFor(t, "the idle session to expire", func() bool { return g.gw.Handler.Sessions() == 0 })
+	testkit.WaitFor(t, "the idle session to expire", func() bool { return g.gw.Handler.Sessions() == 0 })
 	if r := c.post(t, callBody("1", "echo", map[string]string{"message": "x"}, "")); r.Status != http.StatusNotFound {
 		t.Fatalf("expired session: status %d, want 404", r.Status)
 	}

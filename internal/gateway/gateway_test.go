@@ -23,16 +23,7 @@ func TestMain(m *testing.M) {
 
 // testLogger sends the gateway's logs to the test log (warnings and up, so
 // a failing test shows why without drowning in routine lines).
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testkit.Logger(t, slog.LevelWarn) }
 
 // TestConcurrentSessionsNoCrossing drives 200 sessions with 50 concurrent
 // calls each through one shared process. Every session uses the same
@@ -112,7 +103,7 @@ func TestCrashFailsPendingAndRestarts(t *testing.T) {
 		r := c.post(t, callBody("1", "slow", map[string]int{"ms": 600000}, ""))
 		slow <- r.final(t)
 	}()
-	waitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
 	start := time.Now()
 	crash := c.post(t, callBody("2", "crash", map[string]any{}, "")).final(t)
 	for _, m := range []rpc{crash, <-slow} {
@@ -123,7 +114,7 @@ func TestCrashFailsPendingAndRestarts(t *testing.T) {
 	t.Logf("pending calls failed %v after the crash", time.Since(start))
 	// While the process backs off before its restart, calls fail at once
 	// with an error naming why; once it is back they succeed.
-	waitFor(t, "a call to succeed on the restarted process", func() bool {
+	testkit.WaitFor(t, "a call to succeed on the restarted process", func() bool {
 		m := c.post(t, callBody("3", "echo", map[string]string{"message": "again"}, "")).final(t)
 		if m.Error != nil {
 			if m.Error.Code != -32000 || !strings.Contains(m.Error.Message, "exit status 3") {
@@ -167,7 +158,7 @@ func TestNoChildOutlivesGateway(t *testing.T) {
 	}
 	// A session's process is stopped in the background (DELETE does not
 	// wait out its grace periods), so wait for it to go.
-	waitFor(t, fmt.Sprintf("deleted sessions' processes to go (%d before)", before), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("deleted sessions' processes to go (%d before)", before), func() bool {
 		return len(testkit.Procs(marker)) < before
 	})
 	if err := g.stop(); err != nil {
@@ -175,18 +166,6 @@ func TestNoChildOutlivesGateway(t *testing.T) {
 	}
 	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Fatalf("processes left after shutdown: %+v", left)
-	}
-}
-
-// waitFor polls cond until it holds; the deadline only bounds a failure.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

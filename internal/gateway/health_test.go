@@ -43,7 +43,7 @@ func TestProbes(t *testing.T) {
 	if code, _, body := get("/healthz"); code != http.StatusOK || !strings.Contains(body, `"ok":true`) {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
-	waitFor(t, "the critical server seen down", func() bool {
+	testkit.WaitFor(t, "the critical server seen down", func() bool {
 		code, r, _ := get("/readyz")
 		return code == http.StatusServiceUnavailable && !r.Ready && !r.Servers["crit"].Ready &&
 			strings.Contains(r.Servers["crit"].State, "backing off") && r.Servers["crit"].Critical
@@ -51,7 +51,7 @@ func TestProbes(t *testing.T) {
 	if err := os.Remove(down); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "ready once it is up, the other one still down", func() bool {
+	testkit.WaitFor(t, "ready once it is up, the other one still down", func() bool {
 		code, r, _ := get("/readyz")
 		return code == http.StatusOK && r.Ready && r.Servers["crit"].State == "ready" &&
 			!r.Servers["other"].Ready && r.Servers["other"].State != ""

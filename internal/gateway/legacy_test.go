@@ -178,7 +178,7 @@ func TestLegacyReattach(t *testing.T) {
 	}
 	sessionID := strings.TrimPrefix(c.endpoint, "/servers/fake/messages?sessionId=")
 	var back *legacyClient
-	waitFor(t, "the old stream to detach", func() bool {
+	testkit.WaitFor(t, "the old stream to detach", func() bool {
 		var status int
 		// The initialize reply and "before" were seen: resume after event 2.
 		back, status = tryLegacy(t, g, "/servers/fake/sse", func(r *http.Request) { r.Header.Set("Last-Event-ID", sessionID+".2") })

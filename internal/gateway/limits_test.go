@@ -39,13 +39,13 @@ func TestFairQueueAcrossSessions(t *testing.T) {
 	// A call that holds the only slot until it is cancelled, so that the
 	// queue is built while nothing moves, however slow the machine.
 	wg.Go(func() { call(busy, "hold", 600000) })
-	waitFor(t, "the first call to hold the only slot", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "the first call to hold the only slot", func() bool { return g.pending("fake") == 1 })
 	for i := 1; i <= 5; i++ {
 		wg.Go(func() { call(busy, fmt.Sprintf("busy-%d", i), 20) })
 	}
-	waitFor(t, "busy's calls to queue", func() bool { return g.pending("fake") == 6 })
+	testkit.WaitFor(t, "busy's calls to queue", func() bool { return g.pending("fake") == 6 })
 	wg.Go(func() { call(other, "other", 20) })
-	waitFor(t, "other's call to queue", func() bool { return g.pending("fake") == 7 })
+	testkit.WaitFor(t, "other's call to queue", func() bool { return g.pending("fake") == 7 })
 	if r := busy.post(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"hold"}}`); r.Status != http.StatusAccepted {
 		t.Fatalf("cancel: %d", r.Status)
 	}
@@ -121,7 +121,7 @@ func TestMaxProcessesGives503(t *testing.T) {
 	if r := first.do(t, first.request(http.MethodDelete, ""), nil); r.Status != http.StatusNoContent {
 		t.Fatalf("DELETE: status %d", r.Status)
 	}
-	waitFor(t, "a process slot to free", func() bool {
+	testkit.WaitFor(t, "a process slot to free", func() bool {
 		c := g.client("iso")
 		r := c.post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 		return r.Status == http.StatusOK

@@ -21,7 +21,7 @@ import (
 // lines at their own levels.
 
 // opLog is the gateway's log as JSON lines, safe for concurrent use.
-type opLog struct{ buf syncBuffer }
+type opLog struct{ buf testkit.SyncBuffer }
 
 // records returns the records whose message is msg and whose attributes
 // include every pair of match.
@@ -51,7 +51,7 @@ func (l *opLog) records(t *testing.T, msg string, match map[string]any) []map[st
 func (l *opLog) wait(t *testing.T, msg string, match map[string]any) map[string]any {
 	t.Helper()
 	var got []map[string]any
-	waitFor(t, msg+" line", func() bool {
+	testkit.WaitFor(t, msg+" line", func() bool {
 		got = l.records(t, msg, match)
 		return len(got) > 0
 	})

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -49,18 +48,13 @@ func (g *testGateway) tryScrape() (map[string]*dto.MetricFamily, error) {
 // (A /mcp POST's record is taken before its response ends.)
 func (g *testGateway) scrapeSettled(t testing.TB) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fams := g.scrape(t)
+	var fams map[string]*dto.MetricFamily
+	testkit.WaitFor(t, "mcpgate_inflight_requests to be 0", func() bool {
+		fams = g.scrape(t)
 		n, ok := metricValue(fams, "mcpgate_inflight_requests", nil)
-		if ok && n == 0 {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcpgate_inflight_requests = %v (found %v), want 0", n, ok)
-		}
-		time.Sleep(time.Millisecond) // polled: the condition ends the wait
-	}
+		return ok && n == 0
+	})
+	return fams
 }
 
 // metricValue is the value of the sample of family name whose labels
@@ -305,20 +299,15 @@ func TestMetricsScrapedUnderLoad(t *testing.T) {
 	wantMetric(t, fams, "mcpgate_sessions", map[string]string{"kind": "server", "target": "fake", "era": "2025-11-25"}, clients)
 }
 
-// scrapeUntil scrapes until cond holds of the metrics (10 s at most).
+// scrapeUntil scrapes until cond holds of the metrics.
 func (g *testGateway) scrapeUntil(t *testing.T, what string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fams := g.scrape(t)
-		if cond(fams) {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never showed %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polled: the condition ends the wait
-	}
+	var fams map[string]*dto.MetricFamily
+	testkit.WaitFor(t, "the metrics to show "+what, func() bool {
+		fams = g.scrape(t)
+		return cond(fams)
+	})
+	return fams
 }
 
 // TestMetricsServerStates: a server whose command is missing is down and

@@ -51,13 +51,9 @@ var crossMarker = regexp.MustCompile(`[ml]c\d+/\d+`)
 func waitGateway(t *testing.T, g *testGateway) {
 	t.Helper()
 	defer g.http.Transport.(*http.Transport).CloseIdleConnections()
-	deadline := time.Now().Add(20 * time.Second)
-	for g.pending("s") != 0 || g.gw.Handler.Sessions() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the crossfire: %d requests pending upstream, %d sessions recorded", g.pending("s"), g.gw.Handler.Sessions())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "no request pending upstream and no session recorded after the crossfire", func() bool {
+		return g.pending("s") == 0 && g.gw.Handler.Sessions() == 0
+	})
 }
 
 // fakeCalls asks the server's process for 2026-07-28 requests what it has

@@ -56,7 +56,7 @@ func init() {
 		case "subscriptions/listen":
 			write(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"_meta":{"io.modelcontextprotocol/subscriptionId":` + id + `}}}`)
 			go func() {
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // the server ends the listen on its own, a moment later
 				write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"server ends it","_meta":{"io.modelcontextprotocol/subscriptionId":` + id + `}}}`)
 			}()
 		default:

@@ -349,10 +349,10 @@ func TestPolicyFaultsAbandonedFilteredList(t *testing.T) {
 			}
 			done <- err
 		}()
-		waitFor(t, "the list to be in flight", func() bool { return g.pending("a") == 1 })
+		testkit.WaitFor(t, "the list to be in flight", func() bool { return g.pending("a") == 1 })
 		cancel()
 		<-done
-		waitFor(t, "the abandoned list to end upstream", func() bool { return g.pending("a") == 0 })
+		testkit.WaitFor(t, "the abandoned list to end upstream", func() bool { return g.pending("a") == 0 })
 	}
 	// The session still works, and its lists are still filtered.
 	if m := c.post(t, callBody("1", "read_secret", map[string]string{"message": "m"}, "")).final(t); m.Error == nil {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // keyAuth maps client tokens to principal names; a request without a
@@ -36,24 +35,6 @@ func (a keyAuth) Authenticate(r *http.Request, _ auth.Target) auth.Decision {
 
 func (keyAuth) Metadata(auth.Target) ([]byte, bool) { return nil, false }
 
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startLogged is startGatewayAuth logging at debug level to logs too.
 func startLogged(t *testing.T, cfg *config.Config, a auth.Authenticator, logs io.Writer) *testGateway {
 	t.Helper()
@@ -61,7 +42,7 @@ func startLogged(t *testing.T, cfg *config.Config, a auth.Authenticator, logs io
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testkit.LogWriter{T: t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	gw, err := start(cfg, log, a)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +98,7 @@ func TestPrincipalHeadersUpstream(t *testing.T) {
 		"bob":   {"github_token": "tok-bob-SECRET"},
 	})
 	cfg := newConfig(s)
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	g := startLogged(t, cfg, keyAuth{"client-alice": "alice", "client-bob": "bob", "client-carol": "carol"}, logs)
 
 	for _, who := range []string{"alice", "bob"} {

@@ -40,7 +40,7 @@ func TestGlobalInFlightCap(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "three slow calls at the server", func() bool { return g.pending("fake") == 3 })
+	testkit.WaitFor(t, "three slow calls at the server", func() bool { return g.pending("fake") == 3 })
 
 	r := b.post(t, callBody("44", "echo", map[string]string{"message": "hi"}, ""))
 	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "1" {
@@ -61,7 +61,7 @@ func TestGlobalInFlightCap(t *testing.T) {
 	// The slots are given back as the handlers return, just after their
 	// responses end.
 	var text string
-	waitFor(t, "a call admitted again", func() bool {
+	testkit.WaitFor(t, "a call admitted again", func() bool {
 		r := b.post(t, callBody("45", "echo", map[string]string{"message": "again"}, ""))
 		if r.Status == http.StatusOK {
 			text = toolText(t, r.final(t))

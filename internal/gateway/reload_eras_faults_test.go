@@ -29,7 +29,7 @@ func TestReloadFaultsParkedRequest(t *testing.T) {
 			cfg := newConfig(fakeServer("s", testkit.FakeOptions{Marker: oldMark}), fakeServer("k", testkit.FakeOptions{}))
 			cfg.Gateway.InputWait = 30 * time.Second
 			g, _ := startServing(t, cfg, ReloadOptions{})
-			waitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
+			testkit.WaitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
 			status, body, err := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
 			var r struct {
 				Result struct {
@@ -106,7 +106,7 @@ func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	}
 	// Short enough to finish after the reload; b's lasts.
 	epA, epB, aOwn := call(ep, "5", "a__slow", 1500), call(ep, "6", "b__slow", 600000), call(a, "7", "slow", 1500)
-	waitFor(t, "the calls upstream", func() bool { return g.gw.servers["a"].Pending() >= 2 && g.gw.servers["b"].Pending() >= 1 })
+	testkit.WaitFor(t, "the calls upstream", func() bool { return g.gw.servers["a"].Pending() >= 2 && g.gw.servers["b"].Pending() >= 1 })
 
 	next := cloneConfig(cfg)
 	next.Servers["b"] = fakeServer("b", testkit.FakeOptions{Marker: fmt.Sprintf("rle-b2-%d-x", stamp)})
@@ -143,8 +143,8 @@ func TestReloadFaultsEndpointMemberChangedMidCall(t *testing.T) {
 	if got := pidOf(t, a); got != aPID {
 		t.Errorf("a's pid %s, was %s", got, aPID)
 	}
-	waitFor(t, "a's pending requests to drain", func() bool { return g.gw.servers["a"].Pending() == 0 })
-	waitFor(t, "b's new process in the endpoint's session", func() bool {
+	testkit.WaitFor(t, "a's pending requests to drain", func() bool { return g.gw.servers["a"].Pending() == 0 })
+	testkit.WaitFor(t, "b's new process in the endpoint's session", func() bool {
 		m := ep.post(t, callBody("8", "b__pid", map[string]string{}, "")).final(t)
 		return m.Error == nil && toolText(t, m) != bPID
 	})
@@ -162,7 +162,7 @@ func TestReloadFaultsLegacySession(t *testing.T) {
 	if st := c.post(callBody("5", "slow", map[string]any{"ms": 600000}, "")); st != http.StatusAccepted {
 		t.Fatalf("slow call: %d", st)
 	}
-	waitFor(t, "the call upstream", func() bool { return g.gw.servers["a"].Pending() == 1 })
+	testkit.WaitFor(t, "the call upstream", func() bool { return g.gw.servers["a"].Pending() == 1 })
 	next := cloneConfig(cfg)
 	delete(next.Servers, "a")
 	if err := g.gw.Reload(next); err != nil {

@@ -27,7 +27,7 @@ import (
 func startServing(t *testing.T, cfg *config.Config, opts ReloadOptions) (*testGateway, *logBuffer) {
 	t.Helper()
 	g, logs := startReloading(t, cfg, opts)
-	waitFor(t, "the gateway serving", func() bool { return len(logs.lines(`msg=listening`)) > 0 })
+	testkit.WaitFor(t, "the gateway serving", func() bool { return len(logs.lines(`msg=listening`)) > 0 })
 	return g, logs
 }
 
@@ -127,7 +127,7 @@ func startHooked(t *testing.T, cfg *config.Config, a auth.Authenticator) (*testG
 	var hook func(slog.Record)
 	var mu sync.Mutex
 	served := make(chan struct{})
-	log := slog.New(hookHandler{next: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}), hook: &hook, mu: &mu,
+	log := slog.New(hookHandler{next: slog.NewTextHandler(testkit.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelInfo}), hook: &hook, mu: &mu,
 		listening: &sync.Once{}, served: served})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -410,10 +410,7 @@ func TestReloadFaultsConcurrentReloadsUnderLoad(t *testing.T) {
 	// The generation applied last is the only one left.
 	_, servers, _ := g.gw.current()
 	_ = servers
-	deadline := time.Now().Add(10 * time.Second)
-	for len(testkit.Procs(flipPrefix)) > 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling the process table
-	}
+	testkit.WaitFor(t, "at most one process of flip", func() bool { return len(testkit.Procs(flipPrefix)) <= 1 })
 	if got := testkit.Procs(flipPrefix); len(got) != 1 {
 		t.Errorf("%d processes of flip, want 1: %+v", len(got), got)
 	}

@@ -171,7 +171,7 @@ func TestReloadEndpointKeepsSessions(t *testing.T) {
 	if _, err := g.gw.reload(changed); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a's new process in the session", func() bool {
+	testkit.WaitFor(t, "a's new process in the session", func() bool {
 		r := ep.post(t, callBody("5", "a__pid", map[string]string{}, ""))
 		if r.Status != http.StatusOK {
 			t.Fatalf("a__pid after a changed: %d %s", r.Status, r.Body)
@@ -293,7 +293,7 @@ func TestReloadEndpointStartingMemberJoins(t *testing.T) {
 		t.Log("late was ready at once: the test did not wait for it") // the path below still holds
 	}
 	waitMessage(t, events, "notifications/tools/list_changed")
-	waitFor(t, "late's tools listed", func() bool { return slices.Contains(toolNames(t, ep), "late__echo") })
+	testkit.WaitFor(t, "late's tools listed", func() bool { return slices.Contains(toolNames(t, ep), "late__echo") })
 	if msg := callError(t, ep, "2", "late__echo"); msg != "" {
 		t.Errorf("late__echo: %s", msg)
 	}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,22 +20,7 @@ import (
 )
 
 // logBuffer collects a gateway's log lines for tests that look at them.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testkit.SyncBuffer }
 
 // lines returns the lines that contain every one of subs.
 func (b *logBuffer) lines(subs ...string) []string {
@@ -58,7 +42,7 @@ func (b *logBuffer) lines(subs ...string) []string {
 func startReloading(t *testing.T, cfg *config.Config, opts ReloadOptions) (*testGateway, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	log := slog.New(slog.NewTextHandler(teeWriter{logs, testWriter{t}}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(slog.NewTextHandler(teeWriter{logs, testkit.LogWriter{T: t}}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +217,7 @@ func TestReloadServers(t *testing.T) {
 	echoOK(t, change2, "new process")
 	// The endpoint on the changed server kept its session: its member
 	// "change" now answers from the new process.
-	waitFor(t, "the endpoint's session on the new process", func() bool {
+	testkit.WaitFor(t, "the endpoint's session on the new process", func() bool {
 		m := moved.post(t, callBody("4", "change__pid", map[string]string{}, "")).final(t)
 		return m.Error == nil && toolText(t, m) == pidOf(t, change2)
 	})

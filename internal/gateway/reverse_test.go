@@ -17,7 +17,7 @@ func TestReverseBridgeFindsModernOnlyServer(t *testing.T) {
 	g := startGateway(t, newConfig(fakeServer("s", testkit.FakeOptions{Modern: true, ModernOnly: true})))
 	c := g.client("s")
 	// The first sessions may reach the process before it refused the gateway's initialize.
-	waitFor(t, "a session of the reverse bridge", func() bool {
+	testkit.WaitFor(t, "a session of the reverse bridge", func() bool {
 		r := c.post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 		if r.Status != http.StatusOK || len(r.Msgs) != 1 || decode(t, r.Msgs[0]).Error != nil {
 			return false
@@ -52,7 +52,7 @@ func TestReverseBridgePinned(t *testing.T) {
 					t.Fatalf("DELETE: %d", r.Status)
 				}
 			}
-			waitFor(t, "nothing pending upstream after the sessions ended", func() bool { return g.pending("s") == 0 })
+			testkit.WaitFor(t, "nothing pending upstream after the sessions ended", func() bool { return g.pending("s") == 0 })
 		})
 	}
 }

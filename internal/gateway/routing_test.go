@@ -26,7 +26,7 @@ func TestTimeoutAnswersAndCancelsUpstream(t *testing.T) {
 		t.Fatalf("got %+v, want error -32001 for id \"slow-1\"", m)
 	}
 	var ids []json.RawMessage
-	waitFor(t, "the server to see the cancellation", func() bool {
+	testkit.WaitFor(t, "the server to see the cancellation", func() bool {
 		text := toolText(t, c.post(t, callBody("2", "cancelled", map[string]any{}, "")).final(t))
 		_ = json.Unmarshal([]byte(text), &ids)
 		return len(ids) == 1
@@ -41,7 +41,7 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 	c.connect(t)
 	done := make(chan *reply, 1)
 	go func() { done <- c.post(t, callBody(`"mine"`, "slow", map[string]int{"ms": 600000}, "")) }()
-	waitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
 	if r := c.post(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"mine","reason":"changed my mind"}}`); r.Status != http.StatusAccepted {
 		t.Fatalf("cancel: status %d", r.Status)
 	}
@@ -100,7 +100,7 @@ func TestAmbiguousServerRequestIsRefused(t *testing.T) {
 	b.connect(t)
 	slow := make(chan *reply, 1)
 	go func() { slow <- b.post(t, callBody("1", "slow", map[string]int{"ms": 600000}, "")) }()
-	waitFor(t, "b's call to be in flight", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "b's call to be in flight", func() bool { return g.pending("fake") == 1 })
 	m := a.post(t, callBody("2", "sample", map[string]string{"prompt": "x"}, "")).final(t)
 	var res struct {
 		IsError bool `json:"isError"`
@@ -201,7 +201,7 @@ func TestResumeWithLastEventID(t *testing.T) {
 		t.Fatalf("answer: %d", r.Status)
 	}
 	var r *reply
-	waitFor(t, "the dropped stream to be resumable", func() bool {
+	testkit.WaitFor(t, "the dropped stream to be resumable", func() bool {
 		req := getRequest(c)
 		req.Header.Set("Last-Event-ID", lastID)
 		r = c.do(t, req, nil)
@@ -256,10 +256,10 @@ func TestDisconnectCancelsUnresumable(t *testing.T) {
 		}
 		errc <- err
 	}()
-	waitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
 	cancel()
 	<-errc
-	waitFor(t, "the request to be cancelled upstream", func() bool {
+	testkit.WaitFor(t, "the request to be cancelled upstream", func() bool {
 		return g.pending("fake") == 0 &&
 			toolText(t, c.post(t, callBody("2", "cancelled", map[string]any{}, "")).final(t)) != "[]"
 	})
@@ -273,7 +273,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	c.connect(t)
 	got := make(chan rpc, 1)
 	go func() { got <- c.post(t, callBody("1", "slow", map[string]int{"ms": 300}, "")).final(t) }()
-	waitFor(t, "the call to be in flight", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "the call to be in flight", func() bool { return g.pending("fake") == 1 })
 	if err := g.stop(); err != nil {
 		t.Fatal(err)
 	}

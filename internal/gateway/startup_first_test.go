@@ -3,11 +3,8 @@ package gateway
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +23,8 @@ const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"proto
 // starting" after the request timeout, and gets a session once the server
 // is up.
 func TestFirstStartSlowServerInitializeWaits(t *testing.T) {
-	gate := filepath.Join(t.TempDir(), "download")
-	if err := syscall.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := fakeServer("slow", testkit.FakeOptions{StartGate: gate})
+	gate := testkit.NewGate(t)
+	s := fakeServer("slow", testkit.FakeOptions{StartGate: gate.Path})
 	// Before initTimeout governed the first start, a request waited at
 	// most its own timeout: 1 ms here, far less than any start takes.
 	s.Timeout = time.Millisecond
@@ -39,13 +33,7 @@ func TestFirstStartSlowServerInitializeWaits(t *testing.T) {
 
 	done := make(chan *reply, 1)
 	go func() { done <- g.client("slow").post(t, initBody) }()
-	// The "download" ends: opening the pipe waits for the fake to reach
-	// it; closing it lets the fake go on.
-	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	gate.Open(t) // the "download" ends
 	var r *reply
 	select {
 	case r = <-done:

@@ -46,7 +46,7 @@ func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
 	g := startGateway(t, cfg)
 	// The 300 ms timeout is for the parked call, not for a process
 	// starting under -race on a busy machine.
-	waitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
+	testkit.WaitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
 	status, body, err := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
 	var r struct {
 		Result struct {
@@ -62,7 +62,7 @@ func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
 	for k := range r.Result.InputRequests {
 		key = k
 	}
-	time.Sleep(time.Second) // the parked call times out upstream
+	testkit.WaitFor(t, "the parked call to time out upstream", func() bool { return g.pending("s") == 0 })
 	st, _ := json.Marshal(r.Result.RequestState)
 	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","content":{"type":"text","text":"Paris"},"model":"m"}},"requestState":` + string(st)
 	start := time.Now()
@@ -86,6 +86,7 @@ func TestAttackGatewayParkedForeverBlocksOthers(t *testing.T) {
 	g := startGateway(t, cfg)
 	_, body, _ := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
 	start := time.Now()
+	sent := start // when the retry that got body was sent
 	rounds := 0
 	for ; ; rounds++ {
 		var r struct {
@@ -99,20 +100,19 @@ func TestAttackGatewayParkedForeverBlocksOthers(t *testing.T) {
 			}
 			break
 		}
-		if time.Since(start) > 5*cfg.Gateway.InputWait {
-			t.Fatalf("still parked after %v with InputWait %v", time.Since(start), cfg.Gateway.InputWait)
+		// The request's time ran out InputWait after it was parked,
+		// before start: a retry sent well after that must not park it
+		// again. Measured when the retry was sent, not when its answer
+		// came: a busy machine may take long to answer it.
+		if sent.Sub(start) > 5*cfg.Gateway.InputWait {
+			t.Fatalf("still parked by a retry sent %v after the first answer, with InputWait %v", sent.Sub(start), cfg.Gateway.InputWait)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the client's pace between retries
 		st, _ := json.Marshal(r.Result.RequestState)
+		sent = time.Now()
 		_, body, _ = atkModern(g, 10*time.Second, "s", strconv.Itoa(rounds+2), "sample", `{"prompt":"p"}`, `,"inputResponses":{},"requestState":`+string(st))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for g.pending("s") != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := g.pending("s"); n != 0 {
-		t.Fatalf("%d requests pending upstream after the parked one ran out of time", n)
-	}
+	testkit.WaitFor(t, "no request pending upstream after the parked one ran out of time", func() bool { return g.pending("s") == 0 })
 
 	// Another client can be asked for sampling again.
 	if _, body, _ := atkModern(g, 10*time.Second, "s", "100", "sample", `{"prompt":"x"}`, ""); !strings.Contains(body, "input_required") {

@@ -146,7 +146,7 @@ func TestTaskInputGoesToItsCreator(t *testing.T) {
 		}
 	}()
 	defer func() { leave(); <-bDone }()
-	waitFor(t, "B's call in flight", func() bool { return g.pending("tasks") == 1 })
+	testkit.WaitFor(t, "B's call in flight", func() bool { return g.pending("tasks") == 1 })
 
 	tr, m := taskResult(t, a.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sample","arguments":{"prompt":"for A"},"task":{}}}`))
 	if m.Error != nil || tr.Task == nil {

@@ -305,10 +305,10 @@ func TestTraceAbandonedRequestCancelled(t *testing.T) {
 		}
 		errc <- err
 	}()
-	waitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
+	testkit.WaitFor(t, "the slow call to be in flight", func() bool { return g.pending("fake") == 1 })
 	cancel()
 	<-errc
-	waitFor(t, "the slow call's span to end", func() bool {
+	testkit.WaitFor(t, "the slow call's span to end", func() bool {
 		for _, s := range exp.GetSpans() {
 			if s.Name == "tools/call slow" {
 				return true

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // TestHandlerCallsBeforeSetUpstream: the backend sets the upstream only
@@ -39,13 +41,7 @@ func TestHandlerCallsBeforeSetUpstream(t *testing.T) {
 	}
 	// Generation 1's initialize is registered and waits for the upstream;
 	// generation 1 exits and 2 starts before the upstream is set.
-	deadline := time.Now().Add(10 * time.Second)
-	for m.Pending() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pending, want gen 1's initialize", m.Pending())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "gen 1's initialize pending", func() bool { return m.Pending() == 1 })
 	m.Exited(1, errors.New("exit status 1"))
 	m.Started(2)
 	up := newFakeUp(m)

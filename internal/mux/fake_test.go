@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // This file holds the in-memory peers of the mux tests: an upstream whose
@@ -163,24 +164,14 @@ func (u *fakeUp) Served(gen uint64) {
 	u.signal()
 }
 
-// waitFor waits (generously) until cond, checked under u.mu, holds.
+// waitFor waits until cond, checked under u.mu, holds.
 func (u *fakeUp) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
+	testkit.WaitFor(t, what, func() bool {
 		u.mu.Lock()
-		ok := cond()
-		u.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-u.changed:
-		case <-time.After(20 * time.Millisecond): // also re-check state changed elsewhere
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+		defer u.mu.Unlock()
+		return cond()
+	})
 }
 
 // written returns the messages written with method, under u.mu.
@@ -276,20 +267,15 @@ func startShared(t *testing.T, opts Options) (*Mux, *fakeUp) {
 	return m, up
 }
 
-// waitPhase waits (generously) for the Mux to reach phase p.
+// waitPhase waits for the Mux to reach phase p.
 func waitPhase(t *testing.T, m *Mux, p Phase) State {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := m.State()
-		if st.Phase == p {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state %v (reason %v), want %v", st.Phase, st.Reason, p)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var st State
+	testkit.WaitFor(t, fmt.Sprintf("phase %v", p), func() bool {
+		st = m.State()
+		return st.Phase == p
+	})
+	return st
 }
 
 // request parses a client request.

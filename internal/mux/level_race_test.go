@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -11,32 +12,36 @@ import (
 // against a stuck server are each answered within their own timeout, not
 // one after the other's (they used to queue behind each other's round
 // trips, each waiting a whole timeout).
+// In a synctest bubble, so that the bound is read on a clock only timers
+// move: a busy machine cannot stretch it, a path waiting on a timer does.
 func TestSetLevelTimesOutOnTime(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	m, up := startShared(t, Options{Timeout: timeout})
-	up.stuck.Store(true)
-	const sessions = 12
-	var wg sync.WaitGroup
-	late := make(chan time.Duration, sessions)
-	for i := range sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out := newRec()
-			c := m.Join(out)
-			start := time.Now()
-			c.Handle(context.Background(), request(t, "1", "logging/setLevel", `{"level":"`+levels[i%len(levels)]+`"}`), out)
-			out.waitReplies(t, 1)
-			if d := time.Since(start); d > timeout+prompt {
-				late <- d
-			}
-		}()
-	}
-	wg.Wait()
-	close(late)
-	for d := range late {
-		t.Errorf("setLevel answered after %v, timeout %v", d, timeout)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 300 * time.Millisecond
+		m, up := startShared(t, Options{Timeout: timeout})
+		up.stuck.Store(true)
+		const sessions = 12
+		var wg sync.WaitGroup
+		late := make(chan time.Duration, sessions)
+		for i := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out := newRec()
+				c := m.Join(out)
+				start := time.Now()
+				c.Handle(context.Background(), request(t, "1", "logging/setLevel", `{"level":"`+levels[i%len(levels)]+`"}`), out)
+				out.waitReplies(t, 1)
+				if d := time.Since(start); d > timeout+prompt {
+					late <- d
+				}
+			}()
+		}
+		wg.Wait()
+		close(late)
+		for d := range late {
+			t.Errorf("setLevel answered after %v, timeout %v", d, timeout)
+		}
+	})
 }
 
 // TestLevelResentAfterTimedOutSetLevel: a setLevel whose answer did not

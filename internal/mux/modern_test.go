@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -149,31 +150,35 @@ func TestModernProbeNotModern(t *testing.T) {
 // ProbeTimeout counts as not modern at once (Discovered returns within the
 // bound); the same process is probed again after a backoff, and a late
 // modern answer makes it Ready.
+// In a synctest bubble, so that the bound is read on a clock only timers
+// move: a busy machine cannot stretch it, a path waiting on a timer does.
 func TestModernProbeTimeout(t *testing.T) {
-	const bound = 100 * time.Millisecond
-	m, up := startModern(t, Options{ProbeTimeout: bound}, nil)
-	start := time.Now()
-	_, err := discovered(t, m)
-	if !errors.Is(err, ErrNotModern) || !strings.Contains(err.Error(), "no server/discover reply within 100ms") {
-		t.Fatalf("Discovered: %v; want ErrNotModern after no reply", err)
-	}
-	if d := time.Since(start); d > bound+2*time.Second {
-		t.Errorf("the verdict took %v, want about %v", d, bound)
-	}
-	if st := m.State(); st.Phase != BackingOff || st.RetryAt.IsZero() {
-		t.Errorf("state %v retry at %v, want backing off with a retry", st.Phase, st.RetryAt)
-	}
-	up.answer("server/discover", result(discoverResult))
-	up.waitFor(t, "a second probe", func() bool { return len(up.writtenLocked("server/discover")) == 2 })
-	waitPhase(t, m, Ready)
-	if _, err := discovered(t, m); err != nil {
-		t.Errorf("Discovered after the late answer: %v", err)
-	}
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	if len(up.restarts) != 0 {
-		t.Errorf("restarted %v: a slow server is probed again, not killed", up.restarts)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const bound = 100 * time.Millisecond
+		m, up := startModern(t, Options{ProbeTimeout: bound}, nil)
+		start := time.Now()
+		_, err := discovered(t, m)
+		if !errors.Is(err, ErrNotModern) || !strings.Contains(err.Error(), "no server/discover reply within 100ms") {
+			t.Fatalf("Discovered: %v; want ErrNotModern after no reply", err)
+		}
+		if d := time.Since(start); d > bound+2*time.Second {
+			t.Errorf("the verdict took %v, want about %v", d, bound)
+		}
+		if st := m.State(); st.Phase != BackingOff || st.RetryAt.IsZero() {
+			t.Errorf("state %v retry at %v, want backing off with a retry", st.Phase, st.RetryAt)
+		}
+		up.answer("server/discover", result(discoverResult))
+		up.waitFor(t, "a second probe", func() bool { return len(up.writtenLocked("server/discover")) == 2 })
+		waitPhase(t, m, Ready)
+		if _, err := discovered(t, m); err != nil {
+			t.Errorf("Discovered after the late answer: %v", err)
+		}
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		if len(up.restarts) != 0 {
+			t.Errorf("restarted %v: a slow server is probed again, not killed", up.restarts)
+		}
+	})
 }
 
 // TestModernRestartReprobes: after its process exits, a Modern Mux fails
@@ -205,27 +210,31 @@ func TestModernRestartReprobes(t *testing.T) {
 
 // TestModernCloseDuringProbe: Close while the probe waits for its answer
 // returns at once, and so does a Discovered waiting for it.
+// In a synctest bubble, so that the bound is read on a clock only timers
+// move: a busy machine cannot stretch it, a path waiting on a timer does.
 func TestModernCloseDuringProbe(t *testing.T) {
-	m, _ := startModern(t, Options{ProbeTimeout: time.Hour, InitTimeout: time.Hour}, nil)
-	done := make(chan error, 1)
-	go func() {
-		_, err := m.Discovered(context.Background())
-		done <- err
-	}()
-	time.Sleep(10 * time.Millisecond) // let it wait; either order is fine
-	start := time.Now()
-	m.Close()
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Close took %v during a probe", d)
-	}
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("Discovered succeeded on a closed Mux")
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := startModern(t, Options{ProbeTimeout: time.Hour, InitTimeout: time.Hour}, nil)
+		done := make(chan error, 1)
+		go func() {
+			_, err := m.Discovered(context.Background())
+			done <- err
+		}()
+		synctest.Wait() // Discovered waits for the probe
+		start := time.Now()
+		m.Close()
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("Close took %v during a probe", d)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Discovered still waiting after Close")
-	}
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Error("Discovered succeeded on a closed Mux")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Discovered still waiting after Close")
+		}
+	})
 }
 
 // TestModernRefusesRemovedAndServerRequests: requests the revision removed

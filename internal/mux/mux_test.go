@@ -150,8 +150,7 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 	}
 	// The callers hear first, the server afterwards: wait for the
 	// cancellations.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "2 cancellations upstream", func() bool {
 		up.mu.Lock()
 		cancels := 0
 		for _, s := range up.sent {
@@ -160,14 +159,11 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 			}
 		}
 		up.mu.Unlock()
-		if cancels == 2 {
-			break
-		}
-		if cancels > 2 || time.Now().After(deadline) {
+		if cancels > 2 {
 			t.Fatalf("%d cancellations upstream, want 2", cancels)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return cancels == 2
+	})
 }
 
 // TestQueueBoundPerClient: behind maxInFlight, one session may queue at

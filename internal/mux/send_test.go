@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -35,38 +36,42 @@ func within(t *testing.T, what string, f func()) {
 // (Send blocks until its ctx ends, TrySend fails) still lets the request
 // time out on time, with one -32001 answer; the best-effort cancellation is
 // dropped and counted instead of blocking the timer.
+// In a synctest bubble, so that the bound is read on a clock only timers
+// move: a busy machine cannot stretch it, a path waiting on a timer does.
 func TestStuckServerTimeoutFiresOnTime(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	m, up := startShared(t, Options{Timeout: timeout})
-	up.stuck.Store(true)
-	out := newRec()
-	c := m.Join(out)
-	start := time.Now()
-	handled := make(chan struct{})
-	go func() {
-		defer close(handled)
-		c.Handle(context.Background(), request(t, `"a"`, "tools/call", `{}`), out)
-	}()
-	replies := out.waitReplies(t, 1)
-	if elapsed := time.Since(start); elapsed > timeout+prompt {
-		t.Fatalf("timed out after %v, want about %v", elapsed, timeout)
-	}
-	code, _, isErr := errorCode(t, replies[0])
-	if !isErr || code != protocol.CodeRequestTimeout {
-		t.Fatalf("reply %s, want a -32001 timeout", replies[0])
-	}
-	select {
-	case <-handled:
-	case <-time.After(prompt):
-		t.Fatal("Handle still blocked after the request's deadline")
-	}
-	within(t, "Mux.Close", m.Close)
-	if got := out.waitReplies(t, 1); len(got) != 1 {
-		t.Fatalf("%d replies for one request", len(got))
-	}
-	if m.Stats().TimedOut != 1 {
-		t.Fatalf("timed out %d, want 1", m.Stats().TimedOut)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 300 * time.Millisecond
+		m, up := startShared(t, Options{Timeout: timeout})
+		up.stuck.Store(true)
+		out := newRec()
+		c := m.Join(out)
+		start := time.Now()
+		handled := make(chan struct{})
+		go func() {
+			defer close(handled)
+			c.Handle(context.Background(), request(t, `"a"`, "tools/call", `{}`), out)
+		}()
+		replies := out.waitReplies(t, 1)
+		if elapsed := time.Since(start); elapsed > timeout+prompt {
+			t.Fatalf("timed out after %v, want about %v", elapsed, timeout)
+		}
+		code, _, isErr := errorCode(t, replies[0])
+		if !isErr || code != protocol.CodeRequestTimeout {
+			t.Fatalf("reply %s, want a -32001 timeout", replies[0])
+		}
+		select {
+		case <-handled:
+		case <-time.After(prompt):
+			t.Fatal("Handle still blocked after the request's deadline")
+		}
+		within(t, "Mux.Close", m.Close)
+		if got := out.waitReplies(t, 1); len(got) != 1 {
+			t.Fatalf("%d replies for one request", len(got))
+		}
+		if m.Stats().TimedOut != 1 {
+			t.Fatalf("timed out %d, want 1", m.Stats().TimedOut)
+		}
+	})
 }
 
 // TestStuckServerReaderAndTeardownDoNotBlock: with the server stuck, the

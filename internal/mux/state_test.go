@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -13,63 +14,68 @@ import (
 
 // TestStateTransitions walks a server through its lifecycle and checks
 // what a client gets in each phase: Ready forwards, BackingOff answers at
-// once with the exit reason and the retry time, Failed after Close.
+// once with the exit reason and the retry time, Failed after Close. It
+// runs in a synctest bubble: the retry time and "at once" are read on the
+// bubble's clock, which only moves when every goroutine waits, so a busy
+// machine cannot stretch them.
 func TestStateTransitions(t *testing.T) {
-	m := New(Options{Name: "memory", Logger: slog.New(slog.DiscardHandler)})
-	defer m.Close()
-	if st := m.State(); st.Phase != Starting || st.Since.IsZero() {
-		t.Fatalf("new: %+v", st)
-	}
-	up := newFakeUp(m)
-	up.answer("tools/call", result(`{}`))
-	m.SetUpstream(up)
-	m.Started(1)
-	waitPhase(t, m, Ready)
+	synctest.Test(t, func(t *testing.T) {
+		m := New(Options{Name: "memory", Logger: slog.New(slog.DiscardHandler)})
+		defer m.Close()
+		if st := m.State(); st.Phase != Starting || st.Since.IsZero() {
+			t.Fatalf("new: %+v", st)
+		}
+		up := newFakeUp(m)
+		up.answer("tools/call", result(`{}`))
+		m.SetUpstream(up)
+		m.Started(1)
+		waitPhase(t, m, Ready)
 
-	out := newRec()
-	c := m.Join(out)
-	c.Handle(context.Background(), request(t, "1", "tools/call", `{}`), out)
-	if _, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); isErr {
-		t.Fatal("ready server refused a request")
-	}
+		out := newRec()
+		c := m.Join(out)
+		c.Handle(context.Background(), request(t, "1", "tools/call", `{}`), out)
+		if _, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); isErr {
+			t.Fatal("ready server refused a request")
+		}
 
-	exit := errors.New(`upstream: server process exited: exit status 1; last stderr: "boom"`)
-	m.Exited(1, exit)
-	st := m.State()
-	if st.Phase != BackingOff || !errors.Is(st.Reason, exit) {
-		t.Fatalf("after Exited: %+v", st)
-	}
-	m.Waiting(exit, 3*time.Second)
-	st = m.State()
-	if st.Phase != BackingOff || time.Until(st.RetryAt) <= 2*time.Second || time.Until(st.RetryAt) > 3*time.Second {
-		t.Fatalf("after Waiting: %+v", st)
-	}
-	start := time.Now()
-	c.Handle(context.Background(), request(t, "2", "tools/call", `{}`), out)
-	r := out.waitReplies(t, 2)[1]
-	if time.Since(start) > time.Second {
-		t.Fatalf("a request to a backing-off server waited %v", time.Since(start))
-	}
-	_, text, isErr := errorCode(t, r)
-	want := `mcpgate: server "memory" is not available: upstream: server process exited: exit status 1; last stderr: "boom"; retrying in `
-	if !isErr || !strings.HasPrefix(text, want) {
-		t.Fatalf("reply %s\nwant message starting %q", r, want)
-	}
+		exit := errors.New(`upstream: server process exited: exit status 1; last stderr: "boom"`)
+		m.Exited(1, exit)
+		st := m.State()
+		if st.Phase != BackingOff || !errors.Is(st.Reason, exit) {
+			t.Fatalf("after Exited: %+v", st)
+		}
+		m.Waiting(exit, 3*time.Second)
+		st = m.State()
+		if st.Phase != BackingOff || time.Until(st.RetryAt) <= 2*time.Second || time.Until(st.RetryAt) > 3*time.Second {
+			t.Fatalf("after Waiting: %+v", st)
+		}
+		start := time.Now()
+		c.Handle(context.Background(), request(t, "2", "tools/call", `{}`), out)
+		r := out.waitReplies(t, 2)[1]
+		if time.Since(start) > time.Second {
+			t.Fatalf("a request to a backing-off server waited %v", time.Since(start))
+		}
+		_, text, isErr := errorCode(t, r)
+		want := `mcpgate: server "memory" is not available: upstream: server process exited: exit status 1; last stderr: "boom"; retrying in `
+		if !isErr || !strings.HasPrefix(text, want) {
+			t.Fatalf("reply %s\nwant message starting %q", r, want)
+		}
 
-	up.gen.Store(2)
-	m.Started(2)
-	if st := m.State(); st.Phase != Starting && st.Phase != Ready {
-		t.Fatalf("after Started: %+v", st)
-	}
-	waitPhase(t, m, Ready)
-	c.Handle(context.Background(), request(t, "3", "tools/call", `{}`), out)
-	if _, _, isErr := errorCode(t, out.waitReplies(t, 3)[2]); isErr {
-		t.Fatal("restarted server refused a request")
-	}
-	m.Close()
-	if st := m.State(); st.Phase != Failed || !errors.Is(st.Reason, errClosed) {
-		t.Fatalf("after Close: %+v", st)
-	}
+		up.gen.Store(2)
+		m.Started(2)
+		if st := m.State(); st.Phase != Starting && st.Phase != Ready {
+			t.Fatalf("after Started: %+v", st)
+		}
+		waitPhase(t, m, Ready)
+		c.Handle(context.Background(), request(t, "3", "tools/call", `{}`), out)
+		if _, _, isErr := errorCode(t, out.waitReplies(t, 3)[2]); isErr {
+			t.Fatal("restarted server refused a request")
+		}
+		m.Close()
+		if st := m.State(); st.Phase != Failed || !errors.Is(st.Reason, errClosed) {
+			t.Fatalf("after Close: %+v", st)
+		}
+	})
 }
 
 // TestStartingRequestsWait: while the server is merely starting (a slow
@@ -163,29 +169,33 @@ func TestInitFailureRetriedWithoutRestart(t *testing.T) {
 // TestInitTimeoutIndependentOfRequestTimeout: the gateway's initialize has
 // its own timeout; a short per-request timeout does not cut it.
 func TestInitTimeoutIndependentOfRequestTimeout(t *testing.T) {
-	def := New(Options{})
-	def.Close()
-	if d := def.opts.InitTimeout; d != 120*time.Second {
-		t.Fatalf("default InitTimeout %v", d)
-	}
-	m := New(Options{Name: "t", Timeout: 50 * time.Millisecond, InitTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	defer m.Close()
-	up := newFakeUp(m)
-	up.answer("initialize", nil)
-	m.SetUpstream(up)
-	m.Started(1)
-	var initID string
-	up.waitFor(t, "initialize", func() bool {
-		w := up.writtenLocked("initialize")
-		if len(w) == 1 {
-			initID = string(w[0].Bytes(w[0].ID))
+	synctest.Test(t, func(t *testing.T) {
+		def := New(Options{})
+		def.Close()
+		if d := def.opts.InitTimeout; d != 120*time.Second {
+			t.Fatalf("default InitTimeout %v", d)
 		}
-		return len(w) == 1
+		m := New(Options{Name: "t", Timeout: 50 * time.Millisecond, InitTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		defer m.Close()
+		up := newFakeUp(m)
+		up.answer("initialize", nil)
+		m.SetUpstream(up)
+		m.Started(1)
+		var initID string
+		up.waitFor(t, "initialize", func() bool {
+			w := up.writtenLocked("initialize")
+			if len(w) == 1 {
+				initID = string(w[0].Bytes(w[0].ID))
+			}
+			return len(w) == 1
+		})
+		// Answer well after the request timeout: only the init timeout
+		// counts. In the synctest bubble the 200 ms pass on its clock, the
+		// 50 ms request timer firing on the way, however busy the machine.
+		time.Sleep(200 * time.Millisecond)
+		m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+initID+`,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
+		waitPhase(t, m, Ready)
 	})
-	// Answer well after the request timeout: only the init timeout counts.
-	time.Sleep(200 * time.Millisecond)
-	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+initID+`,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}`))
-	waitPhase(t, m, Ready)
 }
 
 // TestInitTimeout: no initialize answer within InitTimeout restarts the

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // credUpstream is a remote MCP server (the echo server) that checks the
@@ -84,27 +85,9 @@ func (u *credUpstream) check(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // credServer is a remote server with per-principal headers over static
 // ones; its logs, at debug level, go to logs.
-func credServer(t *testing.T, url string) (*remoteServer, *syncBuffer) {
+func credServer(t *testing.T, url string) (*remoteServer, *testkit.SyncBuffer) {
 	t.Helper()
 	cfg := testServer("github")
 	cfg.Type, cfg.URL = config.TypeHTTP, url
@@ -122,8 +105,8 @@ func credServer(t *testing.T, url string) (*remoteServer, *syncBuffer) {
 		"bob":   {"github_token": "tok-bob-SECRET"},
 		"carol": {"other": "tok-carol-SECRET"},
 	})
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := &testkit.SyncBuffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testkit.LogWriter{T: t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(cfg, "test", log)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +122,7 @@ func as(name string) context.Context {
 	return conn.WithPrincipal(context.Background(), &auth.Principal{Name: name, Kind: auth.KindKey})
 }
 
-func checkNoSecretLogged(t *testing.T, logs *syncBuffer) {
+func checkNoSecretLogged(t *testing.T, logs *testkit.SyncBuffer) {
 	t.Helper()
 	if text := logs.String(); strings.Contains(text, "SECRET") {
 		t.Errorf("a secret was logged:\n%s", text)

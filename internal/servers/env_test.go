@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestEnviron(t *testing.T) {
@@ -66,7 +66,7 @@ func TestChildGetsMinimalEnvironment(t *testing.T) {
 	}
 	defer s.Close()
 	var data []byte
-	waitFor(t, "the child to write its environment", func() bool {
+	testkit.WaitFor(t, "the child to write its environment", func() bool {
 		data, err = os.ReadFile(out)
 		return err == nil
 	})
@@ -118,17 +118,4 @@ func TestCheckCommandNamesCwd(t *testing.T) {
 func testServer(name string) *config.Server {
 	g := config.Defaults()
 	return g.NewServer(name)
-}
-
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -134,14 +134,14 @@ func TestSessionStatelessNative(t *testing.T) {
 	slow := newRecorder()
 	msg, _ := jsonrpc.Parse(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"slow","arguments":{"ms":60000},`+modernMeta+`}}`, "{}"))
 	c.Handle(context.Background(), &msg, slow)
-	waitFor(t, "the stateless request to count in Pending", func() bool { return s.Pending() == 1 })
+	testkit.WaitFor(t, "the stateless request to count in Pending", func() bool { return s.Pending() == 1 })
 	c.Abandon(slow)
 	if n := s.Pending(); n != 0 {
 		t.Errorf("Pending = %d after Abandon", n)
 	}
 
 	a.Close()
-	waitFor(t, "the ended session's process to stop", func() bool {
+	testkit.WaitFor(t, "the ended session's process to stop", func() bool {
 		return !slices.Contains(testkit.Procs(marker), mustAtoi(t, pidA))
 	})
 	checkApart(t, s, []string{pidB}, native)
@@ -204,7 +204,7 @@ func TestSessionStatelessProtocolSettings(t *testing.T) {
 	})
 	t.Run("2026-07-28", func(t *testing.T) {
 		s, marker := newSessionServer(t, testkit.FakeOptions{Modern: true}, config.ProtocolModern, nil)
-		waitFor(t, "the stateless process started with the server", func() bool { return procCount(marker) > 0 })
+		testkit.WaitFor(t, "the stateless process started with the server", func() bool { return procCount(marker) > 0 })
 		c := openStateless(t, s, `{}`)
 		if !passthrough(c) {
 			t.Fatal("not passed through with protocol 2026-07-28")
@@ -258,7 +258,7 @@ func TestSessionStatelessMaxProcesses(t *testing.T) {
 		}
 		a.Close()
 		var b conn.Conn
-		waitFor(t, "the freed slot", func() bool {
+		testkit.WaitFor(t, "the freed slot", func() bool {
 			var err error
 			b, err = s.Open(context.Background(), newStream())
 			return err == nil
@@ -272,7 +272,7 @@ func TestSessionStatelessMaxProcesses(t *testing.T) {
 	t.Run("pool at the cap", func(t *testing.T) {
 		s, marker := newSessionServer(t, testkit.FakeOptions{Modern: true}, config.ProtocolAuto, func(c *config.Server) { c.MaxProcesses, c.Prewarm = 1, 1 })
 		iso := s.(*isolatedStdio).isolated
-		waitFor(t, "the pooled process", func() bool { return len(pooledPIDs(iso)) == 1 })
+		testkit.WaitFor(t, "the pooled process", func() bool { return len(pooledPIDs(iso)) == 1 })
 		pooled := pooledPIDs(iso)
 		if got := toolText(callTool(t, openStateless(t, s, `{}`), "echo", `{"message":"hi"}`)); got != "hi" {
 			t.Fatalf("a stateless request with the pool at the cap: %q", got)
@@ -312,7 +312,7 @@ func TestSessionStatelessCloseStopsAll(t *testing.T) {
 			slow := newRecorder()
 			msg, _ := jsonrpc.Parse(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"slow","arguments":{"ms":60000},`+modernMeta+`}}`, "{}"))
 			c.Handle(context.Background(), &msg, slow)
-			waitFor(t, "the slow stateless request upstream", func() bool { return s.Pending() == 1 })
+			testkit.WaitFor(t, "the slow stateless request upstream", func() bool { return s.Pending() == 1 })
 			if n := procCount(opts.Marker); n < 2*2+2 {
 				t.Fatalf("%d processes (grandchildren included), want sessions' and stateless ones", n)
 			}

@@ -67,7 +67,7 @@ func TestPrewarmServesSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := srv.(*isolatedStdio).isolated
-	waitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
+	testkit.WaitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
 	before := pooledPIDs(s)
 
 	c, err := s.Open(context.Background(), newStream())
@@ -78,7 +78,7 @@ func TestPrewarmServesSession(t *testing.T) {
 		t.Errorf("the session's process %d is not one of the pooled %v: it was started for the session", pid, before)
 	}
 	initialized(t, c)
-	waitFor(t, "the pool refilled to two", func() bool { return len(pooledPIDs(s)) == 2 })
+	testkit.WaitFor(t, "the pool refilled to two", func() bool { return len(pooledPIDs(s)) == 2 })
 	if n := len(testkit.Procs(marker)); n != 3 {
 		t.Errorf("%d processes, want 3 (one live, two pooled)", n)
 	}
@@ -103,7 +103,7 @@ func TestPrewarmRefillsWhenSlotFrees(t *testing.T) {
 	}
 	defer srv.Close()
 	s := srv.(*isolatedStdio).isolated
-	waitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
+	testkit.WaitFor(t, "two ready pooled processes", func() bool { return len(pooledPIDs(s)) == 2 })
 	var conns []conn.Conn
 	for range 2 {
 		c, err := s.Open(context.Background(), newStream())
@@ -113,7 +113,7 @@ func TestPrewarmRefillsWhenSlotFrees(t *testing.T) {
 		conns = append(conns, c)
 	}
 	conns[0].Close()
-	waitFor(t, "a pooled process in the freed slot", func() bool { return len(pooledPIDs(s)) == 1 })
+	testkit.WaitFor(t, "a pooled process in the freed slot", func() bool { return len(pooledPIDs(s)) == 1 })
 	if n := len(testkit.Procs(marker)); n > 2 {
 		t.Errorf("%d processes, over maxProcesses 2", n)
 	}
@@ -137,14 +137,14 @@ func TestPrewarmPassesOverCrashedProcess(t *testing.T) {
 	}
 	s := newIsolated(cfg, cfg.MaxProcesses, spawn, log)
 	defer s.Close()
-	waitFor(t, "a ready pooled process", func() bool { return len(pooledPIDs(s)) == 1 })
+	testkit.WaitFor(t, "a ready pooled process", func() bool { return len(pooledPIDs(s)) == 1 })
 	s.mu.Lock()
 	crashed := s.pool[0]
 	s.mu.Unlock()
 	if err := syscall.Kill(pidOf(crashed), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pooled process to back off", func() bool { return crashed.m.State().Phase == mux.BackingOff })
+	testkit.WaitFor(t, "the pooled process to back off", func() bool { return crashed.m.State().Phase == mux.BackingOff })
 
 	c, err := s.Open(context.Background(), newStream())
 	if err != nil {

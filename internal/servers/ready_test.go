@@ -2,9 +2,9 @@ package servers
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -13,17 +13,13 @@ import (
 // waitReady polls r until its readiness is want, and returns its state.
 func waitReady(t *testing.T, r Server, want bool) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ready, state := r.Ready()
-		if ready == want {
-			return state
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Ready() = %v, %q after 30s; want %v", ready, state, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var state string
+	testkit.WaitFor(t, fmt.Sprintf("Ready() = %v", want), func() bool {
+		var ready bool
+		ready, state = r.Ready()
+		return ready == want
+	})
+	return state
 }
 
 // A shared server is ready once its process is initialized; one whose
@@ -52,21 +48,14 @@ func TestSharedReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.WaitFor(t, "a state backing off, naming the missing command", func() bool {
 		ready, state := s.Ready()
 		if ready {
 			t.Fatalf("a server whose command is missing is ready")
 		}
-		if strings.HasPrefix(state, "backing off: ") && strings.Contains(state, "command not found: mcpgate-test-no-such-command") &&
-			(strings.Contains(state, "; retrying in ") || strings.HasSuffix(state, "; restarting")) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state %q: want backing off naming the missing command", state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.HasPrefix(state, "backing off: ") && strings.Contains(state, "command not found: mcpgate-test-no-such-command") &&
+			(strings.Contains(state, "; retrying in ") || strings.HasSuffix(state, "; restarting"))
+	})
 }
 
 // Servers with a process or upstream session per client session have no

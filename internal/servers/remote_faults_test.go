@@ -36,7 +36,9 @@ func TestAttackRemoteProbeBrokenStreamNotAVerdict(t *testing.T) {
 			}
 		}
 	}
-	// After the backoff a new probe should happen and succeed.
+	// After the backoff a new probe should happen and succeed. The sleep is
+	// the scenario (the 1 s probe backoff passing), not a wait for a
+	// result: a busy machine only makes it longer.
 	time.Sleep(1200 * time.Millisecond)
 	c2, err := s.OpenStateless(context.Background(), newRecording(), "2026-07-28", []byte("{}"))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/echoserver"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // statelessRemote is an httptest server standing for a remote MCP server:
@@ -167,7 +168,7 @@ func TestRemoteStatelessProbeOnce(t *testing.T) {
 	}
 	// Callers that come while the probe is held wait for it; any later
 	// find its verdict: either way, one probe.
-	waitFor(t, "the probe", func() bool { return remote.probes.Load() == 1 })
+	testkit.WaitFor(t, "the probe", func() bool { return remote.probes.Load() == 1 })
 	close(remote.gate)
 	wg.Wait()
 	close(conns)
@@ -217,7 +218,7 @@ func TestRemoteStatelessRequests(t *testing.T) {
 	wait(t, remote.hung, "the request at the remote")
 	c.Abandon(out)
 	wait(t, remote.gone, "the remote's request to end")
-	waitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
+	testkit.WaitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
 	out.mu.Lock()
 	if len(out.replies) != 0 {
 		t.Errorf("an abandoned request got replies %q", out.replies)
@@ -337,7 +338,7 @@ func TestRemoteStatelessTranslated(t *testing.T) {
 		t.Errorf("%d upstream sessions for three translated requests, want 1", n)
 	}
 	s.Close()
-	waitFor(t, "the translation session ended", func() bool { return echo.Sessions() == 0 })
+	testkit.WaitFor(t, "the translation session ended", func() bool { return echo.Sessions() == 0 })
 }
 
 // TestRemoteStatelessProbeFails: a probe that fails without a verdict
@@ -454,7 +455,7 @@ func TestRemoteStatelessReplyKeepsConnection(t *testing.T) {
 			t.Fatalf("reply %s", got)
 		}
 		// The request's goroutine ends once the stream's end was read.
-		waitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
+		testkit.WaitFor(t, "the request to finish", func() bool { return s.Pending() == 0 })
 	}
 	if n := dialed.Load(); n != 1 {
 		t.Errorf("%d connections to the remote for its probe and %d calls, want 1 (reused)", n, calls)

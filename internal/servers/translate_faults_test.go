@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Fault tests of translate.go: an extra process that cannot start, a
@@ -103,7 +104,7 @@ func TestTranslationCrashWhileParked(t *testing.T) {
 	msg, _ := jsonrpc.Parse(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"role":"assistant","content":{"type":"text","text":"late"},"model":"m"}}`, pa.gid))
 	a.Handle(context.Background(), &msg, nil) // its server request died with the process
 
-	waitFor(t, "the crashed process to be restarted", func() bool {
+	testkit.WaitFor(t, "the crashed process to be restarted", func() bool {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		return tr.procs[0].p.m.State().Phase == mux.Ready && pidOf(tr.procs[0].p) != pid

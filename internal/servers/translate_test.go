@@ -30,7 +30,7 @@ func translated(t *testing.T, name string) (Server, *translation, string) {
 	s, marker := newMarked(t, name, testkit.FakeOptions{}, config.ProtocolLegacy)
 	sh := s.(*shared)
 	// Its own initialize done, Pending counts the translation processes'.
-	waitFor(t, "the sessions' process", func() bool { return sh.p.m.State().Phase == mux.Ready })
+	testkit.WaitFor(t, "the sessions' process", func() bool { return sh.p.m.State().Phase == mux.Ready })
 	return s, sh.trans, marker
 }
 
@@ -188,7 +188,7 @@ func TestTranslatedParkedDoesNotBlockOthers(t *testing.T) {
 	}
 	c, _ := openTranslated(t, s, `{"sampling":{}}`)
 	pc := park(t, c, "question C") // B's process is free again
-	waitFor(t, "A and C pending", func() bool { return s.Pending() == 2 })
+	testkit.WaitFor(t, "A and C pending", func() bool { return s.Pending() == 2 })
 	if got := toolText(pc.answer(t, "answer C")); got != "answer C" {
 		t.Errorf("C's result %q", got)
 	}
@@ -222,8 +222,8 @@ func TestTranslatedIdleExtraStops(t *testing.T) {
 	}
 	extra := pids[1]
 	b.Close()
-	waitFor(t, "the idle extra to stop", func() bool { return len(translators(tr)) == 1 })
-	waitFor(t, "its process to be gone", func() bool {
+	testkit.WaitFor(t, "the idle extra to stop", func() bool { return len(translators(tr)) == 1 })
+	testkit.WaitFor(t, "its process to be gone", func() bool {
 		for _, p := range testkit.FindProcs(marker) {
 			if p.PID == extra && p.State != "Z" {
 				return false
@@ -310,7 +310,7 @@ func TestTranslatedCloseStopsAll(t *testing.T) {
 		c.Handle(context.Background(), &msg, out)
 		outs = append(outs, out)
 	}
-	waitFor(t, "4 requests pending", func() bool { return s.Pending() == 4 })
+	testkit.WaitFor(t, "4 requests pending", func() bool { return s.Pending() == 4 })
 	if n := len(translators(tr)); n != 4 {
 		t.Fatalf("%d translation processes, want 4", n)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestStreamKeepsOrderAndCompletes(t *testing.T) {
@@ -169,15 +171,11 @@ func TestAttachWait(t *testing.T) {
 	}
 	got := make(chan bool, 1)
 	go func() { got <- st.AttachWait(context.Background(), 10*time.Second) }()
-	for {
+	testkit.WaitFor(t, "the second reader to wait", func() bool {
 		st.mu.Lock()
-		waiting := st.free != nil
-		st.mu.Unlock()
-		if waiting {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer st.mu.Unlock()
+		return st.free != nil
+	})
 	st.Detach()
 	select {
 	case ok := <-got:

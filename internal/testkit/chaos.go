@@ -25,9 +25,9 @@ type ChaosOptions struct {
 	// so a test can wait on the server's progress instead of sleeping:
 	// "start PID UNIXNANO" at startup, "crash PID UNIXNANO" just before
 	// CrashAfter ends the process, "called TOOL" when a tools/call is read,
-	// "stopped-reading" when StopReadingAfter
-	// takes effect, "burst-done" after PingBurst, "replied TOOL" after the
-	// reply of a tools/call is written, "background-log" after the
+	// "stopped-reading" when StopReadingAfter takes effect, "burst-paused"
+	// at PingBurstGate, "burst-done" after PingBurst, "replied TOOL" after
+	// the reply of a tools/call is written, "background-log" after the
 	// bglog tool's late message is written.
 	Journal string
 
@@ -58,6 +58,10 @@ type ChaosOptions struct {
 	// reading stdin meanwhile (a single-threaded server does this), then
 	// reads on. The gateway's answers are discarded.
 	PingBurst int
+	// PingBurstGate, if set, is a [Gate] path: halfway through PingBurst
+	// the server journals "burst-paused" and waits at the gate, so that a
+	// test acts while the burst is provably under way.
+	PingBurstGate string
 
 	// GarbageLines writes this many lines that are not JSON after
 	// initialize.
@@ -252,6 +256,12 @@ func (c *chaos) request(m message, line []byte) {
 func (c *chaos) afterInitialize() {
 	o := c.o
 	for i := range o.PingBurst {
+		if o.PingBurstGate != "" && i == o.PingBurst/2 {
+			c.journal("burst-paused")
+			if err := passGate(o.PingBurstGate); err != nil {
+				fmt.Fprintf(os.Stderr, "testkit: ping burst gate: %v\n", err)
+			}
+		}
 		c.s.write(message{ID: json.RawMessage(fmt.Sprintf(`"burst-%d"`, i)), Method: "ping"})
 	}
 	if o.PingBurst > 0 {

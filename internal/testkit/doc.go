@@ -12,8 +12,20 @@
 //
 // and start a fake with the command from [Command].
 //
+// It is also the one home of what tests of several packages wait with and
+// share: [WaitFor] (poll a condition) and [Receive] (a channel), both failing
+// after [WaitTimeout] with what was awaited, so that only a real block fails
+// a test, never a busy machine; [SettleGoroutines]; [Gate], a named pipe
+// that holds a fake at a chosen point; [FreeAddr] and [WaitListening] for
+// peers that listen on a port of their own; [WriteCert] for TLS;
+// [SyncBuffer], [Logger] and [LogWriter] for what components log; [RPC],
+// the parts of a JSON-RPC message tests look at.
+// A test proves an order or a bound that only a blocked path reaches, not a
+// latency: see [WaitTimeout].
+//
 // Ownership: this package owns nothing in the test process except what
-// [Procs] reads from /proc. Everything else runs inside the fake child, where
+// [Procs] reads from /proc. The wait helpers keep no state and call their
+// condition on the caller's goroutine, so a condition may call t.Fatal. Everything else runs inside the fake child, where
 // one goroutine reads stdin, each request is handled in its own goroutine, and
 // every write to stdout goes through one mutex so that lines never interleave.
 // The fake's shared state (log level, cancelled ids, in-flight requests,

@@ -1,27 +1,14 @@
 package remote
 
 import (
-	"context"
 	"errors"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
-)
 
-// unusedAddr returns a loopback address nothing listens on.
-func unusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+	"github.com/mcpgate/mcpgate/internal/testkit"
+)
 
 // TestAutoUnreachableAnswersEveryRequest: with the server unreachable, an
 // auto Client answers a request sent before initialize, the initialize, and
@@ -29,7 +16,7 @@ func unusedAddr(t *testing.T) string {
 // left every message after a failed probe waiting for a transport decision
 // that never came.
 func TestAutoUnreachableAnswersEveryRequest(t *testing.T) {
-	url := "http://" + unusedAddr(t) + "/mcp"
+	url := "http://" + testkit.FreeAddr(t) + "/mcp"
 	c, r := start(t, Config{URL: url})
 	send(t, c, `{"jsonrpc":"2.0","id":"early","method":"tools/list"}`)
 	send(t, c, initReq)
@@ -62,7 +49,7 @@ func TestAutoRequestBeforeInitialize(t *testing.T) {
 }
 
 func TestUnreachableError(t *testing.T) {
-	url := "http://" + unusedAddr(t) + "/mcp?token=secret"
+	url := "http://" + testkit.FreeAddr(t) + "/mcp?token=secret"
 	c, _ := start(t, Config{URL: url, Transport: TransportHTTP})
 	_, err := c.do(c.newRequest(t.Context(), http.MethodGet, c.base, nil, session{}), nil)
 	if !errors.Is(err, ErrUnreachable) || strings.Contains(err.Error(), "secret") ||
@@ -107,12 +94,12 @@ func TestCancelledAbortsExchange(t *testing.T) {
 			baseline := runtime.NumGoroutine()
 
 			send(t, c, `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
-			waitClosed(t, entered, "the slow request to reach the server")
+			testkit.Receive(t, entered, "the slow request to reach the server")
 			if err := c.TrySend([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"timeout"}}`)); err != nil {
 				t.Fatal(err)
 			}
-			waitClosed(t, left, "the server to see the client abort the exchange")
-			waitGoroutines(t, baseline, c.hc.CloseIdleConnections)
+			testkit.Receive(t, left, "the server to see the client abort the exchange")
+			testkit.SettleGoroutines(t, "after Close", baseline, c.hc.CloseIdleConnections)
 			if got := r.lines(`"id":7`); len(got) != 0 {
 				t.Errorf("a reply was synthesized for the cancelled request: %q", got)
 			}
@@ -136,36 +123,13 @@ func TestCloseAbortsExchange(t *testing.T) {
 	c, r := start(t, Config{URL: f.run(), Transport: TransportHTTP})
 	initialize(t, c, r)
 	send(t, c, `{"jsonrpc":"2.0","id":7,"method":"slow"}`)
-	waitClosed(t, entered, "the request to reach the server")
+	testkit.Receive(t, entered, "the request to reach the server")
 	closed := make(chan struct{})
 	go func() {
 		c.Close()
 		close(closed)
 	}()
-	waitClosed(t, closed, "Close to return")
-}
-
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// waitGoroutines waits until no more than n goroutines run, calling tidy
-// before each count.
-func waitGoroutines(t *testing.T, n int, tidy func()) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
-	defer cancel()
-	for tidy(); runtime.NumGoroutine() > n; tidy() {
-		if !sleep(ctx, 10*time.Millisecond) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
-		}
-	}
+	testkit.Receive(t, closed, "Close to return")
 }
 
 // TestSendGenOnlyToItsGeneration: SendGen and TrySendGen reach the

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -192,16 +194,7 @@ func send(t *testing.T, c *Client, msg string) {
 
 // testLogger logs to t at debug level (or discards with -short? no: always
 // to t, which shows only for failing tests).
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelDebug) }
 
 // requirePeers skips (or, under CI, fails) when a peer is not installed.
 func requirePeers(t *testing.T, paths ...string) {

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // These tests drive a Client against the real servers scripts/peers.sh
@@ -26,12 +27,7 @@ var (
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
+	_, port, _ := net.SplitHostPort(testkit.FreeAddr(t))
 	return port
 }
 
@@ -62,24 +58,15 @@ func runPeer(t *testing.T, port string, env []string, name string, args ...strin
 		}
 		out.Close()
 	})
-	// Poll for the listening socket: the peers do not report readiness.
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		conn, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
-		if err == nil {
-			conn.Close()
-			return
-		}
+	testkit.WaitListening(t, filepath.Base(name), "127.0.0.1:"+port, func() (bool, error) {
 		select {
 		case err := <-exited:
-			exited <- err
-			t.Fatalf("%s exited before listening: %v", name, err)
-		case <-time.After(20 * time.Millisecond):
+			exited <- err // for the cleanup
+			return true, err
+		default:
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not listening on %s: %v", name, port, err)
-		}
-	}
+	})
 }
 
 func TestGoConformanceServer(t *testing.T) {

@@ -144,30 +144,8 @@ func abbrev(s string) string {
 	return s
 }
 
-// eventually waits for cond, polling: for conditions no channel announces
-// (process table, counters). failAfter is a failure bound, not a delay.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(failAfter)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // testLogger logs through t, so failures show the Stdio's view.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testkit.Logger(t, slog.LevelDebug) }
 
 // fakeConfig returns a StdioConfig that runs the test binary as a fake.
 func fakeConfig(t *testing.T, opts testkit.FakeOptions) StdioConfig {

@@ -14,13 +14,14 @@ import (
 // on a second signal. Not parallel: KillAll reaches every Stdio of the
 // process.
 func TestKillAllKillsEveryGroup(t *testing.T) {
+	const stopGrace = 10 * time.Second
 	mk := marker(t)
 	var rs []*recorder
 	for range 2 {
 		cfg := fakeConfig(t, testkit.FakeOptions{
 			RawEcho: true, IgnoreStdinEOF: true, IgnoreSIGTERM: true, SpawnGrandchild: true, Marker: mk,
 		})
-		cfg.StopGrace = 10 * time.Second // Close must not be what kills them
+		cfg.StopGrace = stopGrace // Close must not be what kills them
 		s, r := start(t, cfg)
 		if err := s.Send(context.Background(), []byte("ready?")); err != nil {
 			t.Fatal(err)
@@ -35,7 +36,9 @@ func TestKillAllKillsEveryGroup(t *testing.T) {
 	if n := KillAll(); n != 2 {
 		t.Errorf("KillAll signalled %d groups, want 2", n)
 	}
-	if took := time.Since(begin); took > time.Second {
+	// Waiting for the children (which ignore SIGTERM) would last a
+	// StopGrace at least; a busy machine does not come near it.
+	if took := time.Since(begin); took >= stopGrace {
 		t.Errorf("KillAll took %v: it must not wait", took)
 	}
 	if left := testkit.WaitProcsGone(mk, failAfter); len(left) > 0 {
@@ -45,7 +48,7 @@ func TestKillAllKillsEveryGroup(t *testing.T) {
 		r.waitEvent("exited", 1) // the Stdio noticed, as for any exit
 	}
 	// Reaped processes leave the registry: nothing is signalled twice.
-	eventually(t, "registry empty", func() bool {
+	testkit.WaitFor(t, "registry empty", func() bool {
 		live.mu.Lock()
 		defer live.mu.Unlock()
 		return len(live.procs) == 0

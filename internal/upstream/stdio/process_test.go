@@ -166,7 +166,7 @@ func TestRestartAfterSpawnFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitEvent("exited", 1)
-	eventually(t, "two failed restarts", func() bool { return s.Stats().SpawnFailures >= 2 })
+	testkit.WaitFor(t, "two failed restarts", func() bool { return s.Stats().SpawnFailures >= 2 })
 	if _, running := s.Generation(); running {
 		t.Fatal("running without a command")
 	}

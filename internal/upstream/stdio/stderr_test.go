@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // countHandler is a slog.Handler that counts what would be logged.
@@ -62,7 +64,7 @@ func TestStderrFloodBounded(t *testing.T) {
 	cfg.Logger = slog.New(countHandler{mu: &mu, stderrBytes: &logged, summaries: &summaries})
 	begin := time.Now()
 	s, _ := start(t, cfg)
-	eventually(t, "a summary line and a flood", func() bool {
+	testkit.WaitFor(t, "a summary line and a flood", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(summaries) > 0 && s.Stats().StderrDroppedBytes > 1<<20
@@ -98,7 +100,7 @@ func TestStderrTinyLinesBounded(t *testing.T) {
 	cfg.Logger = slog.New(countHandler{mu: &mu, stderrBytes: &logged, summaries: &summaries, records: &records})
 	begin := time.Now()
 	s, _ := start(t, cfg)
-	eventually(t, "a summary line and a flood", func() bool {
+	testkit.WaitFor(t, "a summary line and a flood", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(summaries) > 0 && s.Stats().StderrDroppedLines > 100_000
@@ -125,7 +127,7 @@ func TestStderrTinyBudgetLogsSomething(t *testing.T) {
 	cfg.StderrBytesPerSec = 1
 	cfg.Logger = slog.New(countHandler{mu: &mu, stderrBytes: &logged, summaries: &summaries, records: &records})
 	start(t, cfg)
-	eventually(t, "a stderr line logged", func() bool {
+	testkit.WaitFor(t, "a stderr line logged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return records > 0

@@ -69,20 +69,28 @@ func TestStuckChildKilledAndRestarted(t *testing.T) {
 }
 
 // A child that reads stdin slowly is not stuck, however long one big
-// message takes: the deadline counts from the last progress.
+// message takes: the deadline counts from the last progress. The reader
+// takes at most 64 KiB per 100 ms, so the 4 MiB take over 6 s, twice
+// StuckTimeout (a deadline counted from the start of the write would fire),
+// while each step of progress comes far within it, even on a busy machine
+// (where a tighter StuckTimeout of 500 ms was missed between two steps).
 func TestSlowReaderNotStuck(t *testing.T) {
-	cfg := shConfig(t, "while :; do dd bs=16384 count=1 of=/dev/null 2>/dev/null; sleep 0.01; done")
-	cfg.StuckTimeout = 500 * time.Millisecond
+	cfg := shConfig(t, "while :; do dd bs=65536 count=1 of=/dev/null 2>/dev/null; sleep 0.1; done")
+	cfg.StuckTimeout = 3 * time.Second
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
 	begin := time.Now()
-	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 2<<20)); err != nil {
+	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 4<<20)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the big message written", func() bool { return s.Stats().Sent == 1 })
-	t.Logf("2 MiB written in %v with StuckTimeout %v", time.Since(begin), cfg.StuckTimeout)
+	testkit.WaitFor(t, "the big message written", func() bool { return s.Stats().Sent == 1 })
+	took := time.Since(begin)
+	t.Logf("4 MiB written in %v with StuckTimeout %v", took, cfg.StuckTimeout)
 	if st := s.Stats(); st.Stuck != 0 || !st.Running {
 		t.Fatalf("stats %+v", st)
+	}
+	if took <= cfg.StuckTimeout {
+		t.Fatalf("the write took %v, not longer than StuckTimeout %v: the reader was not slow enough to prove anything", took, cfg.StuckTimeout)
 	}
 }
 
@@ -177,12 +185,12 @@ func TestPingFloodBlockingReplierNoDeadlock(t *testing.T) {
 }
 
 // A child that never reads stdin is killed StuckTimeout after the write
-// began blocking, plus a small slack: not after twice as long because the
-// first part of a big message fit into the empty pipe (that is no sign of a
-// reader). Every Send blocked on the full queue returns with the kill.
+// began blocking, before twice as long: not later because the first part of
+// a big message fit into the empty pipe (that is no sign of a reader). Every
+// Send blocked on the full queue returns with the kill.
 func TestStuckKilledWithinTimeout(t *testing.T) {
 	cfg := shConfig(t, "exec sleep 1000")
-	cfg.StuckTimeout = time.Second
+	cfg.StuckTimeout = 2 * time.Second
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
 	begin := time.Now()
@@ -199,8 +207,11 @@ func TestStuckKilledWithinTimeout(t *testing.T) {
 		go func() { blocked <- s.Send(context.Background(), []byte("b")) }()
 	}
 	r.waitEvent("exited", 1)
+	// Counted from a later moment (after the part that fit into the pipe),
+	// the kill comes a whole StuckTimeout late: the upper bound is that,
+	// which a busy machine does not reach.
 	took := time.Since(begin)
-	if took < cfg.StuckTimeout || took > cfg.StuckTimeout*3/2 {
+	if took < cfg.StuckTimeout || took >= 2*cfg.StuckTimeout {
 		t.Fatalf("killed %v after the first Send, StuckTimeout %v", took, cfg.StuckTimeout)
 	}
 	for range cap(blocked) {
@@ -225,7 +236,7 @@ func TestBurstyReaderNotStuck(t *testing.T) {
 	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 160<<10)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the message written", func() bool { return s.Stats().Sent == 1 })
+	testkit.WaitFor(t, "the message written", func() bool { return s.Stats().Sent == 1 })
 	if st := s.Stats(); st.Stuck != 0 || !st.Running {
 		t.Fatalf("stats %+v", st)
 	}
@@ -240,7 +251,7 @@ func TestChildClosedStdinKilled(t *testing.T) {
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
 	// The first messages may reach the pipe before sh closes it.
-	eventually(t, "Exited(1)", func() bool {
+	testkit.WaitFor(t, "Exited(1)", func() bool {
 		_ = s.TrySend([]byte("x"))
 		for _, e := range r.snapshot() {
 			if e.kind == "exited" {
