@@ -37,12 +37,14 @@ func (c *clientSession) initialize(ctx context.Context, p *pending, params []byt
 	c.initParams = params
 	var todo []*member
 	members := c.members                         // members joining later are initialized by join, or below
+	sent := make([]bool, len(members))           // in todo: sent this initialize
 	waited := make([]bool, len(members))         // not ready: given a start wait at most
 	waits := make([]time.Duration, len(members)) // how long, for those waited
 	for _, mc := range members {
 		if mc.conn != nil {
 			mc.initing = true
 			todo = append(todo, mc)
+			sent[mc.i] = true
 			waited[mc.i] = !mc.ready && !mc.m.Critical
 			waits[mc.i] = c.e.startWait(mc.m)
 		}
@@ -110,9 +112,12 @@ func (c *clientSession) initialize(ctx context.Context, p *pending, params []byt
 		c.epoch++
 		// Members that became ready while they were waited for (their
 		// becoming ready was told while they were initializing), and
-		// members that joined the session meanwhile (SetMembers).
+		// members that joined the session meanwhile (SetMembers),
+		// including one already in members whose Open (join) was under
+		// way above and ended since: join left it to this initialize,
+		// which had not set the version yet (found by the fault tests).
 		for _, mc := range c.members {
-			joined := mc.i >= len(members) || members[mc.i] != mc
+			joined := mc.i >= len(members) || members[mc.i] != mc || !sent[mc.i]
 			if mc.ready && !mc.up && !mc.initing && mc.conn != nil && (joined || waited[mc.i]) {
 				c.startInitLocked(mc)
 			}

@@ -216,6 +216,94 @@ func TestFaultCriticalMemberReplacedDuringOpen(t *testing.T) {
 	})
 }
 
+// TestFaultCriticalMemberReplacedJoinsDuringInitialize forces the
+// interleaving TestFaultCriticalMemberReplacedDuringOpen met about once in
+// ten runs: the session opened while a reload replaced b takes the new b
+// when it registers, but the new b's Open (join) is still under way when
+// the client's initialize looks at the members, and ends before that
+// initialize does. The initialize must not leave it out: the new b is
+// initialized once the client's initialize is answered.
+func TestFaultCriticalMemberReplacedJoinsDuringInitialize(t *testing.T) {
+	a := fakeMember(t, "a", testkit.FakeOptions{})
+	b1 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b1")})
+	b2 := fakeMember(t, "b", testkit.FakeOptions{Marker: marker(t, "b2")})
+	b1.Critical, b2.Critical = true, true
+	old := b1.Backend.(servers.Server)
+	h1 := &holdOpen{Backend: old, entered: make(chan struct{}), released: make(chan struct{})}
+	b1.Backend = h1
+	h2 := &holdOpen{Backend: b2.Backend, entered: make(chan struct{}), released: make(chan struct{})}
+	b2.Backend = h2
+	// a's initialize is held until b's join has ended.
+	aInit, aRelease := make(chan struct{}), make(chan struct{})
+	var aOnce, aReleased sync.Once
+	defer aReleased.Do(func() { close(aRelease) })
+	a.Backend = &gateBackend{Backend: a.Backend, hold: func(msg *jsonrpc.Message) <-chan struct{} {
+		if !msg.MethodIs("initialize") {
+			return nil
+		}
+		var held <-chan struct{}
+		aOnce.Do(func() {
+			close(aInit)
+			held = aRelease
+		})
+		return held
+	}}
+	// The new b ready before the reload: the session takes it as ready,
+	// and no later change of its state starts its initialize instead.
+	testkit.WaitFor(t, "the new b ready", func() bool {
+		ready, _ := b2.State()
+		return ready
+	})
+	e := newEndpoint(t, Options{}, a, b1)
+
+	type opened struct {
+		c   conn.Conn
+		err error
+	}
+	done := make(chan opened, 1)
+	general := newStream()
+	go func() {
+		c, err := e.Open(context.Background(), general)
+		done <- opened{c, err}
+	}()
+	testkit.Receive(t, h1.entered, "the session opening b")
+	if err := e.SetMembers([]Member{a, b2}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	close(h1.released)
+	o := testkit.Receive(t, done, "the session opened")
+	if o.err != nil {
+		t.Fatalf("a session opened while its critical member was replaced: %v, want it opened on the new b", o.err)
+	}
+	t.Cleanup(o.c.Close)
+	// The session registered and took the new b: its join waits in Open.
+	testkit.Receive(t, h2.entered, "the session opening the new b")
+	cl := &client{t: t, conn: o.c, general: general}
+	out := cl.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	// The initialize chose the members to send it to (a), and waits for a.
+	testkit.Receive(t, aInit, "a's initialize")
+	close(h2.released)
+	tab, _ := e.table()
+	sess := o.c.(*clientSession)
+	testkit.WaitFor(t, "the new b's session open", func() bool {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		mc := sess.members[1]
+		return mc.gen == tab[1].gen && mc.conn != nil
+	})
+	aReleased.Do(func() { close(aRelease) })
+	if r := out.reply(t); strings.Contains(string(r), `"error"`) {
+		t.Fatalf("initialize: %s, want a result", r)
+	}
+	cl.handle(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	id := 0
+	testkit.WaitFor(t, "the new b in the session", func() bool {
+		id++
+		return text(t, cl.callTool(id, "b__echo", `{"message":"new b"}`)) == "new b"
+	})
+}
+
 // TestFaultRenewalStormLeaksNothing: a member with a process per session
 // replaced by 40 reloads in a row, under two sessions, some of which end
 // while their member's new session is still joining: at the end each
