@@ -8,15 +8,16 @@
 # Both gateways serve the same `mcpecho` (built from this tree) over stdio
 # in shared mode, and the same load tool (`mcpgate bench` of this tree)
 # drives them, so only the gateway differs. The two are measured in
-# alternation, BENCH_ROUNDS times each, and each row reports the median of
-# the rounds: a machine that gets busier during the run slows both alike.
+# alternation (old first in odd rounds, new first in even ones),
+# BENCH_ROUNDS times each, and each row reports the median of the rounds:
+# a machine that gets busier during the run slows both alike.
 # A direct connection to `mcpecho --http` is measured in every round too,
 # as the limit.
 #
 # Environment (defaults in brackets):
 #   BENCH_DURATION [5s]  each measured run (no warmup: the CPU time is read
 #                        around the whole run)
-#   BENCH_ROUNDS [3]     alternations of old and new
+#   BENCH_ROUNDS [4]     alternations of old and new
 #   BENCH_SESSIONS ["1 32"], BENCH_VERSIONS ["2025-11-25 2026-07-28"]
 #   BENCH_DIR [.cache/bench-compare]   builds and logs
 #
@@ -34,7 +35,7 @@ if [[ $# -ne 1 ]]; then
 fi
 rev=$(git rev-parse --verify "$1^{commit}")
 duration=${BENCH_DURATION:-5s}
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-4}
 sessions_list=${BENCH_SESSIONS:-1 32}
 versions=${BENCH_VERSIONS:-2025-11-25 2026-07-28}
 dir=${BENCH_DIR:-$root/.cache/bench-compare}
@@ -122,9 +123,16 @@ run() {
 	done
 	stop "$pid"
 }
+# The order alternates (old first in odd rounds, new first in even ones),
+# so that a machine whose speed drifts during the run favours neither.
 for r in $(seq "$rounds"); do
-	run old "$r"
-	run new "$r"
+	if ((r % 2)); then
+		run old "$r"
+		run new "$r"
+	else
+		run new "$r"
+		run old "$r"
+	fi
 	run direct "$r"
 done
 
