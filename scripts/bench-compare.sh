@@ -40,7 +40,8 @@ sessions_list=${BENCH_SESSIONS:-1 32}
 versions=${BENCH_VERSIONS:-2025-11-25 2026-07-28}
 dir=${BENCH_DIR:-$root/.cache/bench-compare}
 mkdir -p "$dir"
-say() { echo "bench-compare: [${SECONDS}s] $*" >&2; }
+# shellcheck source=scripts/bench-lib.sh
+source scripts/bench-lib.sh # say, start, stop, field
 
 say "building this tree and ${rev:0:12} into $dir"
 go build -o "$dir/mcpgate-new" ./cmd/mcpgate
@@ -63,32 +64,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start NAME CMD...: start a server logging to $dir/NAME.log and wait (10 s
-# at most) for its "listening addr=" line; sets PID and ADDR.
-start() {
-	local name=$1 log=$dir/$1.log
-	shift
-	: >"$log"
-	"$@" 2>"$log" >/dev/null &
-	PID=$!
-	pids+=("$PID")
-	for _ in $(seq 100); do
-		ADDR=$(sed -nE 's/.*msg=listening addr=([^ ]+).*/\1/p' "$log" | head -1)
-		[[ -n $ADDR ]] && return 0
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	say "$name did not start; its log:"
-	cat "$log" >&2
-	exit 1
-}
-stop() {
-	kill -TERM "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-}
 # cpu_ticks PID: user+system clock ticks of PID so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-field() { sed -nE "s/.*\"$1\":([-0-9.e+]+).*/\1/p" <<<"$2"; }
 
 cat >"$dir/gateway.json" <<JSON
 {"mcpServers": {"echo": {"command": "$dir/mcpecho"}}, "gateway": {"logLevel": "info"}}
