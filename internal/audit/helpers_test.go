@@ -1,50 +1,21 @@
 package audit
 
 import (
-	"bufio"
-	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The helpers of this package's tests: the audit log's lines as a test
 // reads them, a log sink safe for concurrent writers, a clock the test
 // moves, and waits bounded by a generous deadline.
 
-type auditEntry struct {
-	Time       string          `json:"time"`
-	Principal  string          `json:"principal"`
-	Kind       string          `json:"kind"`
-	Target     string          `json:"target"`
-	Method     string          `json:"method"`
-	Name       string          `json:"name"`
-	ID         json.RawMessage `json:"id"`
-	DurationMs *float64        `json:"durationMs"`
-	Status     int             `json:"status"`
-	Outcome    string          `json:"outcome"`
-	Code       int             `json:"code"`
-	BytesIn    int             `json:"bytesIn"`
-	BytesOut   int64           `json:"bytesOut"`
-	Arguments  json.RawMessage `json:"arguments"`
-	Dropped    int64           `json:"dropped"`
-	HTTP       string          `json:"http"`
-}
+// auditEntry and parseAudit read the audit log's lines (testkit).
+type auditEntry = testkit.AuditLine
 
-func parseAudit(t *testing.T, s string) []auditEntry {
-	t.Helper()
-	var out []auditEntry
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		var e auditEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		out = append(out, e)
-	}
-	return out
-}
+func parseAudit(t *testing.T, s string) []auditEntry { return testkit.ParseAuditLines(t, s) }
 
 type testClock struct {
 	mu  sync.Mutex
