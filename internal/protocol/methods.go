@@ -67,8 +67,18 @@ var ClientRequests = []string{
 	MethodTasksGet, MethodTasksList, MethodTasksResult, MethodTasksCancel,
 }
 
-// IsClientRequest reports whether method is one of [ClientRequests].
-func IsClientRequest(method string) bool { return slices.Contains(ClientRequests, method) }
+// IsClientRequest reports whether method is one of [ClientRequests]. It is
+// asked for every request the metrics count, so it is a set lookup.
+func IsClientRequest(method string) bool { _, ok := clientRequests[method]; return ok }
+
+// clientRequests is ClientRequests as a set.
+var clientRequests = func() map[string]struct{} {
+	m := make(map[string]struct{}, len(ClientRequests))
+	for _, name := range ClientRequests {
+		m[name] = struct{}{}
+	}
+	return m
+}()
 
 // ServerRequests are the requests a server may send its client: as
 // JSON-RPC requests in the session eras, inside an input_required result's
