@@ -104,3 +104,34 @@ func TestFault5_VanishedStatelessClient(t *testing.T) {
 	g.stop()
 	base.check(t, m)
 }
+
+// TestFault4_ParkedRequestAtShutdown: a 2026-07-28 request parked for
+// input (its server asked the client for sampling; the client got
+// input_required with a requestState sealed by the key ring) when the
+// gateway stops: shutdown does not wait for the retry that never comes
+// (InputWait is minutes), the parked request's timer and connection end,
+// and nothing outlives the gateway.
+func TestFault4_ParkedRequestAtShutdown(t *testing.T) {
+	base := takeBaseline()
+	m := marker(t, "parked")
+	s := fakeServer("parked", testkit.FakeOptions{Marker: m})
+	s.Protocol = config.ProtocolSessions // translated: the gateway parks the request
+	g := startGateway(t, newConfig(s))
+	req := statelessRequest(context.Background(), g, "parked", `"p1"`, "sample", map[string]string{"prompt": "hi"})
+	body, _ := io.ReadAll(req.Body)
+	body = []byte(strings.Replace(string(body), `clientCapabilities":{}`, `clientCapabilities":{"sampling":{}}`, 1))
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader(string(body))), int64(len(body))
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(got), `"input_required"`) || !strings.Contains(string(got), `"requestState"`) || !strings.Contains(string(got), `"id":"p1"`) {
+		t.Fatalf("a call whose server asks for sampling: %s, want input_required with a requestState", got)
+	}
+	if d, bound := g.stop(), g.cfg.Gateway.DrainTimeout+stopBound; d >= bound {
+		t.Errorf("shutdown with a request parked for input took %v, past its bound %v (it must not wait for the retry)", d, bound)
+	}
+	base.check(t, m)
+}
