@@ -167,6 +167,7 @@ const (
 
 // Endpoint serves one endpoint's client sessions. See the package comment.
 type Endpoint struct {
+	conn.OwnerBound // an endpoint session is owner-bound, whatever its members
 	// Static after New.
 	opts   Options
 	naming naming

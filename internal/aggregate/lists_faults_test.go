@@ -16,6 +16,7 @@ import (
 // new nextCursor of cursorLen bytes: a list of nothing that costs the
 // gateway every cursor it is handed.
 type cursorBomb struct {
+	conn.OwnerBound
 	conn.SessionsOnly
 	cursorLen int
 	pages     atomic.Int64

@@ -210,6 +210,10 @@ type Gateway struct {
 	// read at load into SealKeys; set it or "sealKeys", not both.
 	// Default "": none.
 	SealKeyFile string
+
+	// Cluster places this replica among several serving the same
+	// sessions (key "cluster", cluster.go). Default nil: one replica.
+	Cluster *Cluster
 }
 
 // HostRouting is the "gateway.hostRouting" block.

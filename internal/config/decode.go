@@ -217,6 +217,8 @@ func (d *decoder) gateway(path string, raw json.RawMessage, cfg *Config) {
 			d.sealKeys(p, v, &g.SealKeys, true)
 		case "sealKeyFile":
 			fileKeys = d.sealKeyFile(p, v, g)
+		case "cluster":
+			d.cluster(p, v, &g.Cluster) // cluster.go
 		default:
 			return false
 		}

@@ -95,6 +95,7 @@ func validEnvName(k string) bool {
 func (g *Gateway) check(ps *Problems, path string) {
 	g.checkLimits(ps, path)
 	g.checkSeal(ps, path)
+	g.checkCluster(ps, path) // cluster.go
 	g.checkAdmin(ps, path)
 	g.checkTLS(ps, path)
 	if err := CheckListen(g.Listen); err != nil {

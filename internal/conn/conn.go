@@ -90,6 +90,11 @@ type Backend interface {
 	// object); messages not tied to it go to general. It fails like Open,
 	// and with ErrSessionsOnly at once where ServesStateless is false.
 	OpenStateless(ctx context.Context, general Stream, version string, caps []byte) (StatelessConn, error)
+	// Resume opens the connection of a session opened on another replica,
+	// from the last state its Open handed off (handoff.go), sending
+	// nothing to the server that the client's session already did
+	// (initialize). ErrNotPortable where sessions are owner-bound.
+	Resume(ctx context.Context, general Stream, state []byte) (Conn, error)
 }
 
 // ErrSessionsOnly is OpenStateless's error on a Backend that serves

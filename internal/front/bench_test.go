@@ -35,7 +35,10 @@ func (u *loopback) Send(_ context.Context, msg []byte) error {
 // TrySend is Send: the loopback never blocks.
 func (u *loopback) TrySend(msg []byte) error { return u.Send(context.Background(), msg) }
 
-type muxBackend struct{ m *mux.Mux }
+type muxBackend struct {
+	conn.OwnerBound
+	m *mux.Mux
+}
 
 func (muxBackend) ServesStateless() bool { return false }
 func (muxBackend) OpenStateless(context.Context, conn.Stream, string, []byte) (conn.StatelessConn, error) {
@@ -54,7 +57,7 @@ func BenchmarkPOST(b *testing.B) {
 	defer m.Close()
 	m.SetUpstream(testkit.Genless(&loopback{m: m}))
 	m.Started(1)
-	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m}}})
+	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m: m}}})
 	defer h.Close()
 
 	post := func(body, session string) *httptest.ResponseRecorder {

@@ -157,7 +157,7 @@ func BenchmarkPOSTObserved(b *testing.B) {
 	defer m.Close()
 	m.SetUpstream(testkit.Genless(&loopback{m: m}))
 	m.Started(1)
-	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m}}, Observer: nopObserver{}})
+	h := New(Config{Backends: map[string]conn.Backend{"echo": muxBackend{m: m}}, Observer: nopObserver{}})
 	defer h.Close()
 	post := func(body, session string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "/servers/echo/mcp", strings.NewReader(body))

@@ -17,6 +17,7 @@ import (
 // keepStreamConn is a Conn that keeps the stream of each request it is
 // handed, as a server holding a listen open does.
 type keepStreamConn struct {
+	conn.OwnerBound
 	conn.SessionsOnly
 	mu   sync.Mutex
 	outs []conn.Stream

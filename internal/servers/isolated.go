@@ -56,6 +56,9 @@ type isolated struct {
 	// isolatedStdio, a remote through remoteServer: on its own (an "sse"
 	// remote) it serves sessions only.
 	conn.SessionsOnly
+	// A process's sessions live where it runs; a remote's are portable
+	// (remoteServer's Resume).
+	conn.OwnerBound
 
 	// Static after construction.
 	cfg *config.Server
