@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,15 @@ type Config struct {
 	// back (requestState: mrtr.go, passstate.go); its owner may swap its
 	// keys at any time. Default nil: a ring of one random key, made by New.
 	Seal *seal.Ring
+	// Cluster, if set, makes the Handler one of several replicas serving
+	// the same sessions (replicas.go): session ids are sealed with Seal
+	// (whose keys every replica must share), a request for a session
+	// another replica holds is forwarded to it or resumed here
+	// (elsewhere.go). nil: one replica.
+	Cluster Cluster
+	// SessionMaxAge is the absolute expiry sealed into session ids with
+	// Cluster set. Default 24h.
+	SessionMaxAge time.Duration
 	// Sessions is where every session is created, looked up and deleted.
 	// Default nil: an in-memory session.Store bounded by MaxSessions,
 	// IdleTimeout and the replay settings, which bind only that default.
@@ -136,6 +146,13 @@ type Handler struct {
 
 	// A target's URLs behind admission (admission.go).
 	admittedMCP, admittedSSE, admittedMessages http.Handler
+
+	// Replicas (replicas.go, elsewhere.go, forward.go).
+	forwarder        *httputil.ReverseProxy
+	forwardTransport *http.Transport // its connections, closed by Close
+	forwards         forwardStats
+	resumeMu         sync.Mutex
+	resuming         map[string]chan struct{} // guarded by resumeMu: the resumes running, closed when done
 
 	draining atomic.Bool
 	drain    chan struct{} // closed by Drain: standalone streams end
@@ -208,6 +225,9 @@ func New(cfg Config) *Handler {
 	if cfg.Seal == nil {
 		cfg.Seal = seal.NewRandom()
 	}
+	if cfg.SessionMaxAge <= 0 {
+		cfg.SessionMaxAge = 24 * time.Hour
+	}
 	if cfg.Sessions == nil {
 		cfg.Sessions = session.NewStore(session.Limits{
 			MaxSessions: cfg.MaxSessions, IdleTimeout: cfg.IdleTimeout, ReplayEvents: cfg.ReplayEvents,
@@ -220,7 +240,9 @@ func New(cfg Config) *Handler {
 		drain:    make(chan struct{}),
 		closeSem: make(chan struct{}, closeParallel),
 		limits:   limits.New(cfg.Limits),
+		resuming: map[string]chan struct{}{},
 	}
+	h.forwarder, h.forwardTransport = h.newForwarder()                                     // forward.go
 	h.parking.Wait, h.parking.Release, h.parking.Ring = cfg.InputWait, h.release, cfg.Seal // stateless.go
 	h.tg.Store(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf, cfg.Tracer))
 	if cfg.PublicURL != "" {
@@ -341,11 +363,17 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, req *admissio
 }
 
 func (h *Handler) serveMessages(w http.ResponseWriter, r *http.Request, req *admission.Request) {
+	if h.elsewhere(w, r, req.Key, servedOf(req), r.URL.Query().Get("sessionId"), true) != here { // elsewhere.go
+		return
+	}
 	h.legacyPost(w, r, req.Key)
 }
 
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request, req *admission.Request) {
 	name, be := req.Key, servedOf(req)
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" && h.elsewhere(w, r, name, be, id, false) != here { // elsewhere.go
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r, name, be)
@@ -406,6 +434,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	if h.store.Delete(s.ID) != nil {
+		h.revoke(s) // elsewhere.go
 		h.end(s, "the client deleted the session")
 		h.log.Debug("session deleted", "session", logID(s.ID), logTarget(name))
 	}

@@ -89,6 +89,7 @@ func (h *Handler) Close() {
 	if !h.handlers.wait(time.Until(deadline)) {
 		h.log.Warn("requests still being answered at shutdown", "wait", closeWait)
 	}
+	h.forwardTransport.CloseIdleConnections() // forward.go
 }
 
 // end ends a session taken out of the store: connection first, then streams.

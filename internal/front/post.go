@@ -265,6 +265,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 		}
 	} else {
 		s.SetVersion(v)
+		if state := s.Handoff(); state != nil {
+			h.publishHandoff(s, v, state) // elsewhere.go
+		}
 		w.Header().Set("Mcp-Session-Id", s.ID)
 		h.established(s, name, transportStreamable, v) // sessionlog.go
 	}
@@ -303,7 +306,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 		refuse(w, ref, nil)
 		return nil, nil
 	}
-	s, err := h.store.Create(name, h.owner(r), time.Now())
+	s, err := h.create(name, h.owner(r), legacy, time.Now())
 	if counted != nil {
 		counted(s) // nil on error
 	}
@@ -316,7 +319,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 	if legacy {
 		s.SetLegacy()
 	}
-	conn, err := be.Open(r.Context(), s.General())
+	conn, err := be.Open(conn.WithHandoff(r.Context(), h.handoffSink(s)), s.General()) // elsewhere.go
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the server could not be opened")
@@ -334,27 +337,21 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 		return nil, nil
 	}
 	s.SetValue(conn)
-	// Close may have run while Open did: it took the session out of the
-	// store (finding no connection to close yet), or it came between the
-	// draining check above and Create, leaving a session nobody would end.
-	// Either way this connection must be closed, once (end takes it).
-	if h.draining.Load() || h.store.Lookup(s.ID) != s {
+	// Whatever happened while Open ran (elsewhere.go), this connection
+	// must be closed, once (end takes it).
+	switch reason := h.settled(s, name, be); reason {
+	case "":
+	case reasonReconfigured:
 		h.store.Delete(s.ID)
-		h.end(s, "the gateway is shutting down")
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: the gateway is shutting down")
-		return nil, nil
-	}
-	// A reload may have replaced the target after this request took its
-	// snapshot and before the session was in the store, where its
-	// CloseTarget would have found it: the session would live on a
-	// stopped backend. The swap comes before CloseTarget, so one of the
-	// two sees the other (targets.go).
-	if h.replaced(name, be) {
-		h.store.Delete(s.ID)
-		h.end(s, "the server's config changed")
+		h.end(s, reason)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: "+describe(name)+" was reconfigured while the session opened; retry")
+		return nil, nil
+	default:
+		h.store.Delete(s.ID)
+		h.end(s, reason)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeServerError, "mcpgate: the gateway is shutting down")
 		return nil, nil
 	}
 	if legacy {

@@ -14,6 +14,9 @@ type Directory interface {
 	// Create makes a session on server (a target's key) owned by owner
 	// (Session.Owner), or returns ErrTooMany.
 	Create(server, owner string, now time.Time) (*Session, error)
+	// Adopt is Create under an id the caller chose, or ErrExists when a
+	// session has it.
+	Adopt(id, server, owner string, now time.Time) (*Session, error)
 	// Lookup returns the session with id, or nil.
 	Lookup(id string) *Session
 	// Delete takes the session with id out, or returns nil when it is not

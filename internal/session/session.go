@@ -14,6 +14,9 @@ import (
 // ErrTooMany is returned by Store.Create when the store is full.
 var ErrTooMany = errors.New("session: too many sessions")
 
+// ErrExists is returned by Store.Adopt when a session has that id.
+var ErrExists = errors.New("session: a session has that id")
+
 // maxRetainedStreams bounds the finished POST streams a session keeps for
 // Last-Event-ID resumption (unread, or in their resume grace); the oldest
 // finished one goes first.
@@ -81,6 +84,7 @@ type Session struct {
 	mu sync.Mutex
 	// guarded by mu:
 	version    string
+	handoff    []byte // SetHandoff's
 	value      conn.Conn
 	streams    map[uint64]*Stream // POST streams not yet fully read, or in their resume grace
 	order      []retained         // streams by creation, for retention
@@ -118,6 +122,22 @@ func (s *Session) Version() string {
 func (s *Session) SetVersion(v string) {
 	s.mu.Lock()
 	s.version = v
+	s.mu.Unlock()
+}
+
+// Handoff returns the last state the session's connection handed off
+// (conn.Handoff): what another replica needs to resume it; nil for a
+// session that is not portable.
+func (s *Session) Handoff() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handoff
+}
+
+// SetHandoff records the state the session's connection handed off.
+func (s *Session) SetHandoff(state []byte) {
+	s.mu.Lock()
+	s.handoff = state
 	s.mu.Unlock()
 }
 
@@ -408,6 +428,13 @@ func (st *Store) Create(server, owner string, now time.Time) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	return st.Adopt(id, server, owner, now)
+}
+
+// Adopt makes a session under id, which the caller chose (a sealed id:
+// one the front minted, or one opened on another replica), or returns
+// ErrTooMany, or ErrExists when a session with that id lives.
+func (st *Store) Adopt(id, server, owner string, now time.Time) (*Session, error) {
 	l := &st.limits
 	s := &Session{
 		ID: id, Server: server, Owner: owner, limits: l,
@@ -416,6 +443,9 @@ func (st *Store) Create(server, owner string, now time.Time) (*Session, error) {
 	s.general.owner = s
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.sessions[id] != nil {
+		return nil, ErrExists
+	}
 	if st.limits.MaxSessions > 0 && len(st.sessions) >= st.limits.MaxSessions {
 		return nil, ErrTooMany
 	}

@@ -1,0 +1,249 @@
+package front
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/session"
+)
+
+// This file serves the requests for a session this replica does not hold
+// (replicas.go): a portable session is resumed here from its handoff
+// record; an owner-bound one is forwarded to its owner (forward.go); a
+// session whose owner is gone, that was deleted, or that is no session of
+// this cluster's is unknown (404), so that its client initializes again.
+
+// whereabouts is what elsewhere decided.
+type whereabouts int
+
+const (
+	here      whereabouts = iota // the session is (now) in this replica's directory, or unknown: go on here
+	forwarded                    // the request was answered by the owner, through this replica
+	refused                      // the request was answered here (403: a forged hop)
+)
+
+// hopHeader marks a request one replica forwarded to another: a token
+// sealed by the cluster's key ring, which clients cannot make.
+const hopHeader = "Mcp-Gateway-Hop"
+
+// hopPurpose is what a hop token is sealed for; hopTTL bounds its life.
+const (
+	hopPurpose = "mcpgate hop"
+	hopTTL     = 30 * time.Second
+)
+
+// elsewhere handles a request for session id (of target name; a legacy
+// one's sessionId when legacy) when the cluster is on. It returns here
+// when the request goes on in this replica: the session lives here (it
+// may have just been resumed), or it is unknown and the caller answers
+// 404 as it always did.
+func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string, be *served, id string, legacy bool) whereabouts {
+	cl := h.cfg.Cluster
+	if cl == nil || id == "" {
+		return here
+	}
+	hop := r.Header.Get(hopHeader)
+	if hop != "" {
+		if _, err := h.cfg.Seal.Open(hopPurpose, hop); err != nil {
+			writeError(w, http.StatusForbidden, protocol.CodeInvalidRequest, "mcpgate: "+hopHeader+" is not a replica's (forged, or sealed with a retired key)")
+			return refused
+		}
+	}
+	if h.store.Lookup(id) != nil {
+		return here
+	}
+	c, err := openID(h.cfg.Seal, name, id)
+	if err != nil || c.legacy != legacy || c.principal != principalHash(h.owner(r)) {
+		return here // not a session of this target and principal: 404
+	}
+	if c.instance == cl.Instance() || hop != "" {
+		// It ended here (this process opened it), or another replica
+		// thought this one holds it: at most one hop, then 404.
+		return here
+	}
+	if !legacy {
+		switch h.resumeSession(r, name, be, id) {
+		case resumed, gone:
+			return here
+		}
+	}
+	if alive, known := cl.Alive(c.instance); known && !alive {
+		h.forwards.gone.Add(1)
+		return here // the owner is gone: 404, and the client initializes again
+	}
+	if h.forward(w, r, c.advertise) { // forward.go
+		return forwarded
+	}
+	return here
+}
+
+// resumption is what resumeSession did.
+type resumption int
+
+const (
+	ownerBound resumption = iota // no handoff record, or the backend's sessions are owner-bound: forward
+	resumed                      // the session is in this replica's directory now
+	gone                         // deleted on another replica, or it cannot be resumed here: 404
+)
+
+// resumeSession brings portable session id into this replica from its handoff
+// record. One resume of an id runs at a time in a replica; the requests
+// for it that come meanwhile wait for its outcome.
+func (h *Handler) resumeSession(r *http.Request, name string, be *served, id string) resumption {
+	cl := h.cfg.Cluster
+	rec, ok := cl.State(id)
+	if !ok {
+		return ownerBound
+	}
+	version, state, ok := parseHandoffRecord(rec)
+	if !ok {
+		h.log.Warn("a session's handoff record does not parse; its client must initialize again", "session", logID(id), logTarget(name))
+		return gone
+	}
+	if cl.Revoked(id) {
+		return gone
+	}
+	h.resumeMu.Lock()
+	if wait := h.resuming[id]; wait != nil {
+		h.resumeMu.Unlock()
+		select {
+		case <-wait:
+		case <-r.Context().Done():
+		}
+		if h.store.Lookup(id) != nil {
+			return resumed
+		}
+		return gone
+	}
+	done := make(chan struct{})
+	h.resuming[id] = done
+	h.resumeMu.Unlock()
+	defer func() {
+		h.resumeMu.Lock()
+		delete(h.resuming, id)
+		h.resumeMu.Unlock()
+		close(done)
+	}()
+	if h.store.Lookup(id) != nil {
+		return resumed
+	}
+	if h.draining.Load() {
+		return gone
+	}
+	now := time.Now()
+	s, err := h.store.Adopt(id, name, h.owner(r), now)
+	if err != nil {
+		if errors.Is(err, session.ErrExists) {
+			return resumed
+		}
+		return gone
+	}
+	s.Begin()
+	defer s.End(time.Now())
+	c, err := be.Resume(conn.WithHandoff(r.Context(), h.handoffSink(s)), s.General(), state)
+	if err != nil {
+		h.store.Delete(s.ID)
+		s.Close("the session could not be resumed")
+		if errors.Is(err, conn.ErrNotPortable) {
+			return ownerBound
+		}
+		h.log.Warn("resuming a session from another replica failed; its client must initialize again", "session", logID(id), logTarget(name), "err", err)
+		return gone
+	}
+	s.SetValue(c)
+	s.SetVersion(version)
+	s.SetHandoff(state)
+	if reason := h.settled(s, name, be); reason != "" {
+		h.store.Delete(s.ID)
+		h.end(s, reason)
+		return gone
+	}
+	h.forwards.resumed.Add(1)
+	h.established(s, name, transportStreamable, version) // sessionlog.go
+	return resumed
+}
+
+// settled checks a session whose connection was just opened (or resumed)
+// against what may have happened meanwhile, and returns why it must end,
+// or "". The gateway may have begun to close (Close took the session out
+// of the store, finding no connection to close yet, or came between the
+// caller's draining check and the store); a reload may have replaced the
+// target after the request took its snapshot and before the session was
+// in the store, where its CloseTarget would have found it, leaving the
+// session on a stopped backend. The swap comes before CloseTarget, so one
+// of the two sees the other (targets.go).
+func (h *Handler) settled(s *session.Session, name string, be *served) string {
+	if h.draining.Load() || h.store.Lookup(s.ID) != s {
+		return "the gateway is shutting down"
+	}
+	if h.replaced(name, be) {
+		return reasonReconfigured
+	}
+	return ""
+}
+
+// reasonReconfigured is settled's reason for a target a reload replaced.
+const reasonReconfigured = "the server's config changed"
+
+// handoffSink is the sink session s's backend hands its state to
+// (conn.Handoff): the state is kept on the session, and, once the
+// session's version is negotiated, stored for the other replicas.
+func (h *Handler) handoffSink(s *session.Session) func([]byte) {
+	if h.cfg.Cluster == nil {
+		return func([]byte) {}
+	}
+	return func(state []byte) {
+		s.SetHandoff(state)
+		if v := s.Version(); v != "" {
+			h.publishHandoff(s, v, state)
+		}
+	}
+}
+
+// publishHandoff stores session s's handoff record in the cluster's
+// store, off the caller's path: a store that is slow or down delays no
+// reply.
+func (h *Handler) publishHandoff(s *session.Session, version string, state []byte) {
+	c, err := openID(h.cfg.Seal, s.Server, s.ID)
+	if err != nil {
+		return // not a sealed id: minted before the cluster was on
+	}
+	expiry := c.created.Add(h.cfg.SessionMaxAge)
+	rec := handoffRecord(version, state)
+	h.closers.add()
+	go func() {
+		defer h.closers.done()
+		if err := h.cfg.Cluster.SetState(s.ID, rec, expiry); err != nil {
+			h.forwards.storeErrors.Add(1)
+			if ok, held := h.openFailures.Allow(time.Now()); ok {
+				h.log.Warn("storing a session's handoff record failed: another replica cannot resume it", "session", logID(s.ID), "err", err, "suppressed", held)
+			}
+		}
+	}()
+}
+
+// revoke ends portable session s on every replica: its client deleted it.
+func (h *Handler) revoke(s *session.Session) {
+	if h.cfg.Cluster == nil || s.Handoff() == nil {
+		return
+	}
+	c, err := openID(h.cfg.Seal, s.Server, s.ID)
+	if err != nil {
+		return
+	}
+	if err := h.cfg.Cluster.Revoke(s.ID, c.created.Add(h.cfg.SessionMaxAge)); err != nil {
+		h.forwards.storeErrors.Add(1)
+		h.log.Warn("revoking a deleted session on the other replicas failed: they may serve it until it expires", "session", logID(s.ID), "err", err)
+	}
+}
+
+// Revoked ends session id here, if this replica holds it: it was deleted
+// on another replica (internal/cluster tells every replica).
+func (h *Handler) Revoked(id string) {
+	if s := h.store.Delete(id); s != nil {
+		h.endAsync(s, "the client deleted the session")
+	}
+}

@@ -1,0 +1,106 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"time"
+)
+
+// This file forwards a request for an owner-bound session to the replica
+// that holds it (its owner): one hop, streamed both ways and flushed as it
+// comes (an SSE stream passes through event by event), the Host and every
+// header kept, so that the owner admits the request as if it had come to
+// it: it authenticates the client, checks its limits and writes its audit
+// line. The hop carries a token sealed by the key ring (hopHeader), which
+// the owner checks and which makes it answer 404 rather than forward
+// again.
+
+// dialTimeout bounds connecting to an owner: a replica that is gone
+// (killed, its pod deleted) must cost its clients a 404 at once, not a
+// hanging request.
+const dialTimeout = time.Second
+
+// forwardStats counts what elsewhere and forward did, for metrics.
+type forwardStats struct {
+	forwarded   atomic.Uint64 // requests forwarded to their owner
+	failed      atomic.Uint64 // forwards whose owner could not be reached: 404
+	gone        atomic.Uint64 // requests for a session whose owner had no heartbeat: 404
+	resumed     atomic.Uint64 // portable sessions resumed here
+	storeErrors atomic.Uint64 // handoff records or revocations the store refused
+}
+
+// ForwardStats is a snapshot of forwardStats.
+type ForwardStats struct {
+	Forwarded, Failed, Gone, Resumed, StoreErrors uint64
+}
+
+// Forwards returns what the Handler did with requests for sessions other
+// replicas hold.
+func (h *Handler) Forwards() ForwardStats {
+	f := &h.forwards
+	return ForwardStats{f.forwarded.Load(), f.failed.Load(), f.gone.Load(), f.resumed.Load(), f.storeErrors.Load()}
+}
+
+// newForwarder returns the reverse proxy to owners, and its transport.
+func (h *Handler) newForwarder() (*httputil.ReverseProxy, *http.Transport) {
+	transport := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // a tool call takes as long as it takes; the owner bounds it
+		ForceAttemptHTTP2:     false,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			owner := pr.In.Context().Value(ownerKey{}).(string)
+			pr.Out.URL = &url.URL{Scheme: "http", Host: owner, Path: pr.In.URL.Path, RawPath: pr.In.URL.RawPath, RawQuery: pr.In.URL.RawQuery}
+			pr.Out.Host = pr.In.Host // the public Host: the owner checks it as the first replica did
+			pr.Out.Header.Set(hopHeader, h.cfg.Seal.Seal(hopPurpose, nil, hopTTL))
+			// Rewrite (unlike Director) drops X-Forwarded-*; keep what the
+			// client's proxy set, so the owner sees the request as it came.
+			for _, k := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+				if v, ok := pr.In.Header[k]; ok {
+					pr.Out.Header[k] = v
+				}
+			}
+		},
+		Transport:     transport,
+		FlushInterval: -1, // SSE: every write reaches the client as it comes
+		ErrorLog:      nil,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			*r.Context().Value(forwardErrKey{}).(*error) = err
+		},
+	}, transport
+}
+
+type (
+	ownerKey      struct{}
+	forwardErrKey struct{}
+)
+
+// forward proxies r to the owner at advertise, and reports whether the
+// owner answered it. When the owner cannot be reached, nothing was
+// written and the caller answers 404: the owner is gone, and so is the
+// session.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise string) bool {
+	var failed error
+	ctx := context.WithValue(context.WithValue(r.Context(), ownerKey{}, advertise), forwardErrKey{}, &failed)
+	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
+	if failed == nil {
+		h.forwards.forwarded.Add(1)
+		return true
+	}
+	if errors.Is(failed, context.Canceled) && r.Context().Err() != nil {
+		return true // the client left: nobody to answer
+	}
+	h.forwards.failed.Add(1)
+	if ok, held := h.openFailures.Allow(time.Now()); ok {
+		h.log.Warn("forwarding a request to the replica holding its session failed; answering 404", "owner", advertise, "err", failed, "suppressed", held)
+	}
+	return false
+}
