@@ -1,6 +1,7 @@
 package front
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -94,8 +95,10 @@ const (
 // for it that come meanwhile wait for its outcome.
 func (h *Handler) resumeSession(r *http.Request, name string, be *served, id string) resumption {
 	cl := h.cfg.Cluster
-	rec, ok := cl.State(id)
-	if !ok {
+	rec, err := cl.State(r.Context(), id)
+	if err != nil || rec == nil {
+		// None (an owner-bound session), or the store cannot tell: the
+		// owner, if it lives, still can.
 		return ownerBound
 	}
 	version, state, ok := parseHandoffRecord(rec)
@@ -103,7 +106,9 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		h.log.Warn("a session's handoff record does not parse; its client must initialize again", "session", logID(id), logTarget(name))
 		return gone
 	}
-	if cl.Revoked(id) {
+	if revoked, _ := cl.Revoked(r.Context(), id); revoked {
+		// (The store failing here, just after it answered, is taken as
+		// not revoked: Revoke deleted the record it gave.)
 		return gone
 	}
 	h.resumeMu.Lock()
@@ -216,7 +221,7 @@ func (h *Handler) publishHandoff(s *session.Session, version string, state []byt
 	h.closers.add()
 	go func() {
 		defer h.closers.done()
-		if err := h.cfg.Cluster.SetState(s.ID, rec, expiry); err != nil {
+		if err := h.cfg.Cluster.SetState(context.Background(), s.ID, rec, expiry); err != nil {
 			h.forwards.storeErrors.Add(1)
 			if ok, held := h.openFailures.Allow(time.Now()); ok {
 				h.log.Warn("storing a session's handoff record failed: another replica cannot resume it", "session", logID(s.ID), "err", err, "suppressed", held)
@@ -234,7 +239,7 @@ func (h *Handler) revoke(s *session.Session) {
 	if err != nil {
 		return
 	}
-	if err := h.cfg.Cluster.Revoke(s.ID, c.created.Add(h.cfg.SessionMaxAge)); err != nil {
+	if err := h.cfg.Cluster.Revoke(context.Background(), s.ID, c.created.Add(h.cfg.SessionMaxAge)); err != nil {
 		h.forwards.storeErrors.Add(1)
 		h.log.Warn("revoking a deleted session on the other replicas failed: they may serve it until it expires", "session", logID(s.ID), "err", err)
 	}

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -38,14 +39,13 @@ type Cluster interface {
 	// false when nobody can tell (no store, or the store is down).
 	Alive(instance string) (alive, known bool)
 	// SetState stores the newest handoff record of portable session sid,
-	// to live until expiry; State returns it (false: none, or the store
-	// cannot be asked).
-	SetState(sid string, record []byte, expiry time.Time) error
-	State(sid string) ([]byte, bool)
-	// Revoke ends session sid on every replica (a client's DELETE);
-	// Revoked reports whether it was.
-	Revoke(sid string, expiry time.Time) error
-	Revoked(sid string) bool
+	// to live until expiry; State returns it (nil and no error: none).
+	SetState(ctx context.Context, sid string, record []byte, expiry time.Time) error
+	State(ctx context.Context, sid string) ([]byte, error)
+	// Revoke ends session sid on every replica (a client's DELETE), and
+	// tells each replica's Handler.Revoked; Revoked reports whether it was.
+	Revoke(ctx context.Context, sid string, expiry time.Time) error
+	Revoked(ctx context.Context, sid string) (bool, error)
 }
 
 // claimVersion is the first byte of every claim's plaintext.

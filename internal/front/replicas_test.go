@@ -24,7 +24,6 @@ type memCluster struct {
 	revoked  map[string]bool
 	dead     map[string]bool // instances without a heartbeat
 	onRevoke []func(string)
-	gets     atomic.Int32
 }
 
 func newMemCluster() *memCluster {
@@ -47,20 +46,18 @@ func (r *memReplica) Alive(instance string) (bool, bool) {
 	defer r.mu.Unlock()
 	return !r.dead[instance], true
 }
-func (r *memReplica) SetState(sid string, rec []byte, _ time.Time) error {
+func (r *memReplica) SetState(_ context.Context, sid string, rec []byte, _ time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.state[sid] = bytes.Clone(rec)
 	return nil
 }
-func (r *memReplica) State(sid string) ([]byte, bool) {
-	r.gets.Add(1)
+func (r *memReplica) State(_ context.Context, sid string) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec, ok := r.state[sid]
-	return rec, ok
+	return r.state[sid], nil
 }
-func (r *memReplica) Revoke(sid string, _ time.Time) error {
+func (r *memReplica) Revoke(_ context.Context, sid string, _ time.Time) error {
 	r.mu.Lock()
 	r.revoked[sid] = true
 	delete(r.state, sid)
@@ -71,10 +68,10 @@ func (r *memReplica) Revoke(sid string, _ time.Time) error {
 	}
 	return nil
 }
-func (r *memReplica) Revoked(sid string) bool {
+func (r *memReplica) Revoked(_ context.Context, sid string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.revoked[sid]
+	return r.revoked[sid], nil
 }
 
 // portableBackend is a fakeBackend whose sessions are portable: Open
@@ -314,7 +311,7 @@ func TestResumePortable(t *testing.T) {
 	a := startReplica(t, cl, "a", ring, pa)
 	b := startReplica(t, cl, "b", ring, pb)
 	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { _, ok := cl.replica("", "").State(sid); return ok })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 
 	var wg sync.WaitGroup
 	for i := range 8 {
