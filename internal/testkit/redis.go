@@ -27,9 +27,9 @@ type RedisServer struct {
 	dir  string
 	log  SyncBuffer
 
-	mu      sync.Mutex // guards cmd and exited
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when cmd has been waited for
+	mu     sync.Mutex // guards cmd and exited
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
 }
 
 // Redis starts a redis-server for t (see [StartRedis]) and returns its
