@@ -10,6 +10,7 @@
 #   .cache/peers/*.mjs          the e2e Node scripts (e2e/js), copied next to node_modules because
 #                               ES modules resolve packages relative to their own location.
 #   .cache/bin/everything-server  the Go SDK conformance server, pinned as a tool in go.mod.
+#   .cache/redis                Debian's redis-server, unless one is on PATH (scripts/redis.sh).
 #
 # It is idempotent: each step records a stamp keyed by a hash of its inputs and is skipped while
 # the stamp matches, so a second run takes well under a second. It never asks for input.
@@ -90,4 +91,7 @@ else
 	say "chromium missing and not root with apt-get: TestStatusPageInChromium will skip (set MCPGATE_CHROMIUM to a browser)"
 fi
 
-say "ready: NODE22=$node22"
+# --- redis-server for the cluster tests (testkit.Redis) --------------------------------------
+redis_server="$(bash "$root/scripts/redis.sh")" || die "scripts/redis.sh failed"
+
+say "ready: NODE22=$node22 REDIS=$redis_server"

@@ -30,6 +30,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/mux":             {"internal/conn", "internal/eras", "internal/jsonrpc", "internal/upstream", "internal/protocol"},
 		"internal/eras":            {"internal/conn", "internal/jsonrpc", "internal/protocol", "internal/seal"},
 		"internal/limits":          {"internal/conn", "internal/jsonrpc", "internal/session", "internal/protocol"},
+		"internal/cluster":         {"internal/limits"},
 		"internal/audit":           {"internal/auth", "internal/conn", "internal/jsonrpc", "internal/limits", "internal/protocol"},
 		"internal/admission":       {"internal/audit", "internal/auth", "internal/conn", "internal/jsonrpc", "internal/limits", "internal/session", "internal/protocol"},
 		"internal/front":           {"internal/admission", "internal/audit", "internal/auth", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/limits", "internal/mux", "internal/seal", "internal/session", "internal/sse", "internal/protocol"},
@@ -52,6 +53,8 @@ func TestImportsPointOneWay(t *testing.T) {
 		// contracts only: the kinds of upstream live in its subpackages
 		"internal/upstream": {"net/http", "os/exec"},
 		"internal/limits":   {"net/http"},
+		// Redis only: what replicas reach of each other goes through the front
+		"internal/cluster": {"net/http"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, mod+"...").Output()
 	if err != nil {

@@ -1,8 +1,8 @@
 package limits
 
 import (
+	"context"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -52,6 +52,9 @@ type Config struct {
 	MaxPrincipals int
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// Shared, if set, is where the limits of all replicas are counted
+	// together (shared.go); nil: this replica's limits are its own.
+	Shared Shared `json:"-"`
 }
 
 // maxToolsPerPrincipal bounds the tool buckets of one principal: tool
@@ -82,7 +85,11 @@ type principalState struct {
 	tools    map[string]*rate.Limiter
 	inFlight int
 	pending  int // sessions being opened
-	sessions map[*session.Session]struct{}
+	// sessions maps each session to whether the Shared store counts it.
+	sessions map[*session.Session]bool
+	// ended counts sessions the Shared store counts that were seen gone
+	// and not yet given back to it.
+	ended int
 }
 
 func burstFor(rps float64, burst int) int {
@@ -120,6 +127,7 @@ func (l *Limiter) state(key string, now time.Time, store Live) *principalState {
 	if len(l.principals) >= l.cfg.MaxPrincipals {
 		for k, ps := range l.principals {
 			if l.idle(ps, now, store) {
+				l.giveBackEnded(k, ps)
 				delete(l.principals, k)
 			}
 		}
@@ -152,11 +160,15 @@ func (l *Limiter) idle(ps *principalState, now time.Time, store Live) bool {
 }
 
 // liveSessions counts ps's sessions still in the store, forgetting the
-// others. mu is held.
+// others (and counting in ps.ended those the Shared store counts). mu is
+// held.
 func liveSessions(ps *principalState, store Live) int {
-	for s := range ps.sessions {
+	for s, shared := range ps.sessions {
 		if store.Lookup(s.ID) != s {
 			delete(ps.sessions, s)
+			if shared {
+				ps.ended++
+			}
 		}
 	}
 	return len(ps.sessions)
@@ -210,7 +222,9 @@ func (l *Limiter) AdmitRequest(key string, msgs []jsonrpc.Message, store Live) (
 	}, nil
 }
 
-// admitPrincipal checks the limits of principal key.
+// admitPrincipal checks the limits of principal key: in the Shared
+// store when there is one and it answers, else in this replica's buckets,
+// with each limit divided by the live replicas when the store failed.
 func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store Live) (release func(), ref *Refusal) {
 	now := l.cfg.Now()
 	var tools []string
@@ -221,31 +235,42 @@ func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 			}
 		}
 	}
+	share := 1
+	if l.cfg.Shared != nil {
+		release, ref, err := l.admitShared(key, tools, requests, now)
+		if err == nil {
+			return release, ref
+		}
+		share = max(1, l.cfg.Shared.Live())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ps := l.state(key, now, store)
 	if ps == nil {
 		return nil, &Refusal{Msg: "too many principals are active", Retry: time.Second}
 	}
-	if requests && l.cfg.MaxInFlight > 0 && ps.inFlight >= l.cfg.MaxInFlight {
-		return nil, &Refusal{Msg: "too many requests in flight (limit " + strconv.Itoa(l.cfg.MaxInFlight) + ")", Retry: time.Second}
+	if requests && l.cfg.MaxInFlight > 0 && ps.inFlight >= shareOf(l.cfg.MaxInFlight, share) {
+		return nil, inFlightRefusal(l.cfg.MaxInFlight)
 	}
 	var taken []*rate.Reservation
 	if ps.rate != nil {
+		fit(ps.rate, l.cfg.RequestsPerSecond, burstFor(l.cfg.RequestsPerSecond, l.cfg.Burst), share, now)
 		res, d := reserve(ps.rate, now)
 		if d > 0 {
-			return nil, &Refusal{Msg: "request rate limit exceeded", Retry: d}
+			return nil, rateRefusal(d)
 		}
 		taken = append(taken, res)
 	}
 	for _, name := range tools {
-		res, d := reserve(ps.tool(name, l.cfg, now), now)
+		lim := ps.tool(name, l.cfg, now)
+		fit(lim, l.cfg.ToolsPerSecond, toolBurst(l.cfg), share, now)
+		res, d := reserve(lim, now)
 		if d > 0 {
 			// Give back what this request took: it does not go on.
 			for _, t := range taken {
 				t.CancelAt(now)
 			}
-			return nil, &Refusal{Msg: "rate limit exceeded for tool " + strconv.Quote(name), Retry: d}
+			return nil, toolRefusal(name, d)
 		}
 		taken = append(taken, res)
 	}
@@ -280,17 +305,16 @@ func (ps *principalState) tool(name string, cfg Config, now time.Time) *rate.Lim
 			}
 		}
 	}
-	burst := cfg.ToolBurst
-	if burst <= 0 {
-		burst = burstFor(cfg.ToolsPerSecond, 0)
-	}
-	t := rate.NewLimiter(rate.Limit(cfg.ToolsPerSecond), burst)
+	t := rate.NewLimiter(rate.Limit(cfg.ToolsPerSecond), toolBurst(cfg))
 	ps.tools[name] = t
 	return t
 }
 
 // AdmitSession reserves one of the principal's sessions; the caller
-// calls commit with the session opened, or nil when it was not.
+// calls commit with the session opened, or nil when it was not. With a
+// Shared store the sessions are counted there (this replica's ended ones
+// given back in the same round trip); when it fails, against this
+// replica's share of the limit.
 func (l *Limiter) AdmitSession(key string, store Live) (commit func(*session.Session), ref *Refusal) {
 	if l.cfg.MaxSessions <= 0 {
 		return func(*session.Session) {}, nil
@@ -301,26 +325,57 @@ func (l *Limiter) AdmitSession(key string, store Live) (commit func(*session.Ses
 	if ps == nil {
 		return nil, &Refusal{Msg: "too many principals are active", Retry: time.Second}
 	}
-	if liveSessions(ps, store)+ps.pending >= l.cfg.MaxSessions {
-		return nil, &Refusal{Msg: "too many sessions (limit " + strconv.Itoa(l.cfg.MaxSessions) + "); delete one (DELETE with its Mcp-Session-Id) or let one expire", Retry: 5 * time.Second}
+	live := liveSessions(ps, store)
+	share := 1
+	if l.cfg.Shared != nil {
+		ended := ps.ended
+		ps.ended = 0
+		ps.pending++ // held across the unlocked round trip
+		l.mu.Unlock()
+		ok, err := l.cfg.Shared.AdmitSession(context.Background(), key, l.cfg.MaxSessions, ended)
+		l.mu.Lock()
+		ps.pending--
+		if err == nil {
+			if !ok {
+				return nil, sessionsRefusal(l.cfg.MaxSessions)
+			}
+			ps.pending++
+			return l.commitSession(key, ps, true), nil
+		}
+		ps.ended += ended // not given back: try again next time
+		share = max(1, l.cfg.Shared.Live())
+		live = liveSessions(ps, store)
+	}
+	if live+ps.pending >= shareOf(l.cfg.MaxSessions, share) {
+		return nil, sessionsRefusal(l.cfg.MaxSessions)
 	}
 	ps.pending++
+	return l.commitSession(key, ps, false), nil
+}
+
+// commitSession is AdmitSession's commit; shared: the Shared store counted
+// the session.
+func (l *Limiter) commitSession(key string, ps *principalState, shared bool) func(*session.Session) {
 	return func(s *session.Session) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		ps.pending--
-		if s != nil {
-			if ps.sessions == nil {
-				ps.sessions = map[*session.Session]struct{}{}
+		if s == nil {
+			if shared {
+				l.cfg.Shared.Release(key, Session, 1)
 			}
-			ps.sessions[s] = struct{}{}
-			if l.principals[key] != ps {
-				// Evicted meanwhile (it was not idle, so this cannot
-				// happen; kept safe anyway).
-				l.principals[key] = ps
-			}
+			return
 		}
-	}, nil
+		if ps.sessions == nil {
+			ps.sessions = map[*session.Session]bool{}
+		}
+		ps.sessions[s] = shared
+		if l.principals[key] != ps {
+			// Evicted meanwhile (it was not idle, so this cannot
+			// happen; kept safe anyway).
+			l.principals[key] = ps
+		}
+	}
 }
 
 // hasRequest reports whether msgs hold a request (one that gets a reply).

@@ -19,12 +19,15 @@
 // that holds a fake at a chosen point; [FreeAddr] and [WaitListening] for
 // peers that listen on a port of their own; [WriteCert] for TLS;
 // [SyncBuffer], [Logger] and [LogWriter] for what components log; [RPC],
-// the parts of a JSON-RPC message tests look at.
+// the parts of a JSON-RPC message tests look at; [Redis] and [StartRedis], a
+// real redis-server per test (from PATH or scripts/redis.sh's .cache/redis)
+// that a chaos test can stop and start again on the same address.
 // A test proves an order or a bound that only a blocked path reaches, not a
 // latency: see [WaitTimeout].
 //
 // Ownership: this package owns nothing in the test process except what
-// [Procs] reads from /proc. The wait helpers keep no state and call their
+// [Procs] reads from /proc and the redis-server processes of [StartRedis],
+// each killed by its PID at the test's cleanup. The wait helpers keep no state and call their
 // condition on the caller's goroutine, so a condition may call t.Fatal. Everything else runs inside the fake child, where
 // one goroutine reads stdin, each request is handled in its own goroutine, and
 // every write to stdout goes through one mutex so that lines never interleave.

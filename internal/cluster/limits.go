@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpgate/mcpgate/internal/limits"
+)
+
+// This file is the Redis side of the cluster-wide limits (limits.Shared):
+// GCRA buckets and the in-flight slot in one script, so a POST with limits
+// costs one round trip; session counts; and the queue of releases, sent
+// off the reply path.
+
+// admitScript is GCRA (the generic cell rate algorithm) over every bucket
+// of one POST, then the in-flight slot: all or nothing.
+//
+// A bucket keeps one number, its theoretical arrival time (TAT): when the
+// bucket would be full again, in microseconds of the caller's clock. A
+// request at now conforms when max(TAT, now) - now <= tolerance, where
+// tolerance = interval * (burst - 1) and interval = 1s / rate; it then
+// moves TAT to max(TAT, now) + interval. A bucket whose TAT has passed is
+// full, so the key expires then. The clock is an argument, not Redis's
+// TIME, so that tests drive it and the script stays deterministic.
+//
+// KEYS[1..n]: the buckets; KEYS[n+1]: the in-flight counter.
+// ARGV[1]: now (µs); ARGV[2]: max in flight (0: none taken);
+// ARGV[3]: the counter's TTL (ms); ARGV[2+2i], ARGV[3+2i]: interval and
+// tolerance (µs) of bucket i.
+// Reply: {0, -1, 0} admitted; {1, i-1, wait µs} bucket i refused;
+// {2, n, 0} the in-flight limit refused.
+// Numbers are written with %.0f: Lua's default format keeps 14 digits, and
+// a time in microseconds has 16.
+var admitScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local n = #KEYS - 1
+local tats = {}
+local pending = {}
+for i = 1, n do
+  local tat = pending[KEYS[i]]
+  if tat == nil then
+    tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  end
+  if tat < now then
+    tat = now
+  end
+  local wait = tat - now - tonumber(ARGV[3 + 2 * i])
+  if wait > 0 then
+    return {1, i - 1, math.ceil(wait)}
+  end
+  tats[i] = tat + tonumber(ARGV[2 + 2 * i])
+  pending[KEYS[i]] = tats[i]
+end
+local maxFlight = tonumber(ARGV[2])
+if maxFlight > 0 then
+  local cur = tonumber(redis.call('GET', KEYS[n + 1]) or '0')
+  if cur >= maxFlight then
+    return {2, n, 0}
+  end
+end
+for i = 1, n do
+  local ttl = math.max(1, math.ceil((tats[i] - now) / 1000))
+  redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', string.format('%.0f', ttl))
+end
+if maxFlight > 0 then
+  redis.call('INCR', KEYS[n + 1])
+  redis.call('PEXPIRE', KEYS[n + 1], ARGV[3])
+end
+return {0, -1, 0}
+`)
+
+// sessionScript gives back ARGV[1] sessions of the counter KEYS[1], then
+// takes one if fewer than ARGV[2] are counted; ARGV[3] is its TTL (ms).
+// Reply: 1 taken, 0 refused.
+var sessionScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[1])
+if cur < 0 then
+  cur = 0
+end
+local ok = 0
+if cur < tonumber(ARGV[2]) then
+  cur = cur + 1
+  ok = 1
+end
+if cur > 0 then
+  redis.call('SET', KEYS[1], cur, 'PX', ARGV[3])
+else
+  redis.call('DEL', KEYS[1])
+end
+return ok
+`)
+
+// releaseScript gives back ARGV[1] of the counter KEYS[1], deleting it at
+// zero (a count never goes below).
+var releaseScript = redis.NewScript(`
+local n = redis.call('DECRBY', KEYS[1], ARGV[1])
+if n <= 0 then
+  redis.call('DEL', KEYS[1])
+end
+return n
+`)
+
+// Admit runs admitScript for req (limits.Shared).
+func (c *Cluster) Admit(ctx context.Context, req limits.SharedRequest) (limits.SharedVerdict, error) {
+	n := len(req.Rates)
+	ks := make([]string, 0, n+1)
+	args := make([]any, 0, 3+2*n)
+	args = append(args, req.Now.UnixMicro(), req.MaxInFlight, c.cfg.InFlightTTL.Milliseconds())
+	for _, r := range req.Rates {
+		interval, tolerance := gcra(r.PerSecond, r.Burst)
+		ks = append(ks, c.keys.rate(req.Principal, r.Name))
+		args = append(args, interval, tolerance)
+	}
+	ks = append(ks, c.keys.inFlight(req.Principal))
+	var reply []int64
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		reply, err = admitScript.Run(ctx, c.rdb, ks, args...).Int64Slice()
+		return err
+	})
+	if err != nil {
+		return limits.SharedVerdict{}, err
+	}
+	return parseVerdict(reply, n)
+}
+
+// parseVerdict reads admitScript's reply for a request of n rates.
+func parseVerdict(reply []int64, n int) (limits.SharedVerdict, error) {
+	if len(reply) != 3 {
+		return limits.SharedVerdict{}, fmt.Errorf("cluster: admit script replied %d values, want 3", len(reply))
+	}
+	switch reply[0] {
+	case 0:
+		return limits.SharedVerdict{Refused: -1}, nil
+	case 1:
+		if reply[1] < 0 || reply[1] >= int64(n) || reply[2] < 0 {
+			return limits.SharedVerdict{}, fmt.Errorf("cluster: admit script refused bucket %d (wait %dµs) of %d", reply[1], reply[2], n)
+		}
+		return limits.SharedVerdict{Refused: int(reply[1]), Retry: time.Duration(reply[2]) * time.Microsecond}, nil
+	case 2:
+		return limits.SharedVerdict{Refused: n, Retry: time.Second}, nil
+	}
+	return limits.SharedVerdict{}, fmt.Errorf("cluster: admit script replied status %d", reply[0])
+}
+
+// gcra is a bucket's emission interval and burst tolerance in
+// microseconds: one token every interval, burst tokens at once.
+func gcra(perSecond float64, burst int) (interval, tolerance int64) {
+	if perSecond <= 0 {
+		// No refill: the burst, once spent, is spent for as long as
+		// the key lives (a day).
+		return int64(24 * time.Hour / time.Microsecond), 0
+	}
+	interval = max(1, int64(math.Round(1e6/perSecond)))
+	return interval, interval * int64(max(burst, 1)-1)
+}
+
+// AdmitSession runs sessionScript (limits.Shared).
+func (c *Cluster) AdmitSession(ctx context.Context, principal string, maxSessions, ended int) (bool, error) {
+	var ok int64
+	err := c.call(ctx, func(ctx context.Context) error {
+		var err error
+		ok, err = sessionScript.Run(ctx, c.rdb, []string{c.keys.sessions(principal)},
+			ended, maxSessions, c.cfg.SessionTTL.Milliseconds()).Int64()
+		return err
+	})
+	return ok == 1, err
+}
+
+// release is one count to give back.
+type release struct {
+	key string
+	n   int
+}
+
+// Release queues n counts of principal to be given back (limits.Shared);
+// past releaseQueue it drops them.
+func (c *Cluster) Release(principal string, kind limits.Counted, n int) {
+	if c.rdb == nil || n <= 0 {
+		return
+	}
+	key := c.keys.inFlight(principal)
+	if kind == limits.Session {
+		key = c.keys.sessions(principal)
+	}
+	select {
+	case c.release <- release{key: key, n: n}:
+	default:
+		c.dropped.Add(1)
+	}
+}
+
+// releaseLoop sends the queued releases until ctx ends. A release that
+// fails while Redis is down is lost: its count expires with its key.
+func (c *Cluster) releaseLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-c.release:
+			err := c.call(ctx, func(ctx context.Context) error {
+				return releaseScript.Run(ctx, c.rdb, []string{r.key}, r.n).Err()
+			})
+			if err != nil {
+				c.dropped.Add(1)
+			}
+		}
+	}
+}
+
+var _ limits.Shared = (*Cluster)(nil)
