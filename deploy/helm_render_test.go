@@ -226,9 +226,10 @@ func empty(v any) bool {
 	return false
 }
 
-// rendered is the output of a chart: each template file's text, and the
-// Kubernetes objects in it, by kind.
+// rendered is the output of a chart: the values it was rendered with, each
+// template file's text, and the Kubernetes objects in it, by kind.
 type rendered struct {
+	values  map[string]any
 	files   map[string]string
 	objects map[string][]map[string]any
 }
@@ -280,7 +281,7 @@ func tryRenderChart(t *testing.T, dir string, values map[string]any) (rendered, 
 			t.Fatalf("parse %s: %v", f, err)
 		}
 	}
-	r := rendered{files: map[string]string{}, objects: map[string][]map[string]any{}}
+	r := rendered{values: values, files: map[string]string{}, objects: map[string][]map[string]any{}}
 	for _, f := range files {
 		name := filepath.Base(f)
 		if strings.HasPrefix(name, "_") {

@@ -69,7 +69,6 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 	t.Helper()
 	cm := r.object(t, "ConfigMap")
 	cmName := digString(t, cm, "metadata", "name")
-	file := digString(t, cm, "data", "config.json")
 
 	dep := r.object(t, "Deployment")
 	spec := dig(t, dep, "spec", "template", "spec")
@@ -91,7 +90,7 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 			}
 		}
 	}
-	cfg := parseConfigData(t, "the chart's ConfigMap", []byte(file), env)
+	cfg := loadChartConfig(t, r, env)
 
 	// Listening on the containerPort named http, on every interface.
 	args, _ := dig(t, c, "args").([]any)
@@ -141,7 +140,7 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 		t.Error("podSecurityContext.runAsNonRoot is not true")
 	}
 
-	svc := r.object(t, "Service")
+	svc := namedService(t, r, digString(t, dep, "metadata", "name"))
 	if digString(t, dig(t, svc, "spec", "ports").([]any)[0], "targetPort") != "http" {
 		t.Error("the Service does not target the http port")
 	}
