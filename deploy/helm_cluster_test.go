@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 )
@@ -59,14 +60,11 @@ func namedService(t *testing.T, r rendered, name string) map[string]any {
 // loadChartConfig loads the rendered config with the gateway's loader and
 // the environment env. The key file that gateway.sealKeyFile names must
 // be where the pod mounts the seal keys' Secret; the test puts a key file
-// of its own there. gateway.cluster is removed first (checkClusterBlock
-// checks it by hand): the loader learns that key in the same issue, after
-// which this should load the file whole and check cfg.Gateway.Cluster.
+// of its own there.
 func loadChartConfig(t *testing.T, r rendered, env map[string]string) *config.Config {
 	t.Helper()
 	doc := configDoc(t, r)
 	if gw, ok := doc["gateway"].(map[string]any); ok {
-		delete(gw, "cluster")
 		if file, ok := gw["sealKeyFile"].(string); ok {
 			if want := sealKeyMount(t, r); file != want {
 				t.Errorf("gateway.sealKeyFile %q, want the mounted Secret's file %q", file, want)
@@ -83,6 +81,32 @@ func loadChartConfig(t *testing.T, r rendered, env map[string]string) *config.Co
 		t.Fatal(err)
 	}
 	return parseConfigData(t, "the chart's ConfigMap", data, env)
+}
+
+// A pod's environment as the kubelet would give it, for the tests: the
+// downward API's fields and the keys of Secrets the chart does not make.
+var (
+	podFields  = map[string]string{"status.podIP": "10.1.2.3", "metadata.uid": "0d6f7a4e-5b1c-4c1e-9a57-3f1f0c2b7e11"}
+	secretKeys = map[string]string{"url": "redis://redis.example:6379/0", "password": "redis-password"}
+)
+
+// containerEnv adds the container's env entries to env: values as they
+// are, fieldRefs from podFields, secretKeyRefs from secretKeys.
+func containerEnv(t *testing.T, c map[string]any, env map[string]string) {
+	t.Helper()
+	for name, e := range envByName(t, c) {
+		switch {
+		case e["value"] != nil:
+			env[name] = toString(e["value"])
+		case e["valueFrom"] != nil:
+			from := e["valueFrom"].(map[string]any)
+			if f, ok := from["fieldRef"]; ok {
+				env[name] = podFields[digString(t, f, "fieldPath")]
+			} else {
+				env[name] = secretKeys[digString(t, from["secretKeyRef"], "key")]
+			}
+		}
+	}
 }
 
 // sealKeyMount returns the path of the seal key file in the pod: where
@@ -233,9 +257,22 @@ func TestHelmCluster(t *testing.T) {
 	if dig(t, env["MCPGATE_REDIS_PASSWORD"], "valueFrom", "secretKeyRef", "optional") != true {
 		t.Error("the Redis Secret's password is not optional")
 	}
-	cfg := loadChartConfig(t, r, nil)
+	// As the gateway in the pod reads it.
+	podEnv := map[string]string{}
+	containerEnv(t, c, podEnv)
+	cfg := loadChartConfig(t, r, podEnv)
 	if len(cfg.Gateway.SealKeys) != 1 || cfg.Servers["memory"] == nil {
 		t.Errorf("loaded config: %d seal keys, servers %v", len(cfg.Gateway.SealKeys), cfg.Servers)
+	}
+	got := cfg.Gateway.Cluster
+	if got == nil || got.Instance != podFields["metadata.uid"] || got.Advertise != podFields["status.podIP"]+":8080" ||
+		got.Redis == nil || got.Redis.URL != secretKeys["url"] || got.Redis.Password != secretKeys["password"] ||
+		got.SessionMaxAge != 12*time.Hour {
+		t.Errorf("loaded gateway.cluster %+v", got)
+	}
+	delete(podEnv, "MCPGATE_REDIS_PASSWORD") // the Secret's key is optional
+	if cfg := loadChartConfig(t, r, podEnv); cfg.Gateway.Cluster.Redis.Password != "" {
+		t.Errorf("redis password %q without the Secret's key", cfg.Gateway.Cluster.Redis.Password)
 	}
 
 	// The replicas by name, ready or not.
@@ -268,6 +305,7 @@ func TestHelmCluster(t *testing.T) {
 func TestHelmClusterRedisURL(t *testing.T) {
 	values := mergeValues(clusterValues(t), map[string]any{"cluster": map[string]any{"redis": map[string]any{"existingSecret": "", "url": "redis://redis:6379/0"}}})
 	r := renderChart(t, chartDir, values)
+	checkRendered(t, r)
 	cl := checkClusterBlock(t, r)
 	if want := map[string]any{"url": "${MCPGATE_REDIS_URL}"}; !reflect.DeepEqual(cl["redis"], want) {
 		t.Errorf("cluster.redis %v, want %v", cl["redis"], want)
@@ -283,12 +321,31 @@ func TestHelmClusterRedisURL(t *testing.T) {
 
 	values = mergeValues(clusterValues(t), map[string]any{"cluster": map[string]any{"redis": map[string]any{"existingSecret": ""}}})
 	r = renderChart(t, chartDir, values)
+	checkRendered(t, r)
 	if cl := checkClusterBlock(t, r); cl["redis"] != nil {
 		t.Errorf("cluster.redis %v without Redis", cl["redis"])
 	}
 	_, c = container(t, r)
 	if _, ok := envByName(t, c)["MCPGATE_REDIS_URL"]; ok {
 		t.Error("MCPGATE_REDIS_URL without Redis")
+	}
+}
+
+// TestHelmClusterAdvertise: an advertise address written in
+// config.gateway.cluster (an IPv6 pod's, bracketed) replaces the chart's,
+// and loads with an IPv6 pod IP.
+func TestHelmClusterAdvertise(t *testing.T) {
+	values := mergeValues(clusterValues(t), map[string]any{"config": map[string]any{"gateway": map[string]any{"cluster": map[string]any{"advertise": "[${POD_IP}]:8080"}}}})
+	r := renderChart(t, chartDir, values)
+	if got := dig(t, configDoc(t, r), "gateway", "cluster", "advertise"); got != "[${POD_IP}]:8080" {
+		t.Fatalf("advertise %v, want the config's", got)
+	}
+	_, c := container(t, r)
+	env := map[string]string{}
+	containerEnv(t, c, env)
+	env["POD_IP"] = "fd00::1"
+	if got := loadChartConfig(t, r, env).Gateway.Cluster.Advertise; got != "[fd00::1]:8080" {
+		t.Errorf("advertise loads as %q", got)
 	}
 }
 

@@ -78,7 +78,8 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 	}
 	c := containers[0]
 
-	// The environment the config sees: the Secret, by envFrom.
+	// The environment the config sees: the Secret, by envFrom, and the
+	// container's env.
 	env := map[string]string{}
 	if from, ok := c.(map[string]any)["envFrom"]; ok {
 		name := digString(t, from.([]any)[0], "secretRef", "name")
@@ -90,6 +91,7 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 			}
 		}
 	}
+	containerEnv(t, c.(map[string]any), env)
 	cfg := loadChartConfig(t, r, env)
 
 	// Listening on the containerPort named http, on every interface.

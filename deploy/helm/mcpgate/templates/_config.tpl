@@ -5,8 +5,9 @@ as it always was. With either, the chart adds to the user's config what
 only it knows: gateway.cluster's instance (the pod's UID), advertise
 address (the pod's IP and port) and Redis (from environment variables the
 Deployment sets from the values), and gateway.sealKeyFile (where the
-Secret is mounted). The rest of a gateway.cluster block written in config
-(heartbeat, sessionMaxAge) is kept.
+Secret is mounted). What a gateway.cluster block written in config sets
+is kept (heartbeat, sessionMaxAge; instance and advertise too, which
+replace the chart's).
 */}}
 {{- define "mcpgate.configJson" -}}
 {{- if not (or .Values.cluster.enabled .Values.sealKeys.existingSecret) }}
@@ -20,8 +21,13 @@ Secret is mounted). The rest of a gateway.cluster block written in config
 {{- $gw := get $cfg "gateway" | default (dict) }}
 {{- if .Values.cluster.enabled }}
 {{- $cl := get $gw "cluster" | default (dict) }}
+{{- if not (hasKey $cl "instance") }}
 {{- $_ := set $cl "instance" "${POD_UID}" }}
+{{- end }}
+{{- if not (hasKey $cl "advertise") }}
+{{- /* An IPv6 pod writes "[${POD_IP}]:PORT" in config.gateway.cluster.advertise. */}}
 {{- $_ := set $cl "advertise" (printf "${POD_IP}:%v" .Values.port) }}
+{{- end }}
 {{- if .Values.cluster.redis.existingSecret }}
 {{- /* The Secret's "password" is optional: unset, it expands to "" and the URL's applies. */}}
 {{- $_ := set $cl "redis" (dict "url" "${MCPGATE_REDIS_URL}" "password" "${MCPGATE_REDIS_PASSWORD:-}") }}
