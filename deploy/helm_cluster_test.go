@@ -115,15 +115,14 @@ func containerEnv(t *testing.T, c map[string]any, env map[string]string) {
 func sealKeyMount(t *testing.T, r rendered) string {
 	t.Helper()
 	pod, c := container(t, r)
-	values := r.values
-	secret := dig(t, values, "sealKeys", "existingSecret")
+	secret := dig(t, r.values, "sealKeys", "existingSecret")
 	for _, v := range dig(t, pod, "volumes").([]any) {
 		s, ok := v.(map[string]any)["secret"]
 		if !ok || dig(t, s, "secretName") != secret {
 			continue
 		}
 		items := dig(t, s, "items").([]any)
-		if len(items) != 1 || dig(t, items[0], "key") != dig(t, values, "sealKeys", "key") {
+		if len(items) != 1 || dig(t, items[0], "key") != dig(t, r.values, "sealKeys", "key") {
 			t.Fatalf("seal key volume items %v, want the one key sealKeys.key", items)
 		}
 		for _, m := range dig(t, c, "volumeMounts").([]any) {
