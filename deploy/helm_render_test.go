@@ -10,6 +10,7 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,7 +87,98 @@ func helmFuncs(tmpl **template.Template) template.FuncMap {
 			sum := sha256.Sum256([]byte(s))
 			return hex.EncodeToString(sum[:])
 		},
+		"atoi":       func(s string) int { n, _ := strconv.Atoi(s); return n },
+		"toString":   toString,
+		"kindIs":     func(kind string, v any) bool { return reflect.ValueOf(v).Kind().String() == kind },
+		"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
+		"regexMatch": func(re, s string) bool { return regexp.MustCompile(re).MatchString(s) },
+		"regexFind":  func(re, s string) string { return regexp.MustCompile(re).FindString(s) },
+		"regexFindAll": func(re, s string, n int) []string {
+			return regexp.MustCompile(re).FindAllString(s, n)
+		},
+		"add": func(ns ...any) int64 {
+			var sum int64
+			for _, n := range ns {
+				sum += int64(toInt(n))
+			}
+			return sum
+		},
+		"mul": func(first any, ns ...any) int64 {
+			p := int64(toInt(first))
+			for _, n := range ns {
+				p *= int64(toInt(n))
+			}
+			return p
+		},
+		"div":  func(a, b any) int64 { return int64(toInt(a)) / int64(toInt(b)) },
+		"list": func(vs ...any) []any { return vs },
+		"dict": func(kv ...any) map[string]any {
+			d := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				d[toString(kv[i])] = kv[i+1]
+			}
+			return d
+		},
+		"set": func(d map[string]any, k string, v any) map[string]any { d[k] = v; return d },
+		"get": func(d map[string]any, k string) any {
+			if v, ok := d[k]; ok {
+				return v
+			}
+			return ""
+		},
+		"hasKey": func(d map[string]any, k string) bool { _, ok := d[k]; return ok },
+		"dig":    sprigDig,
+		// fromJson is Helm's: a JSON object, or one whose "Error" says why
+		// the text is not one.
+		"fromJson": func(s string) map[string]any {
+			m := map[string]any{}
+			if err := json.Unmarshal([]byte(s), &m); err != nil {
+				m["Error"] = err.Error()
+			}
+			return m
+		},
 	}
+}
+
+// toString is Sprig's toString.
+func toString(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	case error:
+		return v.Error()
+	case fmt.Stringer:
+		return v.String()
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// sprigDig is Sprig's dig KEY... DEFAULT DICT: the value at the keys' path,
+// or DEFAULT where a key is missing.
+func sprigDig(args ...any) (any, error) {
+	if len(args) < 3 {
+		return nil, errors.New("dig needs at least three arguments")
+	}
+	cur, ok := args[len(args)-1].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("dig: %T is not a dict", args[len(args)-1])
+	}
+	keys := args[:len(args)-2]
+	for i, k := range keys {
+		v, has := cur[toString(k)]
+		if !has {
+			return args[len(args)-2], nil
+		}
+		if i == len(keys)-1 {
+			return v, nil
+		}
+		if cur, ok = v.(map[string]any); !ok {
+			return nil, fmt.Errorf("dig: %v is %T, not a dict", k, v)
+		}
+	}
+	return nil, nil
 }
 
 // toInt is Sprig's int: numbers of any type (Helm's values file gives
@@ -134,9 +226,10 @@ func empty(v any) bool {
 	return false
 }
 
-// rendered is the output of a chart: each template file's text, and the
-// Kubernetes objects in it, by kind.
+// rendered is the output of a chart: the values it was rendered with, each
+// template file's text, and the Kubernetes objects in it, by kind.
 type rendered struct {
+	values  map[string]any
 	files   map[string]string
 	objects map[string][]map[string]any
 }
@@ -188,7 +281,7 @@ func tryRenderChart(t *testing.T, dir string, values map[string]any) (rendered, 
 			t.Fatalf("parse %s: %v", f, err)
 		}
 	}
-	r := rendered{files: map[string]string{}, objects: map[string][]map[string]any{}}
+	r := rendered{values: values, files: map[string]string{}, objects: map[string][]map[string]any{}}
 	for _, f := range files {
 		name := filepath.Base(f)
 		if strings.HasPrefix(name, "_") {
@@ -245,8 +338,19 @@ func TestHelmFuncs(t *testing.T) {
 		{`{{ "3" | int }}`, "3"},
 		{`{{ "x" | int }}`, "0"},
 		{`{{ "x" | sha256sum }}`, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"},
+		{`{{ atoi "015" }}`, "15"},
+		{`{{ toString 3 }}{{ toString "a" }}`, "3a"},
+		{`{{ kindIs "invalid" nil }} {{ kindIs "string" "" }} {{ kindIs "map" dict }}`, "true true true"},
+		{`{{ trimPrefix "15" "15ms" }}`, "ms"},
+		{`{{ regexMatch "^[0-9]+s$" "10s" }} {{ regexMatch "^[0-9]+s$" "1.5s" }}`, "true false"},
+		{`{{ regexFind "^[0-9]+" "15ms" }}`, "15"},
+		{`{{ regexFindAll "[0-9]+(ms|h|m|s)" "1h2m3s4ms" -1 }}`, "[1h 2m 3s 4ms]"},
+		{`{{ add 1 2 3 }} {{ mul 2 3 4 }} {{ div 1999 1000 }}`, "6 24 1"},
+		{`{{ list "a" "b" }}`, "[a b]"},
+		{`{{ $d := dict "a" 1 }}{{ $_ := set $d "b" 2 }}{{ get $d "b" }}{{ get $d "c" }}{{ hasKey $d "a" }}`, "2true"},
+		{`{{ dig "a" "b" "none" (dict "a" (dict "b" 7)) }} {{ dig "a" "x" "none" (dict "a" (dict "b" 7)) }}`, "7 none"},
+		{`{{ (fromJson "{\"a\": 1}").a }} {{ hasKey (fromJson "[") "Error" }}`, "1 true"},
 	}
-	tmpl.Funcs(template.FuncMap{"dict": func() map[string]any { return map[string]any{} }})
 	for _, tt := range tests {
 		tp := template.Must(tmpl.New(tt.text).Parse(tt.text))
 		var b bytes.Buffer

@@ -69,7 +69,6 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 	t.Helper()
 	cm := r.object(t, "ConfigMap")
 	cmName := digString(t, cm, "metadata", "name")
-	file := digString(t, cm, "data", "config.json")
 
 	dep := r.object(t, "Deployment")
 	spec := dig(t, dep, "spec", "template", "spec")
@@ -79,7 +78,8 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 	}
 	c := containers[0]
 
-	// The environment the config sees: the Secret, by envFrom.
+	// The environment the config sees: the Secret, by envFrom, and the
+	// container's env.
 	env := map[string]string{}
 	if from, ok := c.(map[string]any)["envFrom"]; ok {
 		name := digString(t, from.([]any)[0], "secretRef", "name")
@@ -91,7 +91,8 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 			}
 		}
 	}
-	cfg := parseConfigData(t, "the chart's ConfigMap", []byte(file), env)
+	containerEnv(t, c.(map[string]any), env)
+	cfg := loadChartConfig(t, r, env)
 
 	// Listening on the containerPort named http, on every interface.
 	args, _ := dig(t, c, "args").([]any)
@@ -141,7 +142,7 @@ func checkRendered(t *testing.T, r rendered) helmFacts {
 		t.Error("podSecurityContext.runAsNonRoot is not true")
 	}
 
-	svc := r.object(t, "Service")
+	svc := namedService(t, r, digString(t, dep, "metadata", "name"))
 	if digString(t, dig(t, svc, "spec", "ports").([]any)[0], "targetPort") != "http" {
 		t.Error("the Service does not target the http port")
 	}

@@ -33,15 +33,6 @@ app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | qu
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
-{{/* The config file's text: configJson verbatim, else config as JSON. */}}
-{{- define "mcpgate.configJson" -}}
-{{- if .Values.configJson }}
-{{- .Values.configJson }}
-{{- else }}
-{{- .Values.config | toPrettyJson }}
-{{- end }}
-{{- end }}
-
 {{/* The Secret the environment comes from, or "" for none. */}}
 {{- define "mcpgate.secretName" -}}
 {{- if .Values.existingSecret }}
