@@ -60,16 +60,18 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 	if err != nil || c.legacy != legacy || c.principal != principalHash(h.owner(r)) {
 		return here // not a session of this target and principal: 404
 	}
-	if c.instance == cl.Instance() || hop != "" {
-		// It ended here (this process opened it), or another replica
-		// thought this one holds it: at most one hop, then 404.
-		return here
-	}
 	if !legacy {
 		switch h.resumeSession(r, name, be, id) {
 		case resumed, gone:
 			return here
 		}
+	}
+	if c.instance == cl.Instance() || hop != "" {
+		// An owner-bound session that ended here (this process, or a
+		// process of this instance before a restart, opened it), or
+		// another replica thought this one holds it: at most one hop,
+		// then 404.
+		return here
 	}
 	if alive, known := cl.Alive(c.instance); known && !alive {
 		h.forwards.gone.Add(1)

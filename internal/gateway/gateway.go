@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/cluster"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/front"
@@ -94,6 +95,9 @@ type Gateway struct {
 	// ring seals the front's requestStates; its keys are swapped by a
 	// reload (seal.go).
 	ring *seal.Ring
+	// cluster is this replica among the others (cluster.go); nil: one
+	// replica.
+	cluster *cluster.Cluster
 }
 
 // Start starts every configured server (all or none), builds every
@@ -136,10 +140,14 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	if err != nil {
 		return nil, err
 	}
+	cl, err := newCluster(cfg, log) // cluster.go
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs, ring: ring}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs, ring: ring, cluster: cl}
 	backends := map[string]conn.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := servers.New(cfg.Servers[name], Version, log)
@@ -170,7 +178,11 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	ah := g.newAdmin() // admin.go
 	hc.Admin = mainAdmin(ah, cfg.Gateway.Admin.ListenAddr())
 	hc.Tracer = g.startTracing() // tracing.go
+	useCluster(&hc, cfg, cl)     // cluster.go
 	g.Handler = front.New(hc)
+	if cl != nil {
+		cl.OnRevoke(g.Handler.Revoked)
+	}
 	if err := g.listenAdmin(ah); err != nil {
 		g.stopTracing()
 		g.closeAudit()
@@ -221,6 +233,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { g.Handler.Run(sweepCtx) })
+	if g.cluster != nil {
+		wg.Go(func() { g.cluster.Run(sweepCtx) }) // heartbeats and revocations, until the front is closed
+	}
 
 	errc := make(chan error, 1)
 	serveHTTP := g.serveHTTP(srv, ln) // tls.go
@@ -265,6 +280,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
+	if g.cluster != nil {
+		_ = g.cluster.Close()
+	}
 	closeAuth(g.auth) // no request is served any more
 	g.closeAudit()
 	g.closeEndpoints()

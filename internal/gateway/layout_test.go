@@ -39,7 +39,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/policy":          {"internal/auth", "internal/config"},
 		"internal/tracing":         {},
 		"internal/admin":           {"internal/auth"},
-		"internal/gateway":         {"internal/admin", "internal/aggregate", "internal/audit", "internal/auth", "internal/config", "internal/conn", "internal/front", "internal/limits", "internal/logfile", "internal/metrics", "internal/policy", "internal/seal", "internal/servers", "internal/tracing"},
+		"internal/gateway":         {"internal/admin", "internal/aggregate", "internal/audit", "internal/auth", "internal/cluster", "internal/config", "internal/conn", "internal/front", "internal/limits", "internal/logfile", "internal/metrics", "internal/policy", "internal/seal", "internal/servers", "internal/tracing"},
 		"cmd/mcpgate":              {"internal/config", "internal/gateway", "internal/loadgen", "internal/bridge", "internal/upstream/remote", "internal/protocol"},
 		"internal/upstream/remote": {"internal/jsonrpc", "internal/eras", "internal/sse", "internal/upstream", "internal/protocol"},
 		"internal/bridge":          {"internal/jsonrpc", "internal/eras", "internal/upstream/remote", "internal/protocol"},

@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"log/slog"
+
+	"github.com/mcpgate/mcpgate/internal/cluster"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/limits"
+)
+
+// This file wires gateway.cluster: the replica's Cluster (internal/cluster)
+// into the front (sealed session ids, forwarding, resuming) and the limits
+// (counted once for all replicas while Redis answers).
+
+// newCluster returns the Cluster of cfg's gateway.cluster; nil without one.
+func newCluster(cfg *config.Config, log *slog.Logger) (*cluster.Cluster, error) {
+	c := cfg.Gateway.Cluster
+	if c == nil {
+		return nil, nil
+	}
+	cc := cluster.Config{Instance: c.Instance, Advertise: c.Advertise, Heartbeat: c.Heartbeat, Logger: log}
+	if c.Redis != nil {
+		cc.RedisURL, cc.RedisPassword = c.Redis.URL, c.Redis.Password
+	}
+	return cluster.New(cc)
+}
+
+// useCluster hands cl to the front's config hc (and its limits).
+func useCluster(hc *front.Config, cfg *config.Config, cl *cluster.Cluster) {
+	if cl == nil {
+		return
+	}
+	hc.Cluster = cl
+	hc.SessionMaxAge = cfg.Gateway.Cluster.SessionMaxAge
+	if hc.Limits != nil && cfg.Gateway.Cluster.Redis != nil {
+		hc.Limits.Shared = cl
+	}
+}
+
+// The Cluster is all the front and the limits need of the replicas.
+var (
+	_ front.Cluster = (*cluster.Cluster)(nil)
+	_ limits.Shared = (*cluster.Cluster)(nil)
+)
