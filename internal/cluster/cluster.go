@@ -80,8 +80,10 @@ type Cluster struct {
 
 	mu       sync.Mutex // guards the fields below; never held during I/O
 	view     map[string]struct{}
-	viewAt   time.Time // when view was read from Redis; zero: never
-	live     int       // len(view) at the last successful beat, >= 1
+	viewAt   time.Time            // when view was read from Redis; zero: never
+	seen     map[string]time.Time // every instance a view listed, and its last beat as of then (seenFor)
+	upSince  time.Time            // the first of the beats in a row that reached Redis; zero: the last failed
+	live     int                  // len(view) at the last successful beat, >= 1
 	onRevoke []func(sid string)
 }
 
@@ -244,6 +246,13 @@ func (c *Cluster) try(parent context.Context, fn func(ctx context.Context) error
 // setHealth records Redis's state, logging each change once (not once per
 // call).
 func (c *Cluster) setHealth(h int32, err error) {
+	if h == healthDown {
+		// The views read before the outage may be old, and a Redis that
+		// restarted empty lists an instance only once it beat again.
+		c.mu.Lock()
+		c.upSince = time.Time{}
+		c.mu.Unlock()
+	}
 	old := c.health.Swap(h)
 	if old == h {
 		return

@@ -64,8 +64,15 @@ func TestHeartbeatsAndExpiry(t *testing.T) {
 			}
 		}
 	}
-	if alive, known := a.Alive("nobody"); alive || !known {
-		t.Errorf("Alive(nobody) = %v, %v; want false, true", alive, known)
+	// An instance no view listed may have started since the last beat:
+	// unknown, not gone.
+	if alive, known := a.Alive("nobody"); alive || known {
+		t.Errorf("Alive(nobody) = %v, %v; want false, false", alive, known)
+	}
+	d, _ := newCluster(t, "d", addr, clk)
+	beat(d)
+	if alive, known := a.Alive("d"); alive || known {
+		t.Errorf("a.Alive(d), d started after a's last beat = %v, %v; want false, false (unknown: dial it)", alive, known)
 	}
 
 	// c stops beating (killed). Just under three beats later it still counts.
