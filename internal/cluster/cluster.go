@@ -144,6 +144,7 @@ func New(cfg Config) (*Cluster, error) {
 	opt.DialerRetries = 1
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	quietRedisLogs()
 	c.rdb = redis.NewClient(opt)
 	return c, nil
 }
