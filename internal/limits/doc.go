@@ -22,5 +22,6 @@
 // Locking: a Limiter is safe for concurrent use. Its per-principal state is
 // guarded by one mutex, taken only when a per-principal limit of POSTs is
 // set (and, with a Shared store, only while the store fails); never held
-// during a call to the store. The global cap is one atomic counter. A LogLimit has its own mutex.
+// during a call to the store. The global cap is one atomic counter. A
+// LogLimit has its own mutex.
 package limits
