@@ -21,29 +21,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// clock is a fake clock several Clusters share.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+// newClock is the fake clock Clusters of a test share.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
 }
 
 // newCluster returns a Cluster on the Redis at addr ("" none), closed at
 // cleanup; its logs go to the returned buffer.
-func newCluster(t *testing.T, instance, addr string, clk *clock) (*Cluster, *testkit.SyncBuffer) {
+func newCluster(t *testing.T, instance, addr string, clk *testkit.Clock) (*Cluster, *testkit.SyncBuffer) {
 	t.Helper()
 	logs := &testkit.SyncBuffer{}
 	cfg := Config{

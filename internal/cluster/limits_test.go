@@ -46,11 +46,11 @@ func TestGCRAScript(t *testing.T) {
 	if v := admit(t, c, req()); v.Refused != 0 || v.Retry != 100*time.Millisecond {
 		t.Fatalf("past the burst: %+v, want bucket 0 refused with Retry 100ms", v)
 	}
-	clk.advance(40 * time.Millisecond)
+	clk.Advance(40 * time.Millisecond)
 	if v := admit(t, c, req()); v.Refused != 0 || v.Retry != 60*time.Millisecond {
 		t.Fatalf("40ms later: %+v, want Retry 60ms", v)
 	}
-	clk.advance(60 * time.Millisecond)
+	clk.Advance(60 * time.Millisecond)
 	if v := admit(t, c, req()); v.Refused != -1 {
 		t.Fatalf("one interval later: %+v, want admitted", v)
 	}
@@ -272,7 +272,7 @@ func TestThreeReplicasShareRate(t *testing.T) {
 			admitted++
 			release()
 		}
-		clk.advance(time.Millisecond)
+		clk.Advance(time.Millisecond)
 	}
 	want := 1 + perSecond*attempts/1000 // the burst, then the rate
 	if math.Abs(float64(admitted-want)) > 0.05*float64(want) {
@@ -313,7 +313,7 @@ func TestFallbackWhileRedisDown(t *testing.T) {
 				admitted++
 				release()
 			}
-			clk.advance(time.Millisecond)
+			clk.Advance(time.Millisecond)
 		}
 		return admitted
 	}
