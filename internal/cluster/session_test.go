@@ -119,3 +119,30 @@ func TestRevokeAfterRedisRestart(t *testing.T) {
 		t.Errorf("b's OnRevoke got %q, want sid-3", sid)
 	}
 }
+
+// TestRunStartsWithRedisDown: a replica started while Redis is stopped
+// beats, subscribes and hears revocations once Redis starts.
+func TestRunStartsWithRedisDown(t *testing.T) {
+	r := testkit.StartRedis(t)
+	r.Stop()
+	a, _ := newCluster(t, "a", r.Addr, nil)
+	got := make(chan string, 4)
+	a.OnRevoke(func(sid string) { got <- sid })
+	run(t, a)
+	testkit.WaitFor(t, "the first heartbeat to fail", a.Down)
+	r.Start()
+	testkit.WaitFor(t, "a heartbeat to reach Redis", func() bool { return !a.Down() })
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	testkit.WaitFor(t, "the replica to subscribe", func() bool {
+		n, err := rdb.PubSubNumSub(ctx, a.keys.revokeChannel()).Result()
+		return err == nil && n[a.keys.revokeChannel()] == 1
+	})
+	if err := a.Revoke(ctx, "sid-4", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if sid := testkit.Receive(t, got, "OnRevoke"); sid != "sid-4" {
+		t.Errorf("OnRevoke got %q, want sid-4", sid)
+	}
+}
