@@ -233,3 +233,21 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 		t.Error("Beat answered by a hung Redis")
 	}
 }
+
+// TestScriptErrorKeepsRedisUp: an error reply about the command (here a
+// key of the wrong type) is returned to the caller and does not mark Redis
+// down.
+func TestScriptErrorKeepsRedisUp(t *testing.T) {
+	addr := testkit.Redis(t)
+	c, logs := newCluster(t, "a", addr, nil)
+	ctx := context.Background()
+	if err := c.rdb.LPush(ctx, c.keys.inFlight("p"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admit(ctx, limits.SharedRequest{Principal: "p", Now: time.Now(), MaxInFlight: 1}); err == nil {
+		t.Fatal("Admit on a counter of the wrong type succeeded")
+	}
+	if c.Down() || strings.Contains(logs.String(), "unreachable") {
+		t.Errorf("an error reply marked Redis down:\n%s", logs.String())
+	}
+}
