@@ -404,3 +404,44 @@ func benchAdmit(b *testing.B, l *limits.Limiter, c *Cluster) {
 		b.Fatal("Redis went down during the benchmark")
 	}
 }
+
+// TestSharedRefusalsReadAsLocal: a refusal of the shared store reads as
+// the local limiter's would (message and a Retry-After from the bucket).
+func TestSharedRefusalsReadAsLocal(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newClock()
+	c, _ := newCluster(t, "a", m.Addr(), clk)
+	store := session.NewStore(session.Limits{})
+	call, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []jsonrpc.Message{call}
+	l := limits.New(&limits.Config{RequestsPerSecond: 10, Burst: 2, ToolsPerSecond: 1, MaxInFlight: 1, Shared: c, Now: clk.Now})
+	release, ref := l.AdmitRequest("p", msgs, store)
+	if ref != nil {
+		t.Fatal(ref.Msg)
+	}
+	if _, ref := l.AdmitRequest("p", msgs, store); ref == nil || ref.Msg != "too many requests in flight (limit 1)" {
+		t.Fatalf("a second request in flight: %+v", ref)
+	}
+	release()
+	run(t, c)
+	var last *limits.Refusal
+	testkit.WaitFor(t, "the slot to be given back", func() bool {
+		_, last = l.AdmitRequest("p", msgs, store)
+		return last == nil || last.Msg != "too many requests in flight (limit 1)"
+	})
+	if last == nil || last.Msg != `rate limit exceeded for tool "echo"` || last.Retry != time.Second {
+		t.Fatalf("a second call of echo in one second at 1/s: %+v", last)
+	}
+	clk.Advance(time.Second)
+	for range 2 { // the burst
+		if _, ref := l.AdmitRequest("p", nil, store); ref != nil {
+			t.Fatal(ref.Msg)
+		}
+	}
+	if _, ref := l.AdmitRequest("p", nil, store); ref == nil || ref.Msg != "request rate limit exceeded" || ref.Retry != 100*time.Millisecond {
+		t.Fatalf("past the request burst: %+v", ref)
+	}
+}
