@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,6 +147,7 @@ func New(cfg Config) (*Cluster, error) {
 	opt.DialerRetries = 1
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	quietRedisLogs()
 	c.rdb = redis.NewClient(opt)
 	return c, nil
 }
@@ -235,8 +237,8 @@ func (c *Cluster) try(parent context.Context, fn func(ctx context.Context) error
 		// The caller gave up: that says nothing about Redis.
 		return err
 	}
-	if isScriptError(err) {
-		// Redis answered: it is up, the script is wrong.
+	if answered(err) {
+		// Redis answered: it is up, the command is wrong.
 		return err
 	}
 	c.setHealth(healthDown, err)
@@ -265,9 +267,19 @@ func (c *Cluster) setHealth(h int32, err error) {
 	}
 }
 
-// isScriptError reports an error Redis answered with (a reply, not a
-// failure to reach it).
-func isScriptError(err error) bool {
+// answered reports an error reply about the command itself (a script's
+// error, a wrong type), from a Redis that works. Replies saying the server
+// cannot serve (LOADING, READONLY after a failover, MASTERDOWN,
+// CLUSTERDOWN, TRYAGAIN, BUSY) count as Redis down, like a failed dial.
+func answered(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re)
+	if !errors.As(err, &re) {
+		return false
+	}
+	code, _, _ := strings.Cut(re.Error(), " ")
+	switch code {
+	case "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY":
+		return false
+	}
+	return true
 }

@@ -21,29 +21,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// clock is a fake clock several Clusters share.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+// newClock is the fake clock Clusters of a test share.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
 }
 
 // newCluster returns a Cluster on the Redis at addr ("" none), closed at
 // cleanup; its logs go to the returned buffer.
-func newCluster(t *testing.T, instance, addr string, clk *clock) (*Cluster, *testkit.SyncBuffer) {
+func newCluster(t *testing.T, instance, addr string, clk *testkit.Clock) (*Cluster, *testkit.SyncBuffer) {
 	t.Helper()
 	logs := &testkit.SyncBuffer{}
 	cfg := Config{
@@ -246,5 +231,23 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 	}
 	if err := c.Beat(context.Background()); err == nil {
 		t.Error("Beat answered by a hung Redis")
+	}
+}
+
+// TestScriptErrorKeepsRedisUp: an error reply about the command (here a
+// key of the wrong type) is returned to the caller and does not mark Redis
+// down.
+func TestScriptErrorKeepsRedisUp(t *testing.T) {
+	addr := testkit.Redis(t)
+	c, logs := newCluster(t, "a", addr, nil)
+	ctx := context.Background()
+	if err := c.rdb.LPush(ctx, c.keys.inFlight("p"), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admit(ctx, limits.SharedRequest{Principal: "p", Now: time.Now(), MaxInFlight: 1}); err == nil {
+		t.Fatal("Admit on a counter of the wrong type succeeded")
+	}
+	if c.Down() || strings.Contains(logs.String(), "unreachable") {
+		t.Errorf("an error reply marked Redis down:\n%s", logs.String())
 	}
 }

@@ -16,8 +16,9 @@ import (
 // costs one round trip; session counts; and the queue of releases, sent
 // off the reply path.
 
-// admitScript is GCRA (the generic cell rate algorithm) over every bucket
-// of one POST, then the in-flight slot: all or nothing.
+// admitScript checks the in-flight slot, then runs GCRA (the generic cell
+// rate algorithm) over every bucket of one POST: all or nothing, checked
+// in the local limiter's order so that a refusal reads the same.
 //
 // A bucket keeps one number, its theoretical arrival time (TAT): when the
 // bucket would be full again, in microseconds of the caller's clock. A
@@ -38,6 +39,13 @@ import (
 var admitScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 local n = #KEYS - 1
+local maxFlight = tonumber(ARGV[2])
+if maxFlight > 0 then
+  local cur = tonumber(redis.call('GET', KEYS[n + 1]) or '0')
+  if cur >= maxFlight then
+    return {2, n, 0}
+  end
+end
 local tats = {}
 local pending = {}
 for i = 1, n do
@@ -54,13 +62,6 @@ for i = 1, n do
   end
   tats[i] = tat + tonumber(ARGV[2 + 2 * i])
   pending[KEYS[i]] = tats[i]
-end
-local maxFlight = tonumber(ARGV[2])
-if maxFlight > 0 then
-  local cur = tonumber(redis.call('GET', KEYS[n + 1]) or '0')
-  if cur >= maxFlight then
-    return {2, n, 0}
-  end
 end
 for i = 1, n do
   local ttl = math.max(1, math.ceil((tats[i] - now) / 1000))

@@ -76,12 +76,12 @@ func TestHeartbeatsAndExpiry(t *testing.T) {
 	}
 
 	// c stops beating (killed). Just under three beats later it still counts.
-	clk.advance(3*time.Second - time.Millisecond)
+	clk.Advance(3*time.Second - time.Millisecond)
 	beat(a, b)
 	if alive, _ := a.Alive("c"); !alive {
 		t.Error("c dropped before three heartbeats passed")
 	}
-	clk.advance(2 * time.Millisecond)
+	clk.Advance(2 * time.Millisecond)
 	beat(a, b)
 	if alive, known := a.Alive("c"); alive || !known {
 		t.Errorf("a.Alive(c) after three missed beats = %v, %v; want false, true", alive, known)
@@ -91,7 +91,7 @@ func TestHeartbeatsAndExpiry(t *testing.T) {
 	}
 
 	// a's view goes stale (no beat for three heartbeats): unknown.
-	clk.advance(3*time.Second + time.Millisecond)
+	clk.Advance(3*time.Second + time.Millisecond)
 	if alive, known := a.Alive("b"); alive || known {
 		t.Errorf("a.Alive(b) with a stale view = %v, %v; want false, false", alive, known)
 	}

@@ -54,7 +54,7 @@ type Config struct {
 	Now func() time.Time
 	// Shared, if set, is where the limits of all replicas are counted
 	// together (shared.go); nil: this replica's limits are its own.
-	Shared Shared `json:"-"`
+	Shared Shared
 }
 
 // maxToolsPerPrincipal bounds the tool buckets of one principal: tool

@@ -17,7 +17,7 @@
 // after [WaitTimeout] with what was awaited, so that only a real block fails
 // a test, never a busy machine; [SettleGoroutines]; [Gate], a named pipe
 // that holds a fake at a chosen point; [FreeAddr] and [WaitListening] for
-// peers that listen on a port of their own; [WriteCert] for TLS;
+// peers that listen on a port of their own; [WriteCert] for TLS; [Clock], a fake clock;
 // [SyncBuffer], [Logger] and [LogWriter] for what components log; [RPC],
 // the parts of a JSON-RPC message tests look at; [Redis] and [StartRedis], a
 // real redis-server per test (from PATH or scripts/redis.sh's .cache/redis)

@@ -1,0 +1,447 @@
+package cluster
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/limits"
+	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/testkit"
+)
+
+// admit runs one Admit, failing the test on an error.
+func admit(t *testing.T, c *Cluster, req limits.SharedRequest) limits.SharedVerdict {
+	t.Helper()
+	v, err := c.Admit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Admit: %v", err)
+	}
+	return v
+}
+
+// TestGCRAScript: the burst is admitted at once, the next request is
+// refused with the exact wait until a token is back, and one interval
+// later one more is admitted (miniredis runs the script).
+func TestGCRAScript(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newClock()
+	c, _ := newCluster(t, "a", m.Addr(), clk)
+	req := func() limits.SharedRequest {
+		return limits.SharedRequest{Principal: "p", Now: clk.Now(), Rates: []limits.Rate{{PerSecond: 10, Burst: 5}}}
+	}
+	for i := range 5 {
+		if v := admit(t, c, req()); v.Refused != -1 {
+			t.Fatalf("request %d of the burst refused: %+v", i, v)
+		}
+	}
+	if v := admit(t, c, req()); v.Refused != 0 || v.Retry != 100*time.Millisecond {
+		t.Fatalf("past the burst: %+v, want bucket 0 refused with Retry 100ms", v)
+	}
+	clk.Advance(40 * time.Millisecond)
+	if v := admit(t, c, req()); v.Refused != 0 || v.Retry != 60*time.Millisecond {
+		t.Fatalf("40ms later: %+v, want Retry 60ms", v)
+	}
+	clk.Advance(60 * time.Millisecond)
+	if v := admit(t, c, req()); v.Refused != -1 {
+		t.Fatalf("one interval later: %+v, want admitted", v)
+	}
+	if v := admit(t, c, req()); v.Refused != 0 {
+		t.Fatalf("right after: %+v, want refused", v)
+	}
+	// Another principal has its own bucket.
+	other := req()
+	other.Principal = "q"
+	if v := admit(t, c, other); v.Refused != -1 {
+		t.Fatalf("another principal: %+v, want admitted", v)
+	}
+}
+
+// TestGCRAAllOrNothing: a request refused by its tool's bucket takes no
+// token from the request rate, and a tool called twice in one batch takes
+// two tokens.
+func TestGCRAAllOrNothing(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newClock()
+	c, _ := newCluster(t, "a", m.Addr(), clk)
+	rate := limits.Rate{PerSecond: 1, Burst: 3}
+	tool := limits.Rate{Name: "tool\x00echo", PerSecond: 1, Burst: 2}
+	req := func(rates ...limits.Rate) limits.SharedRequest {
+		return limits.SharedRequest{Principal: "p", Now: clk.Now(), Rates: rates}
+	}
+	if v := admit(t, c, req(rate, tool, tool)); v.Refused != -1 {
+		t.Fatalf("two calls of echo within its burst: %+v", v)
+	}
+	if v := admit(t, c, req(rate, tool)); v.Refused != 1 {
+		t.Fatalf("a third call of echo: %+v, want the tool's bucket (1) refused", v)
+	}
+	// The refusal took nothing: two request tokens are left.
+	for i := range 2 {
+		if v := admit(t, c, req(rate)); v.Refused != -1 {
+			t.Fatalf("request %d after the tool's refusal: %+v", i, v)
+		}
+	}
+	if v := admit(t, c, req(rate)); v.Refused != 0 {
+		t.Fatalf("past the request burst: %+v", v)
+	}
+}
+
+// TestInFlightShared: the in-flight limit counts across replicas, and a
+// released slot is given back off the caller's path.
+func TestInFlightShared(t *testing.T) {
+	m := miniredis.RunT(t)
+	a, _ := newCluster(t, "a", m.Addr(), nil)
+	b, _ := newCluster(t, "b", m.Addr(), nil)
+	run(t, a)
+	req := limits.SharedRequest{Principal: "p", Now: time.Now(), MaxInFlight: 2}
+	if v := admit(t, a, req); v.Refused != -1 {
+		t.Fatal(v)
+	}
+	if v := admit(t, b, req); v.Refused != -1 {
+		t.Fatal(v)
+	}
+	if v := admit(t, a, req); v.Refused != 0 {
+		t.Fatalf("a third request in flight: %+v, want the in-flight limit (index 0 of no rates)", v)
+	}
+	a.Release("p", limits.Slot, 1)
+	testkit.WaitFor(t, "the released slot to be given back", func() bool {
+		v, err := b.Admit(context.Background(), req)
+		return err == nil && v.Refused == -1
+	})
+	a.Release("p", limits.Slot, 5) // more than taken: the count stops at zero
+	testkit.WaitFor(t, "the counter to be deleted", func() bool { return !m.Exists(a.keys.inFlight("p")) })
+}
+
+// TestSessionsShared: two replicas' limiters share a principal's session
+// count; a session that ends on one replica is given back by Sweep, and a
+// session that failed to open is given back at once.
+func TestSessionsShared(t *testing.T) {
+	m := miniredis.RunT(t)
+	a, _ := newCluster(t, "a", m.Addr(), nil)
+	b, _ := newCluster(t, "b", m.Addr(), nil)
+	run(t, a)
+	run(t, b)
+	la := limits.New(&limits.Config{MaxSessions: 2, Shared: a})
+	lb := limits.New(&limits.Config{MaxSessions: 2, Shared: b})
+	sa, sb := session.NewStore(session.Limits{}), session.NewStore(session.Limits{})
+	open := func(l *limits.Limiter, st *session.Store) *session.Session {
+		t.Helper()
+		commit, ref := l.AdmitSession("p", st)
+		if ref != nil {
+			t.Fatalf("AdmitSession: %s", ref.Msg)
+		}
+		s, err := st.Create("srv", "p", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit(s)
+		return s
+	}
+	s1 := open(la, sa)
+	open(lb, sb)
+	if _, ref := la.AdmitSession("p", sa); ref == nil {
+		t.Fatal("a third session across two replicas admitted with MaxSessions 2")
+	}
+	// A session that fails to open gives its place back.
+	sa.Delete(s1.ID)
+	la.Sweep(sa)
+	testkit.WaitFor(t, "the ended session to be given back", func() bool {
+		got, _ := m.Get(a.keys.sessions("p"))
+		return got == "1"
+	})
+	commit, ref := lb.AdmitSession("p", sb)
+	if ref != nil {
+		t.Fatalf("after a's session ended, b refused: %s", ref.Msg)
+	}
+	commit(nil)
+	testkit.WaitFor(t, "the session that did not open to be given back", func() bool {
+		got, _ := m.Get(a.keys.sessions("p"))
+		return got == "1"
+	})
+	open(lb, sb)
+	if _, ref := la.AdmitSession("p", sa); ref == nil {
+		t.Fatal("a third session admitted")
+	}
+}
+
+// TestNoRoundTripWithoutLimits: a POST that no shared limit counts costs
+// no Redis command; one that does costs exactly one (EVALSHA, once the
+// script is loaded).
+func TestNoRoundTripWithoutLimits(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, _ := newCluster(t, "a", m.Addr(), nil)
+	store := session.NewStore(session.Limits{})
+	msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []jsonrpc.Message{msg}
+	var trips roundTrips
+	c.rdb.AddHook(&trips)
+	none := limits.New(&limits.Config{MaxInFlightTotal: 10, MaxSessions: 5, Shared: c})
+	before := trips.n.Load()
+	for range 10 {
+		release, ref := none.AdmitRequest("p", msgs, store)
+		if ref != nil {
+			t.Fatal(ref.Msg)
+		}
+		release()
+	}
+	if n := trips.n.Load() - before; n != 0 {
+		t.Errorf("%d Redis commands for 10 POSTs without per-principal limits, want 0", n)
+	}
+	some := limits.New(&limits.Config{RequestsPerSecond: 1000, ToolsPerSecond: 1000, Shared: c})
+	if _, ref := some.AdmitRequest("p", msgs, store); ref != nil { // loads the script
+		t.Fatal(ref.Msg)
+	}
+	before = trips.n.Load()
+	for range 10 {
+		if _, ref := some.AdmitRequest("p", msgs, store); ref != nil {
+			t.Fatal(ref.Msg)
+		}
+	}
+	if n := trips.n.Load() - before; n != 10 {
+		t.Errorf("%d Redis round trips for 10 POSTs with a rate and a tool rate, want 10", n)
+	}
+	if cmds := trips.names(); len(cmds) == 0 || cmds[len(cmds)-1] != "evalsha" {
+		t.Errorf("commands sent: %v, want EVALSHA last", cmds)
+	}
+}
+
+// roundTrips is a client hook counting the commands (and pipelines) sent
+// to Redis: each is one round trip.
+type roundTrips struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	sent []string
+}
+
+func (r *roundTrips) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.sent)
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.n.Add(1)
+		r.mu.Lock()
+		r.sent = append(r.sent, cmd.Name())
+		r.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestThreeReplicasShareRate: three replicas sharing one Redis admit, over
+// a run, within 5% of the configured rate, not three times it. The offered
+// load is far above the limit; the clock is fake and steps 1ms per attempt,
+// and replicas take turns.
+func TestThreeReplicasShareRate(t *testing.T) {
+	addr := testkit.Redis(t)
+	clk := newClock()
+	const (
+		perSecond = 100
+		attempts  = 6000 // 6 s of the fake clock
+	)
+	var ls []*limits.Limiter
+	for _, id := range []string{"a", "b", "c"} {
+		c, _ := newCluster(t, id, addr, clk)
+		ls = append(ls, limits.New(&limits.Config{RequestsPerSecond: perSecond, Burst: 1, Shared: c, Now: clk.Now}))
+	}
+	store := session.NewStore(session.Limits{})
+	admitted := 0
+	for i := range attempts {
+		if release, ref := ls[i%3].AdmitRequest("p", nil, store); ref == nil {
+			admitted++
+			release()
+		}
+		clk.Advance(time.Millisecond)
+	}
+	want := 1 + perSecond*attempts/1000 // the burst, then the rate
+	if math.Abs(float64(admitted-want)) > 0.05*float64(want) {
+		t.Errorf("three replicas admitted %d requests, want %d within 5%%", admitted, want)
+	}
+	t.Logf("admitted %d of %d attempts, configured %d", admitted, attempts, want)
+}
+
+// TestFallbackWhileRedisDown: with Redis stopped mid-run a replica admits
+// its share of the limit (limit / Live, Live 3 as last seen), on its own
+// clock; once a heartbeat reaches Redis again the shared buckets count
+// again.
+func TestFallbackWhileRedisDown(t *testing.T) {
+	r := testkit.StartRedis(t)
+	clk := newClock()
+	var cs []*Cluster
+	for _, id := range []string{"a", "b", "c"} {
+		c, _ := newCluster(t, id, r.Addr, clk)
+		cs = append(cs, c)
+	}
+	ctx := context.Background()
+	for range 2 {
+		for _, c := range cs {
+			if err := c.Beat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a := cs[0]
+	if n := a.Live(); n != 3 {
+		t.Fatalf("Live() = %d, want 3", n)
+	}
+	l := limits.New(&limits.Config{RequestsPerSecond: 30, Burst: 30, Shared: a, Now: clk.Now})
+	store := session.NewStore(session.Limits{})
+	count := func(attempts int) (admitted int) {
+		for range attempts {
+			if release, ref := l.AdmitRequest("p", nil, store); ref == nil {
+				admitted++
+				release()
+			}
+			clk.Advance(time.Millisecond)
+		}
+		return admitted
+	}
+	if n := count(1000); n < 58 || n > 61 {
+		t.Fatalf("with Redis up: %d admitted in 1s at 30/s burst 30, want 60", n)
+	}
+
+	r.Stop()
+	// The share: 10/s with a burst of 10, so 10 + 10 in one second.
+	if n := count(1000); n < 19 || n > 21 {
+		t.Errorf("with Redis down: %d admitted in 1s, want 20 (limit / 3 live)", n)
+	}
+	if !a.Down() {
+		t.Error("Redis stopped and the cluster does not know")
+	}
+
+	r.Start()
+	if err := a.Beat(ctx); err != nil {
+		t.Fatalf("Beat after restart: %v", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rdb.Close()
+	if n := count(1); n != 1 {
+		t.Fatal("the first request after Redis came back was refused")
+	}
+	if n, err := rdb.Exists(ctx, a.keys.rate("p", "")).Result(); err != nil || n != 1 {
+		t.Errorf("after recovery the request was not counted in Redis: %d, %v", n, err)
+	}
+}
+
+// FuzzParseVerdict: no reply of the script, however wrong, panics or
+// yields a verdict pointing outside the request's rates.
+func FuzzParseVerdict(f *testing.F) {
+	f.Add(int64(0), int64(-1), int64(0), 2, 3)
+	f.Add(int64(1), int64(1), int64(250), 2, 3)
+	f.Add(int64(2), int64(2), int64(0), 2, 3)
+	f.Add(int64(1), int64(5), int64(1), 2, 3)
+	f.Add(int64(1), int64(0), int64(-1), 1, 2)
+	f.Fuzz(func(t *testing.T, status, index, wait int64, n, length int) {
+		n = max(0, min(n, 64))
+		reply := []int64{status, index, wait}[:max(0, min(length, 3))]
+		v, err := parseVerdict(reply, n)
+		if err != nil {
+			return
+		}
+		if v.Refused < -1 || v.Refused > n || v.Retry < 0 {
+			t.Fatalf("parseVerdict(%v, %d) = %+v", reply, n, v)
+		}
+	})
+}
+
+// BenchmarkAdmitShared is one POST with a shared rate: one round trip to a
+// real redis-server on loopback.
+func BenchmarkAdmitShared(b *testing.B) {
+	addr := testkit.Redis(b)
+	c, err := New(Config{Instance: "a", RedisURL: "redis://" + addr, Timeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	l := limits.New(&limits.Config{RequestsPerSecond: math.MaxInt32, Shared: c})
+	benchAdmit(b, l, c)
+}
+
+// BenchmarkAdmitNoLimits is the same POST with no per-principal limit:
+// no round trip.
+func BenchmarkAdmitNoLimits(b *testing.B) {
+	addr := testkit.Redis(b)
+	c, err := New(Config{Instance: "a", RedisURL: "redis://" + addr, Timeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	l := limits.New(&limits.Config{MaxInFlightTotal: math.MaxInt32, Shared: c})
+	benchAdmit(b, l, c)
+}
+
+func benchAdmit(b *testing.B, l *limits.Limiter, c *Cluster) {
+	store := session.NewStore(session.Limits{})
+	for b.Loop() {
+		release, ref := l.AdmitRequest("p", nil, store)
+		if ref != nil {
+			b.Fatal(ref.Msg)
+		}
+		release()
+	}
+	if c.Down() {
+		b.Fatal("Redis went down during the benchmark")
+	}
+}
+
+// TestSharedRefusalsReadAsLocal: a refusal of the shared store reads as
+// the local limiter's would (message and a Retry-After from the bucket).
+func TestSharedRefusalsReadAsLocal(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newClock()
+	c, _ := newCluster(t, "a", m.Addr(), clk)
+	store := session.NewStore(session.Limits{})
+	call, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []jsonrpc.Message{call}
+	l := limits.New(&limits.Config{RequestsPerSecond: 10, Burst: 2, ToolsPerSecond: 1, MaxInFlight: 1, Shared: c, Now: clk.Now})
+	release, ref := l.AdmitRequest("p", msgs, store)
+	if ref != nil {
+		t.Fatal(ref.Msg)
+	}
+	if _, ref := l.AdmitRequest("p", msgs, store); ref == nil || ref.Msg != "too many requests in flight (limit 1)" {
+		t.Fatalf("a second request in flight: %+v", ref)
+	}
+	release()
+	run(t, c)
+	var last *limits.Refusal
+	testkit.WaitFor(t, "the slot to be given back", func() bool {
+		_, last = l.AdmitRequest("p", msgs, store)
+		return last == nil || last.Msg != "too many requests in flight (limit 1)"
+	})
+	if last == nil || last.Msg != `rate limit exceeded for tool "echo"` || last.Retry != time.Second {
+		t.Fatalf("a second call of echo in one second at 1/s: %+v", last)
+	}
+	clk.Advance(time.Second)
+	for range 2 { // the burst
+		if _, ref := l.AdmitRequest("p", nil, store); ref != nil {
+			t.Fatal(ref.Msg)
+		}
+	}
+	if _, ref := l.AdmitRequest("p", nil, store); ref == nil || ref.Msg != "request rate limit exceeded" || ref.Retry != 100*time.Millisecond {
+		t.Fatalf("past the request burst: %+v", ref)
+	}
+}
