@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// This file runs gateways as a cluster: several replicas of the real
+// binary on loopback sharing seal keys and a real Redis, behind a
+// round-robin proxy with keep-alives off both ways (a reused connection
+// would take a client back to the same replica and hide a lost session).
+
+var echoBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// echoBinary returns the path of cmd/mcpecho, built on first use: the
+// stdio server the replicas run.
+func echoBinary(t *testing.T) string {
+	t.Helper()
+	b := &echoBuild
+	b.once.Do(func() {
+		b.path = filepath.Join(binDir, "mcpecho")
+		cmd := exec.Command(goTool(), "build", "-o", b.path, "./cmd/mcpecho")
+		cmd.Dir = repoRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/mcpecho: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// sealKeyFile writes a key file of one random primary key and returns its
+// path.
+func sealKeyFile(t *testing.T, ids ...string) string {
+	t.Helper()
+	if len(ids) == 0 {
+		ids = []string{"k1"}
+	}
+	var entries []string
+	for i, id := range ids {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		entries = append(entries, fmt.Sprintf(`{"id": %q, "key": %q, "primary": %v}`, id, base64.StdEncoding.EncodeToString(key), i == 0))
+	}
+	path := filepath.Join(t.TempDir(), "seal.json")
+	if err := os.WriteFile(path, []byte("["+strings.Join(entries, ", ")+"]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// gatewayReplica is one replica of a cluster.
+type gatewayReplica struct {
+	name, addr string
+	path       string // its config file
+	p          *process
+}
+
+// startReplica starts replica name listening on addr with config cfg
+// (whose gateway block it completes with listen and the cluster block).
+func startReplica(t *testing.T, name, addr string, servers map[string]serverConfig, gateway map[string]any, redisAddr string) *gatewayReplica {
+	t.Helper()
+	gw := map[string]any{"listen": addr}
+	for k, v := range gateway {
+		gw[k] = v
+	}
+	cluster := map[string]any{"instance": name, "advertise": addr, "heartbeat": "200ms"}
+	if redisAddr != "" {
+		cluster["redis"] = map[string]any{"url": "redis://" + redisAddr + "/0"}
+	}
+	gw["cluster"] = cluster
+	r := &gatewayReplica{name: name, addr: addr, path: writeGatewayConfig(t, gatewayConfig{MCPServers: servers, Gateway: gw})}
+	r.start(t)
+	return r
+}
+
+// start starts the replica's process (again, after a kill).
+func (r *gatewayReplica) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(gatewayBinary(t), "serve", "--config", r.path)
+	p := startProcess(t, r.name, cmd, nil)
+	r.p = p
+	t.Cleanup(func() {
+		select {
+		case <-p.exited: // killed by the test
+		default:
+			p.stop(t, syscall.SIGTERM, gatewayStopTimeout, true)
+		}
+	})
+	waitListening(t, p, r.addr)
+}
+
+// kill9 kills the replica's process group at once: a crash.
+func (r *gatewayReplica) kill9(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(-r.p.cmd.Process.Pid, syscall.SIGKILL)
+	<-r.p.exited
+	<-r.p.logged
+}
+
+// roundRobin is the load balancer in front of the replicas: each request
+// goes to the next replica, on a new connection. A replica that refuses
+// the connection (it is down) is skipped, as proxies retry a connect
+// failure on the next upstream; nothing else is retried.
+type roundRobin struct {
+	addrs []string
+	next  atomic.Uint64
+	opens atomic.Uint64
+	srv   *httptestServer
+
+	mu     sync.Mutex
+	owners map[string]int // session id -> the replica that answered its initialize
+}
+
+// httptestServer is the proxy's listener and server.
+type httptestServer struct {
+	URL string
+	srv *http.Server
+	ln  net.Listener
+}
+
+func startRoundRobin(t *testing.T, addrs []string) *roundRobin {
+	t.Helper()
+	rr := &roundRobin{addrs: addrs, owners: map[string]int{}}
+	transport := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), backendKey{}, new(int)))
+		},
+		FlushInterval: -1,
+		Transport:     rr.retryingTransport(transport),
+		ModifyResponse: func(resp *http.Response) error {
+			if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" && resp.Request.Header.Get("Mcp-Session-Id") == "" {
+				rr.mu.Lock()
+				rr.owners[sid] = *resp.Request.Context().Value(backendKey{}).(*int)
+				rr.mu.Unlock()
+			}
+			return nil
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: proxy}
+	srv.SetKeepAlivesEnabled(false)
+	go func() { _ = srv.Serve(ln) }()
+	rr.srv = &httptestServer{URL: "http://" + ln.Addr().String(), srv: srv, ln: ln}
+	t.Cleanup(func() { _ = srv.Close() })
+	return rr
+}
+
+type backendKey struct{}
+
+// retryingTransport picks the next replica for each request, and the one
+// after it when the connection is refused.
+func (rr *roundRobin) retryingTransport(base http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		start := rr.next.Add(1)
+		if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" {
+			// Sessions are opened on each replica in turn, so that each
+			// owns some.
+			start = rr.opens.Add(1)
+		}
+		// The body is read first: a refused connection may have closed it,
+		// and the next replica needs it whole.
+		var body []byte
+		if req.Body != nil {
+			var err error
+			if body, err = io.ReadAll(req.Body); err != nil {
+				return nil, err
+			}
+			req.Body.Close()
+		}
+		var last error
+		for i := range len(rr.addrs) {
+			n := int((start + uint64(i)) % uint64(len(rr.addrs)))
+			out := req.Clone(req.Context())
+			out.URL = &url.URL{Scheme: "http", Host: rr.addrs[n], Path: req.URL.Path, RawQuery: req.URL.RawQuery}
+			if body != nil {
+				out.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			if slot, ok := req.Context().Value(backendKey{}).(*int); ok {
+				*slot = n
+			}
+			resp, err := base.RoundTrip(out)
+			if err == nil {
+				return resp, nil
+			}
+			last = err
+			var op *net.OpError
+			if !errors.As(err, &op) || op.Op != "dial" {
+				return nil, err
+			}
+		}
+		return nil, last
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// owner returns the replica that answered session sid's initialize.
+func (rr *roundRobin) owner(sid string) (int, bool) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	n, ok := rr.owners[sid]
+	return n, ok
+}

@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/testkit"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// clusterClient is one Go SDK client session through the round-robin
+// proxy.
+type clusterClient struct {
+	server string
+	c      *sdkClient
+	sid    string
+	owner  int // the replica that answered its initialize
+}
+
+// portable reports whether the client's session survives its replica:
+// the remote server's sessions do; stdio servers' live in their process.
+func (c *clusterClient) portable() bool { return c.server == "remote" }
+
+// startCluster starts redis, a Streamable HTTP remote and n replicas
+// serving an echo server as shared stdio, as per-session stdio and the
+// remote, behind a round-robin proxy; gateway adds keys to each
+// replica's gateway block.
+func startCluster(t *testing.T, n int, gateway map[string]any) (*testkit.RedisServer, *echoserver.Handler, []*gatewayReplica, *roundRobin) {
+	t.Helper()
+	redis := testkit.StartRedis(t)
+	echo := echoBinary(t)
+	remote := echoserver.NewHandler()
+	rsrv := httptest.NewServer(remote)
+	t.Cleanup(func() {
+		remote.Close()
+		rsrv.Close()
+	})
+	servers := map[string]serverConfig{
+		"echo":         {Command: echo},
+		"echo-session": {Command: echo, Isolation: "session"},
+		"remote":       {Type: "http", URL: rsrv.URL + "/mcp"},
+	}
+	gw := map[string]any{"sealKeyFile": sealKeyFile(t)}
+	for k, v := range gateway {
+		gw[k] = v
+	}
+	var replicas []*gatewayReplica
+	var addrs []string
+	for i := range n {
+		addr := testkit.FreeAddr(t)
+		addrs = append(addrs, addr)
+		replicas = append(replicas, startReplica(t, fmt.Sprintf("r%d", i), addr, servers, gw, redis.Addr))
+	}
+	return redis, remote, replicas, startRoundRobin(t, addrs)
+}
+
+// connectAll opens perServer sessions on each server through the proxy.
+func connectAll(t *testing.T, ctx context.Context, rr *roundRobin, perServer int) []*clusterClient {
+	t.Helper()
+	var clients []*clusterClient
+	for _, server := range []string{"echo", "echo-session", "remote"} {
+		for range perServer {
+			c := connectSDK(t, ctx, rr.srv.URL+"/servers/"+server+"/mcp", "2025-06-18")
+			sid := c.cs.ID()
+			owner, ok := rr.owner(sid)
+			if !ok {
+				t.Fatalf("%s: the proxy saw no initialize answered with session %q", server, sid)
+			}
+			clients = append(clients, &clusterClient{server: server, c: c, sid: sid, owner: owner})
+		}
+	}
+	return clients
+}
+
+// call makes one echo call of msg: its outcome, or the transport's error
+// (a session the gateway no longer knows is an HTTP 404, not a JSON-RPC
+// error).
+func (c *clusterClient) call(ctx context.Context, msg string) (ok bool, what string) {
+	res, err := c.c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
+	if err != nil {
+		return false, err.Error()
+	}
+	var text []string
+	for _, ct := range res.Content {
+		text = append(text, textContent(ct))
+	}
+	got := strings.Join(text, "\n")
+	return !res.IsError && got == msg, got
+}
+
+// calls makes n echo calls in c's session and returns how many failed and
+// the first failure.
+func (c *clusterClient) calls(t *testing.T, ctx context.Context, n int, tag string) (failed int, first string) {
+	t.Helper()
+	for i := range n {
+		msg := fmt.Sprintf("%s-%s-%d", tag, c.sid[:8], i)
+		if ok, what := c.call(ctx, msg); !ok {
+			if failed == 0 {
+				first = what
+			}
+			failed++
+		}
+	}
+	return failed, first
+}
+
+// Three replicas behind round robin with keep-alives off: every call of
+// every session is answered, whichever replica it lands on (owner-bound
+// sessions are forwarded to their owner, portable ones resumed). Then
+// kill -9 of one replica: its portable sessions go on with no
+// re-initialize, its owner-bound ones get 404 at once, and the other
+// replicas' sessions see no error. Then Redis is stopped and started:
+// the sessions go on.
+func TestClusterRoundRobinAndCrash(t *testing.T) {
+	redis, remote, replicas, rr := startCluster(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	clients := connectAll(t, ctx, rr, 3)
+	for _, c := range clients {
+		if failed, first := c.calls(t, ctx, 9, "before"); failed > 0 {
+			t.Errorf("%s session on r%d: %d of 9 calls failed before any fault, first: %s", c.server, c.owner, failed, first)
+		}
+	}
+	upstreamSessions := remote.Sessions()
+	if upstreamSessions != 3 {
+		t.Errorf("the remote has %d sessions, want 3 (one initialize per client session)", upstreamSessions)
+	}
+
+	replicas[0].kill9(t)
+	t.Logf("killed r0 (kill -9)")
+	var lost, survived, notFound int
+	for _, c := range clients {
+		if !c.portable() && c.owner == 0 {
+			start := time.Now()
+			ok, what := c.call(ctx, "after")
+			took := time.Since(start)
+			if ok {
+				t.Errorf("%s session of the killed replica: a call succeeded (%s)", c.server, what)
+			}
+			if strings.Contains(strings.ToLower(what), "not found") {
+				notFound++
+			} else {
+				t.Errorf("%s session of the killed replica: %q, want session not found", c.server, what)
+			}
+			t.Logf("TARGET owner-bound session of the killed replica: %q after %v", what, took.Round(time.Millisecond))
+			lost++
+			continue
+		}
+		if failed, first := c.calls(t, ctx, 9, "after"); failed > 0 {
+			t.Errorf("%s session on r%d: %d of 9 calls failed after r0 was killed, first: %s", c.server, c.owner, failed, first)
+		} else {
+			survived++
+		}
+	}
+	if got := remote.Sessions(); got != upstreamSessions {
+		t.Errorf("the remote has %d sessions after the crash, want %d: a session was initialized again", got, upstreamSessions)
+	}
+	t.Logf("TARGET after kill -9: %d sessions survived (portable, or owned by a live replica), %d owner-bound sessions of the dead replica lost (%d answered not found)", survived, lost, notFound)
+
+	redis.Stop()
+	for _, c := range clients {
+		if !c.portable() && c.owner == 0 {
+			continue
+		}
+		if failed, first := c.calls(t, ctx, 3, "redis-down"); failed > 0 {
+			t.Errorf("%s session on r%d: %d of 3 calls failed with Redis down, first: %s", c.server, c.owner, failed, first)
+		}
+	}
+	redis.Start()
+	for _, c := range clients {
+		if !c.portable() && c.owner == 0 {
+			continue
+		}
+		if failed, first := c.calls(t, ctx, 3, "redis-back"); failed > 0 {
+			t.Errorf("%s session on r%d: %d of 3 calls failed with Redis back, first: %s", c.server, c.owner, failed, first)
+		}
+	}
+}
