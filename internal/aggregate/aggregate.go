@@ -167,6 +167,10 @@ const (
 
 // Endpoint serves one endpoint's client sessions. See the package comment.
 type Endpoint struct {
+	// A session holds its members' sessions and the merged lists in this
+	// replica.
+	conn.OwnerBound
+
 	// Static after New.
 	opts   Options
 	naming naming

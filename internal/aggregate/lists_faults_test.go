@@ -17,6 +17,7 @@ import (
 // gateway every cursor it is handed.
 type cursorBomb struct {
 	conn.SessionsOnly
+	conn.OwnerBound
 	cursorLen int
 	pages     atomic.Int64
 }

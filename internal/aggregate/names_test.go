@@ -16,7 +16,10 @@ import (
 )
 
 // nopBackend is a member backend for tests that never open a session.
-type nopBackend struct{ conn.SessionsOnly }
+type nopBackend struct {
+	conn.SessionsOnly
+	conn.OwnerBound
+}
 
 func (nopBackend) Open(context.Context, conn.Stream) (conn.Conn, error) {
 	return nil, context.Canceled

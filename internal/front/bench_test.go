@@ -37,6 +37,10 @@ func (u *loopback) TrySend(msg []byte) error { return u.Send(context.Background(
 
 type muxBackend struct{ m *mux.Mux }
 
+func (muxBackend) Resume(context.Context, conn.Stream, []byte) (conn.Conn, error) {
+	return nil, conn.ErrNotPortable
+}
+
 func (muxBackend) ServesStateless() bool { return false }
 func (muxBackend) OpenStateless(context.Context, conn.Stream, string, []byte) (conn.StatelessConn, error) {
 	return conn.StatelessConn{}, conn.ErrSessionsOnly

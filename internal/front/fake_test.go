@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // request at once, except "hold" (answered only by release or Close) and
 // "flood" (1,000 progress notifications, then the reply).
 type fakeBackend struct {
+	conn.OwnerBound
 	conn.SessionsOnly               // statelessBackend serves the stateless revision
 	version           string        // negotiated by initialize; default 2025-06-18
 	initError         bool          // initialize gets an error reply

@@ -117,6 +117,7 @@ func TestParamToolsKeysBounded(t *testing.T) {
 // release: a server slow to list (a first npx start). It lists "where",
 // whose "message" is annotated Message.
 type heldLister struct {
+	conn.OwnerBound
 	listed  chan struct{} // gets a value when a tools/list arrives
 	release chan struct{}
 	lists   atomic.Int64

@@ -18,6 +18,7 @@ import (
 // handed, as a server holding a listen open does.
 type keepStreamConn struct {
 	conn.SessionsOnly
+	conn.OwnerBound
 	mu   sync.Mutex
 	outs []conn.Stream
 }

@@ -25,6 +25,7 @@ import (
 // ---- a scriptable in-process server behind the stateless path ----------
 
 type atkBackend struct {
+	conn.OwnerBound
 	script   func(c *atkConn, id string, msg *jsonrpc.Message, out conn.Stream)
 	opens    atomic.Int32
 	closes   atomic.Int32

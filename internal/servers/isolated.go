@@ -56,6 +56,11 @@ type isolated struct {
 	// isolatedStdio, a remote through remoteServer: on its own (an "sse"
 	// remote) it serves sessions only.
 	conn.SessionsOnly
+	// A session's process lives in this replica; a remote's upstream
+	// session is portable, which remoteServer says with its own Resume (a
+	// legacy "sse" remote, a plain isolated, stays bound to its event
+	// stream).
+	conn.OwnerBound
 
 	// Static after construction.
 	cfg *config.Server

@@ -1,0 +1,59 @@
+package conn
+
+import (
+	"context"
+	"errors"
+)
+
+// Portable connections. A session whose connection any replica of the
+// gateway can serve is portable: its Backend hands the front, through a
+// sink in the context of Open, the state another replica needs to resume
+// the connection (Backend.Resume) without a new initialize upstream. The
+// state is the Backend's own encoding, opaque to the front, which seals it
+// into the session id or keeps it in a shared store. A session whose
+// connection lives in this process (a stdio process, a legacy SSE stream,
+// an endpoint's member sessions) is owner-bound: its Backend never calls
+// the sink and its Resume fails with ErrNotPortable (embed OwnerBound).
+
+type handoffKey struct{}
+
+// WithHandoff returns ctx carrying sink, the handoff sink the front gives
+// Backend.Open. A portable Backend calls sink with its state synchronously
+// before Open returns, and again, from any goroutine, whenever the state
+// changes (a remote's upstream session was renewed); it never calls sink
+// under a lock it holds while blocking, since sink may write to a store.
+// sink must not block for long and must be safe for concurrent use.
+func WithHandoff(ctx context.Context, sink func(state []byte)) context.Context {
+	return context.WithValue(ctx, handoffKey{}, sink)
+}
+
+// Handoff returns the handoff sink of ctx, or nil when the front gave none
+// (a single replica: nobody else will resume the session, so a Backend
+// need not encode its state at all). The state given to it is the
+// caller's to keep: the sink copies what it retains.
+func Handoff(ctx context.Context) func(state []byte) {
+	sink, _ := ctx.Value(handoffKey{}).(func(state []byte))
+	return sink
+}
+
+// ErrNotPortable is Resume's error on a Backend whose sessions are
+// owner-bound: only the replica that opened the session can serve it.
+var ErrNotPortable = errors.New("mcpgate: the session is bound to the replica that opened it")
+
+// OwnerBound is the Resume of a Backend whose sessions are owner-bound:
+// embed it.
+type OwnerBound struct{}
+
+// Resume fails with ErrNotPortable.
+func (OwnerBound) Resume(context.Context, Stream, []byte) (Conn, error) { return nil, ErrNotPortable }
+
+// Resume is Open for a session resumed from state: the layer applies to
+// it as to the connection the session had on the replica that opened it.
+func (w *wrapped) Resume(ctx context.Context, general Stream, state []byte) (Conn, error) {
+	general, mw := w.layer(ctx, general)
+	c, err := w.Backend.Resume(ctx, general, state)
+	if err != nil {
+		return nil, err
+	}
+	return mw(c), nil
+}
