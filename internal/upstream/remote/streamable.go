@@ -345,6 +345,7 @@ func (c *Client) reinit(old session) bool {
 		return false
 	}
 	c.setVersion(versionOf(reply))
+	c.announce()
 	c.mu.Lock()
 	sess := c.sess
 	c.mu.Unlock()
