@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // sessions records what OnSession is told.
@@ -160,4 +161,53 @@ func TestResumeConfigValidation(t *testing.T) {
 			t.Errorf("Start(%+v) = %v", *cfg.Resume, err)
 		}
 	}
+}
+
+// TestResumedStreamWaitsForTheOtherHolder: the remote allows one
+// standalone stream per session (409 for a second, as the TypeScript SDK
+// does) and the replica the session was resumed from holds it: the
+// resumed Client retries until that replica lets go, then holds it.
+func TestResumedStreamWaitsForTheOtherHolder(t *testing.T) {
+	f := newFake(t)
+	var mu sync.Mutex
+	held := false
+	refused := make(chan struct{}, 100)
+	opened := make(chan struct{}, 2)
+	f.get = func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		busy := held
+		held = true
+		mu.Unlock()
+		if busy {
+			http.Error(w, "Conflict: Only one SSE stream is allowed per session", http.StatusConflict)
+			refused <- struct{}{}
+			return
+		}
+		defer func() {
+			mu.Lock()
+			held = false
+			mu.Unlock()
+		}()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		opened <- struct{}{}
+		<-r.Context().Done()
+	}
+	url := f.run()
+	await := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(waitTimeout):
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+	a, ra := start(t, Config{URL: url, Transport: TransportHTTP, KeepSession: true})
+	initialize(t, a, ra)
+	await(opened, "the first Client's stream")
+	start(t, Config{URL: url, Transport: TransportHTTP, Resume: &Session{ID: "sess-1", Version: "2025-06-18"}})
+	await(refused, "the resumed Client's stream to be refused")
+	a.Close() // the first replica ends its connection, keeping the session
+	await(opened, "the resumed Client's stream")
 }
