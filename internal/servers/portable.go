@@ -70,7 +70,7 @@ func (s *remoteServer) Resume(ctx context.Context, general conn.Stream, state []
 		return s.openReverse(ctx, general, &rs)
 	}
 	resume := h.remoteSession()
-	return s.isolated.openWith(ctx, general, func(ctx context.Context) (*proc, error) { return s.spawn(ctx, resume) })
+	return s.isolated.openWith(ctx, general, func(ctx context.Context) (*proc, error) { return s.spawnUpstream(ctx, resume) })
 }
 
 // openReverse opens a session of the reverse bridge, or resumes rs when

@@ -39,7 +39,9 @@ import (
 // again. One probe runs at a time; the requests arriving meanwhile wait for
 // it. Remotes of the legacy transport ("type": "sse") are never probed:
 // they are a plain isolated, whose stateless requests the HTTP front
-// refuses itself.
+// refuses itself. The sessions of the older eras, upstream and
+// reverse-bridge ones alike, are portable: another replica of the gateway
+// can resume them (portable.go).
 type remoteServer struct {
 	*isolated
 
@@ -47,11 +49,12 @@ type remoteServer struct {
 	name   string
 	cfg    *config.Server
 	client *remote.Stateless // with cfg.Headers; per principal: see clientFor
-	// spawn starts an upstream session for a client session, with the
-	// credential and handoff sink of ctx, carrying on with resume when
-	// not nil (portable.go).
-	spawn   func(ctx context.Context, resume *remote.Session) (*proc, error)
-	timeout time.Duration // bounds each request but a listen; 0: none
+	// spawnUpstream starts an upstream session for a client session,
+	// with the credential and handoff sink of ctx, carrying on with
+	// resume when not nil (portable.go). (isolated's spawn is it with a
+	// nil resume.)
+	spawnUpstream func(ctx context.Context, resume *remote.Session) (*proc, error)
+	timeout       time.Duration // bounds each request but a listen; 0: none
 	// reverse: "protocol": "2026-07-28", so sessions of the older eras
 	// are served by the reverse bridge (stateless requests each), not by
 	// upstream sessions.
@@ -96,7 +99,7 @@ func newRemote(cfg *config.Server, iso *isolated, spawn func(context.Context, *r
 		iso.Close()
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
-	s := &remoteServer{isolated: iso, name: cfg.Name, cfg: cfg, client: client, spawn: spawn, timeout: cfg.Timeout, log: log,
+	s := &remoteServer{isolated: iso, name: cfg.Name, cfg: cfg, client: client, spawnUpstream: spawn, timeout: cfg.Timeout, log: log,
 		reverse: cfg.Protocol == config.ProtocolModern,
 		trans:   newTranslation(cfg, sharedOpts, log)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
