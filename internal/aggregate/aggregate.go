@@ -167,7 +167,10 @@ const (
 
 // Endpoint serves one endpoint's client sessions. See the package comment.
 type Endpoint struct {
-	conn.OwnerBound // an endpoint session is owner-bound, whatever its members
+	// A session holds its members' sessions and the merged lists in this
+	// replica.
+	conn.OwnerBound
+
 	// Static after New.
 	opts   Options
 	naming naming

@@ -127,6 +127,9 @@ func (p *pending) Reply(msg []byte) { p.c.finish(p, msg, true) }
 // OpenStateless when it has one (caps are the request's), so that the
 // member's processes for stateless requests serve it.
 func (e *Endpoint) open(ctx context.Context, general conn.Stream, stateless bool, caps []byte) (*clientSession, error) {
+	// The members' sessions are parts of this one, which is owner-bound:
+	// none of them is handed off to the front's sink on its own.
+	ctx = conn.WithHandoff(ctx, nil)
 	c := &clientSession{e: e, general: general, subs: map[string]int{}, stateless: stateless, caps: caps}
 	c.principal.Store(conn.Principal(ctx))
 	c.ctx, c.stop = context.WithCancel(context.Background())

@@ -18,6 +18,7 @@ import (
 type cursorBomb struct {
 	conn.OwnerBound
 	conn.SessionsOnly
+	conn.OwnerBound
 	cursorLen int
 	pages     atomic.Int64
 }

@@ -12,8 +12,9 @@
 // Middleware, a concern wrapped around a Conn (func(Conn) Conn), applied
 // to all of a Backend's connections by Wrap (middleware.go); plus the
 // request context's principal and headers (context.go), the Policy a
-// target's requests are judged by (policy.go) and the strict reader of
-// the params a policy checks (params.go).
+// target's requests are judged by (policy.go), the strict reader of the
+// params a policy checks (params.go), and the handoff of a portable
+// session's connection to another replica (handoff.go).
 //
 // The front (internal/front) calls these interfaces; internal/mux,
 // internal/servers, internal/eras and internal/aggregate implement them.
@@ -90,10 +91,13 @@ type Backend interface {
 	// object); messages not tied to it go to general. It fails like Open,
 	// and with ErrSessionsOnly at once where ServesStateless is false.
 	OpenStateless(ctx context.Context, general Stream, version string, caps []byte) (StatelessConn, error)
-	// Resume opens the connection of a session opened on another replica,
-	// from the last state its Open handed off (handoff.go), sending
-	// nothing to the server that the client's session already did
-	// (initialize). ErrNotPortable where sessions are owner-bound.
+	// Resume returns the connection of a session another replica opened,
+	// from the last state that replica's handoff sink received (see
+	// handoff.go); messages not tied to a request go to general. Nothing
+	// is sent upstream to initialize: the client did that already. It
+	// fails with ErrNotPortable where the sessions are owner-bound, and
+	// with an error naming the server or endpoint for a state that does
+	// not parse.
 	Resume(ctx context.Context, general Stream, state []byte) (Conn, error)
 }
 

@@ -5,44 +5,55 @@ import (
 	"errors"
 )
 
-// This file is the contract of portable sessions: a session another
-// replica can serve. The front gives Backend.Open a handoff sink in its
-// context; a backend whose sessions are portable hands it the state
-// another replica needs to resume the connection (Backend.Resume), and
-// again whenever that state changes. The state is the backend's own
-// encoding, opaque to the front, and small (an upstream session id and a
-// protocol version): the front seals it into the session id and keeps
-// newer ones in the cluster's store.
-
-// ErrNotPortable is Resume's error on a Backend whose sessions live where
-// they were opened (a process of the gateway's, a legacy SSE stream).
-var ErrNotPortable = errors.New("mcpgate: the server's sessions live in the replica that opened them")
-
-// OwnerBound is the Resume of a Backend whose sessions are not portable:
-// embed it.
-type OwnerBound struct{}
-
-// Resume fails with ErrNotPortable.
-func (OwnerBound) Resume(context.Context, Stream, []byte) (Conn, error) {
-	return nil, ErrNotPortable
-}
+// Portable connections. A session whose connection any replica of the
+// gateway can serve is portable: its Backend hands the front, through a
+// sink in the context of Open, the state another replica needs to resume
+// the connection (Backend.Resume) without a new initialize upstream. The
+// state is the Backend's own encoding, opaque to the front, which seals it
+// into the session id or keeps it in a shared store. A session whose
+// connection lives in this process (a stdio process, a legacy SSE stream,
+// an endpoint's member sessions) is owner-bound: its Backend never calls
+// the sink and its Resume fails with ErrNotPortable (embed OwnerBound).
 
 type handoffKey struct{}
 
-// WithHandoff returns ctx carrying sink, for Backend.Open.
+// WithHandoff returns ctx carrying sink, the handoff sink the front gives
+// Backend.Open. A portable Backend calls sink with its state synchronously
+// before Open returns, and again, from any goroutine, whenever the state
+// changes (a remote's upstream session was renewed); it never calls sink
+// under a lock it holds while blocking, since sink may write to a store.
+// sink must not block for long and must be safe for concurrent use.
 func WithHandoff(ctx context.Context, sink func(state []byte)) context.Context {
 	return context.WithValue(ctx, handoffKey{}, sink)
 }
 
-// Handoff returns the sink ctx carries, or one that drops the state. A
-// portable backend calls it with the connection's state before Open
-// returns, and again (from any goroutine, holding no lock it blocks
-// under) whenever the state changes; it keeps the sink for the
-// connection's life, not the ctx. The sink does not block and takes
-// ownership of state.
+// Handoff returns the handoff sink of ctx, or nil when the front gave none
+// (a single replica: nobody else will resume the session, so a Backend
+// need not encode its state at all). The state given to it is the
+// caller's to keep: the sink copies what it retains.
 func Handoff(ctx context.Context) func(state []byte) {
-	if sink, ok := ctx.Value(handoffKey{}).(func([]byte)); ok && sink != nil {
-		return sink
+	sink, _ := ctx.Value(handoffKey{}).(func(state []byte))
+	return sink
+}
+
+// ErrNotPortable is Resume's error on a Backend whose sessions are
+// owner-bound: only the replica that opened the session can serve it.
+var ErrNotPortable = errors.New("mcpgate: the session is bound to the replica that opened it")
+
+// OwnerBound is the Resume of a Backend whose sessions are owner-bound:
+// embed it.
+type OwnerBound struct{}
+
+// Resume fails with ErrNotPortable.
+func (OwnerBound) Resume(context.Context, Stream, []byte) (Conn, error) { return nil, ErrNotPortable }
+
+// Resume is Open for a session resumed from state: the layer applies to
+// it as to the connection the session had on the replica that opened it.
+func (w *wrapped) Resume(ctx context.Context, general Stream, state []byte) (Conn, error) {
+	general, mw := w.layer(ctx, general)
+	c, err := w.Backend.Resume(ctx, general, state)
+	if err != nil {
+		return nil, err
 	}
-	return func([]byte) {}
+	return mw(c), nil
 }

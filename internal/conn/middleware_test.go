@@ -39,6 +39,7 @@ func (c *logConn) ServerInit(context.Context) ([]byte, error) {
 
 // logBackend opens logConns, recording the general stream each open got.
 type logBackend struct {
+	OwnerBound
 	log     *[]string
 	mu      *sync.Mutex
 	general []Stream

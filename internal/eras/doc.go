@@ -25,7 +25,9 @@
 //   - Passthrough state: a 2026-07-28 server's requestState sealed for the
 //     principal it was given to (passstate.go).
 //   - The reverse bridge, a session-era client on a 2026-07-28 server
-//     (reverse_conn.go, reverse_call.go, reverse_listen.go: [NewReverse]).
+//     (reverse_conn.go, reverse_call.go, reverse_listen.go: [NewReverse]),
+//     and its sessions handed to another replica (reverse_resume.go:
+//     [NewReverseHandoff], [ResumeReverse]).
 //   - subscriptions/listen, once (listen.go: [Filter], [Listener],
 //     [AckMessage], [Tag], [SubscriptionSpan]; listen_translated.go:
 //     [OpenListen] for a session-era server).

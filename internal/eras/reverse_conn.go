@@ -52,6 +52,10 @@ type reverseConn struct {
 	general conn.Stream
 	timeout time.Duration // a request's, input rounds included; 0: none
 	log     *slog.Logger
+	// onInit is told what the session keeps of each initialize it
+	// answered, before the answer goes out (reverse_resume.go); nil: no
+	// one asks.
+	onInit func(ReverseSession)
 
 	ctx    context.Context // ends with the session
 	cancel context.CancelFunc
@@ -207,16 +211,14 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 	if err != nil {
 		return jsonrpc.ErrorResponse(id, protocol.CodeInternalError, "mcpgate: the server's server/discover result: "+err.Error())
 	}
-	meta := map[string]json.RawMessage{
-		protocol.MetaProtocolVersion:    json.RawMessage(strconv.Quote(protocol.StatelessVersion)),
-		protocol.MetaClientCapabilities: json.RawMessage(`{}`),
-	}
+	rs := ReverseSession{Version: version}
 	if caps := bytes.TrimSpace(p.Params.Capabilities); len(caps) > 0 && caps[0] == '{' {
-		meta[protocol.MetaClientCapabilities] = caps
+		rs.Capabilities = caps
 	}
 	if info := bytes.TrimSpace(p.Params.ClientInfo); len(info) > 0 && info[0] == '{' {
-		meta[protocol.MetaClientInfo] = info
+		rs.ClientInfo = info
 	}
+	meta := rs.meta()
 	c.mu.Lock()
 	if c.closed { // Close answered it: the session gets no version
 		c.mu.Unlock()
@@ -228,6 +230,9 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 	c.version, c.meta, c.discover = version, meta, bytes.Clone(discover)
 	c.mu.Unlock()
 	c.relisten()
+	if c.onInit != nil {
+		c.onInit(rs)
+	}
 	return jsonrpc.Response(id, result)
 }
 

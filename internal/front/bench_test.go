@@ -40,6 +40,10 @@ type muxBackend struct {
 	m *mux.Mux
 }
 
+func (muxBackend) Resume(context.Context, conn.Stream, []byte) (conn.Conn, error) {
+	return nil, conn.ErrNotPortable
+}
+
 func (muxBackend) ServesStateless() bool { return false }
 func (muxBackend) OpenStateless(context.Context, conn.Stream, string, []byte) (conn.StatelessConn, error) {
 	return conn.StatelessConn{}, conn.ErrSessionsOnly

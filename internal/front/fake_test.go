@@ -26,17 +26,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // request at once, except "hold" (answered only by release or Close) and
 // "flood" (1,000 progress notifications, then the reply).
 type fakeBackend struct {
-	conn.SessionsOnly // statelessBackend serves the stateless revision
 	conn.OwnerBound
-	version     string        // negotiated by initialize; default 2025-06-18
-	initError   bool          // initialize gets an error reply
-	initHold    bool          // initialize gets a log message, then is held like "hold"
-	openErr     error         // Open fails
-	silentClose bool          // Close answers nothing (a broken Conn)
-	closeWith   bool          // Conns tell held requests CloseWith's reason
-	closeBlock  chan struct{} // Close waits on it when set
-	openEntered chan struct{} // when set, Open signals here, then waits on openBlock
-	openBlock   chan struct{}
+	conn.SessionsOnly               // statelessBackend serves the stateless revision
+	version           string        // negotiated by initialize; default 2025-06-18
+	initError         bool          // initialize gets an error reply
+	initHold          bool          // initialize gets a log message, then is held like "hold"
+	openErr           error         // Open fails
+	silentClose       bool          // Close answers nothing (a broken Conn)
+	closeWith         bool          // Conns tell held requests CloseWith's reason
+	closeBlock        chan struct{} // Close waits on it when set
+	openEntered       chan struct{} // when set, Open signals here, then waits on openBlock
+	openBlock         chan struct{}
 
 	opens    atomic.Int32
 	closes   atomic.Int32 // Conn.Close calls

@@ -19,6 +19,7 @@ import (
 type keepStreamConn struct {
 	conn.OwnerBound
 	conn.SessionsOnly
+	conn.OwnerBound
 	mu   sync.Mutex
 	outs []conn.Stream
 }

@@ -75,6 +75,17 @@ func (c *Client) Stateless(version string, caps []byte) {
 	c.m.mu.Unlock()
 }
 
+// Resumed makes c the client of a session initialized elsewhere (on
+// another replica of the gateway), whose upstream carries on with it: its
+// negotiated version is version, and nothing initializes it again (c has
+// no initialize to replay, nor a notifications/initialized to send). Only
+// for an exclusive Mux, before c's first message.
+func (c *Client) Resumed(version string) {
+	c.m.mu.Lock()
+	c.version = version
+	c.m.mu.Unlock()
+}
+
 // ServerInit returns the upstream's initialize result (shared mode), once
 // the server is ready: what a stateless client's server/discover is built
 // from; on a Modern Mux, the server's own server/discover result (see

@@ -14,6 +14,9 @@
 // servers ("http", "sse"): one upstream session and one exclusive
 // multiplexer per client session, like session mode; stateless requests go
 // straight to an "http" remote that speaks 2026-07-28 (see remote.go).
+// The sessions of an "http" remote are portable: handed off to the front's
+// sink and resumed by another replica of the gateway (portable.go,
+// handoff.go); every other session is bound to the replica that opened it.
 //
 // A stdio process gets a minimal environment (see [Environ]), never the
 // gateway's whole one. A server whose command cannot be started is still
@@ -141,18 +144,25 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 		sharedOpts := opts
 		opts.Exclusive = true
 		// Each upstream session carries its principal's headers
-		// (credentials.go).
-		iso := newIsolatedFor(cfg, 0, func(ctx context.Context) (*proc, error) {
+		// (credentials.go). An "http" remote's is portable: handed to
+		// the front's sink, or resumed from another replica's
+		// (portable.go); an "sse" remote's is its event stream's.
+		spawn := func(ctx context.Context, resume *remote.Session) (*proc, error) {
 			cred, err := credentialFor(ctx, cfg)
 			if err != nil {
 				return nil, err
 			}
-			return startRemote(cfg, cred.headers, opts, log)
-		}, log)
+			var h handoff
+			if cfg.Type == config.TypeHTTP {
+				h = handoff{sink: conn.Handoff(ctx), resume: resume}
+			}
+			return startRemote(cfg, cred.headers, opts, log, h)
+		}
+		iso := newIsolatedFor(cfg, 0, func(ctx context.Context) (*proc, error) { return spawn(ctx, nil) }, log)
 		if cfg.Type == config.TypeSSE {
 			return iso, nil
 		}
-		return newRemote(cfg, iso, sharedOpts, log) // and stateless requests
+		return newRemote(cfg, iso, spawn, sharedOpts, log) // and stateless requests
 	case cfg.Isolation == config.IsolationSession:
 		statelessOpts := opts // stateless requests' processes are shared ones
 		opts.Exclusive = true
@@ -170,6 +180,10 @@ type proc struct {
 	// st is up when it is a stdio process (nil for a remote): its PID,
 	// restarts and stderr are what an administrator sees of it.
 	st *stdio.Stdio
+	// resumed is the protocol version of the session up carries on with,
+	// initialized on another replica (portable.go): its client starts
+	// initialized. "" for any other.
+	resumed string
 }
 
 // sharedPipeBytes is the pipe capacity asked for a shared server's one
@@ -198,18 +212,22 @@ func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger
 
 // startRemote connects to a remote server with headers (cfg.Headers, or a
 // principal's: see credentials.go), lazily: the remote client dials on the
-// first message.
-func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options, log *slog.Logger) (*proc, error) {
+// first message, unless h resumes a session.
+func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options, log *slog.Logger, h handoff) (*proc, error) {
 	m := mux.New(opts)
-	c, err := remote.Start(remote.Config{
-		Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: headers, Logger: log,
-	}, m)
+	rc := remote.Config{Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: headers, Logger: log}
+	h.configure(&rc)
+	c, err := remote.Start(rc, m)
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
 	m.SetUpstream(c)
-	return &proc{m: m, up: c}, nil
+	p := &proc{m: m, up: c}
+	if h.resume != nil {
+		p.resumed = h.resume.Version
+	}
+	return p, nil
 }
 
 // stop ends the process (as the spec says: stdin, SIGTERM, SIGKILL to the

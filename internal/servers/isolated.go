@@ -56,8 +56,10 @@ type isolated struct {
 	// isolatedStdio, a remote through remoteServer: on its own (an "sse"
 	// remote) it serves sessions only.
 	conn.SessionsOnly
-	// A process's sessions live where it runs; a remote's are portable
-	// (remoteServer's Resume).
+	// A session's process lives in this replica; a remote's upstream
+	// session is portable, which remoteServer says with its own Resume (a
+	// legacy "sse" remote, a plain isolated, stays bound to its event
+	// stream).
 	conn.OwnerBound
 
 	// Static after construction.
@@ -146,7 +148,7 @@ func (s *isolated) Open(ctx context.Context, general conn.Stream) (conn.Conn, er
 			s.busy.Add(1)
 			s.mu.Unlock()
 			s.refill() // the pool may be short for want of a wake-up (a failed start)
-			return s.startFor(ctx, general)
+			return s.startFor(ctx, general, s.spawn)
 		}
 		if !s.filling {
 			s.mu.Unlock()
@@ -162,11 +164,30 @@ func (s *isolated) Open(ctx context.Context, general conn.Stream) (conn.Conn, er
 	}
 }
 
-// startFor starts a process for one session, in a slot already reserved
-// and counted in busy.
-func (s *isolated) startFor(ctx context.Context, general conn.Stream) (conn.Conn, error) {
+// openWith gives the session a process started by spawn rather than by
+// the server's own: the upstream of a remote session resumed from another
+// replica (portable.go), which no pooled process can stand for. It is
+// counted against the cap like any other.
+func (s *isolated) openWith(ctx context.Context, general conn.Stream, spawn func(ctx context.Context) (*proc, error)) (conn.Conn, error) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, errClosed
+	case !s.reserve():
+		s.mu.Unlock()
+		return nil, &busyError{server: s.cfg.Name, max: s.max}
+	}
+	s.busy.Add(1)
+	s.mu.Unlock()
+	return s.startFor(ctx, general, spawn)
+}
+
+// startFor starts a process with spawn for one session, in a slot already
+// reserved and counted in busy.
+func (s *isolated) startFor(ctx context.Context, general conn.Stream, spawn func(ctx context.Context) (*proc, error)) (conn.Conn, error) {
 	defer s.busy.Done()
-	p, err := s.spawn(ctx)
+	p, err := spawn(ctx)
 	if err != nil {
 		s.release()
 		return nil, err
@@ -184,7 +205,11 @@ func (s *isolated) startFor(ctx context.Context, general conn.Stream) (conn.Conn
 }
 
 func (s *isolated) conn(p *proc, general conn.Stream) *isolatedConn {
-	return &isolatedConn{Client: p.m.Join(general), s: s, p: p}
+	c := p.m.Join(general)
+	if p.resumed != "" {
+		c.Resumed(p.resumed)
+	}
+	return &isolatedConn{Client: c, s: s, p: p}
 }
 
 func (s *isolated) Pending() int {

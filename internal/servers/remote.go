@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -40,15 +39,22 @@ import (
 // again. One probe runs at a time; the requests arriving meanwhile wait for
 // it. Remotes of the legacy transport ("type": "sse") are never probed:
 // they are a plain isolated, whose stateless requests the HTTP front
-// refuses itself.
+// refuses itself. The sessions of the older eras, upstream and
+// reverse-bridge ones alike, are portable: another replica of the gateway
+// can resume them (portable.go).
 type remoteServer struct {
 	*isolated
 
 	// Static after construction.
-	name    string
-	cfg     *config.Server
-	client  *remote.Stateless // with cfg.Headers; per principal: see clientFor
-	timeout time.Duration     // bounds each request but a listen; 0: none
+	name   string
+	cfg    *config.Server
+	client *remote.Stateless // with cfg.Headers; per principal: see clientFor
+	// spawnUpstream starts an upstream session for a client session,
+	// with the credential and handoff sink of ctx, carrying on with
+	// resume when not nil (portable.go). (isolated's spawn is it with a
+	// nil resume.)
+	spawnUpstream func(ctx context.Context, resume *remote.Session) (*proc, error)
+	timeout       time.Duration // bounds each request but a listen; 0: none
 	// reverse: "protocol": "2026-07-28", so sessions of the older eras
 	// are served by the reverse bridge (stateless requests each), not by
 	// upstream sessions.
@@ -85,7 +91,7 @@ const (
 
 // newRemote wraps iso, the isolated server of remote server cfg, with the
 // stateless path. It takes iso over: it closes it on error.
-func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *slog.Logger) (*remoteServer, error) {
+func newRemote(cfg *config.Server, iso *isolated, spawn func(context.Context, *remote.Session) (*proc, error), sharedOpts mux.Options, log *slog.Logger) (*remoteServer, error) {
 	client, err := remote.NewStateless(remote.Config{
 		Name: cfg.Name, URL: cfg.URL, Transport: remote.TransportHTTP, Headers: cfg.Headers, Logger: log,
 	})
@@ -93,7 +99,7 @@ func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *s
 		iso.Close()
 		return nil, fmt.Errorf("server %q: %w", cfg.Name, err)
 	}
-	s := &remoteServer{isolated: iso, name: cfg.Name, cfg: cfg, client: client, timeout: cfg.Timeout, log: log,
+	s := &remoteServer{isolated: iso, name: cfg.Name, cfg: cfg, client: client, spawnUpstream: spawn, timeout: cfg.Timeout, log: log,
 		reverse: cfg.Protocol == config.ProtocolModern,
 		trans:   newTranslation(cfg, sharedOpts, log)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -102,18 +108,26 @@ func newRemote(cfg *config.Server, iso *isolated, sharedOpts mux.Options, log *s
 
 // Open opens a session of the older eras: an upstream session of its own,
 // or, pinned to 2026-07-28, a session of the reverse bridge (whose
-// requests carry the credential of ctx's principal).
+// requests carry the credential of ctx's principal). Either is portable:
+// with a handoff sink in ctx, Open gives it the session's state before it
+// returns, and again as the session initializes (portable.go).
 func (s *remoteServer) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
-	if !s.reverse {
-		return s.isolated.Open(ctx, general)
+	var c conn.Conn
+	var err error
+	kind := kindUpstream
+	if s.reverse {
+		kind = kindReverse
+		c, err = s.openReverse(ctx, general, nil)
+	} else {
+		c, err = s.isolated.Open(ctx, general)
 	}
-	open, err := s.bindStateless(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return eras.NewReverse(func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
-		return open(ctx, general, protocol.StatelessVersion, nil)
-	}, general, s.timeout, s.log.With("bridge", "reverse")), nil
+	if sink := conn.Handoff(ctx); sink != nil {
+		sink(handoffState{kind: kind}.encode()) // not initialized yet
+	}
+	return c, nil
 }
 
 // statelessOpener is OpenStateless's signature.

@@ -32,6 +32,9 @@ type statelessRemote struct {
 	probes atomic.Int32  // server/discover POSTs
 	hung   chan struct{} // gets a value when a "hang" call arrived
 	gone   chan struct{} // gets a value when a "hang" call's request ended
+
+	mu     sync.Mutex
+	bodies []string // of the requests answered at once
 }
 
 const remoteMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
@@ -66,6 +69,9 @@ func newStatelessRemote(t *testing.T, discover func(w http.ResponseWriter, id st
 			<-req.Context().Done()
 			r.gone <- struct{}{}
 		default:
+			r.mu.Lock()
+			r.bodies = append(r.bodies, string(body))
+			r.mu.Unlock()
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n")
 			io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":"+id+",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"echo\"}]}}\n\n")

@@ -41,7 +41,10 @@ import (
 // first (restarted after a crash, the second probed again), counted in
 // Pending, and stopped by Close.
 type shared struct {
-	conn.OwnerBound // the sessions live where the process runs
+	// Its sessions live in this replica's process (reverse-bridge ones
+	// too: their parked requests and listen streams are here).
+	conn.OwnerBound
+
 	// Static after construction.
 	p        *proc  // the sessions' process; nil when pinned to 2026-07-28
 	name     string // server name

@@ -132,7 +132,7 @@ func newTranslation(cfg *config.Server, opts mux.Options, log *slog.Logger) *tra
 		}
 		if cfg.Type == config.TypeHTTP {
 			// A remote of the session eras: an upstream session each.
-			return startRemote(cfg, cred.headers, o, o.Logger)
+			return startRemote(cfg, cred.headers, o, o.Logger, handoff{})
 		}
 		return start(cfg, o, pipe, o.Logger)
 	}

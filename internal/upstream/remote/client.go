@@ -79,7 +79,11 @@ type Client struct {
 
 	deliverMu sync.Mutex // held while a Handler method runs
 	reinitMu  sync.Mutex // one session renewal at a time
-	closeOnce sync.Once
+	// announceMu orders the calls of Config.OnSession; announced, guarded
+	// by it, is the session the last one told (resume.go).
+	announceMu sync.Mutex
+	announced  announced
+	closeOnce  sync.Once
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -99,7 +103,8 @@ type Client struct {
 }
 
 // Start validates cfg and returns a Client; it calls h.Started(1) before
-// returning. It does not touch the network: the first Send does.
+// returning. It does not touch the network, the first Send does, except to
+// open the standalone stream of a session it resumes (Config.Resume).
 func Start(cfg Config, h Handler) (*Client, error) {
 	if h == nil {
 		return nil, errors.New("remote: nil Handler")
@@ -129,6 +134,9 @@ func Start(cfg Config, h Handler) (*Client, error) {
 	c.last = closed
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.h.Started(1)
+	if cfg.Resume != nil {
+		c.resumeSession()
+	}
 	return c, nil
 }
 
@@ -312,7 +320,7 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
-		if sess.id != "" {
+		if sess.id != "" && !c.cfg.KeepSession {
 			c.deleteSession(sess)
 		}
 		if c.ownHC {
@@ -351,6 +359,7 @@ func (c *Client) deliver(gen uint64, data []byte) {
 		c.mu.Unlock()
 		if isInit && !m.IsError {
 			c.setVersion(versionOf(data))
+			c.announce() // before the answer: the owner hands the session on
 		}
 	}
 	c.deliverMu.Lock()

@@ -59,6 +59,25 @@ type Config struct {
 	// Logger receives connection events, with server=Name. Never message
 	// bodies or headers. Default slog.Default().
 	Logger *slog.Logger
+
+	// Resume, when set, starts the Client on an upstream Streamable HTTP
+	// session that another Client initialized (on another replica of the
+	// gateway): messages carry its session id and protocol version, the
+	// standalone GET stream opens at Start, and no initialize is sent. If
+	// the server forgot the session (404), the Client renews it with
+	// Resume.Init as it renews one it initialized itself. Transport must be
+	// TransportHTTP. See resume.go.
+	Resume *Session
+	// OnSession, when set, is told each upstream Streamable HTTP session
+	// the Client starts: after the server answered the initialize (before
+	// that answer reaches the Handler) and after each renewal of an expired
+	// session. It runs on a Client goroutine, under no lock but the one
+	// that orders its calls, and must not block for long nor call Close.
+	OnSession func(Session)
+	// KeepSession leaves the upstream session at the server when the
+	// Client closes (no DELETE): another Client may still be serving it
+	// (a session another replica resumed).
+	KeepSession bool
 }
 
 // reservedHeaders are set by the transport; Config.Headers may not.
@@ -112,6 +131,12 @@ func (cfg *Config) validate() (base *url.URL, err error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if r := cfg.Resume; r != nil {
+		if cfg.Transport != TransportHTTP {
+			errs = append(errs, fmt.Errorf("Resume needs Transport %q, not %q", TransportHTTP, cfg.Transport))
+		}
+		errs = append(errs, r.validate()...)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("remote %s: invalid config: %w", cfg.Name, errors.Join(errs...))

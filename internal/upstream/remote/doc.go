@@ -10,6 +10,10 @@
 // only as far as it must: ids,
 // to match replies to the POSTs that carried their requests, and the
 // initialize exchange, to learn the session and the protocol version.
+// A Streamable HTTP session can outlive its Client: Config.OnSession
+// tells the owner each session the Client starts, and a Client started
+// with Config.Resume carries on with one another Client initialized
+// (resume.go), so that any replica of the gateway can serve it.
 //
 // [Stateless] is the client side of the stateless revision (2026-07-28): no
 // session, no initialize; [Stateless.Discover] asks a server whether it

@@ -274,6 +274,13 @@ func (c *Client) standalone(ctx context.Context, sess session) {
 		case resp.StatusCode == http.StatusNotFound:
 			drain(resp) // the session is gone; the next POST renews it
 			return
+		case resp.StatusCode == http.StatusConflict:
+			// Another client holds the session's one stream: the
+			// replica this session was resumed from, which lets go of
+			// it when it ends its connection. Wait for that.
+			drain(resp)
+			c.log.Debug("standalone stream held by another client; retrying")
+			failures++
 		case resp.StatusCode >= 400 && resp.StatusCode < 500:
 			drain(resp)
 			c.log.Warn("standalone stream refused", "status", resp.StatusCode)
@@ -345,6 +352,7 @@ func (c *Client) reinit(old session) bool {
 		return false
 	}
 	c.setVersion(versionOf(reply))
+	c.announce()
 	c.mu.Lock()
 	sess := c.sess
 	c.mu.Unlock()

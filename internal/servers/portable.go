@@ -1,0 +1,100 @@
+package servers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/eras"
+	"github.com/mcpgate/mcpgate/internal/protocol"
+	"github.com/mcpgate/mcpgate/internal/upstream/remote"
+)
+
+// The sessions of an "http" remote are portable: any replica of the
+// gateway can serve them, since what they are lives at the remote (an
+// upstream Streamable HTTP session, which any client holding its id may
+// use) or in a few bytes (a reverse-bridge session is the client's
+// initialize). The replica that opens one hands its state (handoff.go) to
+// the front's sink; another builds the session again from it (Resume),
+// with no initialize upstream. Every other kind of session is owner-bound:
+// a stdio process, a legacy SSE stream ("sse" remotes), an endpoint's
+// member sessions (conn.OwnerBound).
+//
+// An upstream session handed to a sink, or resumed, belongs to the
+// cluster rather than to the replica: closing the connection leaves it at
+// the remote (no DELETE), since another replica may be serving it.
+
+// handoff is how one upstream session is handed between replicas: the
+// front's sink, told each session the remote client starts, and the
+// session to carry on with (nil: a new one).
+type handoff struct {
+	sink   func(state []byte)
+	resume *remote.Session
+}
+
+// configure sets the remote client's side of h.
+func (h handoff) configure(rc *remote.Config) {
+	if sink := h.sink; sink != nil {
+		rc.OnSession = func(s remote.Session) { sink(upstreamState(s).encode()) }
+	}
+	rc.Resume = h.resume
+	rc.KeepSession = h.sink != nil || h.resume != nil
+}
+
+// Resume serves a session another replica opened, from the last state
+// that replica's sink received: an upstream session the remote client
+// carries on with (no initialize: the remote knows the session; if it has
+// forgotten it, it is renewed as the opening replica would have), or a
+// reverse-bridge session built again from its initialize. A handoff sink
+// in ctx is told the state again when it changes. A state that does not
+// parse, or whose kind the server's config no longer serves, is an error
+// naming the server.
+func (s *remoteServer) Resume(ctx context.Context, general conn.Stream, state []byte) (conn.Conn, error) {
+	h, err := decodeHandoff(state)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", s.name, err)
+	}
+	switch {
+	case h.kind == kindReverse && !s.reverse:
+		return nil, fmt.Errorf("server %q: %w: a reverse-bridge session, and the server is no longer pinned to %s", s.name, errBadState, protocol.StatelessVersion)
+	case h.kind == kindUpstream && s.reverse:
+		return nil, fmt.Errorf("server %q: %w: an upstream session, and the server is now pinned to %s", s.name, errBadState, protocol.StatelessVersion)
+	case !h.initialized():
+		// Handed off before its initialize: nothing to carry on with.
+		if s.reverse {
+			return s.openReverse(ctx, general, nil)
+		}
+		return s.isolated.Open(ctx, general)
+	case s.reverse:
+		rs := h.reverseSession()
+		return s.openReverse(ctx, general, &rs)
+	}
+	resume := h.remoteSession()
+	return s.isolated.openWith(ctx, general, func(ctx context.Context) (*proc, error) { return s.spawnUpstream(ctx, resume) })
+}
+
+// openReverse opens a session of the reverse bridge, or resumes rs when
+// not nil, telling ctx's handoff sink (if any) what it keeps of each
+// initialize.
+func (s *remoteServer) openReverse(ctx context.Context, general conn.Stream, rs *eras.ReverseSession) (conn.Conn, error) {
+	bound, err := s.bindStateless(ctx)
+	if err != nil {
+		return nil, err
+	}
+	open := func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
+		return bound(ctx, general, protocol.StatelessVersion, nil)
+	}
+	var onInit func(eras.ReverseSession)
+	if sink := conn.Handoff(ctx); sink != nil {
+		onInit = func(rs eras.ReverseSession) { sink(reverseState(rs).encode()) }
+	}
+	log := s.log.With("bridge", "reverse")
+	if rs == nil {
+		return eras.NewReverseHandoff(open, general, s.timeout, log, onInit), nil
+	}
+	c, err := eras.ResumeReverse(ctx, open, general, s.timeout, log, *rs, onInit)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: resuming a reverse-bridge session: %w", s.name, err)
+	}
+	return c, nil
+}

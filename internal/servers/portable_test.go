@@ -1,0 +1,356 @@
+package servers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/testkit"
+)
+
+// handoffSink records what a handoff sink is given, as the front's would.
+type handoffSink struct {
+	mu     sync.Mutex
+	states [][]byte
+}
+
+func (s *handoffSink) put(state []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states = append(s.states, bytes.Clone(state))
+}
+
+func (s *handoffSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.states)
+}
+
+// last returns the newest state, decoded, and its bytes.
+func (s *handoffSink) last(t *testing.T) (handoffState, []byte) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.states) == 0 {
+		t.Fatal("the sink got no state")
+	}
+	b := s.states[len(s.states)-1]
+	h, err := decodeHandoff(b)
+	if err != nil {
+		t.Fatalf("the sink's state: %v", err)
+	}
+	return h, b
+}
+
+func (s *handoffSink) ctx() context.Context {
+	return conn.WithHandoff(context.Background(), s.put)
+}
+
+// sinkAtReply is a recording that notes how many states its sink had when
+// the reply came: the state of an initialized session must be handed off
+// before the client learns of the session.
+type sinkAtReply struct {
+	*recording
+	sink *handoffSink
+	had  atomic.Int32
+}
+
+func (r *sinkAtReply) Reply(msg []byte) {
+	r.had.Store(int32(r.sink.count()))
+	r.recording.Reply(msg)
+}
+
+// echoRemote is the repository's echo server over Streamable HTTP, with
+// the initialize POSTs it got counted and kept.
+type echoRemote struct {
+	echo  *echoserver.Handler
+	ts    *httptest.Server
+	mu    sync.Mutex
+	inits []string
+	// inited counts the notifications/initialized answered.
+	inited atomic.Int32
+}
+
+func newEchoRemote(t *testing.T) *echoRemote {
+	r := &echoRemote{echo: echoserver.NewHandler()}
+	t.Cleanup(r.echo.Close)
+	r.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var inited bool
+		if req.Method == http.MethodPost {
+			body, _ := io.ReadAll(req.Body)
+			if m, err := jsonrpc.Parse(body); err == nil && m.MethodIs("initialize") {
+				r.mu.Lock()
+				r.inits = append(r.inits, string(body))
+				r.mu.Unlock()
+			}
+			inited = bytes.Contains(body, []byte(`"notifications/initialized"`))
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		r.echo.ServeHTTP(w, req)
+		if inited {
+			r.inited.Add(1)
+		}
+	}))
+	t.Cleanup(r.ts.Close)
+	return r
+}
+
+func (r *echoRemote) initializes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.inits...)
+}
+
+// forget ends upstream session id at the remote, as a restarted remote
+// would have.
+func (r *echoRemote) forget(t *testing.T, id string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, r.ts.URL+"/mcp", nil)
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE of the upstream session: %s", resp.Status)
+	}
+}
+
+const (
+	portableInit = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"c","version":"1"}}}`
+	initedNote   = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+func echoCall(id, text string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + text + `"}}}`
+}
+
+// openPortable opens a session on replica s with a handoff sink and
+// initializes it, checking what the sink got on the way.
+func openPortable(t *testing.T, s *remoteServer, sink *handoffSink) conn.Conn {
+	t.Helper()
+	c, err := s.Open(sink.ctx(), newRecording())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if h, _ := sink.last(t); sink.count() != 1 || h.initialized() {
+		t.Fatalf("before Open returned the sink got %d states, the last %+v; want one, not initialized", sink.count(), h)
+	}
+	out := &sinkAtReply{recording: newRecording(), sink: sink}
+	c.Handle(context.Background(), parsed(t, portableInit), out)
+	if got := out.reply(t); !strings.Contains(got, `"protocolVersion":"2025-06-18"`) {
+		t.Fatalf("initialize: %s", got)
+	}
+	if n := out.had.Load(); n < 2 {
+		t.Fatalf("the sink had %d states when the initialize answer came, want the initialized session's too", n)
+	}
+	handleMsg(t, c, initedNote, newRecording())
+	return c
+}
+
+// resumeOn resumes a session of version 2025-06-18 on replica s from
+// state, with a handoff sink.
+func resumeOn(t *testing.T, s *remoteServer, sink *handoffSink, state []byte) conn.Conn {
+	t.Helper()
+	c, err := s.Resume(sink.ctx(), newRecording(), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if v := c.Version(); v != "2025-06-18" {
+		t.Errorf("the resumed session's version is %q", v)
+	}
+	return c
+}
+
+func parsed(t *testing.T, raw string) *jsonrpc.Message {
+	t.Helper()
+	m, err := jsonrpc.Parse([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &m
+}
+
+// TestRemoteSessionResumedOnAnotherReplica: a session opened on one
+// replica hands its upstream session to the sink; a second replica (a
+// second Server value) resumes it from the sink's last state and serves
+// its tools/call, with no initialize of its own: the remote saw exactly
+// one. The first replica ending its connection leaves the upstream session
+// to the second.
+func TestRemoteSessionResumedOnAnotherReplica(t *testing.T) {
+	remote := newEchoRemote(t)
+	url := remote.ts.URL + "/mcp"
+	a, b := newRemoteServer(t, url), newRemoteServer(t, url)
+	var sinkA, sinkB handoffSink
+	ca := openPortable(t, a, &sinkA)
+	h, state := sinkA.last(t)
+	if h.kind != kindUpstream || h.session == "" || h.version != "2025-06-18" ||
+		string(h.caps) != `{"sampling":{}}` || string(h.info) != `{"name":"c","version":"1"}` {
+		t.Fatalf("the initialized session's state: %+v", h)
+	}
+
+	cb := resumeOn(t, b, &sinkB, state)
+	// Replica A stops: Close waits for its connections' upstreams to end.
+	ca.CloseWith("the gateway is shutting down")
+	a.Close()
+	out := newRecording()
+	handleMsg(t, cb, echoCall(`"b-1"`, "on b"), out)
+	if got := out.reply(t); !strings.Contains(got, `"id":"b-1","result"`) || !strings.Contains(got, `on b`) {
+		t.Errorf("tools/call on the resumed session: %s", got)
+	}
+	if n := len(remote.initializes()); n != 1 {
+		t.Errorf("the remote saw %d initialize, want 1", n)
+	}
+	if n := sinkB.count(); n != 0 {
+		t.Errorf("the resumed session handed off %d states with nothing changed", n)
+	}
+	if n := remote.echo.Sessions(); n != 1 {
+		t.Errorf("%d upstream sessions at the remote, want the one both replicas served", n)
+	}
+}
+
+// TestRemoteResumedSessionForgotten: the remote forgets a resumed upstream
+// session (404): the resumed replica renews it with the client's
+// initialize, as the opening replica would have, and hands the new
+// upstream session to its sink.
+func TestRemoteResumedSessionForgotten(t *testing.T) {
+	remote := newEchoRemote(t)
+	url := remote.ts.URL + "/mcp"
+	a, b := newRemoteServer(t, url), newRemoteServer(t, url)
+	var sinkA, sinkB handoffSink
+	openPortable(t, a, &sinkA)
+	old, state := sinkA.last(t)
+	// Replica A's notifications/initialized, sent without waiting, must
+	// not meet the forgotten session: A would renew it too.
+	testkit.WaitFor(t, "A's notifications/initialized", func() bool { return remote.inited.Load() == 1 })
+	cb := resumeOn(t, b, &sinkB, state)
+	remote.forget(t, old.session)
+
+	out := newRecording()
+	handleMsg(t, cb, echoCall("7", "after 404"), out)
+	if got := out.reply(t); !strings.Contains(got, `"id":7,"result"`) || !strings.Contains(got, "after 404") {
+		t.Errorf("tools/call after the remote forgot the session: %s", got)
+	}
+	renewed, _ := sinkB.last(t)
+	if renewed.session == "" || renewed.session == old.session || renewed.version != "2025-06-18" ||
+		string(renewed.caps) != `{"sampling":{}}` || string(renewed.info) != `{"name":"c","version":"1"}` {
+		t.Errorf("the renewed session's state: %+v (the old session was %q)", renewed, old.session)
+	}
+	inits := remote.initializes()
+	if len(inits) != 2 || !strings.Contains(inits[1], `"capabilities":{"sampling":{}}`) || !strings.Contains(inits[1], `"clientInfo":{"name":"c","version":"1"}`) {
+		t.Errorf("initializes at the remote: %q; want the client's and the renewal with its capabilities", inits)
+	}
+	// The renewed session is the one requests use now.
+	out = newRecording()
+	handleMsg(t, cb, echoCall("8", "again"), out)
+	if got := out.reply(t); !strings.Contains(got, `"id":8,"result"`) {
+		t.Errorf("the next tools/call: %s", got)
+	}
+	if n := len(remote.initializes()); n != 2 {
+		t.Errorf("%d initializes, want 2", n)
+	}
+}
+
+// TestRemoteResumeBadState: a state that does not parse, or is of a kind
+// the server does not serve, is refused with an error naming the server.
+func TestRemoteResumeBadState(t *testing.T) {
+	s := newRemoteServer(t, "http://127.0.0.1:1/mcp")
+	upstream := handoffState{kind: kindUpstream, session: "s", version: "2025-06-18"}.encode()
+	reverse := handoffState{kind: kindReverse, version: "2025-06-18"}.encode()
+	for name, state := range map[string][]byte{
+		"empty":          nil,
+		"garbage":        []byte("not a state"),
+		"cut short":      upstream[:len(upstream)-1],
+		"later layout":   append([]byte{2}, upstream[1:]...),
+		"reverse kind":   reverse,
+		"header breaker": handoffState{kind: kindUpstream, session: "a\r\nX: y", version: "2025-06-18"}.encode(),
+	} {
+		c, err := s.Resume(context.Background(), newRecording(), state)
+		if err == nil || c != nil || !errors.Is(err, errBadState) || !strings.Contains(err.Error(), `server "remote"`) {
+			t.Errorf("%s: Resume = %v, %v; want an error naming the server", name, c, err)
+		}
+	}
+	pinned := newRemoteServer(t, "http://127.0.0.1:1/mcp", config.ProtocolModern)
+	if c, err := pinned.Resume(context.Background(), newRecording(), upstream); err == nil || c != nil || !errors.Is(err, errBadState) {
+		t.Errorf("an upstream session on a reverse-bridge server: %v, %v", c, err)
+	}
+}
+
+// TestRemoteReverseSessionResumed: a session of the reverse bridge (the
+// remote is pinned to 2026-07-28, the session is gateway state only) hands
+// off the client's version and capabilities as it initializes; another
+// replica resumes it and sends its requests with them.
+func TestRemoteReverseSessionResumed(t *testing.T) {
+	remote := newStatelessRemote(t, modernDiscover)
+	url := remote.ts.URL + "/mcp"
+	a := newRemoteServer(t, url, config.ProtocolModern)
+	b := newRemoteServer(t, url, config.ProtocolModern)
+	var sinkA, sinkB handoffSink
+	ca := openPortable(t, a, &sinkA)
+	h, state := sinkA.last(t)
+	if h.kind != kindReverse || h.session != "" || h.version != "2025-06-18" || string(h.caps) != `{"sampling":{}}` {
+		t.Fatalf("the reverse session's state: %+v", h)
+	}
+	ca.Close()
+	cb := resumeOn(t, b, &sinkB, state)
+	out := newRecording()
+	handleMsg(t, cb, echoCall(`"r-1"`, "x"), out)
+	if got := out.reply(t); !strings.Contains(got, `"id":"r-1","result"`) || !strings.Contains(got, `"text":"echo"`) {
+		t.Errorf("tools/call on the resumed reverse session: %s", got)
+	}
+	remote.mu.Lock()
+	calls := append([]string(nil), remote.bodies...)
+	remote.mu.Unlock()
+	// The one request the remote answered is the resumed session's call
+	// (an initialize would have been answered so too).
+	if len(calls) != 1 || !strings.Contains(calls[0], `"method":"tools/call"`) ||
+		!strings.Contains(calls[0], `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`) ||
+		!strings.Contains(calls[0], `"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}`) {
+		t.Errorf("the remote got %q; want one call with the session's capabilities and clientInfo", calls)
+	}
+}
+
+// TestOwnerBoundBackends: stdio servers (shared and per session) and
+// legacy SSE remotes serve their sessions where they were opened: Resume
+// fails with ErrNotPortable, and Open never calls the handoff sink.
+func TestOwnerBoundBackends(t *testing.T) {
+	shared := fakeServer("shared", testkit.FakeOptions{})
+	perSession := fakeServer("isolated", testkit.FakeOptions{})
+	perSession.Isolation = config.IsolationSession
+	sse := testServer("legacy")
+	sse.Type, sse.URL = config.TypeSSE, "http://127.0.0.1:1/sse"
+	state := handoffState{kind: kindUpstream, session: "s", version: "2025-06-18"}.encode()
+	for _, cfg := range []*config.Server{shared, perSession, sse} {
+		s, err := New(cfg, "test", testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := s.Resume(context.Background(), newRecording(), state); !errors.Is(err, conn.ErrNotPortable) || c != nil {
+			t.Errorf("%s: Resume = %v, %v; want ErrNotPortable", cfg.Name, c, err)
+		}
+		var sink handoffSink
+		c, err := s.Open(sink.ctx(), newRecording())
+		if err != nil {
+			t.Fatalf("%s: Open: %v", cfg.Name, err)
+		}
+		c.Close()
+		if n := sink.count(); n != 0 {
+			t.Errorf("%s: Open handed off %d states", cfg.Name, n)
+		}
+		s.Close()
+	}
+}
