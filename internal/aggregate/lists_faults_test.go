@@ -18,7 +18,6 @@ import (
 type cursorBomb struct {
 	conn.OwnerBound
 	conn.SessionsOnly
-	conn.OwnerBound
 	cursorLen int
 	pages     atomic.Int64
 }

@@ -36,15 +36,6 @@ func (w *wrapped) Open(ctx context.Context, general Stream) (Conn, error) {
 	return mw(c), nil
 }
 
-func (w *wrapped) Resume(ctx context.Context, general Stream, state []byte) (Conn, error) {
-	general, mw := w.layer(ctx, general)
-	c, err := w.Backend.Resume(ctx, general, state)
-	if err != nil {
-		return nil, err
-	}
-	return mw(c), nil
-}
-
 func (w *wrapped) OpenStateless(ctx context.Context, general Stream, version string, caps []byte) (StatelessConn, error) {
 	general, mw := w.layer(ctx, general)
 	sc, err := w.Backend.OpenStateless(ctx, general, version, caps)

@@ -44,7 +44,6 @@ type logBackend struct {
 	mu      *sync.Mutex
 	general []Stream
 	fail    error
-	OwnerBound
 }
 
 func (b *logBackend) Open(_ context.Context, general Stream) (Conn, error) {

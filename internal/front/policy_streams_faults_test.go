@@ -19,7 +19,6 @@ import (
 type keepStreamConn struct {
 	conn.OwnerBound
 	conn.SessionsOnly
-	conn.OwnerBound
 	mu   sync.Mutex
 	outs []conn.Stream
 }
