@@ -72,3 +72,36 @@ func TestAbandonStaysSilent(t *testing.T) {
 		t.Fatalf("%d pending", m.Pending())
 	}
 }
+
+// TestResumedClientSendsNoInitialize: the client of a session initialized
+// on another replica has the session's version at once, and its requests
+// go upstream with no initialize or notifications/initialized before them:
+// the upstream session had both already.
+func TestResumedClientSendsNoInitialize(t *testing.T) {
+	m := New(Options{Name: "t", Exclusive: true})
+	t.Cleanup(m.Close)
+	up := newFakeUp(m)
+	up.answer("tools/list", result(`{"tools":[]}`))
+	m.SetUpstream(up)
+	m.Started(1)
+	waitPhase(t, m, Ready)
+	c := m.Join(newRec())
+	c.Resumed("2025-06-18")
+	if v := c.Version(); v != "2025-06-18" {
+		t.Errorf("Version = %q", v)
+	}
+	out := newRec()
+	c.Handle(context.Background(), request(t, `"r"`, "tools/list", `{}`), out)
+	out.waitReplies(t, 1)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	var methods []string
+	for _, raw := range up.sent {
+		if msg, err := jsonrpc.Parse(raw); err == nil {
+			methods = append(methods, msg.MethodName())
+		}
+	}
+	if len(methods) != 1 || methods[0] != "tools/list" {
+		t.Errorf("the upstream got %q, want the request alone", methods)
+	}
+}
