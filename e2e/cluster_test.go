@@ -3,8 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +183,73 @@ func TestClusterRoundRobinAndCrash(t *testing.T) {
 		if failed, first := c.calls(t, ctx, 3, "redis-back"); failed > 0 {
 			t.Errorf("%s session on r%d: %d of 3 calls failed with Redis back, first: %s", c.server, c.owner, failed, first)
 		}
+	}
+}
+
+// A rate limit is the cluster's, not each replica's: three replicas behind
+// round robin admit the configured rate (within 5%), where three separate
+// limiters would admit three times it.
+func TestClusterRateLimit(t *testing.T) {
+	const rate, burst = 20.0, 20
+	_, _, _, rr := startCluster(t, 3, map[string]any{"limits": map[string]any{"requestsPerSecond": rate, "burst": burst}})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
+	url := rr.srv.URL + "/servers/echo/mcp"
+	post := func(sid, body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	// The initialize takes one token: burst-1 are left at least.
+	resp, err := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: %v %v", resp, err)
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+
+	const attempts, workers = 240, 6
+	var admitted, refused, other atomic.Int64
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= attempts {
+				resp, err := post(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m"}}}`)
+				switch {
+				case err != nil:
+					other.Add(1)
+				case resp.StatusCode == http.StatusOK:
+					admitted.Add(1)
+				case resp.StatusCode == http.StatusTooManyRequests:
+					refused.Add(1)
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	allowed := float64(burst) + rate*elapsed.Seconds()
+	t.Logf("TARGET cluster rate limit: %d admitted, %d refused (429), %d other of %d in %v; the limit allows %.1f (ratio %.3f)",
+		admitted.Load(), refused.Load(), other.Load(), attempts, elapsed.Round(time.Millisecond), allowed, float64(admitted.Load())/allowed)
+	if other.Load() != 0 {
+		t.Errorf("%d requests neither admitted nor refused with 429", other.Load())
+	}
+	if n := float64(admitted.Load()); n > allowed*1.05+1 {
+		t.Errorf("admitted %v, over the cluster's limit of %.1f by more than 5%%: the replicas limit separately", n, allowed)
+	}
+	if n := admitted.Load(); n < burst-1 {
+		t.Errorf("admitted %d, fewer than the %d tokens the bucket had", n, burst-1)
 	}
 }

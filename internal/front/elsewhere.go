@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -150,7 +151,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	}
 	s.Begin()
 	defer s.End(time.Now())
-	c, err := be.Resume(conn.WithHandoff(r.Context(), h.handoffSink(s)), s.General(), state)
+	c, err := be.Resume(h.withHandoff(r.Context(), s), s.General(), state)
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the session could not be resumed")
@@ -195,19 +196,22 @@ func (h *Handler) settled(s *session.Session, name string, be *served) string {
 // reasonReconfigured is settled's reason for a target a reload replaced.
 const reasonReconfigured = "the server's config changed"
 
-// handoffSink is the sink session s's backend hands its state to
-// (conn.Handoff): the state is kept on the session, and, once the
-// session's version is negotiated, stored for the other replicas.
-func (h *Handler) handoffSink(s *session.Session) func([]byte) {
+// withHandoff returns ctx with the sink session s's backend hands its
+// state to (conn.Handoff): the state is kept on the session, and, once the
+// session's version is negotiated, stored for the other replicas. Without
+// a cluster there is no sink: nobody else resumes a session, and a
+// backend that sees none ends its upstream session with the client's.
+func (h *Handler) withHandoff(ctx context.Context, s *session.Session) context.Context {
 	if h.cfg.Cluster == nil {
-		return func([]byte) {}
+		return ctx
 	}
-	return func(state []byte) {
+	return conn.WithHandoff(ctx, func(state []byte) {
+		state = bytes.Clone(state) // the caller's to keep
 		s.SetHandoff(state)
 		if v := s.Version(); v != "" {
 			h.publishHandoff(s, v, state)
 		}
-	}
+	})
 }
 
 // publishHandoff stores session s's handoff record in the cluster's

@@ -52,6 +52,11 @@ func (h *Handler) Sweep(now time.Time) {
 	for _, s := range h.store.Expire(now) {
 		h.endAsync(s, "the session expired") // logged by end
 	}
+	if h.limits != nil {
+		// Sessions that ended here stop counting for their principal on
+		// the other replicas too (limits.Shared).
+		h.limits.Sweep(h.store)
+	}
 }
 
 // Drain refuses new sessions and ends standalone streams (a legacy session's

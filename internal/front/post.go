@@ -319,7 +319,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 	if legacy {
 		s.SetLegacy()
 	}
-	conn, err := be.Open(conn.WithHandoff(r.Context(), h.handoffSink(s)), s.General()) // elsewhere.go
+	conn, err := be.Open(h.withHandoff(r.Context(), s), s.General()) // elsewhere.go
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the server could not be opened")
