@@ -109,7 +109,7 @@ func (g *Gateway) watch(opts ReloadOptions) *fsnotify.Watcher {
 	}
 	g.rl.opts = opts
 	// The file as (about) loaded at start: later events compare with it.
-	g.rl.hash = hashFile(opts.Path)
+	g.rl.hash = hashFiles(g.watchFiles(opts.Path))
 	if !opts.Watch || opts.Path == "" {
 		return nil
 	}
@@ -119,6 +119,7 @@ func (g *Gateway) watch(opts ReloadOptions) *fsnotify.Watcher {
 		g.log.Warn("cannot watch the config file; reload it with SIGHUP", "file", opts.Path, "err", err)
 		return nil
 	}
+	followAll(fw, g.watchFiles(opts.Path), g.log) // the seal key file's directory too
 	return fw
 }
 
@@ -204,7 +205,7 @@ func (g *Gateway) watchLoop(ctx context.Context, fw *fsnotify.Watcher) {
 	if fw != nil {
 		defer fw.Close()
 		events, errs = fw.Events, fw.Errors
-		names = watchedNames(opts.Path)
+		names = namesOf(g.watchFiles(opts.Path))
 	}
 	// The hash of the file as last loaded: an event that leaves it the
 	// same (a touch, a save without edits) reloads nothing.
@@ -238,7 +239,7 @@ func (g *Gateway) watchLoop(ctx context.Context, fw *fsnotify.Watcher) {
 			}
 			g.reopenAudit() // audit.go: logrotate's postrotate signal
 			g.log.Info("reloading the config", "trigger", sig.String(), "file", opts.Path)
-			lastHash = hashFile(opts.Path)
+			lastHash = hashFiles(g.watchFiles(opts.Path))
 			reload()
 		case ev, ok := <-events:
 			if !ok {
@@ -259,8 +260,8 @@ func (g *Gateway) watchLoop(ctx context.Context, fw *fsnotify.Watcher) {
 		case <-debounce.C:
 			// The symlink may point elsewhere now: follow its target's
 			// directory too, or edits there would go unseen.
-			names = follow(fw, opts.Path, names, g.log)
-			h := hashFile(opts.Path)
+			names = followAll(fw, g.watchFiles(opts.Path), g.log)
+			h := hashFiles(g.watchFiles(opts.Path))
 			if h == nil || bytes.Equal(h, lastHash) {
 				continue // gone for now (a rename in progress), or the same bytes
 			}
@@ -283,4 +284,48 @@ func hashFile(path string) []byte {
 	}
 	sum := sha256.Sum256(b)
 	return sum[:]
+}
+
+// watchFiles are the files whose change reloads the config: the config
+// file at path, and the seal key file it names (a Kubernetes Secret
+// updated for a key rotation reloads the keys by itself).
+func (g *Gateway) watchFiles(path string) []string {
+	files := []string{path}
+	if cfg, _, _ := g.current(); cfg != nil && cfg.Gateway.SealKeyFile != "" {
+		files = append(files, cfg.Gateway.SealKeyFile)
+	}
+	return files
+}
+
+// namesOf is watchedNames of each of paths.
+func namesOf(paths []string) []string {
+	var names []string
+	for _, p := range paths {
+		names = append(names, watchedNames(p)...)
+	}
+	return names
+}
+
+// followAll is follow for each of paths: the names they give now, each
+// one's directory watched.
+func followAll(fw *fsnotify.Watcher, paths []string, log *slog.Logger) []string {
+	var names []string
+	for _, p := range paths {
+		names = append(names, follow(fw, p, nil, log)...)
+	}
+	return names
+}
+
+// hashFiles is one SHA-256 over the files at paths (hashFile's of each);
+// nil when the first cannot be read.
+func hashFiles(paths []string) []byte {
+	h := sha256.New()
+	for i, p := range paths {
+		sum := hashFile(p)
+		if sum == nil && i == 0 {
+			return nil
+		}
+		h.Write(sum)
+	}
+	return h.Sum(nil)
 }

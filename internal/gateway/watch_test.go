@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -177,4 +181,64 @@ func TestReloadOnConfigMapSwap(t *testing.T) {
 	b := g.client("b")
 	b.connect(t)
 	echoOK(t, b, "b")
+}
+
+// The seal key file is watched with the config: a Kubernetes Secret
+// updated for a rotation (add, promote) reloads the keys with no signal,
+// and the ring then seals with the promoted key and still opens what the
+// old one sealed.
+func TestWatchSealKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys", "seal.json")
+	if err := os.Mkdir(filepath.Dir(keys), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeKeys := func(entries ...string) {
+		t.Helper()
+		if err := os.WriteFile(keys, []byte("["+strings.Join(entries, ",")+"]"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := func(id string, b byte, primary bool) string {
+		return fmt.Sprintf(`{"id": %q, "key": %q, "primary": %v}`, id, base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)), primary)
+	}
+	writeKeys(k("k1", 1, true))
+	var cfgJSON map[string]any
+	if err := json.Unmarshal(configJSON(t, "a"), &cfgJSON); err != nil {
+		t.Fatal(err)
+	}
+	cfgJSON["gateway"] = map[string]any{"sealKeyFile": keys}
+	data, _ := json.Marshal(cfgJSON)
+	path := filepath.Join(dir, "mcpgate.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloaded := make(chan error, 8)
+	g, _ := startServing(t, cfg, ReloadOptions{
+		Path: path, Watch: true, Debounce: 20 * time.Millisecond,
+		Reloaded: func(_ ReloadSummary, err error) { reloaded <- err },
+	})
+	ring := g.gw.ring
+	byK1 := ring.Seal("test", []byte("v"), time.Hour)
+
+	writeKeys(k("k1", 1, false), k("k2", 2, true)) // add and promote at once: one replica's view
+	select {
+	case err := <-reloaded:
+		if err != nil {
+			t.Fatalf("reload after the key file changed: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("changing the seal key file did not reload")
+	}
+	if got, err := ring.Open("test", byK1); err != nil || string(got) != "v" {
+		t.Errorf("a value sealed by k1 after k2 was promoted: %q, %v", got, err)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(ring.Seal("test", []byte("v"), time.Hour))
+	if id := string(raw[2 : 2+int(raw[1])]); id != "k2" {
+		t.Errorf("the ring seals with %q after the rotation, want k2", id)
+	}
 }
