@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,5 +252,63 @@ func TestClusterRateLimit(t *testing.T) {
 	}
 	if n := admitted.Load(); n < burst-1 {
 		t.Errorf("admitted %d, fewer than the %d tokens the bucket had", n, burst-1)
+	}
+}
+
+// A rolling restart (SIGTERM, drain, start again, one replica at a time)
+// loses no reply of a portable session, under load all along; the
+// owner-bound sessions of the replicas not restarted yet keep working.
+func TestClusterRollingRestart(t *testing.T) {
+	_, remote, replicas, rr := startCluster(t, 3, map[string]any{"drainTimeout": "2s"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	clients := connectAll(t, ctx, rr, 3)
+	upstreamSessions := remote.Sessions()
+
+	stop := make(chan struct{})
+	var calls, failures atomic.Int64
+	var firstFailure atomic.Value
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		if !c.portable() {
+			continue
+		}
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				calls.Add(1)
+				if ok, what := c.call(ctx, fmt.Sprintf("rolling-%s-%d", c.sid[:8], i)); !ok {
+					failures.Add(1)
+					firstFailure.CompareAndSwap(nil, what)
+				}
+			}
+		})
+	}
+	restarted := map[int]bool{}
+	for i, r := range replicas {
+		r.p.stop(t, syscall.SIGTERM, gatewayStopTimeout, true)
+		r.start(t)
+		restarted[i] = true
+		for _, c := range clients {
+			if c.portable() || restarted[c.owner] {
+				continue
+			}
+			if failed, first := c.calls(t, ctx, 2, fmt.Sprintf("after-r%d", i)); failed > 0 {
+				t.Errorf("%s session on r%d (not restarted yet): %d of 2 calls failed after r%d restarted, first: %s", c.server, c.owner, failed, i, first)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("TARGET rolling restart of 3 replicas: %d calls on portable sessions, %d failed (first: %v)", calls.Load(), failures.Load(), firstFailure.Load())
+	if failures.Load() > 0 {
+		t.Errorf("%d of %d calls on portable sessions failed during the rolling restart; first: %v", failures.Load(), calls.Load(), firstFailure.Load())
+	}
+	if got := remote.Sessions(); got != upstreamSessions {
+		t.Errorf("the remote has %d sessions after the rolling restart, want %d: a session was initialized again", got, upstreamSessions)
 	}
 }

@@ -138,7 +138,9 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	if h.store.Lookup(id) != nil {
 		return resumed
 	}
-	if h.draining.Load() {
+	if h.closing.Load() {
+		// (A draining replica still resumes: it serves the requests that
+		// reach it until it closes, and the session goes on elsewhere.)
 		return gone
 	}
 	now := time.Now()
@@ -177,14 +179,14 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 // settled checks a session whose connection was just opened (or resumed)
 // against what may have happened meanwhile, and returns why it must end,
 // or "". The gateway may have begun to close (Close took the session out
-// of the store, finding no connection to close yet, or came between the
-// caller's draining check and the store); a reload may have replaced the
+// of the store, finding no connection to close yet, or came before the
+// session was in the store); a reload may have replaced the
 // target after the request took its snapshot and before the session was
 // in the store, where its CloseTarget would have found it, leaving the
 // session on a stopped backend. The swap comes before CloseTarget, so one
 // of the two sees the other (targets.go).
 func (h *Handler) settled(s *session.Session, name string, be *served) string {
-	if h.draining.Load() || h.store.Lookup(s.ID) != s {
+	if h.closing.Load() || h.store.Lookup(s.ID) != s {
 		return "the gateway is shutting down"
 	}
 	if h.replaced(name, be) {
@@ -257,4 +259,17 @@ func (h *Handler) Revoked(id string) {
 	if s := h.store.Delete(id); s != nil {
 		h.endAsync(s, "the client deleted the session")
 	}
+}
+
+// OwnerBound returns how many sessions this replica holds that no other
+// replica can serve (no handoff record): a draining replica in a cluster
+// keeps serving them, forwarded to it, until its drain timeout.
+func (h *Handler) OwnerBound() int {
+	n := 0
+	for _, s := range h.store.Snapshot() {
+		if s.Handoff() == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -155,6 +155,7 @@ type Handler struct {
 	resuming         map[string]chan struct{} // guarded by resumeMu: the resumes running, closed when done
 
 	draining atomic.Bool
+	closing  atomic.Bool   // Close began: no session may enter the store
 	drain    chan struct{} // closed by Drain: standalone streams end
 	once     sync.Once
 

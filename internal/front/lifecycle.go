@@ -75,6 +75,7 @@ func (h *Handler) Drain() {
 // replies to return. Safe to call more than once and concurrently with
 // requests (which then find no session).
 func (h *Handler) Close() {
+	h.closing.Store(true)
 	h.Drain()
 	h.parking.Close() // their sessions end below
 	deadline := time.Now().Add(closeWait)

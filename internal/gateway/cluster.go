@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/cluster"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -43,3 +45,27 @@ var (
 	_ front.Cluster = (*cluster.Cluster)(nil)
 	_ limits.Shared = (*cluster.Cluster)(nil)
 )
+
+// holdOwned keeps a draining replica's listener open while it holds
+// sessions no other replica can serve (stdio servers', legacy ones), for
+// at most hold: the other replicas forward their requests here, and a
+// request they forward after the listener closed would find no owner
+// (404). A replica of one, or holding only portable sessions, goes on at
+// once.
+func (g *Gateway) holdOwned(hold time.Duration) {
+	if g.cluster == nil || g.Handler.OwnerBound() == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hold)
+	defer cancel()
+	g.log.Info("draining: serving the sessions only this replica holds until the drain timeout", "sessions", g.Handler.OwnerBound())
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for g.Handler.OwnerBound() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
