@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,24 +54,44 @@ func echoBinary(t *testing.T) string {
 	return b.path
 }
 
+// sealKey is one entry of a seal key file.
+type sealKey struct {
+	ID      string `json:"id"`
+	Key     string `json:"key"`
+	Primary bool   `json:"primary"`
+}
+
+// newSealKey returns a random key named id.
+func newSealKey(id string, primary bool) sealKey {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return sealKey{ID: id, Key: base64.StdEncoding.EncodeToString(key), Primary: primary}
+}
+
 // sealKeyFile writes a key file of one random primary key and returns its
 // path.
-func sealKeyFile(t *testing.T, ids ...string) string {
+func sealKeyFile(t *testing.T) string {
 	t.Helper()
-	if len(ids) == 0 {
-		ids = []string{"k1"}
-	}
-	var entries []string
-	for i, id := range ids {
-		key := make([]byte, 32)
-		_, _ = rand.Read(key)
-		entries = append(entries, fmt.Sprintf(`{"id": %q, "key": %q, "primary": %v}`, id, base64.StdEncoding.EncodeToString(key), i == 0))
-	}
 	path := filepath.Join(t.TempDir(), "seal.json")
-	if err := os.WriteFile(path, []byte("["+strings.Join(entries, ", ")+"]"), 0o600); err != nil {
+	writeSealKeys(t, path, newSealKey("k1", true))
+	return path
+}
+
+// writeSealKeys replaces the key file at path with keys, as a Secret's
+// update does (a new file renamed over the old).
+func writeSealKeys(t *testing.T, path string, keys ...sealKey) {
+	t.Helper()
+	data, err := json.Marshal(keys)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return path
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // gatewayReplica is one replica of a cluster.
@@ -78,6 +99,7 @@ type gatewayReplica struct {
 	name, addr string
 	path       string // its config file
 	p          *process
+	keysLoaded atomic.Int32 // "seal keys changed" lines: reloads that swapped the keys
 }
 
 // startReplica starts replica name listening on addr with config cfg
@@ -102,7 +124,11 @@ func startReplica(t *testing.T, name, addr string, servers map[string]serverConf
 func (r *gatewayReplica) start(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "serve", "--config", r.path)
-	p := startProcess(t, r.name, cmd, nil)
+	p := startProcess(t, r.name, cmd, func(line string) {
+		if strings.Contains(line, "seal keys changed") {
+			r.keysLoaded.Add(1)
+		}
+	})
 	r.p = p
 	t.Cleanup(func() {
 		select {

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -311,4 +313,87 @@ func TestClusterRollingRestart(t *testing.T) {
 	if got := remote.Sessions(); got != upstreamSessions {
 		t.Errorf("the remote has %d sessions after the rolling restart, want %d: a session was initialized again", got, upstreamSessions)
 	}
+}
+
+// A key rotation mid-traffic (add a key, then promote it, the key file
+// rewritten as a Secret's update does, each replica reloading it by
+// itself) breaks no session: ids sealed by the old key still open on every
+// replica, and sessions opened after the promotion, sealed by the new key,
+// work on every replica too.
+func TestClusterKeyRotation(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "seal.json")
+	k1 := newSealKey("k1", true)
+	writeSealKeys(t, keys, k1)
+	_, _, replicas, rr := startCluster(t, 3, map[string]any{"sealKeyFile": keys})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	clients := connectAll(t, ctx, rr, 2)
+
+	stop := make(chan struct{})
+	var calls, failures atomic.Int64
+	var firstFailure atomic.Value
+	var wg sync.WaitGroup
+	load := func(cs []*clusterClient) {
+		for _, c := range cs {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					calls.Add(1)
+					if ok, what := c.call(ctx, fmt.Sprintf("rotation-%s-%d", c.sid[:8], i)); !ok {
+						failures.Add(1)
+						firstFailure.CompareAndSwap(nil, c.server+": "+what)
+					}
+				}
+			})
+		}
+	}
+	load(clients)
+	reloaded := func(n int32) {
+		t.Helper()
+		testkit.WaitFor(t, fmt.Sprintf("every replica to reload the keys (%d)", n), func() bool {
+			for _, r := range replicas {
+				if r.keysLoaded.Load() < n {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	k2 := newSealKey("k2", false)
+	writeSealKeys(t, keys, k1, k2) // add
+	reloaded(1)
+	k1.Primary, k2.Primary = false, true
+	writeSealKeys(t, keys, k1, k2) // promote
+	reloaded(2)
+	fresh := connectAll(t, ctx, rr, 1)
+	for _, c := range fresh {
+		if id := sealedKeyID(t, c.sid); id != "k2" {
+			t.Errorf("a session opened after the promotion is sealed by %q, want k2", id)
+		}
+	}
+	load(fresh)
+	// Each fresh session's calls reach every replica a few times.
+	testkit.WaitFor(t, "calls on the fresh sessions", func() bool { return calls.Load() > int64(40*len(clients)) })
+	close(stop)
+	wg.Wait()
+	t.Logf("TARGET key rotation (add, promote) mid-traffic: %d calls, %d failed (first: %v)", calls.Load(), failures.Load(), firstFailure.Load())
+	if failures.Load() > 0 {
+		t.Errorf("%d of %d calls failed across the key rotation; first: %v", failures.Load(), calls.Load(), firstFailure.Load())
+	}
+}
+
+// sealedKeyID returns the id of the key that sealed session id sid
+// ("<random>.<token>"; the token names its key in clear).
+func sealedKeyID(t *testing.T, sid string) string {
+	t.Helper()
+	_, token, ok := strings.Cut(sid, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if !ok || err != nil || len(raw) < 2 || len(raw) < 2+int(raw[1]) {
+		t.Fatalf("session id %q is not <random>.<sealed token>", sid)
+	}
+	return string(raw[2 : 2+int(raw[1])])
 }
