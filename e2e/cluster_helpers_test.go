@@ -37,7 +37,7 @@ var echoBuild struct {
 
 // echoBinary returns the path of cmd/mcpecho, built on first use: the
 // stdio server the replicas run.
-func echoBinary(t *testing.T) string {
+func echoBinary(t testing.TB) string {
 	t.Helper()
 	b := &echoBuild
 	b.once.Do(func() {
@@ -70,7 +70,7 @@ func newSealKey(id string, primary bool) sealKey {
 
 // sealKeyFile writes a key file of one random primary key and returns its
 // path.
-func sealKeyFile(t *testing.T) string {
+func sealKeyFile(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "seal.json")
 	writeSealKeys(t, path, newSealKey("k1", true))
@@ -79,7 +79,7 @@ func sealKeyFile(t *testing.T) string {
 
 // writeSealKeys replaces the key file at path with keys, as a Secret's
 // update does (a new file renamed over the old).
-func writeSealKeys(t *testing.T, path string, keys ...sealKey) {
+func writeSealKeys(t testing.TB, path string, keys ...sealKey) {
 	t.Helper()
 	data, err := json.Marshal(keys)
 	if err != nil {
@@ -104,7 +104,7 @@ type gatewayReplica struct {
 
 // startReplica starts replica name listening on addr with config cfg
 // (whose gateway block it completes with listen and the cluster block).
-func startReplica(t *testing.T, name, addr string, servers map[string]serverConfig, gateway map[string]any, redisAddr string) *gatewayReplica {
+func startReplica(t testing.TB, name, addr string, servers map[string]serverConfig, gateway map[string]any, redisAddr string) *gatewayReplica {
 	t.Helper()
 	gw := map[string]any{"listen": addr}
 	for k, v := range gateway {
@@ -121,7 +121,7 @@ func startReplica(t *testing.T, name, addr string, servers map[string]serverConf
 }
 
 // start starts the replica's process (again, after a kill).
-func (r *gatewayReplica) start(t *testing.T) {
+func (r *gatewayReplica) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "serve", "--config", r.path)
 	p := startProcess(t, r.name, cmd, func(line string) {
@@ -141,7 +141,7 @@ func (r *gatewayReplica) start(t *testing.T) {
 }
 
 // kill9 kills the replica's process group at once: a crash.
-func (r *gatewayReplica) kill9(t *testing.T) {
+func (r *gatewayReplica) kill9(t testing.TB) {
 	t.Helper()
 	_ = syscall.Kill(-r.p.cmd.Process.Pid, syscall.SIGKILL)
 	<-r.p.exited
@@ -169,10 +169,19 @@ type httptestServer struct {
 	ln  net.Listener
 }
 
-func startRoundRobin(t *testing.T, addrs []string) *roundRobin {
+func startRoundRobin(t testing.TB, addrs []string) *roundRobin {
+	t.Helper()
+	return startRoundRobinWith(t, addrs, false)
+}
+
+// startRoundRobinWith is startRoundRobin with keep-alives on, both ways,
+// when keepAlive is set: each request still goes to the next replica, over
+// a pooled connection (a benchmark's proxy, which must not add a TCP
+// handshake per request to what it measures).
+func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRobin {
 	t.Helper()
 	rr := &roundRobin{addrs: addrs, owners: map[string]int{}}
-	transport := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
+	transport := &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 256, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), backendKey{}, new(int)))
@@ -193,7 +202,7 @@ func startRoundRobin(t *testing.T, addrs []string) *roundRobin {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: proxy}
-	srv.SetKeepAlivesEnabled(false)
+	srv.SetKeepAlivesEnabled(keepAlive)
 	go func() { _ = srv.Serve(ln) }()
 	rr.srv = &httptestServer{URL: "http://" + ln.Addr().String(), srv: srv, ln: ln}
 	t.Cleanup(func() { _ = srv.Close() })

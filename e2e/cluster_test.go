@@ -37,7 +37,7 @@ func (c *clusterClient) portable() bool { return c.server == "remote" }
 // serving an echo server as shared stdio, as per-session stdio and the
 // remote, behind a round-robin proxy; gateway adds keys to each
 // replica's gateway block.
-func startCluster(t *testing.T, n int, gateway map[string]any) (*testkit.RedisServer, *echoserver.Handler, []*gatewayReplica, *roundRobin) {
+func startCluster(t testing.TB, n int, gateway map[string]any) (*testkit.RedisServer, *echoserver.Handler, []*gatewayReplica, *roundRobin) {
 	t.Helper()
 	redis := testkit.StartRedis(t)
 	echo := echoBinary(t)

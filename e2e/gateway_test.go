@@ -56,7 +56,7 @@ func startGatewayOn(t *testing.T, cfg any, listen string) (baseURL string) {
 
 // writeGatewayConfig writes cfg as JSON into a new file of the test's temporary directory and
 // returns its path.
-func writeGatewayConfig(t *testing.T, cfg any) string {
+func writeGatewayConfig(t testing.TB, cfg any) string {
 	t.Helper()
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {

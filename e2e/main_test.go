@@ -92,7 +92,7 @@ var gatewayBuild struct {
 // the gateway's exit status non-zero, which startGateway's cleanup reports.
 //
 // MCPGATE_BIN, if set, names a prebuilt binary to test instead (a release build, say).
-func gatewayBinary(t *testing.T) string {
+func gatewayBinary(t testing.TB) string {
 	t.Helper()
 	b := &gatewayBuild
 	b.once.Do(func() {

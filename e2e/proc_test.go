@@ -30,7 +30,7 @@ type process struct {
 // startProcess starts cmd, logging its output as name. onLine, if not nil, sees every output
 // line, on the copier goroutine. The caller stops the process with stop, usually from
 // t.Cleanup.
-func startProcess(t *testing.T, name string, cmd *exec.Cmd, onLine func(string)) *process {
+func startProcess(t testing.TB, name string, cmd *exec.Cmd, onLine func(string)) *process {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -75,7 +75,7 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd, onLine func(string))
 // With clean set, it reports an error unless the process exited with status 0 and, within a
 // few seconds of that, nothing is left holding its output pipe: a holder would be a child
 // process that outlived its owner (DESIGN.md invariant 4).
-func (p *process) stop(t *testing.T, sig syscall.Signal, grace time.Duration, clean bool) {
+func (p *process) stop(t testing.TB, sig syscall.Signal, grace time.Duration, clean bool) {
 	t.Helper()
 	pgid := p.cmd.Process.Pid
 	select {
@@ -116,7 +116,7 @@ func (p *process) stop(t *testing.T, sig syscall.Signal, grace time.Duration, cl
 
 // waitListening waits until addr accepts TCP connections, failing if p
 // exits first.
-func waitListening(t *testing.T, p *process, addr string) {
+func waitListening(t testing.TB, p *process, addr string) {
 	t.Helper()
 	testkit.WaitListening(t, p.name, addr, func() (bool, error) {
 		select {

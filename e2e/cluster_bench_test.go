@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/loadgen"
+)
+
+// The cluster's costs, each against its baseline in the same run
+// (scripts/bench-cluster.sh runs them: go test -run '^$' -bench Cluster
+// -benchtime 1x ./e2e/):
+//
+//   - BenchmarkClusterHop: a call of an owner-bound session sent to the
+//     owner, and the same call sent to another replica, which forwards it
+//     (one hop): the hop's p50 on loopback.
+//   - BenchmarkClusterPortableCPU: the gateways' CPU per call of portable
+//     sessions (a remote server): sent to one replica directly, to one
+//     replica behind the round-robin proxy (the baseline), and spread over
+//     three by that proxy (each replica resuming the sessions).
+
+// rawSession is a session driven with plain HTTP requests (keep-alive
+// connections, as a load balancer's to the gateway are).
+type rawSession struct {
+	client *http.Client
+	sid    string
+}
+
+func rawPost(tb testing.TB, client *http.Client, url, sid, body string) (*http.Response, string) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// openRaw initializes a session at url.
+func openRaw(tb testing.TB, url string) *rawSession {
+	tb.Helper()
+	s := &rawSession{client: &http.Client{Timeout: 30 * time.Second}}
+	resp, body := rawPost(tb, s.client, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	if s.sid = resp.Header.Get("Mcp-Session-Id"); resp.StatusCode != http.StatusOK || s.sid == "" {
+		tb.Fatalf("initialize at %s: %d %s", url, resp.StatusCode, body)
+	}
+	rawPost(tb, s.client, url, s.sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return s
+}
+
+// call makes one echo call at url and returns its latency.
+func (s *rawSession) call(tb testing.TB, url string) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	resp, body := rawPost(tb, s.client, url, s.sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hop"}}}`)
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"hop"`) {
+		tb.Fatalf("call at %s: %d %s", url, resp.StatusCode, body)
+	}
+	return took
+}
+
+func p50(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func BenchmarkClusterHop(b *testing.B) {
+	_, _, replicas, _ := startCluster(b, 2, nil)
+	owner := "http://" + replicas[0].addr + "/servers/echo/mcp"
+	other := "http://" + replicas[1].addr + "/servers/echo/mcp"
+	s := openRaw(b, owner)
+	const calls = 2000
+	for range 200 { // warm both paths (connections, the hop's pool)
+		s.call(b, owner)
+		s.call(b, other)
+	}
+	b.ResetTimer()
+	for range b.N {
+		direct, hop := make([]time.Duration, 0, calls), make([]time.Duration, 0, calls)
+		for range calls { // interleaved, so both see the same machine
+			direct = append(direct, s.call(b, owner))
+			hop = append(hop, s.call(b, other))
+		}
+		d, h := p50(direct), p50(hop)
+		b.ReportMetric(float64(d.Microseconds()), "direct-p50-µs")
+		b.ReportMetric(float64(h.Microseconds()), "hop-p50-µs")
+		b.ReportMetric(float64((h - d).Microseconds()), "hop-adds-p50-µs")
+	}
+}
+
+// cpuTicks returns the CPU time (user + system) of process pid so far.
+func cpuTicks(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces) start after ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
+}
+
+func BenchmarkClusterPortableCPU(b *testing.B) {
+	_, _, replicas, _ := startCluster(b, 3, nil)
+	var addrs []string
+	for _, r := range replicas {
+		addrs = append(addrs, r.addr)
+	}
+	rr := startRoundRobinWith(b, addrs, true)
+	// The baseline: one replica behind the same proxy (its hop costs the
+	// gateway nothing, but it slows the closed loop, and a gateway less
+	// busy spends more CPU per call).
+	one := startRoundRobinWith(b, addrs[:1], true)
+	cpu := func() (sum time.Duration) {
+		for _, r := range replicas {
+			sum += cpuTicks(b, r.p.cmd.Process.Pid)
+		}
+		return sum
+	}
+	measure := func(url string) float64 {
+		before := cpu()
+		res, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Sessions: 16, Duration: 2 * time.Second, Warmup: time.Second})
+		if err != nil || res.Errors > 0 || res.Crossed > 0 || res.Calls == 0 {
+			b.Fatalf("load at %s: %v, %d errors (%s), %d crossed", url, err, res.Errors, res.FirstError, res.Crossed)
+		}
+		// The warmup's calls cost CPU too: count them by the rate.
+		calls := res.CallsPerSec * (res.Elapsed + time.Second).Seconds()
+		return float64((cpu() - before).Microseconds()) / calls
+	}
+	// Alternating rounds, so that whatever else the machine does weighs on
+	// all three; the medians are reported.
+	const rounds = 3
+	for range b.N {
+		var direct, single, cluster []float64
+		for range rounds {
+			direct = append(direct, measure("http://"+replicas[0].addr+"/servers/remote/mcp"))
+			single = append(single, measure(one.srv.URL+"/servers/remote/mcp"))
+			cluster = append(cluster, measure(rr.srv.URL+"/servers/remote/mcp"))
+		}
+		d, s, c := median(direct), median(single), median(cluster)
+		b.ReportMetric(d, "direct-µs/call")
+		b.ReportMetric(s, "single-µs/call")
+		b.ReportMetric(c, "cluster-µs/call")
+		b.ReportMetric(c/s, "cluster/single")
+	}
+}
+
+func median(xs []float64) float64 {
+	sort.Float64s(xs)
+	return xs[len(xs)/2]
+}
