@@ -54,12 +54,24 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 			return refused
 		}
 	}
-	if h.store.Lookup(id) != nil {
+	if s := h.store.Lookup(id); s != nil {
+		if hop == "" && isStandaloneGET(r) && s.Handoff() != nil {
+			return h.standaloneAtOwner(w, r, name, id)
+		}
 		return here
 	}
 	c, err := openID(h.cfg.Seal, name, id)
 	if err != nil || c.legacy != legacy || c.principal != principalHash(h.owner(r)) {
 		return here // not a session of this target and principal: 404
+	}
+	if hop == "" && isStandaloneGET(r) {
+		if c.instance != cl.Instance() {
+			if alive, known := cl.Alive(c.instance); alive || !known {
+				if h.forward(w, r, c.advertise) {
+					return forwarded
+				}
+			}
+		}
 	}
 	if !legacy {
 		switch h.resumeSession(r, name, be, id) {
@@ -272,4 +284,31 @@ func (h *Handler) OwnerBound() int {
 		}
 	}
 	return n
+}
+
+// isStandaloneGET reports whether r opens a session's standalone stream
+// (a GET not resuming a POST's stream).
+func isStandaloneGET(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") == ""
+}
+
+// standaloneAtOwner serves the standalone stream of portable session id,
+// which this replica resumed, at the replica that opened it while that
+// one lives: the server's own messages (notifications, its requests)
+// arrive on the upstream stream the owner holds (a server gives a session
+// one), so the client's stream must be there to get them. Once the owner
+// is gone, this replica serves it, and its connection takes the upstream
+// stream over.
+func (h *Handler) standaloneAtOwner(w http.ResponseWriter, r *http.Request, name, id string) whereabouts {
+	c, err := openID(h.cfg.Seal, name, id)
+	if err != nil || c.instance == h.cfg.Cluster.Instance() {
+		return here
+	}
+	if alive, known := h.cfg.Cluster.Alive(c.instance); known && !alive {
+		return here
+	}
+	if h.forward(w, r, c.advertise) {
+		return forwarded
+	}
+	return here
 }

@@ -69,6 +69,10 @@ func (h *Handler) newForwarder() (*httputil.ReverseProxy, *http.Transport) {
 				}
 			}
 		},
+		ModifyResponse: func(*http.Response) error {
+			h.forwards.forwarded.Add(1) // the owner answered: counted as its headers come (a stream lasts)
+			return nil
+		},
 		Transport:     transport,
 		FlushInterval: -1, // SSE: every write reaches the client as it comes
 		ErrorLog:      nil,
@@ -92,7 +96,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 	ctx := context.WithValue(context.WithValue(r.Context(), ownerKey{}, advertise), forwardErrKey{}, &failed)
 	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
 	if failed == nil {
-		h.forwards.forwarded.Add(1)
 		return true
 	}
 	if errors.Is(failed, context.Canceled) && r.Context().Err() != nil {

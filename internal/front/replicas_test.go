@@ -375,3 +375,64 @@ func FuzzParseHandoffRecord(f *testing.F) {
 		}
 	})
 }
+
+// A portable session's standalone stream is served at the replica that
+// opened it, while it lives, even by a replica that resumed the session:
+// the server's own messages arrive there. Once it is gone, the replica
+// the GET lands on serves the stream itself.
+func TestPortableStandaloneStreamAtOwner(t *testing.T) {
+	ring, cl := testRing(t), newMemCluster()
+	pa, pb := &portableBackend{fakeBackend: newFakeBackend()}, &portableBackend{fakeBackend: newFakeBackend()}
+	a := startReplica(t, cl, "a", ring, pa)
+	b := startReplica(t, cl, "b", ring, pb)
+	sid := initSession(t, a.srv)
+	ca := <-pa.conns
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	resp, _ := do(t, b.srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618)
+	if resp.StatusCode != http.StatusOK || b.h.Sessions() != 1 {
+		t.Fatalf("resume on b: %d, %d sessions", resp.StatusCode, b.h.Sessions())
+	}
+
+	get := func(srv *httptest.Server) (*http.Response, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+mcpPath, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", v0618)
+		resp, err := srv.Client().Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET: %v %v", resp, err)
+		}
+		return resp, cancel
+	}
+	resp, cancel := get(b.srv)
+	if f := b.h.Forwards(); f.Forwarded != 1 {
+		t.Errorf("the GET on b was not forwarded to a: %+v", f)
+	}
+	// A message of a's connection (the server's own) reaches the client
+	// through b.
+	testkit.WaitFor(t, "a's stream attached", func() bool {
+		ca.general.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"from a"}}`))
+		return true
+	})
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "from a") {
+		n, err := resp.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the stream through b ended before a's message: %v (%q)", err, got.String())
+		}
+	}
+	cancel()
+	resp.Body.Close()
+
+	// a gone: b serves the stream itself.
+	a.srv.Close()
+	resp, cancel = get(b.srv)
+	cancel()
+	resp.Body.Close()
+	if f := b.h.Forwards(); f.Forwarded != 1 || f.Failed != 1 {
+		t.Errorf("with a gone: %+v, want the stream served by b after one failed dial", f)
+	}
+}
