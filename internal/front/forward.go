@@ -94,6 +94,21 @@ type (
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise string) bool {
 	var failed error
 	ctx := context.WithValue(context.WithValue(r.Context(), ownerKey{}, advertise), forwardErrKey{}, &failed)
+	if isStandaloneGET(r) {
+		// A standalone stream passing through ends when this replica
+		// drains, as its own do: its client opens it again, on a replica
+		// that stays, and the drain is not held up by it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-h.drain:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
 	if failed == nil {
 		return true

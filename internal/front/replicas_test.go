@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -206,6 +207,15 @@ func TestForwardToOwner(t *testing.T) {
 	if err != nil || get.StatusCode != http.StatusOK || get.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("forwarded GET: %v %v", get, err)
 	}
+	// b drains: the stream passing through it ends (its client opens it
+	// again elsewhere), while a's sessions go on.
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, get.Body)
+		ended <- err
+	}()
+	b.h.Drain()
+	testkit.Receive(t, ended, "the end of a stream forwarded through b, at b's drain")
 	cancel()
 	get.Body.Close()
 
