@@ -4,6 +4,12 @@
 // the two things it may do (end a session, restart a shared server's
 // process).
 //
+// One of several replicas (gateway.cluster) answers for itself: its
+// summary and status page name it (Source.Cluster), each session says
+// which replica opened it and whether any replica may serve it, and a
+// session another replica holds is ended there through the Source, given
+// its whole id (docs/operations.md, "With several replicas").
+//
 // The gateway builds a Handler on a Source (its servers and the HTTP
 // front's sessions) and serves it on the main listener or on a listener of
 // its own (gateway.admin.listen). The package imports only auth: it sees the
