@@ -4,6 +4,12 @@
 // the two things it may do (end a session, restart a shared server's
 // process).
 //
+// One of several replicas (gateway.cluster) answers for itself: its
+// summary and status page name it (Source.Cluster), each session says
+// which replica opened it and whether any replica may serve it, and a
+// session another replica holds is ended there through the Source, given
+// its whole id (docs/operations.md, "With several replicas").
+//
 // The gateway builds a Handler on a Source (its servers and the HTTP
 // front's sessions) and serves it on the main listener or on a listener of
 // its own (gateway.admin.listen). The package imports only auth: it sees the
@@ -45,6 +51,12 @@ var (
 	ErrAmbiguous = errors.New("several sessions have that id prefix: give more of the id")
 	// ErrNoProcess: the server has no process of its own to restart (409).
 	ErrNoProcess = errors.New("the server has no shared process")
+	// ErrOwnerGone: the replica that held the session is gone, and the
+	// session with it (404).
+	ErrOwnerGone = errors.New("the replica that held the session is gone, and the session with it")
+	// ErrOwnerUnreachable: the replica holding the session did not answer
+	// (502).
+	ErrOwnerUnreachable = errors.New("the replica holding the session did not answer")
 )
 
 // Server is one configured server as the admin API reports it.
@@ -74,6 +86,12 @@ type Server struct {
 
 // Session is one live session. ID is the first 8 characters of its id,
 // never the whole: the id is the session's credential.
+//
+// With several replicas (gateway.cluster), each lists the sessions it
+// holds; Owner is the replica that opened the session, as its sealed id
+// says. An owner-bound session lives on its owner only; a portable one is
+// served by whichever replica a request lands on, and listed by each
+// that holds it.
 type Session struct {
 	ID          string    `json:"id"`
 	Target      string    `json:"target"`  // a server's name, or "endpoints/NAME"
@@ -85,6 +103,33 @@ type Session struct {
 	IdleSeconds float64   `json:"idleSeconds"` // 0 while active
 	Active      int       `json:"active"`      // requests in flight and open streams
 	Requests    uint64    `json:"requests"`
+	// Owner is the replica that opened the session; nil with one replica.
+	Owner *Replica `json:"owner,omitempty"`
+	// Portable: any replica can serve the session (it has a handoff
+	// record); else it lives on its owner only.
+	Portable bool `json:"portable"`
+	// EndedOn says, in an answer to DELETE, how the session was ended:
+	// "here" (this replica held it; a portable one is revoked on the
+	// others too), "owner" (its owner ended it at this replica's request)
+	// or "cluster" (a portable session revoked on every replica).
+	EndedOn string `json:"endedOn,omitempty"`
+}
+
+// Replica is one gateway replica of a cluster.
+type Replica struct {
+	Instance  string `json:"instance"`  // its id for one process life
+	Advertise string `json:"advertise"` // host:port the other replicas reach it at
+	Self      bool   `json:"self"`      // the replica answering
+}
+
+// Cluster is the replicas as the answering one sees them.
+type Cluster struct {
+	Replica
+	// LiveReplicas counts the replicas with a recent heartbeat, this one
+	// included (1 without Redis).
+	LiveReplicas int `json:"liveReplicas"`
+	// Redis is "up", "down", or "none" (not configured).
+	Redis string `json:"redis"`
 }
 
 // Source is what the API reads and acts on: the gateway. Its methods are
@@ -98,8 +143,11 @@ type Source interface {
 	// Sessions returns the live sessions at now.
 	Sessions(now time.Time) []Session
 	// EndSession ends the session whose id is, or starts with, id; its
-	// requests in flight are told an administrator ended it.
-	EndSession(id string) (Session, error)
+	// requests in flight are told an administrator ended it. With a
+	// cluster, a whole id of a session another replica holds is ended
+	// there (ErrOwnerGone, ErrOwnerUnreachable). r is the administrator's
+	// request: its context bounds the call.
+	EndSession(r *http.Request, id string) (Session, error)
 	// Restart restarts a shared server's process; ErrNotFound,
 	// ErrNoProcess.
 	Restart(server, reason string) error
@@ -107,6 +155,8 @@ type Source interface {
 	RequestsTotal() uint64
 	// Authenticator is the gateway's (nil: none).
 	Authenticator() auth.Authenticator
+	// Cluster is this replica among the others; nil with one replica.
+	Cluster() *Cluster
 }
 
 // Config configures a Handler.

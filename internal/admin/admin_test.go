@@ -32,6 +32,8 @@ type fakeSource struct {
 	auth     auth.Authenticator
 	asks     atomic.Int32
 	release  chan struct{} // Tools waits for it when set
+	cluster  *Cluster
+	ended    string // the id EndSession was last given
 }
 
 func (f *fakeSource) Servers() []Server { return append([]Server(nil), f.servers...) }
@@ -47,7 +49,8 @@ func (f *fakeSource) Tools(ctx context.Context, server string) ([]string, error)
 	return []string{"echo", "<b>bold</b>"}, nil
 }
 func (f *fakeSource) Sessions(time.Time) []Session { return f.sessions }
-func (f *fakeSource) EndSession(id string) (Session, error) {
+func (f *fakeSource) EndSession(_ *http.Request, id string) (Session, error) {
+	f.ended = id
 	if f.endErr != nil {
 		return Session{}, f.endErr
 	}
@@ -64,6 +67,7 @@ func (f *fakeSource) Restart(server, reason string) error {
 }
 func (f *fakeSource) RequestsTotal() uint64             { return 42 }
 func (f *fakeSource) Authenticator() auth.Authenticator { return f.auth }
+func (f *fakeSource) Cluster() *Cluster                 { return f.cluster }
 
 // scopeAuth: "Bearer NAME" is a token principal whose scopes are
 // scopes[NAME]; "Bearer down" cannot be checked now (503).

@@ -22,6 +22,8 @@ type Summary struct {
 	Servers       int    `json:"servers"`
 	ServersReady  int    `json:"serversReady"`
 	Sessions      int    `json:"sessions"`
+	// Cluster says which replica answers; absent with one replica.
+	Cluster *Cluster `json:"cluster,omitempty"`
 }
 
 func (h *Handler) summary(w http.ResponseWriter, r *http.Request) {
@@ -30,7 +32,7 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request) {
 	s := Summary{
 		Version: h.cfg.Version, Time: now.UTC(), UptimeSeconds: now.Sub(h.start).Seconds(),
 		RequestsTotal: h.cfg.Source.RequestsTotal(), Servers: len(servers),
-		Sessions: len(h.cfg.Source.Sessions(now)),
+		Sessions: len(h.cfg.Source.Sessions(now)), Cluster: h.cfg.Source.Cluster(),
 	}
 	for _, sv := range servers {
 		if sv.Ready {
@@ -87,16 +89,24 @@ func (h *Handler) sessions(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) endSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s, err := h.cfg.Source.EndSession(id)
+	s, err := h.cfg.Source.EndSession(r, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeJSON(w, http.StatusNotFound, errorBody("no live session has that id or id prefix"))
+		msg := "no live session has that id or id prefix"
+		if h.cfg.Source.Cluster() != nil {
+			msg = "no live session has that id, nor this replica's an id with that prefix (a session of another replica needs its whole id)"
+		}
+		writeJSON(w, http.StatusNotFound, errorBody(msg))
+	case errors.Is(err, ErrOwnerGone):
+		writeJSON(w, http.StatusNotFound, errorBody(err.Error()))
+	case errors.Is(err, ErrOwnerUnreachable):
+		writeJSON(w, http.StatusBadGateway, errorBody(err.Error()))
 	case errors.Is(err, ErrAmbiguous):
 		writeJSON(w, http.StatusConflict, errorBody(err.Error()))
 	case err != nil:
 		writeJSON(w, http.StatusInternalServerError, errorBody(err.Error()))
 	default:
-		h.cfg.Logger.Info("session ended by an administrator", "session", s.ID, "target", s.Target)
+		h.cfg.Logger.Info("session ended by an administrator", "session", s.ID, "target", s.Target, "endedOn", s.EndedOn)
 		writeJSON(w, http.StatusOK, map[string]any{"ended": s})
 	}
 }

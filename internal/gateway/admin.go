@@ -189,13 +189,17 @@ func (s adminSource) Sessions(now time.Time) []admin.Session {
 	return out
 }
 
-func (s adminSource) EndSession(id string) (admin.Session, error) {
-	si, err := s.g.Handler.EndSession(id)
+func (s adminSource) EndSession(r *http.Request, id string) (admin.Session, error) {
+	si, err := s.g.Handler.EndSession(r, id)
 	switch {
 	case errors.Is(err, front.ErrSessionUnknown):
 		return admin.Session{}, admin.ErrNotFound
 	case errors.Is(err, front.ErrSessionAmbiguous):
 		return admin.Session{}, admin.ErrAmbiguous
+	case errors.Is(err, front.ErrOwnerGone):
+		return admin.Session{}, fmt.Errorf("%w: %w", admin.ErrOwnerGone, err)
+	case errors.Is(err, front.ErrOwnerUnreachable):
+		return admin.Session{}, fmt.Errorf("%w: %w", admin.ErrOwnerUnreachable, err)
 	case err != nil:
 		return admin.Session{}, err
 	}
@@ -203,13 +207,35 @@ func (s adminSource) EndSession(id string) (admin.Session, error) {
 }
 
 func adminSession(si front.SessionInfo, now time.Time) admin.Session {
-	return admin.Session{
+	as := admin.Session{
 		ID: si.IDPrefix, Target: si.Target, Version: si.Version, Legacy: si.Legacy, Principal: si.Principal,
 		Opened: si.Opened.UTC(), AgeSeconds: now.Sub(si.Opened).Seconds(), IdleSeconds: si.Idle.Seconds(),
-		Active: si.Active, Requests: si.Requests,
+		Active: si.Active, Requests: si.Requests, Portable: si.Portable, EndedOn: si.EndedOn,
 	}
+	if o := si.Owner; o != nil {
+		as.Owner = &admin.Replica{Instance: o.Instance, Advertise: o.Advertise, Self: o.Self}
+	}
+	return as
 }
 
 func (s adminSource) RequestsTotal() uint64 { return s.g.Handler.RequestsTotal() }
 
 func (s adminSource) Authenticator() auth.Authenticator { return s.g.Handler.Authenticator() }
+
+func (s adminSource) Cluster() *admin.Cluster {
+	cl := s.g.cluster
+	if cl == nil {
+		return nil
+	}
+	c := &admin.Cluster{
+		Replica:      admin.Replica{Instance: cl.Instance(), Advertise: cl.Advertise(), Self: true},
+		LiveReplicas: cl.Live(), Redis: "none",
+	}
+	if s.g.cfg.Gateway.Cluster.Redis != nil {
+		c.Redis = "up"
+		if cl.Down() {
+			c.Redis = "down"
+		}
+	}
+	return c
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -423,5 +424,70 @@ func TestAdminListenFailureStartsNothing(t *testing.T) {
 	}
 	if left := testkit.WaitProcsGone(marker, 10*time.Second); len(left) != 0 {
 		t.Errorf("processes left: %+v", left)
+	}
+}
+
+// inCluster makes cfg replica "pod-a" of a cluster on a real Redis,
+// advertised at advertise (nothing needs to listen there for one replica).
+func inCluster(t *testing.T, cfg *config.Config, advertise string) *config.Config {
+	t.Helper()
+	cfg.Gateway.SealKeys = []config.SealKey{{ID: "k1", Secret: bytes.Repeat([]byte{3}, 32), Primary: true}}
+	cfg.Gateway.Cluster = &config.Cluster{
+		Instance: "pod-a", Advertise: advertise, Redis: &config.Redis{URL: "redis://" + testkit.Redis(t) + "/0"},
+		Heartbeat: 100 * time.Millisecond, SessionMaxAge: time.Hour,
+	}
+	return cfg
+}
+
+// TestAdminCluster: a replica of a cluster names itself in the summary
+// and its sessions' owner (itself) in the list; a whole id of no session
+// is 404, saying a prefix names only this replica's sessions.
+func TestAdminCluster(t *testing.T) {
+	g := startGateway(t, inCluster(t, adminConfig(), "127.0.0.1:1"))
+	c := g.client("shared")
+	c.connect(t)
+	var sum struct {
+		Cluster struct {
+			Instance, Advertise, Redis string
+			Self                       bool
+			LiveReplicas               int
+		}
+	}
+	testkit.WaitFor(t, "the summary to see Redis and this replica live", func() bool {
+		g.adminDo(t, g.URL, "GET", "/admin/summary", adminToken, &sum)
+		return sum.Cluster.LiveReplicas == 1 && sum.Cluster.Redis == "up"
+	})
+	if s := sum.Cluster; s.Instance != "pod-a" || s.Advertise != "127.0.0.1:1" || !s.Self {
+		t.Errorf("summary's cluster: %+v", s)
+	}
+	var list struct {
+		Sessions []struct {
+			ID       string
+			Portable bool
+			Owner    *struct {
+				Instance, Advertise string
+				Self                bool
+			}
+		}
+	}
+	g.adminDo(t, g.URL, "GET", "/admin/sessions", adminToken, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].ID != c.session[:8] || list.Sessions[0].Portable {
+		t.Fatalf("sessions: %+v", list)
+	}
+	if o := list.Sessions[0].Owner; o == nil || o.Instance != "pod-a" || o.Advertise != "127.0.0.1:1" || !o.Self {
+		t.Errorf("owner: %+v", o)
+	}
+	resp, err := g.http.Do(mustReq(t, "DELETE", g.URL+"/admin/sessions/"+url.PathEscape(c.session+"x"), adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "whole id") {
+		t.Errorf("DELETE of no session: %d %s", resp.StatusCode, body)
+	}
+	var ended struct{ Ended struct{ ID, EndedOn string } }
+	if r := g.adminDo(t, g.URL, "DELETE", "/admin/sessions/"+url.PathEscape(c.session), adminToken, &ended); r.StatusCode != http.StatusOK || ended.Ended.EndedOn != "here" {
+		t.Errorf("DELETE of the session: %d %+v", r.StatusCode, ended)
 	}
 }

@@ -23,7 +23,27 @@ func (g *Gateway) setupMetrics(hc *front.Config) {
 	}
 	m := metrics.New(&metricsSource{g: g, audit: hc.Audit})
 	exportOps(m, hc.Audit, g.auditFile) // metrics_ops.go
+	g.exportCluster(m)
 	hc.Metrics, hc.Observer = m.Handler(), requestObserver{m}
+}
+
+// exportCluster registers the cluster's metrics on m, when this gateway
+// is one replica of several.
+func (g *Gateway) exportCluster(m *metrics.Metrics) {
+	cl := g.cluster
+	if cl == nil {
+		return
+	}
+	m.WatchCluster(metrics.Replica{Instance: cl.Instance(), Advertise: cl.Advertise(), Redis: g.cfg.Gateway.Cluster.Redis != nil},
+		func() metrics.ClusterStats {
+			s := metrics.ClusterStats{LiveReplicas: cl.Live(), RedisUp: !cl.Down(), DroppedReleases: cl.Dropped()}
+			if h := g.Handler; h != nil {
+				f := h.Forwards()
+				s.Forwarded, s.OwnerUnreachable, s.OwnerGone = f.Forwarded, f.Failed, f.Gone
+				s.Resumed, s.StoreErrors = f.Resumed, f.StoreErrors
+			}
+			return s
+		})
 }
 
 // requestObserver hands the front's records to the metrics.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -354,6 +355,49 @@ func TestStateLabel(t *testing.T) {
 	} {
 		if got := stateLabel(tt.ready, tt.text); got != tt.want {
 			t.Errorf("stateLabel(%v, %q) = %q, want %q", tt.ready, tt.text, got, tt.want)
+		}
+	}
+}
+
+// TestMetricsCluster: a replica of a cluster names itself in
+// mcpgate_cluster_info and exports the cluster's gauges and counters; one
+// replica exports none of them.
+func TestMetricsCluster(t *testing.T) {
+	g := startGateway(t, inCluster(t, newConfig(fakeServer("fake", testkit.FakeOptions{})), "127.0.0.1:1"))
+	var fams map[string]*dto.MetricFamily
+	testkit.WaitFor(t, "Redis up and one live replica", func() bool {
+		fams = g.scrape(t)
+		up, _ := metricValue(fams, "mcpgate_cluster_redis_up", nil)
+		live, _ := metricValue(fams, "mcpgate_cluster_live_replicas", nil)
+		return up == 1 && live == 1
+	})
+	wantMetric(t, fams, "mcpgate_cluster_info", map[string]string{"instance": "pod-a", "advertise": "127.0.0.1:1"}, 1)
+	for _, outcome := range []string{"forwarded", "owner_unreachable", "owner_gone"} {
+		if _, ok := metricValue(fams, "mcpgate_cluster_forwarded_requests_total", map[string]string{"outcome": outcome}); !ok {
+			t.Errorf("no mcpgate_cluster_forwarded_requests_total{outcome=%q}", outcome)
+		}
+	}
+	for _, name := range []string{"mcpgate_cluster_resumed_sessions_total", "mcpgate_cluster_store_errors_total", "mcpgate_cluster_dropped_releases_total"} {
+		if fams[name] == nil {
+			t.Errorf("no %s", name)
+		}
+	}
+
+	// Every metric a replica exports is documented.
+	doc, err := os.ReadFile("../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "mcpgate_") && !strings.Contains(string(doc), "| `"+name+"` |") {
+			t.Errorf("%s is not in docs/observability.md's table", name)
+		}
+	}
+
+	one := startGateway(t, newConfig(fakeServer("fake", testkit.FakeOptions{})))
+	for name := range one.scrape(t) {
+		if strings.HasPrefix(name, "mcpgate_cluster_") {
+			t.Errorf("%s exported by a gateway that is no replica", name)
 		}
 	}
 }

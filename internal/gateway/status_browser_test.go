@@ -49,17 +49,10 @@ func artifactDir(t *testing.T) string {
 	return abs
 }
 
-// TestStatusPageInChromium loads /status in headless Chromium with the
-// token in the URL once (the cookie then carries it), waits until the
-// shared server shows "ready" with its pid and tools and the session
-// appears, checks that the server's hostile stderr is shown as text (no
-// element made of it), and saves a screenshot.
-func TestStatusPageInChromium(t *testing.T) {
-	browser := chromium(t)
-	g := startGateway(t, adminConfig())
-	c := g.client("shared")
-	c.connect(t)
-
+// browse starts headless Chromium (browser) for the test and returns
+// its context, bounded to 60 s.
+func browse(t *testing.T, browser string) context.Context {
+	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(browser),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -72,12 +65,25 @@ func TestStatusPageInChromium(t *testing.T) {
 		chromedp.WindowSize(1400, 900),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx
+}
 
+// TestStatusPageInChromium loads /status in headless Chromium with the
+// token in the URL once (the cookie then carries it), waits until the
+// shared server shows "ready" with its pid and tools and the session
+// appears, checks that the server's hostile stderr is shown as text (no
+// element made of it), and saves a screenshot.
+func TestStatusPageInChromium(t *testing.T) {
+	g := startGateway(t, adminConfig())
+	c := g.client("shared")
+	c.connect(t)
+
+	ctx := browse(t, chromium(t))
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(g.URL+"/status?token="+adminToken),
 		chromedp.WaitVisible(chromedp.CSS(`#servers tr[data-server="shared"] td.ready`)),
@@ -123,5 +129,40 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if rate == "" {
 		t.Errorf("no rate shown")
+	}
+}
+
+// TestStatusPageClusterInChromium: a replica's status page says which
+// replica it shows, how many are live and whether Redis answers, and the
+// owner of each session.
+func TestStatusPageClusterInChromium(t *testing.T) {
+	browser := chromium(t)
+	g := startGateway(t, inCluster(t, adminConfig(), "127.0.0.1:1"))
+	c := g.client("shared")
+	c.connect(t)
+	ctx := browse(t, browser)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(g.URL+"/status?token="+adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`#cluster`)),
+		chromedp.WaitVisible(chromedp.CSS(`#sessions tr[data-session] td.owner`)),
+	)
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	text := func(a chromedp.Action[string]) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	bar, owner := text(chromedp.Text(chromedp.CSS(`#cluster`))), text(chromedp.Text(chromedp.CSS(`#sessions tr[data-session] td.owner`)))
+	title := text(chromedp.Evaluate[string](`document.title`))
+	if bar != "replica pod-a at 127.0.0.1:1 of 1 live, Redis up" || title != "mcpgate status: pod-a" {
+		t.Errorf("cluster bar %q, title %q", bar, title)
+	}
+	if owner != "this replica owner-bound" {
+		t.Errorf("owner cell %q", owner)
 	}
 }
