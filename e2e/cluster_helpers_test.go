@@ -156,6 +156,7 @@ type roundRobin struct {
 	addrs []string
 	next  atomic.Uint64
 	opens atomic.Uint64
+	out   []atomic.Bool // replicas taken out of rotation (a pod's endpoint removed before its SIGTERM)
 	srv   *httptestServer
 
 	mu     sync.Mutex
@@ -180,7 +181,7 @@ func startRoundRobin(t testing.TB, addrs []string) *roundRobin {
 // handshake per request to what it measures).
 func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRobin {
 	t.Helper()
-	rr := &roundRobin{addrs: addrs, owners: map[string]int{}}
+	rr := &roundRobin{addrs: addrs, owners: map[string]int{}, out: make([]atomic.Bool, len(addrs))}
 	transport := &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 256, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -234,6 +235,9 @@ func (rr *roundRobin) retryingTransport(base http.RoundTripper) http.RoundTrippe
 		var last error
 		for i := range len(rr.addrs) {
 			n := int((start + uint64(i)) % uint64(len(rr.addrs)))
+			if rr.out[n].Load() {
+				continue
+			}
 			out := req.Clone(req.Context())
 			out.URL = &url.URL{Scheme: "http", Host: rr.addrs[n], Path: req.URL.Path, RawQuery: req.URL.RawQuery}
 			if body != nil {
@@ -267,3 +271,9 @@ func (rr *roundRobin) owner(sid string) (int, bool) {
 	n, ok := rr.owners[sid]
 	return n, ok
 }
+
+// remove takes replica n out of rotation, as Kubernetes removes a
+// stopping pod's endpoint during its preStop sleep, before its SIGTERM;
+// restore puts it back once it is ready again.
+func (rr *roundRobin) remove(n int)  { rr.out[n].Store(true) }
+func (rr *roundRobin) restore(n int) { rr.out[n].Store(false) }

@@ -257,9 +257,11 @@ func TestClusterRateLimit(t *testing.T) {
 	}
 }
 
-// A rolling restart (SIGTERM, drain, start again, one replica at a time)
-// loses no reply of a portable session, under load all along; the
-// owner-bound sessions of the replicas not restarted yet keep working.
+// A rolling restart (out of the proxy's rotation as a pod's endpoint
+// leaves its Service, SIGTERM, drain, start again, back in rotation; one
+// replica at a time) loses no reply of a portable session, under load all
+// along; the owner-bound sessions of the replicas not restarted yet keep
+// working.
 func TestClusterRollingRestart(t *testing.T) {
 	_, remote, replicas, rr := startCluster(t, 3, map[string]any{"drainTimeout": "2s"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -292,8 +294,10 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	restarted := map[int]bool{}
 	for i, r := range replicas {
+		rr.remove(i) // the preStop: its endpoint leaves the Service first
 		r.p.stop(t, syscall.SIGTERM, gatewayStopTimeout, true)
 		r.start(t)
+		rr.restore(i)
 		restarted[i] = true
 		for _, c := range clients {
 			if c.portable() || restarted[c.owner] {
