@@ -90,7 +90,7 @@ func TestClusterOps(t *testing.T) {
 	defer cancel()
 
 	for _, r := range replicas {
-		info := fmt.Sprintf(`mcpgate_cluster_info{advertise=%q,instance=%q} 1`, r.addr, r.name)
+		info := fmt.Sprintf(`mcpgate_cluster_info{advertise=%q,replica=%q} 1`, r.addr, r.name)
 		var body []byte
 		testkit.WaitFor(t, r.name+"'s metrics to name it and see three live replicas", func() bool {
 			var code int

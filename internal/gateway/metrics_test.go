@@ -371,7 +371,7 @@ func TestMetricsCluster(t *testing.T) {
 		live, _ := metricValue(fams, "mcpgate_cluster_live_replicas", nil)
 		return up == 1 && live == 1
 	})
-	wantMetric(t, fams, "mcpgate_cluster_info", map[string]string{"instance": "pod-a", "advertise": "127.0.0.1:1"}, 1)
+	wantMetric(t, fams, "mcpgate_cluster_info", map[string]string{"replica": "pod-a", "advertise": "127.0.0.1:1"}, 1)
 	for _, outcome := range []string{"forwarded", "owner_unreachable", "owner_gone"} {
 		if _, ok := metricValue(fams, "mcpgate_cluster_forwarded_requests_total", map[string]string{"outcome": outcome}); !ok {
 			t.Errorf("no mcpgate_cluster_forwarded_requests_total{outcome=%q}", outcome)

@@ -58,7 +58,7 @@ var (
 func (m *Metrics) WatchCluster(replica Replica, read func() ClusterStats) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "mcpgate_cluster_info", Help: "Always 1; its labels name this replica: instance (its id for this process life) and advertise (where the other replicas reach it).",
-		ConstLabels: prometheus.Labels{"instance": replica.Instance, "advertise": replica.Advertise},
+		ConstLabels: prometheus.Labels{"replica": replica.Instance, "advertise": replica.Advertise},
 	}, func() float64 { return 1 }))
 	m.reg.MustRegister(clusterCollector{redis: replica.Redis, read: read})
 }

@@ -37,7 +37,7 @@ mcpgate_cluster_forwarded_requests_total{outcome="owner_gone"} 1
 mcpgate_cluster_forwarded_requests_total{outcome="owner_unreachable"} 2
 # HELP mcpgate_cluster_info Always 1; its labels name this replica: instance (its id for this process life) and advertise (where the other replicas reach it).
 # TYPE mcpgate_cluster_info gauge
-mcpgate_cluster_info{advertise="10.0.0.1:8080",instance="pod-a"} 1
+mcpgate_cluster_info{advertise="10.0.0.1:8080",replica="pod-a"} 1
 # HELP mcpgate_cluster_live_replicas Replicas with a recent heartbeat in Redis, this one included, as of its last heartbeat that reached Redis (1 without Redis).
 # TYPE mcpgate_cluster_live_replicas gauge
 mcpgate_cluster_live_replicas LIVE
