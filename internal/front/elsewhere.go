@@ -165,7 +165,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	}
 	s.Begin()
 	defer s.End(time.Now())
-	c, err := be.Resume(h.withHandoff(r.Context(), s), s.General(), state)
+	c, err := be.Resume(h.withHandoff(r.Context(), s), h.relay(s, s.General()), state)
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the session could not be resumed")
