@@ -71,6 +71,11 @@ type reverseConn struct {
 	waiting  map[string]chan json.RawMessage // the client's answers, by the gateway's request id
 	subs     map[string]struct{}             // resources/subscribe'd URIs
 	listen   context.CancelFunc              // ends the session's listen; nil: none
+	// The session's listens, numbered (reverse_listen.go): the newest
+	// one, the newest one in effect or given up on, and a channel closed
+	// (and replaced) when listenSettled grows.
+	listenGen, listenSettled uint64
+	listenWake               chan struct{}
 }
 
 // NewReverse opens a session of the reverse bridge: open opens the
@@ -84,7 +89,7 @@ func NewReverse(open func(context.Context, conn.Stream) (conn.StatelessConn, err
 func newReverseConn(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger) *reverseConn {
 	c := &reverseConn{
 		open: open, general: general, timeout: timeout, log: log,
-		waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{},
+		waiting: map[string]chan json.RawMessage{}, subs: map[string]struct{}{}, listenWake: make(chan struct{}),
 		meta: map[string]json.RawMessage{
 			protocol.MetaProtocolVersion:    json.RawMessage(strconv.Quote(protocol.StatelessVersion)),
 			protocol.MetaClientCapabilities: json.RawMessage(`{}`),
@@ -124,20 +129,14 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 		out.Reply(c.setLevel(msg, id))
 		return
 	case method == protocol.MethodResourcesSubscribe || method == protocol.MethodResourcesUnsubscribe:
-		out.Reply(c.subscribe(msg, id, method == protocol.MethodResourcesSubscribe))
+		c.subscribeCall(msg, id, method == protocol.MethodResourcesSubscribe, out)
 		return
 	case protocol.IsTaskMethod(method):
 		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeMethodNotFound,
 			"mcpgate: the server speaks "+protocol.StatelessVersion+", which has no "+method+" (tasks are an extension the gateway does not bridge)"))
 		return
 	}
-	var callCtx context.Context
-	var cancel context.CancelFunc
-	if c.timeout > 0 {
-		callCtx, cancel = context.WithTimeout(c.ctx, c.timeout)
-	} else {
-		callCtx, cancel = context.WithCancel(c.ctx)
-	}
+	callCtx, cancel := c.callContext()
 	cl := &conn.Call[reverseCall]{ID: id, Out: out, Cancel: cancel}
 	c.mu.Lock()
 	closed, meta := c.closed, c.meta
@@ -148,6 +147,15 @@ func (c *reverseConn) request(ctx context.Context, msg *jsonrpc.Message, out con
 		return
 	}
 	go c.run(callCtx, cl, bytes.Clone(msg.Raw), meta)
+}
+
+// callContext is the context of one of the session's calls: it ends with
+// the session, or after the request timeout.
+func (c *reverseConn) callContext() (context.Context, context.CancelFunc) {
+	if c.timeout > 0 {
+		return context.WithTimeout(c.ctx, c.timeout)
+	}
+	return context.WithCancel(c.ctx)
 }
 
 // initializeCall answers the session's initialize. It waits on the server

@@ -200,8 +200,9 @@ func TestReverseProgressToItsRequest(t *testing.T) {
 
 // TestReverseSubscribeRenewsListen: the session's listen follows its
 // subscriptions (the old one abandoned, the new one's filter with the
-// URIs), is renewed after the server ends it, forwards notifications but
-// not its acknowledgement, and ends with Close.
+// URIs; a change answered once the new one is acknowledged), is renewed
+// after the server ends it, forwards notifications but not its
+// acknowledgement, and ends with Close.
 func TestReverseSubscribeRenewsListen(t *testing.T) {
 	leaks := revLeaks(t)
 	srv := newRevServer(revDiscoverListen)
@@ -213,6 +214,22 @@ func TestReverseSubscribeRenewsListen(t *testing.T) {
 		if _, replies := out.got(); len(replies) != 1 || replies[0] != want {
 			t.Fatalf("%s: replies %q, want %s", raw, replies, want)
 		}
+	}
+	// A change of the set is answered once the listen asking for the new
+	// set is acknowledged (ack, which the test calls after its checks).
+	changed := func(raw string, l func() *revAttempt, want string) *revAttempt {
+		t.Helper()
+		out := &revStream{}
+		revHandle(c, raw, out)
+		a := l()
+		if n := out.replyCount(); n != 0 {
+			t.Fatalf("%s: answered before its listen was acknowledged", raw)
+		}
+		a.out.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{}}`))
+		if got := out.reply(t); got != want || out.replyCount() != 1 {
+			t.Fatalf("%s: replies %q, want %s", raw, got, want)
+		}
+		return a
 	}
 	// Before initialize: recorded, no listen (nothing to know the filter by).
 	local(`{"jsonrpc":"2.0","id":"s0","method":"resources/subscribe","params":{"uri":"file:///early"}}`, `{"jsonrpc":"2.0","id":"s0","result":{}}`)
@@ -240,27 +257,31 @@ func TestReverseSubscribeRenewsListen(t *testing.T) {
 	l1.out.Send([]byte(`{"jsonrpc":"2.0","id":5,"method":"roots/list"}`)) // not a notification
 	testkit.WaitFor(t, "list_changed forwarded", func() bool { s, _ := general.got(); return len(s) == 1 })
 
-	local(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}`, `{"jsonrpc":"2.0","id":1,"result":{}}`)
-	if l1.ctx.Err() == nil {
-		t.Error("the old listen's context is not ended at once")
-	}
-	testkit.WaitFor(t, "listen 1 abandoned and closed", l1.done)
-	l2 := srv.listen(t, 2)
-	if got := filter(l2); got != `{"toolsListChanged":true,"resourceSubscriptions":["file:///a","file:///early"]}` {
-		t.Errorf("listen 2 filter %s", got)
-	}
+	l2 := changed(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}`, func() *revAttempt {
+		if l1.ctx.Err() == nil {
+			t.Error("the old listen's context is not ended at once")
+		}
+		testkit.WaitFor(t, "listen 1 abandoned and closed", l1.done)
+		l2 := srv.listen(t, 2)
+		if got := filter(l2); got != `{"toolsListChanged":true,"resourceSubscriptions":["file:///a","file:///early"]}` {
+			t.Errorf("listen 2 filter %s", got)
+		}
+		return l2
+	}, `{"jsonrpc":"2.0","id":1,"result":{}}`)
 	// The same URI again: nothing to renew.
 	local(`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"file:///a"}}`, `{"jsonrpc":"2.0","id":2,"result":{}}`)
 	if l2.ctx.Err() != nil {
 		t.Error("a subscription already held renewed the listen")
 	}
 	local(`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{}}`, string(jsonrpc.ErrorResponse([]byte("3"), protocol.CodeInvalidParams, "mcpgate: resources/subscribe needs params.uri, a string")))
-	local(`{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"file:///a"}}`, `{"jsonrpc":"2.0","id":4,"result":{}}`)
-	testkit.WaitFor(t, "listen 2 abandoned", l2.done)
-	l3 := srv.listen(t, 3)
-	if got := filter(l3); got != `{"toolsListChanged":true,"resourceSubscriptions":["file:///early"]}` {
-		t.Errorf("listen 3 filter %s", got)
-	}
+	l3 := changed(`{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"file:///a"}}`, func() *revAttempt {
+		testkit.WaitFor(t, "listen 2 abandoned", l2.done)
+		l3 := srv.listen(t, 3)
+		if got := filter(l3); got != `{"toolsListChanged":true,"resourceSubscriptions":["file:///early"]}` {
+			t.Errorf("listen 3 filter %s", got)
+		}
+		return l3
+	}, `{"jsonrpc":"2.0","id":4,"result":{}}`)
 	l3.out.Send([]byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///early"}}`))
 	// The server ends the listen (a restart), saying so as a 2026-07-28
 	// server does: notifications/cancelled naming the listen, no result.
@@ -428,7 +449,8 @@ func orNull(v json.RawMessage) string {
 }
 
 // TestReverseListenOpenRacesClose: a listen whose connection opens only
-// after the session closed (or renewed it) never reaches the server.
+// after the session closed (or renewed it) never reaches the server; the
+// subscribe waiting for it is answered by Close.
 func TestReverseListenOpenRacesClose(t *testing.T) {
 	leaks := revLeaks(t)
 	srv := newRevServer(revDiscoverListen)
@@ -441,12 +463,17 @@ func TestReverseListenOpenRacesClose(t *testing.T) {
 	srv.mu.Unlock()
 	out := &revStream{}
 	revHandle(c, `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///a"}}`, out)
-	if _, replies := out.got(); len(replies) != 1 {
-		t.Fatalf("subscribe: %q", replies)
-	}
 	testkit.WaitFor(t, "the new listen's open", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.opened == 3 })
 	testkit.WaitFor(t, "the old listen abandoned", l1.done)
+	if n := out.replyCount(); n != 0 {
+		t.Fatalf("subscribe answered before its listen opened: %d replies", n)
+	}
 	c.Close()
+	if _, replies := out.got(); len(replies) != 1 {
+		t.Fatalf("subscribe: %q", replies)
+	} else {
+		revWantError(t, replies[0], "1", protocol.CodeServerError, "session closed")
+	}
 	close(gate)
 	leaks()
 	if _, n := srv.count(); n != 1 {
