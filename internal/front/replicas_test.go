@@ -24,10 +24,14 @@ type memCluster struct {
 	revoked  map[string]bool
 	dead     map[string]bool // instances without a heartbeat
 	onRevoke []func(string)
+	// sharedstreams_test.go:
+	streams    map[memStreamKey]*memStream
+	writes     int  // stream writes taken
+	dropEvents bool // take OpenStream only, as a store whose queue is full
 }
 
 func newMemCluster() *memCluster {
-	return &memCluster{state: map[string][]byte{}, revoked: map[string]bool{}, dead: map[string]bool{}}
+	return &memCluster{state: map[string][]byte{}, revoked: map[string]bool{}, dead: map[string]bool{}, streams: map[memStreamKey]*memStream{}}
 }
 
 type memReplica struct {

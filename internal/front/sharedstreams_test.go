@@ -1,0 +1,293 @@
+package front
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/sse"
+	"github.com/mcpgate/mcpgate/internal/testkit"
+)
+
+// The resumable streams of memCluster: what the replicas' store keeps of
+// each, and how many writes it took.
+
+type memStreamKey struct {
+	sid    string
+	stream uint64
+}
+
+type memStream struct {
+	instance, advertise string
+	requests            [][]byte
+	finals              []session.Final
+	events              []session.Event
+}
+
+func (r *memReplica) OpenStream(sid string, stream uint64, requests [][]byte, _ time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes++
+	r.streams[memStreamKey{sid, stream}] = &memStream{instance: r.instance, advertise: r.advertise, requests: requests}
+	return true
+}
+
+func (r *memReplica) AppendEvent(sid string, stream uint64, ev session.Event, _ time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes++
+	ms := r.streams[memStreamKey{sid, stream}]
+	if ms == nil || r.dropEvents {
+		return false
+	}
+	if ev.Final {
+		f := session.Final{Seq: ev.Seq}
+		if m, err := jsonrpc.Parse(ev.Data); err == nil && m.ID.Present() {
+			f.ID = bytes.Clone(m.Bytes(m.ID))
+		}
+		ms.finals = append(ms.finals, f)
+	}
+	if ev.Data != nil {
+		ms.events = append(ms.events, ev)
+	}
+	return true
+}
+
+func (r *memReplica) Events(_ context.Context, sid string, stream, since uint64) (*session.Record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ms := r.streams[memStreamKey{sid, stream}]
+	if ms == nil {
+		return nil, nil
+	}
+	rec := &session.Record{Instance: ms.instance, Advertise: ms.advertise, Requests: ms.requests, Finals: ms.finals, After: since}
+	for _, ev := range ms.events {
+		if ev.Seq > since {
+			rec.Events = append(rec.Events, ev)
+		}
+	}
+	return rec, nil
+}
+
+// streamWrites returns how many stream writes the store took, and whether
+// it holds a final reply of some stream.
+func (c *memCluster) streamWrites() (n int, final bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ms := range c.streams {
+		final = final || len(ms.finals) > 0
+	}
+	return c.writes, final
+}
+
+// sseResponse is an SSE response read event by event.
+type sseResponse struct {
+	resp *http.Response
+	r    *sse.Reader
+}
+
+// openSSE sends a request (POST with body, else GET) expecting an SSE
+// response.
+func openSSE(t *testing.T, ctx context.Context, url, method, body string, hdr ...string) *sseResponse {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url+mcpPath, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: %s %q, want an SSE stream: %s", method, resp.Status, resp.Header.Get("Content-Type"), b)
+	}
+	return &sseResponse{resp: resp, r: sse.NewReader(bufio.NewReader(resp.Body), 0)}
+}
+
+// rest reads the messages left until the stream ends.
+func (s *sseResponse) rest(t *testing.T) []string {
+	t.Helper()
+	var msgs []string
+	for {
+		ev, err := s.r.Next()
+		if errors.Is(err, io.EOF) {
+			return msgs
+		}
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		if len(ev.Data) > 0 {
+			msgs = append(msgs, string(ev.Data))
+		}
+	}
+}
+
+// primed reads the priming event of a stream and returns its id.
+func (s *sseResponse) primed(t *testing.T) string {
+	t.Helper()
+	ev, err := s.r.Next()
+	if err != nil || ev.ID == "" || len(ev.Data) != 0 {
+		t.Fatalf("priming event: %+v %v", ev, err)
+	}
+	return ev.ID
+}
+
+const v1125 = "2025-11-25"
+
+// twoPortableReplicas starts replicas a and b of one memCluster serving
+// portable sessions of 2025-11-25, and opens a session on a.
+func twoPortableReplicas(t *testing.T) (cl *memCluster, a, b *replica, pa *portableBackend, sid string) {
+	ring := testRing(t)
+	cl = newMemCluster()
+	pa, pb := &portableBackend{fakeBackend: newFakeBackend()}, &portableBackend{fakeBackend: newFakeBackend()}
+	pa.version = v1125
+	a = startReplica(t, cl, "a", ring, pa)
+	b = startReplica(t, cl, "b", ring, pb)
+	sid = initSession(t, a.srv)
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	return cl, a, b, pa, sid
+}
+
+// holdOn POSTs a held call of id `"h-1"` to replica r and returns its SSE
+// stream, primed: its reply waited longer than ReplyWait.
+func holdOn(t *testing.T, ctx context.Context, r *replica, sid string) (*sseResponse, string) {
+	t.Helper()
+	post := openSSE(t, ctx, r.srv.URL, http.MethodPost, `{"jsonrpc":"2.0","id":"h-1","method":"hold"}`,
+		"Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125)
+	return post, post.primed(t)
+}
+
+// resumeOn resumes, on replica r, the stream of Last-Event-ID last.
+func resumeOn(t *testing.T, ctx context.Context, r *replica, sid, last string) []string {
+	t.Helper()
+	get := openSSE(t, ctx, r.srv.URL, http.MethodGet, "", "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125, "Last-Event-ID", last)
+	return get.rest(t)
+}
+
+// A call in flight on a stream whose replica died: the client resumes on
+// another replica and gets exactly one answer, an error with its id byte
+// for byte, and the stream ends.
+func TestStreamOfDeadReplicaAnswersOnce(t *testing.T) {
+	cl, a, b, pa, sid := twoPortableReplicas(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, last := holdOn(t, ctx, a, sid)
+	c := <-pa.conns // the initialize's connection
+	<-c.held
+	testkit.WaitFor(t, "the stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
+	cl.mu.Lock()
+	cl.dead["a"] = true
+	cl.mu.Unlock()
+
+	msgs := resumeOn(t, ctx, b, sid, last)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], errReplicaLost) {
+		t.Fatalf("resumed on the other replica: %q, want one error for h-1", msgs)
+	}
+	if f := b.h.Forwards(); f.Forwarded != 0 {
+		t.Errorf("forwards: %+v, want none (the writer is dead)", f)
+	}
+	c.release() // the dead replica's reply, which nobody reads
+}
+
+// The writer alive: the resuming GET is forwarded to it, and the reply,
+// once it comes, reaches the client through the other replica, once.
+func TestStreamOfLiveReplicaForwarded(t *testing.T) {
+	_, a, b, pa, sid := twoPortableReplicas(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	post, last := holdOn(t, ctx, a, sid)
+	c := <-pa.conns
+	<-c.held
+	post.resp.Body.Close() // the client's connection broke
+	testkit.WaitFor(t, "the old reader gone", func() bool {
+		st := a.h.store.Lookup(sid).Stream(streamID(t, last))
+		return st != nil && !st.Attached()
+	})
+	get := openSSE(t, ctx, b.srv.URL, http.MethodGet, "", "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125, "Last-Event-ID", last)
+	c.release()
+	msgs := get.rest(t)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], `"released":true`) {
+		t.Fatalf("resumed through the other replica: %q, want the reply of h-1 once", msgs)
+	}
+	if f := b.h.Forwards(); f.Forwarded != 1 {
+		t.Errorf("forwards: %+v, want one", f)
+	}
+}
+
+// A reply the dead replica wrote to the store before it died is replayed,
+// not replaced by an error; a Last-Event-ID after it replays nothing and
+// answers nothing twice.
+func TestStreamOfDeadReplicaReplaysStoredReply(t *testing.T) {
+	cl, a, b, pa, sid := twoPortableReplicas(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	post, last := holdOn(t, ctx, a, sid)
+	c := <-pa.conns
+	<-c.held
+	c.release()
+	got := post.rest(t)
+	if len(got) != 1 || !strings.Contains(got[0], `"released":true`) {
+		t.Fatalf("the POST's stream: %q", got)
+	}
+	final := post.r.LastEventID()
+	testkit.WaitFor(t, "the reply recorded", func() bool { _, f := cl.streamWrites(); return f })
+	cl.mu.Lock()
+	cl.dead["a"] = true
+	cl.mu.Unlock()
+
+	msgs := resumeOn(t, ctx, b, sid, last)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], `"released":true`) {
+		t.Fatalf("resumed after the priming event: %q, want the stored reply once", msgs)
+	}
+	if msgs := resumeOn(t, ctx, b, sid, final); len(msgs) != 0 {
+		t.Fatalf("resumed after the reply: %q, want nothing", msgs)
+	}
+}
+
+// Replies faster than ReplyWait cost the store no write; a slow one's
+// stream is recorded.
+func TestFastRepliesNotRecorded(t *testing.T) {
+	cl, a, _, pa, sid := twoPortableReplicas(t)
+	for range 20 {
+		resp, body := do(t, a.srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("ping: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	if n, _ := cl.streamWrites(); n != 0 {
+		t.Fatalf("%d stream writes for 20 replies in JSON, want 0", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	holdOn(t, ctx, a, sid)
+	c := <-pa.conns
+	<-c.held
+	testkit.WaitFor(t, "the slow call's stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
+	c.release()
+}
+
+// streamID is the stream an event id names.
+func streamID(t *testing.T, id string) uint64 {
+	stream, _, ok := session.ParseEventID(id)
+	if !ok {
+		t.Fatalf("event id %q", id)
+	}
+	return stream
+}
