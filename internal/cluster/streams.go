@@ -170,7 +170,6 @@ func (c *Cluster) pipeStream(ctx context.Context, p redis.Pipeliner, op *streamO
 		// whose id does not parse is one too, as far as a resume can tell.
 		p.HSet(ctx, meta, "f"+strconv.FormatUint(ev.Seq, 10), id)
 	}
-	p.PExpire(ctx, meta, op.ttl)
 	if ev.Data != nil {
 		values := []any{"d", ev.Data}
 		if ev.Final {
@@ -180,8 +179,11 @@ func (c *Cluster) pipeStream(ctx context.Context, p redis.Pipeliner, op *streamO
 			Stream: events, ID: "0-" + strconv.FormatUint(ev.Seq, 10),
 			MaxLen: int64(c.cfg.StreamEvents), Approx: true, Values: values,
 		})
-		p.PExpire(ctx, events, op.ttl)
 	}
+	// Both keys, whatever this write touched: the last write's ttl (the
+	// short grace once the stream is complete) holds for the stream.
+	p.PExpire(ctx, meta, op.ttl)
+	p.PExpire(ctx, events, op.ttl)
 }
 
 // Events returns what Redis keeps of stream of session sid: who wrote it,
@@ -217,7 +219,7 @@ func parseRecord(meta map[string]string, entries []redis.XMessage, since uint64)
 	for k, v := range meta {
 		switch {
 		case len(k) > 1 && k[0] == 'r':
-			if i, err := strconv.Atoi(k[1:]); err == nil && i >= 0 && i < len(meta) {
+			if i, err := strconv.Atoi(k[1:]); err == nil && i >= 0 && i < len(meta) && strconv.Itoa(i) == k[1:] {
 				requests[i] = []byte(v)
 			}
 		case len(k) > 1 && k[0] == 'f':
