@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,8 +14,11 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/echoserver"
+	"github.com/mcpgate/mcpgate/internal/session"
+	"github.com/mcpgate/mcpgate/internal/sse"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // clusterClient is one Go SDK client session through the round-robin
@@ -252,4 +256,180 @@ func TestClusterRateLimit(t *testing.T) {
 	if n := admitted.Load(); n < burst-1 {
 		t.Errorf("admitted %d, fewer than the %d tokens the bucket had", n, burst-1)
 	}
+}
+
+// A call in flight on a resumable stream when its replica is killed -9:
+// the client (raw HTTP, 2025-11-25) resumes the stream with Last-Event-ID
+// through the round-robin proxy, lands on another replica, and gets
+// exactly one answer to its call, an error with its id byte for byte,
+// never none and never two; its portable session goes on.
+func TestClusterStreamResumedAfterCrash(t *testing.T) {
+	redis := testkit.StartRedis(t)
+	remote, calls := slowRemote(t)
+	servers := map[string]serverConfig{"remote": {Type: "http", URL: remote + "/mcp"}}
+	gw := map[string]any{"sealKeyFile": sealKeyFile(t)}
+	var replicas []*gatewayReplica
+	var addrs []string
+	for i := range 3 {
+		addr := testkit.FreeAddr(t)
+		addrs = append(addrs, addr)
+		replicas = append(replicas, startReplica(t, fmt.Sprintf("r%d", i), addr, servers, gw, redis.Addr))
+	}
+	rr := startRoundRobin(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const path = "/servers/remote/mcp"
+	c := &rawClient{t: t, ctx: ctx, version: "2025-11-25"}
+
+	resp, body := c.post(rr.srv.URL+path, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+	c.sid = resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || c.sid == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := c.post(rr.srv.URL+path, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", resp.StatusCode, body)
+	}
+	owner, _ := rr.owner(c.sid)
+
+	// The slow call goes to the session's replica; its reply, slower than
+	// replyWait, becomes a stream whose priming event's id the client keeps.
+	const id = `12345678901234567890123`
+	stream := c.open(http.MethodPost, "http://"+addrs[owner]+path, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"echo","arguments":{"message":"slow"}}}`, "")
+	ev, err := stream.Next()
+	if err != nil || ev.ID == "" || len(ev.Data) != 0 {
+		t.Fatalf("the call's stream: %+v %v, want a priming event", ev, err)
+	}
+	last := ev.ID
+	if s, _, ok := session.ParseEventID(last); !ok || s>>32 == 0 {
+		t.Errorf("event id %q: its stream number does not carry its replica", last)
+	}
+	testkit.Receive(t, calls, "the slow call at the remote")
+	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr})
+	defer rdb.Close()
+	testkit.WaitFor(t, "the stream recorded in Redis", func() bool {
+		keys, _, err := rdb.Scan(ctx, 0, "mcpgate:s:*:sm:*", 100).Result()
+		return err == nil && len(keys) == 1
+	})
+
+	replicas[owner].kill9(t)
+	t.Logf("killed r%d (kill -9) with the call in flight on its stream %s", owner, last)
+	for {
+		if _, err := stream.Next(); err != nil {
+			break // the connection died with the replica
+		}
+	}
+
+	resumed := c.open(http.MethodGet, rr.srv.URL+path, "", last)
+	var answers []string
+	for {
+		ev, err := resumed.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the resumed stream: %v", err)
+		}
+		if len(ev.Data) > 0 {
+			answers = append(answers, string(ev.Data))
+		}
+	}
+	t.Logf("TARGET in flight at the crash: %d answers after the resume: %q", len(answers), answers)
+	if len(answers) != 1 || !strings.Contains(answers[0], `"id":`+id+`,`) || !strings.Contains(answers[0], "the replica serving this request stopped") {
+		t.Fatalf("answers after the resume: %q, want exactly one error for id %s", answers, id)
+	}
+
+	resp, body = c.post(rr.srv.URL+path, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"after"}}}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"after"`) {
+		t.Fatalf("a call after the resume: %d %s", resp.StatusCode, body)
+	}
+}
+
+// slowRemote serves the echo server over Streamable HTTP, but holds a
+// call of the message "slow" until its client goes; each such call is
+// announced on calls.
+func slowRemote(t *testing.T) (url string, calls <-chan struct{}) {
+	t.Helper()
+	echo := echoserver.NewHandler()
+	held := make(chan struct{}, 8)
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		if bytes.Contains(body, []byte(`"message":"slow"`)) {
+			held <- struct{}{}
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		echo.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		echo.Close()
+		srv.Close()
+	})
+	return srv.URL, held
+}
+
+// rawClient speaks Streamable HTTP by hand, one connection per request.
+type rawClient struct {
+	t       *testing.T
+	ctx     context.Context
+	version string
+	sid     string
+	http    http.Client
+}
+
+func (c *rawClient) request(method, url, body, lastEventID string) *http.Response {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(c.ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Close = true
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.sid != "" {
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		req.Header.Set("Mcp-Protocol-Version", c.version)
+	}
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return resp
+}
+
+// post sends one POST and reads its whole answer.
+func (c *rawClient) post(url, body string) (*http.Response, string) {
+	c.t.Helper()
+	resp := c.request(http.MethodPost, url, body, "")
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatalf("POST %s: %v", url, err)
+	}
+	return resp, string(b)
+}
+
+// open sends a request answered by an SSE stream, and returns its reader.
+func (c *rawClient) open(method, url, body, lastEventID string) *sse.Reader {
+	c.t.Helper()
+	resp := c.request(method, url, body, lastEventID)
+	c.t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		c.t.Fatalf("%s %s: %d %q, want an SSE stream: %s", method, url, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return sse.NewReader(resp.Body, 0)
 }

@@ -122,14 +122,19 @@ type replica struct {
 // instance, sealing with ring.
 func startReplica(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, b conn.Backend) *replica {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	h := New(Config{
-		Backends: map[string]conn.Backend{"x": b}, Seal: ring,
-		Cluster: cl.replica(instance, srv.Listener.Addr().String()),
-	})
+	r := serveReplica(t, ring, b, func(advertise string) Cluster { return cl.replica(instance, advertise) })
 	cl.mu.Lock()
-	cl.onRevoke = append(cl.onRevoke, h.Revoked)
+	cl.onRevoke = append(cl.onRevoke, r.h.Revoked)
 	cl.mu.Unlock()
+	return r
+}
+
+// serveReplica serves backend b as server "x" in a replica sealing with
+// ring, of the cluster join returns given the replica's address.
+func serveReplica(t *testing.T, ring *seal.Ring, b conn.Backend, join func(advertise string) Cluster) *replica {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	h := New(Config{Backends: map[string]conn.Backend{"x": b}, Seal: ring, Cluster: join(srv.Listener.Addr().String())})
 	srv.Config.Handler = h
 	srv.Start()
 	t.Cleanup(func() {

@@ -7,10 +7,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpgate/mcpgate/internal/cluster"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/sse"
@@ -290,4 +294,100 @@ func streamID(t *testing.T, id string) uint64 {
 		t.Fatalf("event id %q", id)
 	}
 	return stream
+}
+
+// The same through a real Redis and internal/cluster: 20 replies faster
+// than ReplyWait cost Redis no write (counted by Redis itself); a slow
+// call's stream is recorded, and when its replica is gone (listener
+// closed, heartbeats stopped) the client resuming on the other replica
+// gets exactly one error for its call.
+func TestStreamsThroughRedis(t *testing.T) {
+	addr := testkit.Redis(t)
+	ring := testRing(t)
+	join := func(instance string, stop *context.CancelFunc) func(string) Cluster {
+		return func(advertise string) Cluster {
+			c, err := cluster.New(cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
+				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c.Run(ctx)
+			}()
+			*stop = cancel
+			t.Cleanup(func() {
+				cancel()
+				<-done
+				c.Close()
+			})
+			return c
+		}
+	}
+	var stopA, stopB context.CancelFunc
+	pa := &portableBackend{fakeBackend: newFakeBackend()}
+	pa.version = v1125
+	a := serveReplica(t, ring, pa, join("a", &stopA))
+	b := serveReplica(t, ring, &portableBackend{fakeBackend: newFakeBackend()}, join("b", &stopB))
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	sid := initSession(t, a.srv)
+	testkit.WaitFor(t, "the handoff record stored", func() bool {
+		rec, _ := b.h.cfg.Cluster.State(ctx, sid)
+		return rec != nil
+	})
+	writes := func() int { return redisCalls(t, rdb, "xadd") + redisCalls(t, rdb, "hset") }
+	before := writes()
+	for range 20 {
+		resp, body := do(t, a.srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("ping: %d %s", resp.StatusCode, body)
+		}
+	}
+	if n := writes() - before; n != 0 {
+		t.Fatalf("%d Redis writes for 20 replies faster than ReplyWait, want 0", n)
+	}
+
+	post, last := holdOn(t, ctx, a, sid)
+	c := <-pa.conns
+	<-c.held
+	testkit.WaitFor(t, "the stream recorded in Redis", func() bool {
+		rec, err := b.h.cfg.Cluster.Events(ctx, sid, streamID(t, last), 0)
+		return err == nil && rec != nil
+	})
+	if writes() == before {
+		t.Fatal("Redis counted no write for the slow call's stream, which is recorded")
+	}
+	post.resp.Body.Close()
+	a.srv.Close()
+	stopA()
+	msgs := resumeOn(t, ctx, b, sid, last)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], errReplicaLost) {
+		t.Fatalf("resumed on the other replica: %q, want one error for h-1", msgs)
+	}
+	c.release()
+}
+
+// redisCalls is how many times Redis ran command cmd, by its own count.
+func redisCalls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, found := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+	if !found {
+		return 0
+	}
+	n, _, _ := strings.Cut(rest, ",")
+	calls, err := strconv.Atoi(n)
+	if err != nil {
+		t.Fatalf("commandstats of %s: %q", cmd, n)
+	}
+	return calls
 }
