@@ -169,13 +169,17 @@ func twoPortableReplicas(t *testing.T) (cl *memCluster, a, b *replica, pa *porta
 	return cl, a, b, pa, sid
 }
 
-// holdOn POSTs a held call of id `"h-1"` to replica r and returns its SSE
-// stream, primed: its reply waited longer than ReplyWait.
-func holdOn(t *testing.T, ctx context.Context, r *replica, sid string) (*sseResponse, string) {
+// holdOn POSTs a held call of id `"h-1"` to replica r, of backend pb, and
+// returns its SSE stream, primed (its reply waited longer than
+// ReplyWait), once the call is held by the session's connection.
+func holdOn(t *testing.T, ctx context.Context, r *replica, pb *portableBackend, sid string) (*sseResponse, string, *fakeConn) {
 	t.Helper()
 	post := openSSE(t, ctx, r.srv.URL, http.MethodPost, `{"jsonrpc":"2.0","id":"h-1","method":"hold"}`,
 		"Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125)
-	return post, post.primed(t)
+	last := post.primed(t)
+	c := <-pb.conns // the initialize's connection
+	testkit.Receive(t, c.held, "the call held")
+	return post, last, c
 }
 
 // resumeOn resumes, on replica r, the stream of Last-Event-ID last.
@@ -192,9 +196,7 @@ func TestStreamOfDeadReplicaAnswersOnce(t *testing.T) {
 	cl, a, b, pa, sid := twoPortableReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, last := holdOn(t, ctx, a, sid)
-	c := <-pa.conns // the initialize's connection
-	<-c.held
+	_, last, c := holdOn(t, ctx, a, pa, sid)
 	testkit.WaitFor(t, "the stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
 	cl.mu.Lock()
 	cl.dead["a"] = true
@@ -216,9 +218,7 @@ func TestStreamOfLiveReplicaForwarded(t *testing.T) {
 	_, a, b, pa, sid := twoPortableReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	post, last := holdOn(t, ctx, a, sid)
-	c := <-pa.conns
-	<-c.held
+	post, last, c := holdOn(t, ctx, a, pa, sid)
 	post.resp.Body.Close() // the client's connection broke
 	testkit.WaitFor(t, "the old reader gone", func() bool {
 		st := a.h.store.Lookup(sid).Stream(streamID(t, last))
@@ -242,9 +242,7 @@ func TestStreamOfDeadReplicaReplaysStoredReply(t *testing.T) {
 	cl, a, b, pa, sid := twoPortableReplicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	post, last := holdOn(t, ctx, a, sid)
-	c := <-pa.conns
-	<-c.held
+	post, last, c := holdOn(t, ctx, a, pa, sid)
 	c.release()
 	got := post.rest(t)
 	if len(got) != 1 || !strings.Contains(got[0], `"released":true`) {
@@ -280,9 +278,7 @@ func TestFastRepliesNotRecorded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	holdOn(t, ctx, a, sid)
-	c := <-pa.conns
-	<-c.held
+	_, _, c := holdOn(t, ctx, a, pa, sid)
 	testkit.WaitFor(t, "the slow call's stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
 	c.release()
 }
@@ -353,9 +349,7 @@ func TestStreamsThroughRedis(t *testing.T) {
 		t.Fatalf("%d Redis writes for 20 replies faster than ReplyWait, want 0", n)
 	}
 
-	post, last := holdOn(t, ctx, a, sid)
-	c := <-pa.conns
-	<-c.held
+	post, last, c := holdOn(t, ctx, a, pa, sid)
 	testkit.WaitFor(t, "the stream recorded in Redis", func() bool {
 		rec, err := b.h.cfg.Cluster.Events(ctx, sid, streamID(t, last), 0)
 		return err == nil && rec != nil
