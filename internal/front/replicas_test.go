@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -122,18 +123,27 @@ type replica struct {
 // instance, sealing with ring.
 func startReplica(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, b conn.Backend) *replica {
 	t.Helper()
-	r := serveReplica(t, ring, b, func(advertise string) Cluster { return cl.replica(instance, advertise) })
+	r := serveReplica(t, "", ring, b, func(advertise string) Cluster { return cl.replica(instance, advertise) })
 	cl.mu.Lock()
 	cl.onRevoke = append(cl.onRevoke, r.h.Revoked)
 	cl.mu.Unlock()
 	return r
 }
 
-// serveReplica serves backend b as server "x" in a replica sealing with
-// ring, of the cluster join returns given the replica's address.
-func serveReplica(t *testing.T, ring *seal.Ring, b conn.Backend, join func(advertise string) Cluster) *replica {
+// serveReplica serves backend b as server "x" in a replica listening on
+// addr ("": a free port) and sealing with ring, of the cluster join
+// returns given the replica's address.
+func serveReplica(t *testing.T, addr string, ring *seal.Ring, b conn.Backend, join func(advertise string) Cluster) *replica {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Listener.Close()
+		srv.Listener = ln
+	}
 	h := New(Config{Backends: map[string]conn.Backend{"x": b}, Seal: ring, Cluster: join(srv.Listener.Addr().String())})
 	srv.Config.Handler = h
 	srv.Start()

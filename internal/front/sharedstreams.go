@@ -2,7 +2,7 @@ package front
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/binary"
 	"net/http"
 	"time"
@@ -30,11 +30,13 @@ import (
 // ends: exactly one answer per request.
 //
 // Event ids keep their form "<stream>-<seq>"; with the cluster on, the
-// stream number carries its replica: the upper 32 bits are a hash of the
-// writer's instance id (streamBase), the lower ones count the session's
-// streams in that replica. Two replicas serving one session thus never
-// number a stream alike (but for a 1 in 2^32 hash collision), and a
-// replica tells its own streams from others' without the store.
+// stream number carries its replica: the upper 32 bits are a random
+// number each Handler draws when it starts (streamBase), the lower ones
+// count the session's streams in that replica. Two replicas serving one
+// session thus never number a stream alike (but for a 1 in 2^32 draw),
+// nor does a replica restarted under the same instance id (a container
+// restarted in its pod keeps its pod's UID), and a replica tells its own
+// streams from others' without the store.
 
 // openStreamTTL is how long the store keeps a stream whose requests are
 // not all answered, from its last event: a request that runs longer with
@@ -46,21 +48,23 @@ const openStreamTTL = time.Hour
 // reached the store.
 const errReplicaLost = "mcpgate: the replica serving this request stopped; its reply was lost"
 
-// streamBase is the base of the stream numbers of a replica (see above).
-func streamBase(instance string) uint64 {
-	sum := sha256.Sum256([]byte(instance))
-	tag := binary.BigEndian.Uint32(sum[:4])
-	if tag == 0 {
-		tag = 1
+// newStreamBase draws a replica's stream base (see above): never 0, so
+// that its streams are never taken for a replica's without the cluster.
+func newStreamBase() uint64 {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if tag := binary.BigEndian.Uint32(b[:]); tag != 0 {
+			return uint64(tag) << 32
+		}
 	}
-	return uint64(tag) << 32
 }
 
 // numberStreams makes session s, just made or resumed here, number its
 // streams from this replica's base.
 func (h *Handler) numberStreams(s *session.Session) {
 	if h.cfg.Cluster != nil {
-		s.NumberStreamsFrom(streamBase(h.cfg.Cluster.Instance()))
+		s.NumberStreamsFrom(h.streamBase)
 	}
 }
 
@@ -104,16 +108,18 @@ func (h *Handler) shareStream(s *session.Session, st *session.Stream, pending []
 // nothing, when the store knows no such stream of another replica's.
 func (h *Handler) resumeElsewhere(w http.ResponseWriter, r *http.Request, s *session.Session, stream, after uint64) bool {
 	cl := h.cfg.Cluster
-	if cl == nil || stream == 0 || s.Handoff() == nil || stream&^0xffffffff == streamBase(cl.Instance()) {
+	if cl == nil || stream == 0 || s.Handoff() == nil || stream&^0xffffffff == h.streamBase {
 		return false // the standalone stream, or one of this replica's that is gone
 	}
 	rec, err := cl.Events(r.Context(), s.ID, stream, after)
-	if err != nil || rec == nil || rec.Instance == cl.Instance() {
+	if err != nil || rec == nil {
 		return false
 	}
-	if r.Header.Get(hopHeader) == "" {
-		// A forwarded GET is never forwarded again: the replica at the
-		// writer's address is another process now, and replays.
+	// A forwarded GET is never forwarded again: the replica at the
+	// writer's address is another process now, and replays. So does a
+	// replica whose instance id the writer had: it is the writer's next
+	// life.
+	if r.Header.Get(hopHeader) == "" && rec.Instance != cl.Instance() {
 		if alive, known := cl.Alive(rec.Instance); alive || !known {
 			if h.forward(w, r, rec.Advertise) { // forward.go
 				return true

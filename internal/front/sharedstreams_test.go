@@ -263,6 +263,32 @@ func TestStreamOfDeadReplicaReplaysStoredReply(t *testing.T) {
 	}
 }
 
+// A replica restarted under the same instance id and address (a
+// container restarted in its pod) is not the writer of its former life's
+// streams: the other replica forwards the resume to the address, where
+// the new life replays the stream, with one error for the lost call.
+func TestStreamOfFormerLifeReplayed(t *testing.T) {
+	cl, a, b, pa, sid := twoPortableReplicas(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	post, last, c := holdOn(t, ctx, a, pa, sid)
+	testkit.WaitFor(t, "the stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
+	post.resp.Body.Close()
+	addr := a.srv.Listener.Addr().String()
+	a.srv.Close()
+	again := &portableBackend{fakeBackend: newFakeBackend()}
+	a2 := serveReplica(t, addr, testRing(t), again, func(advertise string) Cluster { return cl.replica("a", advertise) })
+
+	msgs := resumeOn(t, ctx, b, sid, last)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], errReplicaLost) {
+		t.Fatalf("resumed through the other replica: %q, want one error for h-1", msgs)
+	}
+	if fb, fa := b.h.Forwards(), a2.h.Forwards(); fb.Forwarded != 1 || fa.Forwarded != 0 {
+		t.Errorf("forwards: %+v by the other replica, %+v by the new life; want one hop, by the other", fb, fa)
+	}
+	c.release() // the former life's reply, which nobody reads
+}
+
 // Replies faster than ReplyWait cost the store no write; a slow one's
 // stream is recorded.
 func TestFastRepliesNotRecorded(t *testing.T) {
@@ -325,8 +351,8 @@ func TestStreamsThroughRedis(t *testing.T) {
 	var stopA, stopB context.CancelFunc
 	pa := &portableBackend{fakeBackend: newFakeBackend()}
 	pa.version = v1125
-	a := serveReplica(t, ring, pa, join("a", &stopA))
-	b := serveReplica(t, ring, &portableBackend{fakeBackend: newFakeBackend()}, join("b", &stopB))
+	a := serveReplica(t, "", ring, pa, join("a", &stopA))
+	b := serveReplica(t, "", ring, &portableBackend{fakeBackend: newFakeBackend()}, join("b", &stopB))
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
