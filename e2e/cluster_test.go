@@ -265,7 +265,7 @@ func TestClusterRateLimit(t *testing.T) {
 // never none and never two; its portable session goes on.
 func TestClusterStreamResumedAfterCrash(t *testing.T) {
 	redis := testkit.StartRedis(t)
-	remote, calls := slowRemote(t)
+	remote, calls := holdingRemote(t)
 	servers := map[string]serverConfig{"remote": {Type: "http", URL: remote + "/mcp"}}
 	gw := map[string]any{"sealKeyFile": sealKeyFile(t)}
 	var replicas []*gatewayReplica
@@ -279,7 +279,7 @@ func TestClusterStreamResumedAfterCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const path = "/servers/remote/mcp"
-	c := &rawClient{t: t, ctx: ctx, version: "2025-11-25"}
+	c := &resumingClient{t: t, ctx: ctx, version: "2025-11-25"}
 
 	resp, body := c.post(rr.srv.URL+path, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
 	c.sid = resp.Header.Get("Mcp-Session-Id")
@@ -344,10 +344,10 @@ func TestClusterStreamResumedAfterCrash(t *testing.T) {
 	}
 }
 
-// slowRemote serves the echo server over Streamable HTTP, but holds a
+// holdingRemote serves the echo server over Streamable HTTP, but holds a
 // call of the message "slow" until its client goes; each such call is
 // announced on calls.
-func slowRemote(t *testing.T) (url string, calls <-chan struct{}) {
+func holdingRemote(t *testing.T) (url string, calls <-chan struct{}) {
 	t.Helper()
 	echo := echoserver.NewHandler()
 	held := make(chan struct{}, 8)
@@ -376,8 +376,8 @@ func slowRemote(t *testing.T) (url string, calls <-chan struct{}) {
 	return srv.URL, held
 }
 
-// rawClient speaks Streamable HTTP by hand, one connection per request.
-type rawClient struct {
+// resumingClient speaks Streamable HTTP by hand, one connection per request.
+type resumingClient struct {
 	t       *testing.T
 	ctx     context.Context
 	version string
@@ -385,7 +385,7 @@ type rawClient struct {
 	http    http.Client
 }
 
-func (c *rawClient) request(method, url, body, lastEventID string) *http.Response {
+func (c *resumingClient) request(method, url, body, lastEventID string) *http.Response {
 	c.t.Helper()
 	req, err := http.NewRequestWithContext(c.ctx, method, url, strings.NewReader(body))
 	if err != nil {
@@ -411,7 +411,7 @@ func (c *rawClient) request(method, url, body, lastEventID string) *http.Respons
 }
 
 // post sends one POST and reads its whole answer.
-func (c *rawClient) post(url, body string) (*http.Response, string) {
+func (c *resumingClient) post(url, body string) (*http.Response, string) {
 	c.t.Helper()
 	resp := c.request(http.MethodPost, url, body, "")
 	defer resp.Body.Close()
@@ -423,7 +423,7 @@ func (c *rawClient) post(url, body string) (*http.Response, string) {
 }
 
 // open sends a request answered by an SSE stream, and returns its reader.
-func (c *rawClient) open(method, url, body, lastEventID string) *sse.Reader {
+func (c *resumingClient) open(method, url, body, lastEventID string) *sse.Reader {
 	c.t.Helper()
 	resp := c.request(method, url, body, lastEventID)
 	c.t.Cleanup(func() { resp.Body.Close() })
