@@ -264,18 +264,7 @@ func TestClusterRateLimit(t *testing.T) {
 // exactly one answer to its call, an error with its id byte for byte,
 // never none and never two; its portable session goes on.
 func TestClusterStreamResumedAfterCrash(t *testing.T) {
-	redis := testkit.StartRedis(t)
-	remote, calls := holdingRemote(t)
-	servers := map[string]serverConfig{"remote": {Type: "http", URL: remote + "/mcp"}}
-	gw := map[string]any{"sealKeyFile": sealKeyFile(t)}
-	var replicas []*gatewayReplica
-	var addrs []string
-	for i := range 3 {
-		addr := testkit.FreeAddr(t)
-		addrs = append(addrs, addr)
-		replicas = append(replicas, startReplica(t, fmt.Sprintf("r%d", i), addr, servers, gw, redis.Addr))
-	}
-	rr := startRoundRobin(t, addrs)
+	redis, calls, replicas, addrs, rr := startHoldingCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const path = "/servers/remote/mcp"
@@ -304,12 +293,9 @@ func TestClusterStreamResumedAfterCrash(t *testing.T) {
 		t.Errorf("event id %q: its stream number does not carry its replica", last)
 	}
 	testkit.Receive(t, calls, "the slow call at the remote")
-	rdb := goredis.NewClient(&goredis.Options{Addr: redis.Addr})
-	defer rdb.Close()
-	testkit.WaitFor(t, "the stream recorded in Redis", func() bool {
-		keys, _, err := rdb.Scan(ctx, 0, "mcpgate:s:*:sm:*", 100).Result()
-		return err == nil && len(keys) == 1
-	})
+	if w := streamWriter(t, ctx, redis.Addr); w != fmt.Sprintf("r%d", owner) {
+		t.Fatalf("the stream's writer in Redis: %q, want r%d", w, owner)
+	}
 
 	replicas[owner].kill9(t)
 	t.Logf("killed r%d (kill -9) with the call in flight on its stream %s", owner, last)
@@ -342,6 +328,136 @@ func TestClusterStreamResumedAfterCrash(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"after"`) {
 		t.Fatalf("a call after the resume: %d %s", resp.StatusCode, body)
 	}
+}
+
+// The same with the Go SDK as the client (2025-11-25): its call lands on
+// some replica, which is killed -9 once its stream is in Redis; the SDK
+// resumes the stream by itself with Last-Event-ID, on another replica,
+// and its CallTool returns the one error, neither hanging nor failing the
+// session, which goes on.
+func TestClusterStreamResumedAfterCrashGoSDK(t *testing.T) {
+	redis, calls, replicas, _, rr := startHoldingCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The SDK's HTTP client tells when a POST's stream has brought a whole
+	// event with an id: from then on the SDK can resume it.
+	primed := make(chan struct{}, 8)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-streams", Version: "1"}, nil)
+	transport := &mcp.StreamableClientTransport{Endpoint: rr.srv.URL + "/servers/remote/mcp",
+		HTTPClient: &http.Client{Transport: primingWatch{base: http.DefaultTransport, primed: primed}}}
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	c := &sdkClient{cs: cs}
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "slow"}})
+		done <- outcome{res, err}
+	}()
+	testkit.Receive(t, calls, "the slow call at the remote")
+	testkit.Receive(t, primed, "the call's stream primed at the client")
+	writer := streamWriter(t, ctx, redis.Addr)
+	killed := false
+	for _, r := range replicas {
+		if r.name == writer {
+			r.kill9(t)
+			killed = true
+		}
+	}
+	if !killed {
+		t.Fatalf("the stream's writer in Redis: %q, not a replica", writer)
+	}
+	t.Logf("killed %s (kill -9) with the call in flight on its stream", writer)
+	got := testkit.Receive(t, done, "CallTool to return")
+	t.Logf("TARGET in flight at the crash (Go SDK): %v %v", got.res, got.err)
+	if got.err == nil || !strings.Contains(got.err.Error(), "the replica serving this request stopped") {
+		t.Fatalf("CallTool: %+v, %v; want the error of a lost reply", got.res, got.err)
+	}
+	if ok, what := (&clusterClient{c: c}).call(ctx, "after"); !ok {
+		t.Fatalf("a call after the resume: %s", what)
+	}
+}
+
+// primingWatch is an http.RoundTripper that signals primed once the SSE
+// answer of a POST has brought a whole event with an id to its reader.
+type primingWatch struct {
+	base   http.RoundTripper
+	primed chan<- struct{}
+}
+
+func (p primingWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := p.base.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost && resp.Header.Get("Content-Type") == "text/event-stream" {
+		resp.Body = &idWatch{ReadCloser: resp.Body, primed: p.primed}
+	}
+	return resp, err
+}
+
+// idWatch passes a body through, and signals once an id field and the
+// blank line ending its event went by.
+type idWatch struct {
+	io.ReadCloser
+	primed chan<- struct{}
+	seen   []byte
+	done   bool
+}
+
+func (w *idWatch) Read(b []byte) (int, error) {
+	n, err := w.ReadCloser.Read(b)
+	if !w.done {
+		w.seen = append(w.seen, b[:n]...)
+		if i := bytes.Index(w.seen, []byte("id: ")); i >= 0 && bytes.Contains(w.seen[i:], []byte("\n\n")) {
+			w.done, w.seen = true, nil
+			select {
+			case w.primed <- struct{}{}:
+			default: // nobody waits for this one
+			}
+		} else if len(w.seen) > 64<<10 {
+			w.done, w.seen = true, nil // a stream without ids
+		}
+	}
+	return n, err
+}
+
+// startHoldingCluster starts redis, a remote that holds calls of the
+// message "slow" (announced on calls) and three replicas serving it as
+// server "remote", behind a round-robin proxy.
+func startHoldingCluster(t *testing.T) (redis *testkit.RedisServer, calls <-chan struct{}, replicas []*gatewayReplica, addrs []string, rr *roundRobin) {
+	t.Helper()
+	redis = testkit.StartRedis(t)
+	remote, calls := holdingRemote(t)
+	servers := map[string]serverConfig{"remote": {Type: "http", URL: remote + "/mcp"}}
+	gw := map[string]any{"sealKeyFile": sealKeyFile(t)}
+	for i := range 3 {
+		addr := testkit.FreeAddr(t)
+		addrs = append(addrs, addr)
+		replicas = append(replicas, startReplica(t, fmt.Sprintf("r%d", i), addr, servers, gw, redis.Addr))
+	}
+	return redis, calls, replicas, addrs, startRoundRobin(t, addrs)
+}
+
+// streamWriter waits until Redis holds the record of one resumable
+// stream, and returns the replica that writes it.
+func streamWriter(t *testing.T, ctx context.Context, addr string) string {
+	t.Helper()
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	var writer string
+	testkit.WaitFor(t, "the stream recorded in Redis", func() bool {
+		keys, _, err := rdb.Scan(ctx, 0, "mcpgate:s:*:sm:*", 100).Result()
+		if err != nil || len(keys) != 1 {
+			return false
+		}
+		writer = rdb.HGet(ctx, keys[0], "w").Val()
+		return writer != ""
+	})
+	return writer
 }
 
 // holdingRemote serves the echo server over Streamable HTTP, but holds a
