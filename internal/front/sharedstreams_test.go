@@ -156,8 +156,9 @@ func (s *sseResponse) primed(t *testing.T) string {
 const v1125 = "2025-11-25"
 
 // twoPortableReplicas starts replicas a and b of one memCluster serving
-// portable sessions of 2025-11-25, and opens a session on a.
-func twoPortableReplicas(t *testing.T) (cl *memCluster, a, b *replica, pa *portableBackend, sid string) {
+// portable sessions of 2025-11-25, opens a session on a, and returns with
+// them a context that bounds the test's requests.
+func twoPortableReplicas(t *testing.T) (ctx context.Context, cl *memCluster, a, b *replica, pa *portableBackend, sid string) {
 	ring := testRing(t)
 	cl = newMemCluster()
 	pa, pb := &portableBackend{fakeBackend: newFakeBackend()}, &portableBackend{fakeBackend: newFakeBackend()}
@@ -166,7 +167,9 @@ func twoPortableReplicas(t *testing.T) (cl *memCluster, a, b *replica, pa *porta
 	b = startReplica(t, cl, "b", ring, pb)
 	sid = initSession(t, a.srv)
 	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
-	return cl, a, b, pa, sid
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, cl, a, b, pa, sid
 }
 
 // holdOn POSTs a held call of id `"h-1"` to replica r, of backend pb, and
@@ -193,19 +196,13 @@ func resumeOn(t *testing.T, ctx context.Context, r *replica, sid, last string) [
 // another replica and gets exactly one answer, an error with its id byte
 // for byte, and the stream ends.
 func TestStreamOfDeadReplicaAnswersOnce(t *testing.T) {
-	cl, a, b, pa, sid := twoPortableReplicas(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, cl, a, b, pa, sid := twoPortableReplicas(t)
 	_, last, c := holdOn(t, ctx, a, pa, sid)
 	testkit.WaitFor(t, "the stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
-	cl.mu.Lock()
-	cl.dead["a"] = true
-	cl.mu.Unlock()
+	cl.kill("a")
 
 	msgs := resumeOn(t, ctx, b, sid, last)
-	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], errReplicaLost) {
-		t.Fatalf("resumed on the other replica: %q, want one error for h-1", msgs)
-	}
+	oneAnswer(t, "resumed on the other replica", msgs, errReplicaLost)
 	if f := b.h.Forwards(); f.Forwarded != 0 {
 		t.Errorf("forwards: %+v, want none (the writer is dead)", f)
 	}
@@ -215,9 +212,7 @@ func TestStreamOfDeadReplicaAnswersOnce(t *testing.T) {
 // The writer alive: the resuming GET is forwarded to it, and the reply,
 // once it comes, reaches the client through the other replica, once.
 func TestStreamOfLiveReplicaForwarded(t *testing.T) {
-	_, a, b, pa, sid := twoPortableReplicas(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, _, a, b, pa, sid := twoPortableReplicas(t)
 	post, last, c := holdOn(t, ctx, a, pa, sid)
 	post.resp.Body.Close() // the client's connection broke
 	testkit.WaitFor(t, "the old reader gone", func() bool {
@@ -227,9 +222,7 @@ func TestStreamOfLiveReplicaForwarded(t *testing.T) {
 	get := openSSE(t, ctx, b.srv.URL, http.MethodGet, "", "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125, "Last-Event-ID", last)
 	c.release()
 	msgs := get.rest(t)
-	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], `"released":true`) {
-		t.Fatalf("resumed through the other replica: %q, want the reply of h-1 once", msgs)
-	}
+	oneAnswer(t, "resumed through the other replica", msgs, `"released":true`)
 	if f := b.h.Forwards(); f.Forwarded != 1 {
 		t.Errorf("forwards: %+v, want one", f)
 	}
@@ -239,9 +232,7 @@ func TestStreamOfLiveReplicaForwarded(t *testing.T) {
 // not replaced by an error; a Last-Event-ID after it replays nothing and
 // answers nothing twice.
 func TestStreamOfDeadReplicaReplaysStoredReply(t *testing.T) {
-	cl, a, b, pa, sid := twoPortableReplicas(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, cl, a, b, pa, sid := twoPortableReplicas(t)
 	post, last, c := holdOn(t, ctx, a, pa, sid)
 	c.release()
 	got := post.rest(t)
@@ -250,14 +241,10 @@ func TestStreamOfDeadReplicaReplaysStoredReply(t *testing.T) {
 	}
 	final := post.r.LastEventID()
 	testkit.WaitFor(t, "the reply recorded", func() bool { _, f := cl.streamWrites(); return f })
-	cl.mu.Lock()
-	cl.dead["a"] = true
-	cl.mu.Unlock()
+	cl.kill("a")
 
 	msgs := resumeOn(t, ctx, b, sid, last)
-	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], `"released":true`) {
-		t.Fatalf("resumed after the priming event: %q, want the stored reply once", msgs)
-	}
+	oneAnswer(t, "resumed after the priming event", msgs, `"released":true`)
 	if msgs := resumeOn(t, ctx, b, sid, final); len(msgs) != 0 {
 		t.Fatalf("resumed after the reply: %q, want nothing", msgs)
 	}
@@ -268,9 +255,7 @@ func TestStreamOfDeadReplicaReplaysStoredReply(t *testing.T) {
 // streams: the other replica forwards the resume to the address, where
 // the new life replays the stream, with one error for the lost call.
 func TestStreamOfFormerLifeReplayed(t *testing.T) {
-	cl, a, b, pa, sid := twoPortableReplicas(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, cl, a, b, pa, sid := twoPortableReplicas(t)
 	post, last, c := holdOn(t, ctx, a, pa, sid)
 	testkit.WaitFor(t, "the stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
 	post.resp.Body.Close()
@@ -280,9 +265,7 @@ func TestStreamOfFormerLifeReplayed(t *testing.T) {
 	a2 := serveReplica(t, addr, testRing(t), again, func(advertise string) Cluster { return cl.replica("a", advertise) })
 
 	msgs := resumeOn(t, ctx, b, sid, last)
-	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], errReplicaLost) {
-		t.Fatalf("resumed through the other replica: %q, want one error for h-1", msgs)
-	}
+	oneAnswer(t, "resumed through the other replica", msgs, errReplicaLost)
 	if fb, fa := b.h.Forwards(), a2.h.Forwards(); fb.Forwarded != 1 || fa.Forwarded != 0 {
 		t.Errorf("forwards: %+v by the other replica, %+v by the new life; want one hop, by the other", fb, fa)
 	}
@@ -292,7 +275,7 @@ func TestStreamOfFormerLifeReplayed(t *testing.T) {
 // Replies faster than ReplyWait cost the store no write; a slow one's
 // stream is recorded.
 func TestFastRepliesNotRecorded(t *testing.T) {
-	cl, a, _, pa, sid := twoPortableReplicas(t)
+	ctx, cl, a, _, pa, sid := twoPortableReplicas(t)
 	for range 20 {
 		resp, body := do(t, a.srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v1125)
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
@@ -302,11 +285,25 @@ func TestFastRepliesNotRecorded(t *testing.T) {
 	if n, _ := cl.streamWrites(); n != 0 {
 		t.Fatalf("%d stream writes for 20 replies in JSON, want 0", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	_, _, c := holdOn(t, ctx, a, pa, sid)
 	testkit.WaitFor(t, "the slow call's stream recorded", func() bool { n, _ := cl.streamWrites(); return n > 0 })
 	c.release()
+}
+
+// oneAnswer fails the test unless msgs is one message, answering h-1 and
+// holding want.
+func oneAnswer(t *testing.T, what string, msgs []string, want string) {
+	t.Helper()
+	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], want) {
+		t.Fatalf("%s: %q, want one answer to h-1 holding %s", what, msgs, want)
+	}
+}
+
+// kill makes instance a replica without a heartbeat.
+func (c *memCluster) kill(instance string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dead[instance] = true
 }
 
 // streamID is the stream an event id names.
@@ -387,9 +384,7 @@ func TestStreamsThroughRedis(t *testing.T) {
 	a.srv.Close()
 	stopA()
 	msgs := resumeOn(t, ctx, b, sid, last)
-	if len(msgs) != 1 || !strings.Contains(msgs[0], `"id":"h-1"`) || !strings.Contains(msgs[0], errReplicaLost) {
-		t.Fatalf("resumed on the other replica: %q, want one error for h-1", msgs)
-	}
+	oneAnswer(t, "resumed on the other replica", msgs, errReplicaLost)
 	c.release()
 }
 
