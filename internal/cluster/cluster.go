@@ -45,6 +45,9 @@ type Config struct {
 	// InFlightTTL is how long a principal's in-flight count outlives its
 	// last admitted request, for the same reason. Default 10m.
 	InFlightTTL time.Duration
+	// StreamEvents is about how many events Redis keeps of each
+	// resumable stream (MAXLEN ~). Default 512.
+	StreamEvents int
 	// Logger receives the line when Redis goes down and the one when it
 	// is back. Default slog.Default().
 	Logger *slog.Logger
@@ -72,6 +75,9 @@ type Cluster struct {
 	log     *slog.Logger
 	keys    keys
 	release chan release
+	// streamOps queues the writes of resumable streams (streams.go).
+	streamOps chan streamOp
+	streams   streamStats
 
 	// health is Redis's state: unknown until the first call, down after
 	// a failed call until a heartbeat succeeds; while down, calls other
@@ -111,6 +117,9 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.InFlightTTL <= 0 {
 		cfg.InFlightTTL = 10 * time.Minute
 	}
+	if cfg.StreamEvents <= 0 {
+		cfg.StreamEvents = 512
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -118,12 +127,13 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.Now = time.Now
 	}
 	c := &Cluster{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		keys:    keys{prefix: cfg.Prefix},
-		release: make(chan release, releaseQueue),
-		view:    map[string]struct{}{cfg.Instance: {}},
-		live:    1,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		keys:      keys{prefix: cfg.Prefix},
+		release:   make(chan release, releaseQueue),
+		streamOps: make(chan streamOp, streamQueue),
+		view:      map[string]struct{}{cfg.Instance: {}},
+		live:      1,
 	}
 	if cfg.RedisURL == "" {
 		c.health.Store(healthDown)
@@ -159,7 +169,8 @@ func (c *Cluster) Instance() string { return c.cfg.Instance }
 func (c *Cluster) Advertise() string { return c.cfg.Advertise }
 
 // Run announces this replica every heartbeat, keeps the live view, listens
-// for revocations and gives back released counts, until ctx ends. It
+// for revocations, gives back released counts and writes the resumable
+// streams, until ctx ends. It
 // returns once every goroutine it started has ended. Without Redis it
 // waits for ctx.
 func (c *Cluster) Run(ctx context.Context) {
@@ -168,10 +179,14 @@ func (c *Cluster) Run(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		c.subscribe(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.streamLoop(ctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -1,7 +1,8 @@
 // Package cluster owns what the replicas of one gateway share through
 // Redis, which is only what cannot be sealed into a session id: the
 // heartbeats and the view of live replicas (live.go), the newest handoff
-// state of portable sessions and session revocations (session.go), and the
+// state of portable sessions and session revocations (session.go), the
+// resumable event streams of portable sessions (streams.go), and the
 // Redis side of the cluster-wide limits (limits.go, implementing
 // limits.Shared: GCRA rates and in-flight slots in one script, session
 // counts).
@@ -10,8 +11,10 @@
 // (New), runs it (Run) for the process's life and closes it after Run
 // returns. The front asks Alive and Instance when a request names a
 // session another replica owns, State/SetState/Revoked/Revoke for portable
-// sessions, and registers OnRevoke; the limiter calls Admit, AdmitSession
-// and Release. Without a Redis URL a Cluster knows only itself: Live is 1,
+// sessions, OpenStream/AppendEvent when a portable session's reply becomes
+// a resumable stream and Events when a client resumes a stream another
+// replica wrote, and registers OnRevoke; the limiter calls Admit,
+// AdmitSession and Release. Without a Redis URL a Cluster knows only itself: Live is 1,
 // Alive is true for itself and unknown for others, and every Redis call
 // fails at once with ErrUnavailable.
 //
@@ -20,10 +23,11 @@
 // after one failure Redis counts as down: calls fail at once until a
 // heartbeat reaches it again. One log line says it went down and one that
 // it is back. Releases go through a bounded queue (dropped past it, and
-// counted) so no reply waits on Redis.
+// counted) so no reply waits on Redis, and so do the writes of resumable
+// streams.
 //
 // Locking: mu guards the live view and the OnRevoke callbacks and is never
-// held during I/O; Redis's health is one atomic. Run owns two goroutines
-// (the revocation subscriber and the release sender) and waits for them
-// before it returns.
+// held during I/O; Redis's health is one atomic. Run owns three goroutines
+// (the revocation subscriber, the release sender and the stream writer)
+// and waits for them before it returns.
 package cluster

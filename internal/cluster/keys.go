@@ -3,6 +3,7 @@ package cluster
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 )
 
 // keys names the Redis keys and channels. A key that a script or a
@@ -44,4 +45,13 @@ func (k keys) inFlight(principal string) string {
 }
 func (k keys) sessions(principal string) string {
 	return k.prefix + "l:{" + tag(principal) + "}:sessions"
+}
+
+// streamMeta is the hash of a session's resumable stream (streams.go);
+// streamEvents its events.
+func (k keys) streamMeta(sid string, stream uint64) string {
+	return k.prefix + "s:{" + tag(sid) + "}:sm:" + strconv.FormatUint(stream, 10)
+}
+func (k keys) streamEvents(sid string, stream uint64) string {
+	return k.prefix + "s:{" + tag(sid) + "}:se:" + strconv.FormatUint(stream, 10)
 }

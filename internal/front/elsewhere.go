@@ -163,6 +163,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		}
 		return gone
 	}
+	h.numberStreams(s) // sharedstreams.go
 	s.Begin()
 	defer s.End(time.Now())
 	c, err := be.Resume(h.withHandoff(r.Context(), s), h.relay(s, s.General()), state)

@@ -118,7 +118,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 	}
 	h.forwards.failed.Add(1)
 	if ok, held := h.openFailures.Allow(time.Now()); ok {
-		h.log.Warn("forwarding a request to the replica holding its session failed; answering 404", "owner", advertise, "err", failed, "suppressed", held)
+		h.log.Warn("forwarding a request to the replica holding its session or stream failed: it is gone", "owner", advertise, "err", failed, "suppressed", held)
 	}
 	return false
 }

@@ -153,6 +153,7 @@ type Handler struct {
 	forwards         forwardStats
 	resumeMu         sync.Mutex
 	resuming         map[string]chan struct{} // guarded by resumeMu: the resumes running, closed when done
+	streamBase       uint64                   // this replica's stream numbers (sharedstreams.go)
 
 	draining atomic.Bool
 	closing  atomic.Bool   // Close began: no session may enter the store
@@ -244,6 +245,7 @@ func New(cfg Config) *Handler {
 		resuming: map[string]chan struct{}{},
 	}
 	h.forwarder, h.forwardTransport = h.newForwarder()                                     // forward.go
+	h.streamBase = newStreamBase()                                                         // sharedstreams.go
 	h.parking.Wait, h.parking.Release, h.parking.Ring = cfg.InputWait, h.release, cfg.Seal // stateless.go
 	h.tg.Store(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf, cfg.Tracer))
 	if cfg.PublicURL != "" {

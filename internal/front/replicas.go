@@ -46,6 +46,16 @@ type Cluster interface {
 	// tells each replica's Handler.Revoked; Revoked reports whether it was.
 	Revoke(ctx context.Context, sid string, expiry time.Time) error
 	Revoked(ctx context.Context, sid string) (bool, error)
+	// OpenStream records stream of portable session sid as resumable on
+	// every replica (sharedstreams.go): this replica writes it, for the
+	// requests whose raw ids are given; AppendEvent records one of its
+	// events, and makes the record live for ttl. Both only queue the
+	// write, never blocking: false when it was dropped.
+	OpenStream(sid string, stream uint64, requests [][]byte, ttl time.Duration) bool
+	AppendEvent(sid string, stream uint64, ev session.Event, ttl time.Duration) bool
+	// Events returns what the store has of stream of session sid, with
+	// the events after seq since; nil and no error: nothing.
+	Events(ctx context.Context, sid string, stream, since uint64) (*session.Record, error)
 }
 
 // claimVersion is the first byte of every claim's plaintext.
@@ -190,5 +200,9 @@ func (h *Handler) create(target, owner string, legacy bool, now time.Time) (*ses
 	if err != nil {
 		return nil, err
 	}
-	return h.store.Adopt(id, target, owner, now)
+	s, err := h.store.Adopt(id, target, owner, now)
+	if err == nil {
+		h.numberStreams(s) // sharedstreams.go
+	}
+	return s, err
 }

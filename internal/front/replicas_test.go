@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,10 +27,14 @@ type memCluster struct {
 	revoked  map[string]bool
 	dead     map[string]bool // instances without a heartbeat
 	onRevoke []func(string)
+	// sharedstreams_test.go:
+	streams    map[memStreamKey]*memStream
+	writes     int  // stream writes taken
+	dropEvents bool // take OpenStream only, as a store whose queue is full
 }
 
 func newMemCluster() *memCluster {
-	return &memCluster{state: map[string][]byte{}, revoked: map[string]bool{}, dead: map[string]bool{}}
+	return &memCluster{state: map[string][]byte{}, revoked: map[string]bool{}, dead: map[string]bool{}, streams: map[memStreamKey]*memStream{}}
 }
 
 type memReplica struct {
@@ -119,14 +125,28 @@ type replica struct {
 // instance, sealing with ring.
 func startReplica(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, b conn.Backend) *replica {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	h := New(Config{
-		Backends: map[string]conn.Backend{"x": b}, Seal: ring,
-		Cluster: cl.replica(instance, srv.Listener.Addr().String()),
-	})
+	r := serveReplica(t, "", ring, b, func(advertise string) Cluster { return cl.replica(instance, advertise) })
 	cl.mu.Lock()
-	cl.onRevoke = append(cl.onRevoke, h.Revoked)
+	cl.onRevoke = append(cl.onRevoke, r.h.Revoked)
 	cl.mu.Unlock()
+	return r
+}
+
+// serveReplica serves backend b as server "x" in a replica listening on
+// addr ("": a free port) and sealing with ring, of the cluster join
+// returns given the replica's address.
+func serveReplica(t *testing.T, addr string, ring *seal.Ring, b conn.Backend, join func(advertise string) Cluster) *replica {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Listener.Close()
+		srv.Listener = ln
+	}
+	h := New(Config{Backends: map[string]conn.Backend{"x": b}, Seal: ring, Cluster: join(srv.Listener.Addr().String())})
 	srv.Config.Handler = h
 	srv.Start()
 	t.Cleanup(func() {

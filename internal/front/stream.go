@@ -45,6 +45,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 			return
 		}
 		if st = s.Stream(id); st == nil {
+			if h.resumeElsewhere(w, r, s, id, seq) { // sharedstreams.go: another replica's
+				return
+			}
 			writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: the stream of that Last-Event-ID is gone")
 			return
 		}
@@ -103,6 +106,7 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request, s *session.Session
 		h.stream(w, r, s, st, pending, after, bp, ans, func(dst []byte, _ uint64) []byte { return dst })
 		return
 	}
+	h.shareStream(s, st, pending, ans) // sharedstreams.go: resumable on the other replicas
 	if protocol.PrimesStreams(s.Version()) {
 		*bp = appendID(*bp, st.ID(), after)
 		*bp, _ = sse.AppendEvent(*bp, sse.Event{Retry: h.cfg.Retry})

@@ -30,7 +30,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/mux":             {"internal/conn", "internal/eras", "internal/jsonrpc", "internal/upstream", "internal/protocol"},
 		"internal/eras":            {"internal/conn", "internal/jsonrpc", "internal/protocol", "internal/seal"},
 		"internal/limits":          {"internal/conn", "internal/jsonrpc", "internal/session", "internal/protocol"},
-		"internal/cluster":         {"internal/limits"},
+		"internal/cluster":         {"internal/jsonrpc", "internal/limits", "internal/session"},
 		"internal/audit":           {"internal/auth", "internal/conn", "internal/jsonrpc", "internal/limits", "internal/protocol"},
 		"internal/admission":       {"internal/audit", "internal/auth", "internal/conn", "internal/jsonrpc", "internal/limits", "internal/session", "internal/protocol"},
 		"internal/front":           {"internal/admission", "internal/audit", "internal/auth", "internal/conn", "internal/eras", "internal/jsonrpc", "internal/limits", "internal/mux", "internal/seal", "internal/session", "internal/sse", "internal/protocol"},

@@ -20,11 +20,18 @@
 // session's bounds (64 retained streams, SessionReplayBytes) may evict
 // finished streams, oldest first.
 //
+// When several replicas serve a session (replicas.go), each numbers its
+// streams from a base of its own (NumberStreamsFrom), a stream's events
+// can be mirrored as they are appended into the store the replicas share
+// (Stream.Mirror), and Record is what another replica reads back from it.
+//
 // Locking: Store.mu guards the session table; Session.mu guards a session's
 // stream table and activity counters; Stream.mu guards one event log. Lock
 // order: Session.mu before Stream.mu (a stream over its session's byte bound
 // releases its own lock before asking the session to evict). No lock is held
-// while calling out of the package.
+// while calling out of the package, but for a stream's mirror, which is
+// called with Stream.mu held (so that it sees the events in order) and must
+// neither block nor call the stream.
 //
 // Ending a session: take it out of the Directory, close its connection (which
 // answers the requests in flight on their streams), then Session.Close.

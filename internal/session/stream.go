@@ -95,7 +95,8 @@ type Stream struct {
 	reader    bool          // a reader is attached
 	free      chan struct{} // made by AttachWait when it must wait; signalled by Detach
 	closed    bool
-	owner     *Session // charged for bytes; nil once the session let the stream go
+	owner     *Session                      // charged for bytes; nil once the session let the stream go
+	mirror    func(ev Event, complete bool) // Mirror's; called under mu (replicas.go)
 
 	wake chan struct{} // capacity 1: signalled after every append and on Close
 
@@ -132,6 +133,9 @@ func (s *Stream) append(msg []byte, final bool) {
 		s.nfinals++
 	} else {
 		s.events.push(ev)
+	}
+	if s.mirror != nil {
+		s.mirror(ev, s.want > 0 && s.nfinals >= s.want)
 	}
 	s.charge(ev.size())
 	s.trimLocked()
