@@ -68,6 +68,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *
 		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found")
 		return
 	}
+	if h.answersElsewhere(w, r, s, msgs, batch) { // serverreqs.go
+		return
+	}
 	s.Begin()
 	defer func() { s.End(time.Now()) }()
 	if requests == 0 {
@@ -80,12 +83,13 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *
 	st := s.NewStream(requests, time.Now())
 	st.Attach()
 	defer st.Detach()
+	out := h.requestStream(s, st) // serverreqs.go
 	for i := range msgs {
-		conn.Handle(r.Context(), &msgs[i], st)
+		conn.Handle(r.Context(), &msgs[i], out)
 	}
 	ans := answers{msgs: msgs, reqs: requests}
 	if !h.respond(w, r, s, st, batch, &ans) {
-		conn.Abandon(st)
+		conn.Abandon(out)
 	}
 }
 
