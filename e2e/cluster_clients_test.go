@@ -70,16 +70,21 @@ func TestClusterTypeScriptStreamable(t *testing.T) {
 }
 
 // TestClusterTypeScriptLegacySSE has concurrent clients of the SDK's
-// legacy SSEClientTransport (2024-11-05) use the stdio server: each GET
+// legacy SSEClientTransport (2024-11-05) use server-everything: each GET
 // /sse stays on one replica, and its POSTs to /messages land on the
-// others, which forward them to it; every reply and progress notification
-// must arrive on the client's own stream.
+// others, which forward them to it (a legacy session is owner-bound, of a
+// stdio server or a remote); every reply and progress notification must
+// arrive on the client's own stream.
 func TestClusterTypeScriptLegacySSE(t *testing.T) {
 	requirePeers(t, node22, serverEverything)
 	script := installScript(t, everythingClientScript)
 	_, _, _, rr := startClusterWith(t, 3, nil, everythingServers(t))
-	defer checkNoNotFound(t, rr)()
-	runEverythingClientN(t, script, rr.srv.URL+"/servers/everything/sse", clusterTSClients, "--transport", "sse")
+	for _, server := range []string{"everything", "everything-remote"} {
+		t.Run(server, func(t *testing.T) {
+			defer checkNoNotFound(t, rr)()
+			runEverythingClientN(t, script, rr.srv.URL+"/servers/"+server+"/sse", clusterTSClients, "--transport", "sse")
+		})
+	}
 }
 
 // TestClusterTypeScriptResume breaks the SSE stream of a long-running call
