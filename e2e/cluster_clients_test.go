@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,51 @@ func TestClusterTypeScriptStreamable(t *testing.T) {
 		t.Run(server, func(t *testing.T) {
 			defer checkNoNotFound(t, rr)()
 			runEverythingClientN(t, script, rr.srv.URL+"/servers/"+server+"/mcp", clusterTSClients)
+		})
+	}
+}
+
+// TestClusterTypeScriptSampling has TypeScript SDK clients answer the
+// sampling requests server-everything sends during their calls: each
+// answer is a POST of its own that lands on another replica than the
+// call's; it reaches the owner of a stdio session (forwarded), and the
+// replica that asked in a remote's portable session (whose server
+// request ids name it). The shared process has one client at a time: it
+// routes a server request only when one session has requests at it.
+func TestClusterTypeScriptSampling(t *testing.T) {
+	requirePeers(t, node22, serverEverything)
+	script := installScript(t, "sampling_client.mjs")
+	_, _, _, rr := startClusterWith(t, 3, nil, everythingServers(t))
+	for _, tc := range []struct {
+		server  string
+		clients int
+	}{{"everything", 1}, {"everything-remote", 4}} {
+		t.Run(tc.server, func(t *testing.T) {
+			defer checkNoNotFound(t, rr)()
+			out, err := runNode(t, peersDir, tsClientTimeout, script, "--url", rr.srv.URL+"/servers/"+tc.server+"/mcp", "--clients", strconv.Itoa(tc.clients))
+			var sum struct {
+				OK      bool `json:"ok"`
+				Results []struct {
+					Client  int      `json:"client"`
+					Sampled int      `json:"sampled"`
+					OK      bool     `json:"ok"`
+					Errors  []string `json:"errors"`
+				} `json:"results"`
+			}
+			if jerr := json.Unmarshal([]byte(strings.TrimSpace(out)), &sum); jerr != nil {
+				t.Fatalf("client script (exit: %v) printed no JSON summary: %v\n%s", err, jerr, out)
+			}
+			for _, r := range sum.Results {
+				for _, e := range r.Errors {
+					t.Errorf("client %d: %s", r.Client, e)
+				}
+				if !r.OK || r.Sampled != 3 {
+					t.Errorf("client %d: ok=%v, %d sampling requests answered, want 3", r.Client, r.OK, r.Sampled)
+				}
+			}
+			if err != nil || !sum.OK || len(sum.Results) != tc.clients {
+				t.Fatalf("client script: %v; ok=%v, %d results", err, sum.OK, len(sum.Results))
+			}
 		})
 	}
 }
