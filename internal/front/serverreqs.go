@@ -37,9 +37,10 @@ const serverRequestPurpose = "mcpgate server request\x00"
 const serverRequestTTL = time.Hour
 
 // sealsServerRequests reports whether session s's server request ids
-// are sealed: a portable session of a cluster.
+// are sealed: a portable session of a cluster (whose place fits the
+// length byte of the sealed id).
 func (h *Handler) sealsServerRequests(s *session.Session) bool {
-	return h.cfg.Cluster != nil && s.Handoff() != nil
+	return h.cfg.Cluster != nil && s.Handoff() != nil && len(h.parking.Place) <= 255
 }
 
 // sealedRequests is the Stream a portable session's request is handled
