@@ -69,6 +69,12 @@ func (h *Handler) newForwarder() (*httputil.ReverseProxy, *http.Transport) {
 				}
 			}
 		},
+		// Counted before the answer is copied, so that whoever reads the
+		// answer reads the count with it (metrics, tests).
+		ModifyResponse: func(*http.Response) error {
+			h.forwards.forwarded.Add(1)
+			return nil
+		},
 		Transport:     transport,
 		FlushInterval: -1, // SSE: every write reaches the client as it comes
 		ErrorLog:      nil,
@@ -92,8 +98,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 	ctx := context.WithValue(context.WithValue(r.Context(), ownerKey{}, advertise), forwardErrKey{}, &failed)
 	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
 	if failed == nil {
-		h.forwards.forwarded.Add(1)
-		return true
+		return true // counted as the owner's answer began (ModifyResponse)
 	}
 	if errors.Is(failed, context.Canceled) && r.Context().Err() != nil {
 		return true // the client left: nobody to answer
