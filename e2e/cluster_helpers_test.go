@@ -159,8 +159,13 @@ type roundRobin struct {
 	out   []atomic.Bool // replicas taken out of rotation (a pod's endpoint removed before its SIGTERM)
 	srv   *httptestServer
 
-	mu     sync.Mutex
-	owners map[string]int // session id -> the replica that answered its initialize
+	// wrap, when set, wraps the proxy for each request: a test breaks
+	// a response on its way to the client (cluster_clients_test.go).
+	wrap atomic.Pointer[func(http.Handler) http.Handler]
+
+	mu       sync.Mutex
+	owners   map[string]int // session id -> the replica that answered its initialize
+	notFound []string       // the requests a replica answered 404: what a client that never initializes again would see
 }
 
 // httptestServer is the proxy's listener and server.
@@ -195,6 +200,12 @@ func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRob
 				rr.owners[sid] = *resp.Request.Context().Value(backendKey{}).(*int)
 				rr.mu.Unlock()
 			}
+			if resp.StatusCode == http.StatusNotFound {
+				req := resp.Request
+				rr.mu.Lock()
+				rr.notFound = append(rr.notFound, fmt.Sprintf("%s %s (session %.8s) on r%d", req.Method, req.URL.RequestURI(), req.Header.Get("Mcp-Session-Id"), *req.Context().Value(backendKey{}).(*int)))
+				rr.mu.Unlock()
+			}
 			return nil
 		},
 	}
@@ -202,7 +213,13 @@ func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRob
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: proxy}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var h http.Handler = proxy
+		if wrap := rr.wrap.Load(); wrap != nil {
+			h = (*wrap)(h)
+		}
+		h.ServeHTTP(w, r)
+	})}
 	srv.SetKeepAlivesEnabled(keepAlive)
 	go func() { _ = srv.Serve(ln) }()
 	rr.srv = &httptestServer{URL: "http://" + ln.Addr().String(), srv: srv, ln: ln}
@@ -277,3 +294,10 @@ func (rr *roundRobin) owner(sid string) (int, bool) {
 // restore puts it back once it is ready again.
 func (rr *roundRobin) remove(n int)  { rr.out[n].Store(true) }
 func (rr *roundRobin) restore(n int) { rr.out[n].Store(false) }
+
+// notFounds returns the requests a replica answered 404 so far.
+func (rr *roundRobin) notFounds() []string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return append([]string(nil), rr.notFound...)
+}

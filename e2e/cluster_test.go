@@ -43,6 +43,13 @@ func (c *clusterClient) portable() bool { return c.server == "remote" }
 // replica's gateway block.
 func startCluster(t testing.TB, n int, gateway map[string]any) (*testkit.RedisServer, *echoserver.Handler, []*gatewayReplica, *roundRobin) {
 	t.Helper()
+	return startClusterWith(t, n, gateway, nil)
+}
+
+// startClusterWith is startCluster with more servers: extra are added to
+// the echo servers and the remote (a name of theirs replaces one).
+func startClusterWith(t testing.TB, n int, gateway map[string]any, extra map[string]serverConfig) (*testkit.RedisServer, *echoserver.Handler, []*gatewayReplica, *roundRobin) {
+	t.Helper()
 	redis := testkit.StartRedis(t)
 	echo := echoBinary(t)
 	remote := echoserver.NewHandler()
@@ -55,6 +62,9 @@ func startCluster(t testing.TB, n int, gateway map[string]any) (*testkit.RedisSe
 		"echo":         {Command: echo},
 		"echo-session": {Command: echo, Isolation: "session"},
 		"remote":       {Type: "http", URL: rsrv.URL + "/mcp"},
+	}
+	for name, sc := range extra {
+		servers[name] = sc
 	}
 	gw := map[string]any{"sealKeyFile": sealKeyFile(t)}
 	for k, v := range gateway {

@@ -128,8 +128,14 @@ func startServerEverything(t *testing.T, mode string) string {
 // summary.
 func runEverythingClient(t *testing.T, script, url string, extra ...string) {
 	t.Helper()
+	runEverythingClientN(t, script, url, tsClients, extra...)
+}
+
+// runEverythingClientN is runEverythingClient with clients clients.
+func runEverythingClientN(t *testing.T, script, url string, clients int, extra ...string) {
+	t.Helper()
 	start := time.Now()
-	args := append([]string{script, "--url", url, "--clients", strconv.Itoa(tsClients)}, extra...)
+	args := append([]string{script, "--url", url, "--clients", strconv.Itoa(clients)}, extra...)
 	out, err := runNode(t, peersDir, tsClientTimeout, args...)
 	elapsed := time.Since(start).Round(time.Millisecond)
 
@@ -145,9 +151,9 @@ func runEverythingClient(t *testing.T, script, url string, extra ...string) {
 	if err != nil {
 		t.Fatalf("client script: %v", err)
 	}
-	if !sum.OK || sum.Clients != tsClients || len(sum.Results) != tsClients {
+	if !sum.OK || sum.Clients != clients || len(sum.Results) != clients {
 		t.Fatalf("summary: ok=%v clients=%d results=%d, want ok with %d clients\n%s",
-			sum.OK, sum.Clients, len(sum.Results), tsClients, out)
+			sum.OK, sum.Clients, len(sum.Results), clients, out)
 	}
 	// The script checks these itself; checking again here keeps a weakened script from passing.
 	progress := 0
@@ -159,7 +165,7 @@ func runEverythingClient(t *testing.T, script, url string, extra ...string) {
 		progress += len(r.Progress)
 	}
 	t.Logf("%d TypeScript clients against %s: all checks passed, %d progress notifications each routed to its own client (%v)",
-		tsClients, url, progress, elapsed)
+		clients, url, progress, elapsed)
 }
 
 // installScript copies e2e/js/NAME next to the installed node_modules (ES modules resolve

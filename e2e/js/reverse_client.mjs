@@ -4,7 +4,8 @@
 // initialize from server/discover and turns the server's input_required results into real
 // sampling, elicitation and roots requests on each client's stream.
 //
-// Usage: node reverse_client.mjs --url http://127.0.0.1:PORT/servers/NAME/mcp [--clients 4]
+// Usage: node reverse_client.mjs --url http://127.0.0.1:PORT/servers/NAME/mcp [--clients 4] [--no-logging]
+//        (--no-logging: the logging/setLevel step is left out)
 //
 // It prints one JSON summary on stdout and exits 0 only if every check passed. Every client
 // answers with values of its own (its name, its sampling text, its root), so an input request
@@ -21,7 +22,7 @@ import {
 import { parseArgs } from "node:util";
 
 const { values: opts } = parseArgs({
-  options: { url: { type: "string" }, clients: { type: "string", default: "4" } },
+  options: { url: { type: "string" }, clients: { type: "string", default: "4" }, "no-logging": { type: "boolean", default: false } },
 });
 if (!opts.url) {
   console.error("usage: reverse_client.mjs --url URL [--clients N]");
@@ -145,6 +146,7 @@ async function runClient(i) {
     await mrtrDone();
     // logging/setLevel is the gateway's (the revision sets the level per request).
     const turn = loggingTurn.then(async () => {
+      if (opts["no-logging"]) return;
       await client.setLoggingLevel("debug");
       await expect("logging", call("test_tool_with_logging"), []);
       await waitFor(() => report.logs >= 3, 5000, "3 log messages").catch((e) => fail(`logging: ${e.message} (got ${report.logs})`));

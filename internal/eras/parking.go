@@ -47,6 +47,11 @@ type Parking[S any] struct {
 	// Ring seals the requestStates (the gateway's key ring: a state opens
 	// on every replica holding its key). Set before use.
 	Ring *seal.Ring
+	// Place, when set, is sealed into every requestState: where the
+	// request is parked (the front's encoding of its replica), so that a
+	// retry landing on another replica can be sent here (Elsewhere). At
+	// most MaxPlace bytes (longer: not sealed). Set before use.
+	Place []byte
 
 	once sync.Once
 	mu   sync.Mutex
@@ -102,9 +107,10 @@ func (p *Parking[S]) park(x *Exchange[S], deadline time.Time) string {
 	p.mu.Unlock()
 	x.handle = key
 
-	plain := make([]byte, 0, handleLen+sha256.Size)
+	plain := make([]byte, 0, handleLen+sha256.Size+placeBlockLen)
 	plain = append(plain, handle[:]...)
 	plain = append(plain, x.digest[:]...)
+	plain = p.appendPlace(plain) // parking_place.go
 	return p.Ring.Seal(parkedPurpose, plain, time.Until(deadline))
 }
 
@@ -188,7 +194,7 @@ func (p *Parking[S]) Unpark(msg *jsonrpc.Message, target, owner string) (*Exchan
 	// Expired, sealed by a retired key, or forged: the same answer.
 	plain, err := p.Ring.Open(parkedPurpose, state)
 	digest := requestDigest(msg)
-	if err != nil || len(plain) != handleLen+sha256.Size || !bytes.Equal(plain[handleLen:], digest[:]) {
+	if err != nil || !parkedShape(len(plain)) || !bytes.Equal(plain[handleLen:handleLen+sha256.Size], digest[:]) {
 		return nil, invalid(errBadState.Error())
 	}
 	e := p.takeFor(hex.EncodeToString(plain[:handleLen]), target, owner)
@@ -219,8 +225,8 @@ func isRetry(msg *jsonrpc.Message) bool {
 }
 
 // sealedRetry reports whether a retry's requestState has the shape of
-// one the gateway sealed (what park returns: a handle and a digest,
-// sealed by a key the ring holds or held). Any other state is the
+// one the gateway sealed (what park returns: a handle and a digest, and
+// a place or not, sealed by a key the ring holds or held). Any other state is the
 // server's own (a server on an SDK of both eras may answer a session-era
 // request with its own input round, which FromSessionEra marks
 // input_required): the retry then goes to the server as a new request,
@@ -232,7 +238,7 @@ func (p *Parking[S]) sealedRetry(msg *jsonrpc.Message) bool {
 	if err != nil {
 		return true // Unpark refuses it, naming why
 	}
-	return p.Ring.Shaped(state, handleLen+sha256.Size)
+	return p.Ring.Shaped(state, handleLen+sha256.Size) || p.Ring.Shaped(state, handleLen+sha256.Size+placeBlockLen)
 }
 
 // retryParams returns a retry's requestState and inputResponses.

@@ -166,7 +166,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	h.numberStreams(s) // sharedstreams.go
 	s.Begin()
 	defer s.End(time.Now())
-	c, err := be.Resume(h.withHandoff(r.Context(), s), h.relay(s, s.General()), state)
+	c, err := be.Resume(h.withHandoff(r.Context(), s), h.generalStream(s), state)
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the session could not be resumed")

@@ -69,8 +69,10 @@ func (h *Handler) newForwarder() (*httputil.ReverseProxy, *http.Transport) {
 				}
 			}
 		},
+		// Counted before the answer is copied, so that whoever reads the
+		// answer reads the count with it (metrics, tests).
 		ModifyResponse: func(*http.Response) error {
-			h.forwards.forwarded.Add(1) // the owner answered: counted as its headers come (a stream lasts)
+			h.forwards.forwarded.Add(1)
 			return nil
 		},
 		Transport:     transport,
@@ -111,7 +113,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 	}
 	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
 	if failed == nil {
-		return true
+		return true // counted as the owner's answer began (ModifyResponse)
 	}
 	if errors.Is(failed, context.Canceled) && r.Context().Err() != nil {
 		return true // the client left: nobody to answer

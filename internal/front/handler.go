@@ -247,6 +247,9 @@ func New(cfg Config) *Handler {
 	h.forwarder, h.forwardTransport = h.newForwarder()                                     // forward.go
 	h.streamBase = newStreamBase()                                                         // sharedstreams.go
 	h.parking.Wait, h.parking.Release, h.parking.Ring = cfg.InputWait, h.release, cfg.Seal // stateless.go
+	if cfg.Cluster != nil {
+		h.parking.Place = placeOf(cfg.Cluster) // stateless_elsewhere.go
+	}
 	h.tg.Store(newTargets(Targets{Backends: cfg.Backends, Endpoints: cfg.Endpoints, Policies: cfg.Policies, Auth: cfg.Auth}, h.policyOf, cfg.Tracer))
 	if cfg.PublicURL != "" {
 		var err error

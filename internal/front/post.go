@@ -68,15 +68,8 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *
 		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, "mcpgate: session not found")
 		return
 	}
-	if h.cfg.Cluster != nil { // serverreqs.go: answers to server requests another replica relayed
-		var answered bool
-		if msgs, answered = h.routeAnswers(w, r, s, msgs); answered {
-			return
-		}
-		if len(msgs) == 0 {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
+	if h.answersElsewhere(w, r, s, msgs, batch) { // serverreqs.go
+		return
 	}
 	s.Begin()
 	defer func() { s.End(time.Now()) }()
@@ -90,7 +83,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *
 	st := s.NewStream(requests, time.Now())
 	st.Attach()
 	defer st.Detach()
-	out := h.relay(s, st) // serverreqs.go
+	out := h.requestStream(s, st) // serverreqs.go
 	for i := range msgs {
 		conn.Handle(r.Context(), &msgs[i], out)
 	}
@@ -330,7 +323,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 	if legacy {
 		s.SetLegacy()
 	}
-	conn, err := be.Open(h.withHandoff(r.Context(), s), h.relay(s, s.General())) // elsewhere.go, serverreqs.go
+	conn, err := be.Open(h.withHandoff(r.Context(), s), h.generalStream(s)) // elsewhere.go, serverreqs.go
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the server could not be opened")

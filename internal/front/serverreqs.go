@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
@@ -11,143 +12,146 @@ import (
 	"github.com/mcpgate/mcpgate/internal/session"
 )
 
-// This file routes a client's answer to a server's request back to the
-// replica that asked it. A portable session's messages travel through
-// whichever replica a request landed on; a request the server sends the
-// client (sampling, elicitation, roots/list) is known, under the id the
-// connection gave it, only to the connection of the replica that relayed
-// it. With the cluster on, such a request reaches the client with an id
-// sealed by the key ring for its session, naming that replica and the
-// connection's id; the client's answer, wherever it lands, is unsealed
-// there, or forwarded to that replica (one hop), and reaches the
-// connection under the connection's own id.
+// This file routes a client's answers to server requests of a portable
+// session to the replica that asked. A portable session is served by
+// whichever replica a request lands on, but a server request (sampling,
+// elicitation, roots; the reverse bridge's input rounds) waits for its
+// answer in the memory of the replica that sent it, and the POST carrying
+// the answer may land on another. So, with a cluster, the id of every
+// server request sent on a portable session's request streams is sealed
+// by the key ring with the sending replica's place and the server's own id
+// (a JSON string the client gives back as it came); a replica receiving
+// an answer opens its id: its own, the server's id goes back in, byte for
+// byte; another's, the POST is forwarded there (forward.go), one hop.
+//
+// Server requests on a session's general stream (those tied to no client
+// request) are sealed the same way (generalStream).
 
-// serverReqPrefix starts the id of every server request a replica sealed
-// (a JSON string): "mcpgate-sr." then the token.
-const serverReqPrefix = "mcpgate-sr."
+// serverRequestPurpose is what a server request's id is sealed for; the
+// session id follows it, so an id answers in its own session only.
+const serverRequestPurpose = "mcpgate server request\x00"
 
-// serverReqTTL bounds how long a sealed server-request id opens: longer
-// than any client takes to answer.
-const serverReqTTL = time.Hour
+// serverRequestTTL bounds a sealed server request id: far beyond any
+// request's timeout, which ends the request it belongs to first.
+const serverRequestTTL = time.Hour
 
-func serverReqPurpose(sid string) string { return "mcpgate server request\x00" + sid }
+// sealsServerRequests reports whether session s's server request ids
+// are sealed: a portable session of a cluster (whose place fits the
+// length byte of the sealed id).
+func (h *Handler) sealsServerRequests(s *session.Session) bool {
+	return h.cfg.Cluster != nil && s.Handoff() != nil && len(h.parking.Place) <= 255
+}
 
-// relayStream is a session stream of a cluster's session as its
-// connection writes to it: a server request sent on it gets a sealed id
-// (sealServerRequest) once the session is portable; the rest, replies
-// above all, pass as they are.
-type relayStream struct {
+// sealedRequests is the Stream a portable session's request is handled
+// with: server requests sent on it get sealed ids; the rest passes as it
+// came.
+type sealedRequests struct {
 	conn.Stream
-	h *Handler
-	s *session.Session
+	h   *Handler
+	sid string
 }
 
-// relay returns the stream the session's connection is given for out:
-// out itself without a cluster.
-func (h *Handler) relay(s *session.Session, out conn.Stream) conn.Stream {
-	if h.cfg.Cluster == nil {
-		return out
-	}
-	return &relayStream{Stream: out, h: h, s: s}
+func (s *sealedRequests) Send(msg []byte) {
+	s.Stream.Send(s.h.sealServerRequest(s.sid, msg))
 }
 
-func (rs *relayStream) Send(msg []byte) {
-	if rs.s.Handoff() != nil {
-		msg = rs.h.sealServerRequest(rs.s.ID, msg)
-	}
-	rs.Stream.Send(msg)
-}
-
-// sealServerRequest returns msg with its id sealed, when it is a request:
-// the plaintext is this replica's instance and address and the id as the
-// connection gave it.
+// sealServerRequest returns msg with its id sealed when it is a request
+// (from the server, to the client of session sid); msg itself otherwise.
 func (h *Handler) sealServerRequest(sid string, msg []byte) []byte {
-	if !bytes.Contains(msg, []byte(`"method"`)) || !bytes.Contains(msg, []byte(`"id"`)) {
-		return msg // a notification, for sure: no parse
-	}
 	m, err := jsonrpc.Parse(msg)
 	if err != nil || m.Kind != jsonrpc.KindRequest {
 		return msg
 	}
-	cl := h.cfg.Cluster
-	c := claim{instance: cl.Instance(), advertise: cl.Advertise()}
-	plain := append(c.marshal(), m.Bytes(m.ID)...)
-	id := `"` + serverReqPrefix + h.cfg.Seal.Seal(serverReqPurpose(sid), plain, serverReqTTL) + `"`
-	return jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.ID, Value: []byte(id)})
+	place := h.parking.Place // placeOf the cluster (handler.go)
+	id := m.Bytes(m.ID)
+	plain := make([]byte, 0, 1+len(place)+len(id))
+	plain = append(plain, byte(len(place)))
+	plain = append(plain, place...)
+	plain = append(plain, id...)
+	token := h.cfg.Seal.Seal(serverRequestPurpose+sid, plain, serverRequestTTL)
+	return jsonrpc.Splice(nil, msg, jsonrpc.Edit{Span: m.ID, Value: strconv.AppendQuote(nil, token)})
 }
 
-// openServerReqID returns the replica that relayed the server request
-// whose sealed id is id (a JSON string), and the id the connection gave
-// it; ok is false for any other id.
-func (h *Handler) openServerReqID(sid string, id []byte) (c claim, orig []byte, ok bool) {
-	token, found := bytes.CutPrefix(id, []byte(`"`+serverReqPrefix))
-	if !found || len(token) < 2 || token[len(token)-1] != '"' {
-		return c, nil, false
+// openServerRequestID returns the place and the server's own id sealed
+// in id (raw JSON) for session sid; ok false when id is no sealed id of
+// this cluster's (the client's own, forged, or from before).
+func (h *Handler) openServerRequestID(sid string, id []byte) (place, orig []byte, ok bool) {
+	if len(id) < 2 || id[0] != '"' {
+		return nil, nil, false
 	}
-	plain, err := h.cfg.Seal.Open(serverReqPurpose(sid), string(token[:len(token)-1]))
-	if err != nil || len(plain) < 2+8+8+2 {
-		return c, nil, false
+	token, err := strconv.Unquote(string(id))
+	if err != nil {
+		return nil, nil, false
 	}
-	// The claim's marshal, then the id: split where the claim ends.
-	n := 2 + 8 + 8
-	if len(plain) < n+1 || len(plain) < n+1+int(plain[n]) {
-		return c, nil, false
+	plain, err := h.cfg.Seal.Open(serverRequestPurpose+sid, token)
+	if err != nil || len(plain) < 1 || len(plain) <= 1+int(plain[0]) {
+		return nil, nil, false
 	}
-	n += 1 + int(plain[n])
-	if len(plain) < n+1 || len(plain) < n+1+int(plain[n]) {
-		return c, nil, false
-	}
-	n += 1 + int(plain[n])
-	if c, err = parseClaim(plain[:n]); err != nil || n == len(plain) {
-		return c, nil, false
-	}
-	return c, plain[n:], true
+	n := int(plain[0])
+	return plain[1 : 1+n], plain[1+n:], true
 }
 
-// routeAnswers routes the clients' answers among msgs to server requests a
-// replica sealed: those of this replica get their connection's ids back,
-// in place; when every answer is for one other replica, and msgs hold no
-// request, the POST goes there (true: it was answered). Answers for a
-// replica this POST cannot reach are dropped (their request went with
-// their replica), and so are those whose id does not open.
-func (h *Handler) routeAnswers(w http.ResponseWriter, r *http.Request, s *session.Session, msgs []jsonrpc.Message) ([]jsonrpc.Message, bool) {
-	if h.cfg.Cluster == nil {
-		return msgs, false
+// requestStream returns the Stream session s's requests are handled
+// with: st, or st sealing server request ids (a portable session of a
+// cluster). The caller gives the same Stream to Abandon.
+func (h *Handler) requestStream(s *session.Session, st *session.Stream) conn.Stream {
+	if !h.sealsServerRequests(s) {
+		return st
 	}
-	var elsewhere string
-	kept := msgs[:0:0]
-	mixed := false
+	return &sealedRequests{Stream: st, h: h, sid: s.ID}
+}
+
+// answersElsewhere handles the client's answers to server requests
+// among msgs (a POST of session s): when one answers another replica's
+// request, the whole POST goes there and it reports true if that replica
+// answered r; otherwise the answers to this replica's requests get the
+// server's ids back, in place in msgs.
+func (h *Handler) answersElsewhere(w http.ResponseWriter, r *http.Request, s *session.Session, msgs []jsonrpc.Message, batch bool) bool {
+	if !h.sealsServerRequests(s) {
+		return false
+	}
+	here := h.parking.Place
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Kind != jsonrpc.KindResponse || !bytes.HasPrefix(m.Bytes(m.ID), []byte(`"`+serverReqPrefix)) {
-			kept = append(kept, *m)
+		if m.Kind != jsonrpc.KindResponse {
 			continue
 		}
-		c, orig, ok := h.openServerReqID(s.ID, m.Bytes(m.ID))
-		if !ok {
-			continue // not ours to read: nobody could route it
-		}
-		if c.instance != h.cfg.Cluster.Instance() {
-			if elsewhere != "" && elsewhere != c.advertise {
-				mixed = true
+		place, _, ok := h.openServerRequestID(s.ID, m.Bytes(m.ID))
+		// A forwarded POST is served here whatever it holds: one hop.
+		if ok && !bytes.Equal(place, here) && r.Header.Get(hopHeader) == "" {
+			if h.forwardAnswers(w, r, place, msgs, batch) {
+				return true
 			}
-			elsewhere = c.advertise
+			break // that replica is gone, and its request with it
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Kind != jsonrpc.KindResponse {
 			continue
 		}
-		raw := jsonrpc.Splice(nil, m.Raw, jsonrpc.Edit{Span: m.ID, Value: orig})
-		back, err := jsonrpc.Parse(raw)
-		if err != nil {
-			continue
+		if place, orig, ok := h.openServerRequestID(s.ID, m.Bytes(m.ID)); ok && bytes.Equal(place, here) {
+			if parsed, err := jsonrpc.Parse(jsonrpc.Splice(nil, m.Raw, jsonrpc.Edit{Span: m.ID, Value: orig})); err == nil {
+				*m = parsed
+			}
 		}
-		kept = append(kept, back)
 	}
-	if elsewhere == "" || mixed || r.Header.Get(hopHeader) != "" || countRequests(msgs) > 0 || len(kept) > 0 {
-		return kept, false
+	return false
+}
+
+// forwardAnswers forwards r, whose body was msgs, to the replica at
+// place, and reports whether that replica answered it.
+func (h *Handler) forwardAnswers(w http.ResponseWriter, r *http.Request, place []byte, msgs []jsonrpc.Message, batch bool) bool {
+	instance, advertise, ok := parsePlace(place) // stateless_elsewhere.go
+	if !ok || instance == h.cfg.Cluster.Instance() {
+		return false
 	}
-	// Every message is an answer for one other replica: send the POST
-	// there, as the client wrote it.
-	body := make([]byte, 0, 256)
-	if len(msgs) > 1 {
+	if alive, known := h.cfg.Cluster.Alive(instance); known && !alive {
+		h.forwards.gone.Add(1)
+		return false
+	}
+	var body []byte
+	if batch {
 		body = append(body, '[')
 	}
 	for i := range msgs {
@@ -156,14 +160,36 @@ func (h *Handler) routeAnswers(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 		body = append(body, msgs[i].Raw...)
 	}
-	if len(msgs) > 1 {
+	if batch {
 		body = append(body, ']')
 	}
-	fr := r.Clone(r.Context())
-	fr.Body = io.NopCloser(bytes.NewReader(body))
-	fr.ContentLength = int64(len(body))
-	if h.forward(w, fr, elsewhere) {
-		return nil, true
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return h.forward(w, r, advertise)
+}
+
+// generalStream returns the Stream session s's connection is given for
+// the messages tied to no client request: with a cluster, server requests
+// on it get sealed ids too, once the session proves portable (its
+// connection hands off a state during Open, after this stream was made).
+func (h *Handler) generalStream(s *session.Session) conn.Stream {
+	if h.cfg.Cluster == nil {
+		return s.General()
 	}
-	return kept, false
+	return &sealedGeneral{Stream: s.General(), h: h, s: s}
+}
+
+// sealedGeneral is a session's general stream sealing the ids of the
+// server requests sent on it while the session is portable.
+type sealedGeneral struct {
+	conn.Stream
+	h *Handler
+	s *session.Session
+}
+
+func (g *sealedGeneral) Send(msg []byte) {
+	if g.h.sealsServerRequests(g.s) {
+		msg = g.h.sealServerRequest(g.s.ID, msg)
+	}
+	g.Stream.Send(msg)
 }

@@ -76,6 +76,9 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, name string,
 		writeProblem(w, id, prob) // paramheaders.go
 		return
 	}
+	if h.retryElsewhere(w, r, msg) { // stateless_elsewhere.go
+		return
+	}
 	if !be.ServesStateless() {
 		writeErrorID(w, http.StatusBadRequest, id, protocol.CodeUnsupportedVersion,
 			"mcpgate: "+describe(name)+" serves sessions only, no requests of protocol version "+protocol.StatelessVersion+"; initialize a session",

@@ -63,7 +63,19 @@ type Options struct {
 	// requests before initialize), and the probe is repeated after a backoff.
 	// Default 5s.
 	ProbeTimeout time.Duration
+	// FirstID is the first id the Mux gives its requests upstream
+	// (default 1); the ids that follow count up from it. An upstream
+	// session that several replicas of the gateway write to (a portable
+	// remote session) needs each replica's ids apart from the others':
+	// an id is unique in a session, and a server that keys its replies'
+	// streams by id sends one replica's reply to another's request.
+	// At most MaxFirstID, so that ids stay exact in a JavaScript number.
+	FirstID uint64
 }
+
+// MaxFirstID bounds Options.FirstID: ids from it stay below 2^53, the
+// largest integer a JavaScript server reads exactly, for 2^52 requests.
+const MaxFirstID = 1 << 52
 
 // Stats are counters since the Mux started.
 type Stats struct {
@@ -220,10 +232,13 @@ func New(opts Options) *Mux {
 		opts.ProbeTimeout = min(opts.ProbeTimeout, opts.InitTimeout)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if opts.FirstID == 0 || opts.FirstID > MaxFirstID {
+		opts.FirstID = 1
+	}
 	m := &Mux{
 		opts: opts, mode: modeOf(opts), log: opts.Logger.With("server", opts.Name),
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
-		nextID: 1, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
+		nextID: opts.FirstID, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
 		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
 		hub:   listenHub{clients: map[*listener]struct{}{}},
 		epoch: time.Now(), expiry: time.NewTimer(time.Hour),

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -164,6 +166,60 @@ func TestDeadlinesInRegistrationOrder(t *testing.T) {
 		}
 		return cancels == 2
 	})
+}
+
+// A Mux with FirstID numbers its upstream requests from it, and matches
+// the replies to them: what keeps two replicas' requests apart in one
+// upstream session.
+func TestFirstIDNumbersUpstreamRequests(t *testing.T) {
+	const first = MaxFirstID - 1
+	m := New(Options{Name: "t", Timeout: time.Minute, FirstID: first})
+	defer m.Close()
+	up := &silent{m: m}
+	m.SetUpstream(testkit.Genless(up))
+	m.Started(1)
+	out := &collect{done: make(chan struct{}, 2)}
+	c := m.Join(out)
+	for _, id := range []string{`"a"`, `"b"`} {
+		msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"_meta":{"progressToken":7}}}`))
+		c.Handle(context.Background(), &msg, out)
+	}
+	up.mu.Lock()
+	var ids []string
+	for _, raw := range up.sent {
+		msg, _ := jsonrpc.Parse(raw)
+		ids = append(ids, string(msg.Bytes(msg.ID)))
+		if tok := string(msg.Bytes(msg.ProgressToken)); tok != ids[len(ids)-1] {
+			t.Errorf("progress token %s upstream, want the request's id %s", tok, ids[len(ids)-1])
+		}
+	}
+	up.mu.Unlock()
+	// The Mux's own initialize of the process took the first.
+	want := []string{strconv.FormatUint(first+1, 10), strconv.FormatUint(first+2, 10)}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("upstream ids %v, want %v", ids, want)
+	}
+	for _, id := range ids {
+		m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+id+`,"result":{}}`))
+	}
+	for range 2 {
+		<-out.done
+	}
+	got := map[string]bool{}
+	for _, r := range out.replies {
+		msg, _ := jsonrpc.Parse(r)
+		got[string(msg.Bytes(msg.ID))] = !msg.IsError
+	}
+	if !got[`"a"`] || !got[`"b"`] {
+		t.Fatalf("replies %v, want results for \"a\" and \"b\"", got)
+	}
+	// Out of range: the default.
+	if m := New(Options{Name: "t", FirstID: MaxFirstID + 1}); m.nextID != 1 {
+		t.Errorf("FirstID over MaxFirstID: first id %d, want 1", m.nextID)
+		m.Close()
+	} else {
+		m.Close()
+	}
 }
 
 // TestQueueBoundPerClient: behind maxInFlight, one session may queue at

@@ -214,6 +214,9 @@ func start(cfg *config.Server, opts mux.Options, pipeBytes int, log *slog.Logger
 // principal's: see credentials.go), lazily: the remote client dials on the
 // first message, unless h resumes a session.
 func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options, log *slog.Logger, h handoff) (*proc, error) {
+	if h.portable() {
+		opts.FirstID = portableFirstID() // portable.go
+	}
 	m := mux.New(opts)
 	rc := remote.Config{Name: cfg.Name, URL: cfg.URL, Transport: cfg.Type, Headers: headers, Logger: log}
 	h.configure(&rc)

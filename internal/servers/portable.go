@@ -2,10 +2,13 @@ package servers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/eras"
+	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream/remote"
 )
@@ -32,13 +35,31 @@ type handoff struct {
 	resume *remote.Session
 }
 
+// portable reports whether the upstream session is the cluster's: handed
+// to a sink, or resumed from one.
+func (h handoff) portable() bool { return h.sink != nil || h.resume != nil }
+
+// portableFirstID returns where a portable upstream session's connection
+// numbers its requests from (mux.Options.FirstID): a random place in
+// [2^40, 2^52), so that the replicas writing to one upstream session at
+// once never use the same id (a server may key its reply streams by id,
+// and the spec wants an id unique in its session). Two replicas' ranges
+// overlap only if their starts fall within the requests they make of each
+// other: for a million requests each, a chance of about 2^-31.
+func portableFirstID() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	const low = 1 << 40
+	return low + binary.BigEndian.Uint64(b[:])%(mux.MaxFirstID-low)
+}
+
 // configure sets the remote client's side of h.
 func (h handoff) configure(rc *remote.Config) {
 	if sink := h.sink; sink != nil {
 		rc.OnSession = func(s remote.Session) { sink(upstreamState(s).encode()) }
 	}
 	rc.Resume = h.resume
-	rc.KeepSession = h.sink != nil || h.resume != nil
+	rc.KeepSession = h.portable()
 }
 
 // Resume serves a session another replica opened, from the last state

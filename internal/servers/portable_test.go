@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,7 @@ type echoRemote struct {
 	ts    *httptest.Server
 	mu    sync.Mutex
 	inits []string
+	ids   []string // the ids of every request, in arrival order
 	// inited counts the notifications/initialized answered.
 	inited atomic.Int32
 }
@@ -89,9 +91,12 @@ func newEchoRemote(t *testing.T) *echoRemote {
 		var inited bool
 		if req.Method == http.MethodPost {
 			body, _ := io.ReadAll(req.Body)
-			if m, err := jsonrpc.Parse(body); err == nil && m.MethodIs("initialize") {
+			if m, err := jsonrpc.Parse(body); err == nil && m.Kind == jsonrpc.KindRequest {
 				r.mu.Lock()
-				r.inits = append(r.inits, string(body))
+				r.ids = append(r.ids, string(m.Bytes(m.ID)))
+				if m.MethodIs("initialize") {
+					r.inits = append(r.inits, string(body))
+				}
 				r.mu.Unlock()
 			}
 			inited = bytes.Contains(body, []byte(`"notifications/initialized"`))
@@ -220,6 +225,42 @@ func TestRemoteSessionResumedOnAnotherReplica(t *testing.T) {
 	}
 	if n := remote.echo.Sessions(); n != 1 {
 		t.Errorf("%d upstream sessions at the remote, want the one both replicas served", n)
+	}
+}
+
+// Two replicas serving one upstream session at once never send the same
+// request id in it: a server keying its reply streams by id would give one
+// replica's reply to the other's request (server-everything does).
+func TestRemoteReplicasRequestIDsApart(t *testing.T) {
+	remote := newEchoRemote(t)
+	url := remote.ts.URL + "/mcp"
+	a, b := newRemoteServer(t, url), newRemoteServer(t, url)
+	var sinkA, sinkB handoffSink
+	ca := openPortable(t, a, &sinkA)
+	_, state := sinkA.last(t)
+	cb := resumeOn(t, b, &sinkB, state)
+	for i, c := range []conn.Conn{ca, cb, ca, cb} {
+		out := newRecording()
+		handleMsg(t, c, echoCall(`1`, "m"), out)
+		if got := out.reply(t); !strings.Contains(got, `"id":1,"result"`) {
+			t.Errorf("call %d: %s", i, got)
+		}
+	}
+	remote.mu.Lock()
+	ids := append([]string(nil), remote.ids...)
+	remote.mu.Unlock()
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Errorf("id %s sent twice in one upstream session (ids %v)", id, ids)
+		}
+		seen[id] = true
+		if n, err := strconv.ParseUint(id, 10, 64); err != nil || n >= 1<<53 {
+			t.Errorf("id %s: not an integer a JavaScript server reads exactly", id)
+		}
+	}
+	if len(ids) != 5 {
+		t.Errorf("the remote got %d requests %v, want the initialize and 4 calls", len(ids), ids)
 	}
 }
 
