@@ -24,7 +24,8 @@ import (
 //   - BenchmarkClusterPortableCPU: the gateways' CPU per call of portable
 //     sessions (a remote server): sent to one replica directly, to one
 //     replica behind the round-robin proxy (the baseline), and spread over
-//     three by that proxy (each replica resuming the sessions).
+//     three by that proxy (each replica resuming the sessions), with the
+//     same 16 sessions and with 48 (each replica as busy as the one).
 
 // rawSession is a session driven with plain HTTP requests (keep-alive
 // connections, as a load balancer's to the gateway are).
@@ -141,9 +142,9 @@ func BenchmarkClusterPortableCPU(b *testing.B) {
 		}
 		return sum
 	}
-	measure := func(url string) float64 {
+	measure := func(url string, sessions int) float64 {
 		before := cpu()
-		res, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Sessions: 16, Duration: 2 * time.Second, Warmup: time.Second})
+		res, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Sessions: sessions, Duration: 2 * time.Second, Warmup: time.Second})
 		if err != nil || res.Errors > 0 || res.Crossed > 0 || res.Calls == 0 {
 			b.Fatalf("load at %s: %v, %d errors (%s), %d crossed", url, err, res.Errors, res.FirstError, res.Crossed)
 		}
@@ -155,17 +156,21 @@ func BenchmarkClusterPortableCPU(b *testing.B) {
 	// all three; the medians are reported.
 	const rounds = 3
 	for range b.N {
-		var direct, single, cluster []float64
+		var direct, single, cluster, cluster3 []float64
 		for range rounds {
-			direct = append(direct, measure("http://"+replicas[0].addr+"/servers/remote/mcp"))
-			single = append(single, measure(one.srv.URL+"/servers/remote/mcp"))
-			cluster = append(cluster, measure(rr.srv.URL+"/servers/remote/mcp"))
+			direct = append(direct, measure("http://"+replicas[0].addr+"/servers/remote/mcp", 16))
+			single = append(single, measure(one.srv.URL+"/servers/remote/mcp", 16))
+			cluster = append(cluster, measure(rr.srv.URL+"/servers/remote/mcp", 16))
+			// Three times the sessions: each replica as busy as the one.
+			cluster3 = append(cluster3, measure(rr.srv.URL+"/servers/remote/mcp", 48))
 		}
-		d, s, c := median(direct), median(single), median(cluster)
+		d, s, c, c3 := median(direct), median(single), median(cluster), median(cluster3)
 		b.ReportMetric(d, "direct-µs/call")
 		b.ReportMetric(s, "single-µs/call")
 		b.ReportMetric(c, "cluster-µs/call")
 		b.ReportMetric(c/s, "cluster/single")
+		b.ReportMetric(c3, "cluster-x3-µs/call")
+		b.ReportMetric(c3/s, "cluster-x3/single")
 	}
 }
 
