@@ -119,11 +119,20 @@ type replica struct {
 // instance, sealing with ring.
 func startReplica(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, b conn.Backend) *replica {
 	t.Helper()
+	return startReplicaWith(t, cl, instance, ring, Config{Backends: map[string]conn.Backend{"x": b}}, nil)
+}
+
+// startReplicaWith is startReplica with more of the config (its Backends
+// serve "x"), and the replica's view of cl wrapped by wrap when not nil.
+func startReplicaWith(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, cfg Config, wrap func(*memReplica) Cluster) *replica {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
-	h := New(Config{
-		Backends: map[string]conn.Backend{"x": b}, Seal: ring,
-		Cluster: cl.replica(instance, srv.Listener.Addr().String()),
-	})
+	b := cfg.Backends["x"]
+	cfg.Seal, cfg.Cluster = ring, cl.replica(instance, srv.Listener.Addr().String())
+	if wrap != nil {
+		cfg.Cluster = wrap(cfg.Cluster.(*memReplica))
+	}
+	h := New(cfg)
 	cl.mu.Lock()
 	cl.onRevoke = append(cl.onRevoke, h.Revoked)
 	cl.mu.Unlock()
