@@ -121,11 +121,6 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		h.log.Warn("a session's handoff record does not parse; its client must initialize again", "session", logID(id), logTarget(name))
 		return gone
 	}
-	if revoked, _ := cl.Revoked(r.Context(), id); revoked {
-		// (The store failing here, just after it answered, is taken as
-		// not revoked: Revoke deleted the record it gave.)
-		return gone
-	}
 	h.resumeMu.Lock()
 	if wait := h.resuming[id]; wait != nil {
 		h.resumeMu.Unlock()
@@ -165,6 +160,16 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	}
 	s.Begin()
 	defer s.End(time.Now())
+	// Asked once the session is in the directory: a revocation that comes
+	// after the answer finds it there (Revoked) and ends it, and the
+	// resume below then sees it ended (settled).
+	if revoked, _ := cl.Revoked(r.Context(), id); revoked {
+		// (The store failing here, just after it answered, is taken as
+		// not revoked: Revoke deleted the record it gave.)
+		h.store.Delete(s.ID)
+		s.Close("the client deleted the session")
+		return gone
+	}
 	c, err := be.Resume(h.withHandoff(r.Context(), s), s.General(), state)
 	if err != nil {
 		h.store.Delete(s.ID)
