@@ -24,7 +24,7 @@ type whereabouts int
 const (
 	here      whereabouts = iota // the session is (now) in this replica's directory, or unknown: go on here
 	forwarded                    // the request was answered by the owner, through this replica
-	refused                      // the request was answered here (403: a forged hop)
+	refused                      // the request was answered here (403: a forged hop; 404: the owner is unreachable)
 )
 
 // hopHeader marks a request one replica forwarded to another: a token
@@ -93,7 +93,16 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 	if h.forward(w, r, c.advertise) { // forward.go
 		return forwarded
 	}
-	return here
+	// The owner could not be reached, and its session is gone with it.
+	// Answered here: the forward may have spent the request's body (an
+	// owner that died after reading it), which the transport would then
+	// find malformed.
+	msg := "mcpgate: session not found (expired or deleted); initialize again"
+	if legacy {
+		msg = "mcpgate: session not found (its stream closed); open a new one"
+	}
+	writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, msg)
+	return refused
 }
 
 // resumption is what resumeSession did.
