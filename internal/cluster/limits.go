@@ -75,7 +75,10 @@ return {0, -1, 0}
 `)
 
 // sessionScript gives back ARGV[1] sessions of the counter KEYS[1], then
-// takes one if fewer than ARGV[2] are counted; ARGV[3] is its TTL (ms).
+// takes one if fewer than ARGV[2] are counted; ARGV[3] is its TTL (ms),
+// from the last session taken: a refusal keeps the TTL it had, so that
+// the counts of a replica that crashed end with it even for a principal
+// who keeps trying.
 // Reply: 1 taken, 0 refused.
 var sessionScript = redis.NewScript(`
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[1])
@@ -87,8 +90,10 @@ if cur < tonumber(ARGV[2]) then
   cur = cur + 1
   ok = 1
 end
-if cur > 0 then
+if cur > 0 and ok == 1 then
   redis.call('SET', KEYS[1], cur, 'PX', ARGV[3])
+elseif cur > 0 then
+  redis.call('SET', KEYS[1], cur, 'KEEPTTL')
 else
   redis.call('DEL', KEYS[1])
 end
