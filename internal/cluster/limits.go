@@ -200,20 +200,35 @@ func (c *Cluster) Release(principal string, kind limits.Counted, n int) {
 	}
 }
 
-// releaseLoop sends the queued releases until ctx ends. A release that
-// fails while Redis is down is lost: its count expires with its key.
+// releaseLoop sends the queued releases until ctx ends, then those still
+// queued: a replica shutting down gives back the sessions it ended. Each
+// call is bounded by Timeout, not by ctx (a release sent as ctx ends
+// must not fail for it), and fails at once once Redis is known down. A
+// release that fails while Redis is down is lost: its count expires with
+// its key.
 func (c *Cluster) releaseLoop(ctx context.Context) {
+	bounded := context.WithoutCancel(ctx)
+	send := func(r release) {
+		err := c.call(bounded, func(ctx context.Context) error {
+			return releaseScript.Run(ctx, c.rdb, []string{r.key}, r.n).Err()
+		})
+		if err != nil {
+			c.dropped.Add(1)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case r := <-c.release:
-			err := c.call(ctx, func(ctx context.Context) error {
-				return releaseScript.Run(ctx, c.rdb, []string{r.key}, r.n).Err()
-			})
-			if err != nil {
-				c.dropped.Add(1)
+			for {
+				select {
+				case r := <-c.release:
+					send(r)
+				default:
+					return
+				}
 			}
+		case r := <-c.release:
+			send(r)
 		}
 	}
 }

@@ -475,3 +475,26 @@ func TestRefusedSessionKeepsTTL(t *testing.T) {
 		t.Errorf("SessionTTL after the last session opened: %v, %v; want admitted", ok, err)
 	}
 }
+
+// TestReleasesSentAtStop: the counts queued for release when Run stops
+// (a replica shutting down gives back the sessions it ended) reach Redis
+// before Run returns, rather than staying counted until their TTL.
+func TestReleasesSentAtStop(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, _ := newCluster(t, "a", m.Addr(), nil)
+	const n = 64
+	for range n {
+		if ok, err := c.AdmitSession(context.Background(), "p", n, 0); !ok || err != nil {
+			t.Fatalf("AdmitSession: %v, %v", ok, err)
+		}
+	}
+	for range n {
+		c.Release("p", limits.Session, 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // stopped before it sent any
+	c.Run(ctx)
+	if got, _ := m.Get(c.keys.sessions("p")); got != "" {
+		t.Errorf("after Run returned, %s of %d released sessions still counted", got, n)
+	}
+}
