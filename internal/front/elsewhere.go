@@ -55,6 +55,12 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 		}
 	}
 	if s := h.store.Lookup(id); s != nil {
+		if s.Value() == nil {
+			// Maybe being resumed (resumeSession puts the session in the
+			// directory before its connection is there): the request
+			// goes on once it is, or finds the session gone if it failed.
+			h.awaitResume(r.Context(), id)
+		}
 		if hop == "" && isStandaloneGET(r) && s.Handoff() != nil {
 			return h.standaloneAtOwner(w, r, name, id)
 		}
@@ -200,6 +206,20 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	h.forwards.resumed.Add(1)
 	h.established(s, name, transportStreamable, version) // sessionlog.go
 	return resumed
+}
+
+// awaitResume waits for the resume of session id in progress here, if
+// any, or for ctx to end.
+func (h *Handler) awaitResume(ctx context.Context, id string) {
+	h.resumeMu.Lock()
+	wait := h.resuming[id]
+	h.resumeMu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // settled checks a session whose connection was just opened (or resumed)

@@ -3,6 +3,7 @@ package front
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,4 +48,70 @@ func TestResumeRacingRevoke(t *testing.T) {
 		}
 	}
 	testkit.WaitFor(t, "no session left on either replica", func() bool { return a.h.Sessions() == 0 && b.h.Sessions() == 0 })
+}
+
+// slowResume is a portableBackend whose Resume waits for release, after
+// telling entered.
+type slowResume struct {
+	*portableBackend
+	entered, release chan struct{}
+}
+
+func (b *slowResume) Resume(ctx context.Context, general conn.Stream, state []byte) (conn.Conn, error) {
+	close(b.entered)
+	<-b.release
+	return b.portableBackend.Resume(ctx, general, state)
+}
+
+// Requests for a portable session that come while this replica resumes
+// it (the session in its directory, its connection not yet there) wait
+// for the resume: a call is answered, and a DELETE ends the session on
+// every replica, as they would once it is resumed; neither is told the
+// session is unknown (its client would initialize again).
+func TestRequestsDuringResume(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodDelete} {
+		t.Run(method, func(t *testing.T) {
+			ring, cl := testRing(t), newMemCluster()
+			pa := &portableBackend{fakeBackend: newFakeBackend()}
+			pb := &slowResume{portableBackend: &portableBackend{fakeBackend: newFakeBackend()}, entered: make(chan struct{}), release: make(chan struct{})}
+			a := startReplica(t, cl, "a", ring, pa)
+			b := startReplica(t, cl, "b", ring, pb)
+			sid := initSession(t, a.srv)
+			testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+
+			first := postAsync(t, b.srv, sid, v0618, `{"jsonrpc":"2.0","id":"first","method":"ping"}`)
+			testkit.Receive(t, pb.entered, "the resume on b")
+			second := make(chan *http.Response, 1)
+			go func() {
+				body := `{"jsonrpc":"2.0","id":"second","method":"ping"}`
+				if method == http.MethodDelete {
+					body = ""
+				}
+				resp, _ := do(t, b.srv, method, mcpPath, body, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618)
+				second <- resp
+			}()
+			// The second request must come during the resume: it waits
+			// for it, so the resume is let go only once the request is in
+			// b's handler (counted by its requests).
+			testkit.WaitFor(t, "the second request in b", func() bool { return b.h.requests.Load() == 2 })
+			close(pb.release)
+			got := testkit.Receive(t, first, "the first call")
+			// (Racing a DELETE of its session, it may find the session
+			// ended: 404.)
+			if !strings.HasPrefix(got, "200") && !(method == http.MethodDelete && strings.HasPrefix(got, "404")) || strings.HasPrefix(got, "200") && !strings.Contains(got, `"id":"first"`) {
+				t.Errorf("the call that resumed the session: %s", got)
+			}
+			resp := testkit.Receive(t, second, "the request during the resume")
+			want := http.StatusOK
+			if method == http.MethodDelete {
+				want = http.StatusNoContent
+			}
+			if resp.StatusCode != want {
+				t.Fatalf("%s during the resume: %d, want %d", method, resp.StatusCode, want)
+			}
+			if method == http.MethodDelete {
+				testkit.WaitFor(t, "the session ended on every replica", func() bool { return a.h.Sessions() == 0 && b.h.Sessions() == 0 })
+			}
+		})
+	}
 }
