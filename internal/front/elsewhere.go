@@ -64,6 +64,12 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 		if hop == "" && isStandaloneGET(r) && s.Handoff() != nil {
 			return h.standaloneAtOwner(w, r, name, id)
 		}
+		if state, v := s.Handoff(), s.Version(); hop != "" && state != nil && v != "" && r.Method == http.MethodPost {
+			// Another replica forwarded a request for a portable session:
+			// it found no handoff record (the store restarted empty, say).
+			// Stored again, the session is portable again.
+			h.publishHandoff(s, v, state)
+		}
 		return here
 	}
 	c, err := openID(h.cfg.Seal, name, id)

@@ -115,3 +115,36 @@ func TestRequestsDuringResume(t *testing.T) {
 		})
 	}
 }
+
+// A portable session whose handoff record the store lost (Redis restarted
+// empty, with no persistence) gets it back from the replica that holds
+// it, the first time another replica, finding no record, forwards it a
+// request: it is portable again, and survives that replica.
+func TestHandoffRecordRestored(t *testing.T) {
+	ring, cl := testRing(t), newMemCluster()
+	pa, pb := &portableBackend{fakeBackend: newFakeBackend()}, &portableBackend{fakeBackend: newFakeBackend()}
+	a := startReplica(t, cl, "a", ring, pa)
+	b := startReplica(t, cl, "b", ring, pb)
+	sid := initSession(t, a.srv)
+	stored := func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil }
+	testkit.WaitFor(t, "the handoff record stored", stored)
+	cl.mu.Lock()
+	clear(cl.state) // the store restarted empty
+	cl.mu.Unlock()
+
+	if code := callStatus(t, b.srv, sid); code != http.StatusOK {
+		t.Fatalf("a call on b with no record: %d", code)
+	}
+	if f := b.h.Forwards(); f.Forwarded != 1 || f.Resumed != 0 {
+		t.Fatalf("forwards: %+v, want the call forwarded to a", f)
+	}
+	testkit.WaitFor(t, "the handoff record stored again", stored)
+
+	a.srv.Close() // a gone: b resumes the session from the record
+	cl.mu.Lock()
+	cl.dead["a"] = true
+	cl.mu.Unlock()
+	if code := callStatus(t, b.srv, sid); code != http.StatusOK {
+		t.Errorf("a call on b once a is gone: %d, want 200", code)
+	}
+}
