@@ -75,7 +75,10 @@ return {0, -1, 0}
 `)
 
 // sessionScript gives back ARGV[1] sessions of the counter KEYS[1], then
-// takes one if fewer than ARGV[2] are counted; ARGV[3] is its TTL (ms).
+// takes one if fewer than ARGV[2] are counted; ARGV[3] is its TTL (ms),
+// from the last session taken: a refusal keeps the TTL it had, so that
+// the counts of a replica that crashed end with it even for a principal
+// who keeps trying.
 // Reply: 1 taken, 0 refused.
 var sessionScript = redis.NewScript(`
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[1])
@@ -87,8 +90,10 @@ if cur < tonumber(ARGV[2]) then
   cur = cur + 1
   ok = 1
 end
-if cur > 0 then
+if cur > 0 and ok == 1 then
   redis.call('SET', KEYS[1], cur, 'PX', ARGV[3])
+elseif cur > 0 then
+  redis.call('SET', KEYS[1], cur, 'KEEPTTL')
 else
   redis.call('DEL', KEYS[1])
 end
@@ -195,20 +200,35 @@ func (c *Cluster) Release(principal string, kind limits.Counted, n int) {
 	}
 }
 
-// releaseLoop sends the queued releases until ctx ends. A release that
-// fails while Redis is down is lost: its count expires with its key.
+// releaseLoop sends the queued releases until ctx ends, then those still
+// queued: a replica shutting down gives back the sessions it ended. Each
+// call is bounded by Timeout, not by ctx (a release sent as ctx ends
+// must not fail for it), and fails at once once Redis is known down. A
+// release that fails while Redis is down is lost: its count expires with
+// its key.
 func (c *Cluster) releaseLoop(ctx context.Context) {
+	bounded := context.WithoutCancel(ctx)
+	send := func(r release) {
+		err := c.call(bounded, func(ctx context.Context) error {
+			return releaseScript.Run(ctx, c.rdb, []string{r.key}, r.n).Err()
+		})
+		if err != nil {
+			c.dropped.Add(1)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case r := <-c.release:
-			err := c.call(ctx, func(ctx context.Context) error {
-				return releaseScript.Run(ctx, c.rdb, []string{r.key}, r.n).Err()
-			})
-			if err != nil {
-				c.dropped.Add(1)
+			for {
+				select {
+				case r := <-c.release:
+					send(r)
+				default:
+					return
+				}
 			}
+		case r := <-c.release:
+			send(r)
 		}
 	}
 }

@@ -445,3 +445,56 @@ func TestSharedRefusalsReadAsLocal(t *testing.T) {
 		t.Fatalf("past the request burst: %+v", ref)
 	}
 }
+
+// TestRefusedSessionKeepsTTL: a principal's session count lives SessionTTL
+// past the last session opened, as Config says (a replica that crashed
+// never gives its sessions back, so only the TTL ends what it counted):
+// a refused attempt does not renew it, or a principal who keeps trying
+// would be locked out for good.
+func TestRefusedSessionKeepsTTL(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, _ := newCluster(t, "a", m.Addr(), nil)
+	ctx := context.Background()
+	if ok, err := c.AdmitSession(ctx, "p", 1, 0); !ok || err != nil {
+		t.Fatalf("the first session: %v, %v", ok, err)
+	}
+	key := c.keys.sessions("p")
+	m.FastForward(time.Hour)
+	left := m.TTL(key)
+	if left <= 0 || left >= c.cfg.SessionTTL {
+		t.Fatalf("the count's TTL after an hour: %v", left)
+	}
+	if ok, err := c.AdmitSession(ctx, "p", 1, 0); ok || err != nil {
+		t.Fatalf("a second session with MaxSessions 1: %v, %v", ok, err)
+	}
+	if got := m.TTL(key); got != left {
+		t.Errorf("a refused session moved the count's TTL from %v to %v", left, got)
+	}
+	m.FastForward(left)
+	if ok, err := c.AdmitSession(ctx, "p", 1, 0); !ok || err != nil {
+		t.Errorf("SessionTTL after the last session opened: %v, %v; want admitted", ok, err)
+	}
+}
+
+// TestReleasesSentAtStop: the counts queued for release when Run stops
+// (a replica shutting down gives back the sessions it ended) reach Redis
+// before Run returns, rather than staying counted until their TTL.
+func TestReleasesSentAtStop(t *testing.T) {
+	m := miniredis.RunT(t)
+	c, _ := newCluster(t, "a", m.Addr(), nil)
+	const n = 64
+	for range n {
+		if ok, err := c.AdmitSession(context.Background(), "p", n, 0); !ok || err != nil {
+			t.Fatalf("AdmitSession: %v, %v", ok, err)
+		}
+	}
+	for range n {
+		c.Release("p", limits.Session, 1)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // stopped before it sent any
+	c.Run(ctx)
+	if got, _ := m.Get(c.keys.sessions("p")); got != "" {
+		t.Errorf("after Run returned, %s of %d released sessions still counted", got, n)
+	}
+}

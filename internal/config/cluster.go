@@ -126,6 +126,12 @@ func (g *Gateway) checkCluster(ps *Problems, path string) {
 			ps.add(join(join(p, "redis"), "url"), "%q is not a redis:// or rediss:// URL with a host", r.String())
 		}
 	}
+	if g.TLS != nil {
+		// A replica forwards a request for a session another holds to that
+		// one's advertise address in plain HTTP, which a TLS listener
+		// answers 400: every such request would fail.
+		ps.add(p, "is not with gateway.tls: the replicas forward to each other in plain HTTP; terminate TLS in front of them (an Ingress or a load balancer)")
+	}
 	if len(g.SealKeys) == 0 {
 		ps.add(p, `needs seal keys shared by every replica ("sealKeys" or "sealKeyFile"): a random key's session ids open on no other replica`)
 	}

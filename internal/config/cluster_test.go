@@ -60,6 +60,10 @@ func TestClusterProblems(t *testing.T) {
 		{"redis http url", clusterConfig(`{"advertise": "a:1", "redis": {"url": "http://r:1"}}`), "gateway.cluster.redis.url", "not a redis://"},
 		{"unknown key", clusterConfig(`{"advertise": "a:1", "peers": []}`), "gateway.cluster.peers", ""},
 		{"no seal keys", sealConfig(`"cluster": {"advertise": "a:1"}`), "gateway.cluster", "needs seal keys"},
+		// The replicas forward to each other in plain HTTP: a TLS listener
+		// would answer every forwarded request 400.
+		{"with tls", sealConfig(`"sealKeys": [{"id": "k1", "key": "` + sealSecret(1) + `"}], "tls": {"certFile": "/c.crt", "keyFile": "/c.key"}, "cluster": {"advertise": "a:1"}`),
+			"gateway.cluster", "not with gateway.tls"},
 	} {
 		_, err := Parse([]byte(tc.config), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {

@@ -24,7 +24,7 @@ type whereabouts int
 const (
 	here      whereabouts = iota // the session is (now) in this replica's directory, or unknown: go on here
 	forwarded                    // the request was answered by the owner, through this replica
-	refused                      // the request was answered here (403: a forged hop)
+	refused                      // the request was answered here (403: a forged hop; 404: the owner is unreachable)
 )
 
 // hopHeader marks a request one replica forwarded to another: a token
@@ -55,8 +55,20 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 		}
 	}
 	if s := h.store.Lookup(id); s != nil {
+		if s.Value() == nil {
+			// Maybe being resumed (resumeSession puts the session in the
+			// directory before its connection is there): the request
+			// goes on once it is, or finds the session gone if it failed.
+			h.awaitResume(r.Context(), id)
+		}
 		if hop == "" && isStandaloneGET(r) && s.Handoff() != nil {
 			return h.standaloneAtOwner(w, r, name, id)
+		}
+		if state, v := s.Handoff(), s.Version(); hop != "" && state != nil && v != "" && r.Method == http.MethodPost {
+			// Another replica forwarded a request for a portable session:
+			// it found no handoff record (the store restarted empty, say).
+			// Stored again, the session is portable again.
+			h.publishHandoff(s, v, state)
 		}
 		return here
 	}
@@ -93,7 +105,16 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 	if h.forward(w, r, c.advertise) { // forward.go
 		return forwarded
 	}
-	return here
+	// The owner could not be reached, and its session is gone with it.
+	// Answered here: the forward may have spent the request's body (an
+	// owner that died after reading it), which the transport would then
+	// find malformed.
+	msg := "mcpgate: session not found (expired or deleted); initialize again"
+	if legacy {
+		msg = "mcpgate: session not found (its stream closed); open a new one"
+	}
+	writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, msg)
+	return refused
 }
 
 // resumption is what resumeSession did.
@@ -119,11 +140,6 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	version, state, ok := parseHandoffRecord(rec)
 	if !ok {
 		h.log.Warn("a session's handoff record does not parse; its client must initialize again", "session", logID(id), logTarget(name))
-		return gone
-	}
-	if revoked, _ := cl.Revoked(r.Context(), id); revoked {
-		// (The store failing here, just after it answered, is taken as
-		// not revoked: Revoke deleted the record it gave.)
 		return gone
 	}
 	h.resumeMu.Lock()
@@ -166,6 +182,16 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	h.numberStreams(s) // sharedstreams.go
 	s.Begin()
 	defer s.End(time.Now())
+	// Asked once the session is in the directory: a revocation that comes
+	// after the answer finds it there (Revoked) and ends it, and the
+	// resume below then sees it ended (settled).
+	if revoked, _ := cl.Revoked(r.Context(), id); revoked {
+		// (The store failing here, just after it answered, is taken as
+		// not revoked: Revoke deleted the record it gave.)
+		h.store.Delete(s.ID)
+		s.Close("the client deleted the session")
+		return gone
+	}
 	c, err := be.Resume(h.withHandoff(r.Context(), s), h.generalStream(s), state)
 	if err != nil {
 		h.store.Delete(s.ID)
@@ -187,6 +213,20 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	h.forwards.resumed.Add(1)
 	h.established(s, name, transportStreamable, version) // sessionlog.go
 	return resumed
+}
+
+// awaitResume waits for the resume of session id in progress here, if
+// any, or for ctx to end.
+func (h *Handler) awaitResume(ctx context.Context, id string) {
+	h.resumeMu.Lock()
+	wait := h.resuming[id]
+	h.resumeMu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // settled checks a session whose connection was just opened (or resumed)

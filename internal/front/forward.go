@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/audit"
 )
 
 // This file forwards a request for an owner-bound session to the replica
@@ -113,10 +115,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 	}
 	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
 	if failed == nil {
+		// The owner answered: it read the request's messages and writes
+		// its audit line; a line here too would log one request twice.
+		if x, ok := w.(*audit.Exchange); ok {
+			x.Skip()
+		}
 		return true // counted as the owner's answer began (ModifyResponse)
 	}
 	if errors.Is(failed, context.Canceled) && r.Context().Err() != nil {
-		return true // the client left: nobody to answer
+		return true // the client left: nobody to answer (audited here, as the owner may not have had it)
 	}
 	h.forwards.failed.Add(1)
 	if ok, held := h.openFailures.Allow(time.Now()); ok {

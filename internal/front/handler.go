@@ -286,8 +286,10 @@ func New(cfg Config) *Handler {
 	h.route("/sse", h.serveDefault(h.admittedSSE.ServeHTTP))
 	h.route("/messages", h.serveDefault(h.admittedMessages.ServeHTTP))
 	h.mux.HandleFunc("/", h.notFound)
-	// The Host first, for every URL, before anything is revealed.
-	h.serve = admission.CheckHost(cfg.HostAllowed, http.HandlerFunc(h.routeRequest))
+	// The Host first, for every URL, before anything is revealed (but for
+	// the other replicas' requests to end a session, admitted by their
+	// sealed token: sessions_admin_replicas.go).
+	h.serve = h.endSessionsAnyHost(admission.CheckHost(cfg.HostAllowed, http.HandlerFunc(h.routeRequest)))
 	return h
 }
 

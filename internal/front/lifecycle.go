@@ -84,6 +84,11 @@ func (h *Handler) Close() {
 	for _, s := range sessions {
 		h.endAsync(s, reason)
 	}
+	if h.limits != nil {
+		// They stop counting for their principals on the other replicas
+		// (limits.Shared): a rolling restart must not leave them counted.
+		h.limits.Sweep(h.store)
+	}
 	if !h.closers.wait(time.Until(deadline) - handlerWait) {
 		// A connection that does not close in time must not keep its
 		// clients waiting: their handlers answer for it.

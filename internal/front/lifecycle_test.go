@@ -8,9 +8,11 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -272,5 +274,44 @@ func TestLogsShortSessionID(t *testing.T) {
 	}
 	if !strings.Contains(out, "level=INFO msg=\"session closed\" session="+sid[:logIDLen]+" ") {
 		t.Fatalf("end not logged with the short id:\n%s", out)
+	}
+}
+
+// countingShared is a limits.Shared that admits every session and counts
+// those given back.
+type countingShared struct {
+	taken, given atomic.Int64
+}
+
+func (c *countingShared) Admit(context.Context, limits.SharedRequest) (limits.SharedVerdict, error) {
+	return limits.SharedVerdict{Refused: -1}, nil
+}
+func (c *countingShared) AdmitSession(_ context.Context, _ string, _, ended int) (bool, error) {
+	c.given.Add(int64(ended))
+	c.taken.Add(1)
+	return true, nil
+}
+func (c *countingShared) Release(_ string, kind limits.Counted, n int) {
+	if kind == limits.Session {
+		c.given.Add(int64(n))
+	}
+}
+func (c *countingShared) Live() int { return 1 }
+
+// The sessions a replica ends as it shuts down are given back to the
+// limits the replicas share: a rolling restart must not leave them
+// counted against their principal (until the count's TTL, a day).
+func TestCloseGivesBackSharedSessions(t *testing.T) {
+	shared := &countingShared{}
+	h, srv := testServer(t, newFakeBackend(), Config{Limits: &limits.Config{MaxSessions: 5, Shared: shared}})
+	for range 3 {
+		initSession(t, srv)
+	}
+	if shared.taken.Load() != 3 || shared.given.Load() != 0 {
+		t.Fatalf("taken %d, given back %d; want 3, 0", shared.taken.Load(), shared.given.Load())
+	}
+	h.Close()
+	if got := shared.given.Load(); got != 3 {
+		t.Errorf("%d of the 3 sessions ended at Close given back", got)
 	}
 }

@@ -125,7 +125,20 @@ type replica struct {
 // instance, sealing with ring.
 func startReplica(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, b conn.Backend) *replica {
 	t.Helper()
-	r := serveReplica(t, "", ring, b, func(advertise string) Cluster { return cl.replica(instance, advertise) })
+	return startReplicaWith(t, cl, instance, ring, Config{Backends: map[string]conn.Backend{"x": b}}, nil)
+}
+
+// startReplicaWith is startReplica with more of the config (its Backends
+// serve "x"), and the replica's view of cl wrapped by wrap when not nil.
+func startReplicaWith(t *testing.T, cl *memCluster, instance string, ring *seal.Ring, cfg Config, wrap func(*memReplica) Cluster) *replica {
+	t.Helper()
+	r := serveReplicaWith(t, "", ring, cfg, func(advertise string) Cluster {
+		m := cl.replica(instance, advertise)
+		if wrap != nil {
+			return wrap(m)
+		}
+		return m
+	})
 	cl.mu.Lock()
 	cl.onRevoke = append(cl.onRevoke, r.h.Revoked)
 	cl.mu.Unlock()
@@ -137,6 +150,12 @@ func startReplica(t *testing.T, cl *memCluster, instance string, ring *seal.Ring
 // returns given the replica's address.
 func serveReplica(t *testing.T, addr string, ring *seal.Ring, b conn.Backend, join func(advertise string) Cluster) *replica {
 	t.Helper()
+	return serveReplicaWith(t, addr, ring, Config{Backends: map[string]conn.Backend{"x": b}}, join)
+}
+
+// serveReplicaWith is serveReplica with more of the config.
+func serveReplicaWith(t *testing.T, addr string, ring *seal.Ring, cfg Config, join func(advertise string) Cluster) *replica {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
@@ -146,14 +165,15 @@ func serveReplica(t *testing.T, addr string, ring *seal.Ring, b conn.Backend, jo
 		srv.Listener.Close()
 		srv.Listener = ln
 	}
-	h := New(Config{Backends: map[string]conn.Backend{"x": b}, Seal: ring, Cluster: join(srv.Listener.Addr().String())})
+	cfg.Seal, cfg.Cluster = ring, join(srv.Listener.Addr().String())
+	h := New(cfg)
 	srv.Config.Handler = h
 	srv.Start()
 	t.Cleanup(func() {
 		h.Close()
 		srv.Close()
 	})
-	return &replica{h: h, srv: srv, b: b}
+	return &replica{h: h, srv: srv, b: cfg.Backends["x"]}
 }
 
 const v0618 = "2025-06-18"

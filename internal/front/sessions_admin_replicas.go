@@ -45,9 +45,8 @@ const maxSessionIDLen = 1 << 10
 
 // endElsewhere ends session id, which this replica does not hold, where it
 // lives (see the file comment). r is the administrator's request: its
-// context bounds the call and its Host goes on to the owner, whose Host
-// check then admits it as this replica's did (every replica has the same
-// configuration).
+// context bounds the call and its Host goes on to the owner, which admits
+// the request by its token, not by its Host (endSessionsAnyHost).
 func (h *Handler) endElsewhere(r *http.Request, id string) (SessionInfo, error) {
 	target, c, ok := h.claimOf(id)
 	if !ok {
@@ -136,6 +135,25 @@ func (h *Handler) askOwner(r *http.Request, advertise, id string) (SessionInfo, 
 		return SessionInfo{}, fmt.Errorf("%w: its answer does not parse: %v", ErrOwnerUnreachable, err)
 	}
 	return si, nil
+}
+
+// endSessionsAnyHost serves the other replicas' requests to end a session
+// (endSessionPath) ahead of next, the Host check: such a request carries
+// the Host of the admin API it came through (askOwner), which the main
+// listener's check need not allow (the admin listener is not the main
+// one), and it is admitted by its sealed token, which no browser page a
+// Host check keeps out can have. Without a cluster it is next.
+func (h *Handler) endSessionsAnyHost(next http.Handler) http.Handler {
+	if h.cfg.Cluster == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == endSessionPath {
+			h.serveEndSession(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // serveEndSession is the owner's side of askOwner: the body is the whole

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -190,5 +191,28 @@ func TestServeEndSessionToken(t *testing.T) {
 	}
 	if a.h.store.Lookup(sid) != nil || a.h.store.Lookup(other) == nil {
 		t.Errorf("not just the session named was ended")
+	}
+}
+
+// The owner ends a session at another replica's request whatever Host
+// the administrator reached that replica's admin API by: the admin
+// listener is not the main one, and its names need not be among those
+// the main listener's Host check allows (gateway.allowedHosts). The
+// request's sealed token is what admits it.
+func TestEndSessionOnOwnerBehindHostCheck(t *testing.T) {
+	ring, cl := testRing(t), newMemCluster()
+	allowed := func(host string) bool { return host == "127.0.0.1" || host == "mcp.example.com" }
+	start := func(instance string) *replica {
+		return startReplicaWith(t, cl, instance, ring, Config{Backends: map[string]conn.Backend{"x": newFakeBackend()}, HostAllowed: allowed}, nil)
+	}
+	a, b := start("a"), start("b")
+	sid := initSession(t, a.srv)
+	admin := adminRequest()
+	admin.Host = "mcpgate-admin.ops.svc:9090"
+	if si, err := b.h.EndSession(admin, sid); err != nil || si.EndedOn != EndedByOwner {
+		t.Fatalf("ended from b, its admin API reached as %s: %+v, %v", admin.Host, si, err)
+	}
+	if a.h.Sessions() != 0 {
+		t.Errorf("the owner still holds %d sessions", a.h.Sessions())
 	}
 }
