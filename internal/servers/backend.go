@@ -184,6 +184,9 @@ type proc struct {
 	// initialized on another replica (portable.go): its client starts
 	// initialized. "" for any other.
 	resumed string
+	// delivered, for a portable remote session, is its client's
+	// Delivered (isolatedConn.Handle waits on it); nil for any other.
+	delivered func() <-chan struct{}
 }
 
 // sharedPipeBytes is the pipe capacity asked for a shared server's one
@@ -229,6 +232,9 @@ func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options
 	p := &proc{m: m, up: c}
 	if h.resume != nil {
 		p.resumed = h.resume.Version
+	}
+	if h.portable() {
+		p.delivered = c.Delivered
 	}
 	return p, nil
 }

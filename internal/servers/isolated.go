@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 )
 
@@ -273,6 +274,29 @@ type isolatedConn struct {
 
 // Close is CloseWith("").
 func (c *isolatedConn) Close() { c.CloseWith("") }
+
+// deliveryWait bounds how long Handle waits for a portable session's
+// notification to reach its server.
+const deliveryWait = 10 * time.Second
+
+// Handle routes msg; a notification of a portable session (one another
+// replica may serve next) returns only once the server took it, or
+// deliveryWait passed, or ctx ended: the client's next request, through
+// whichever replica, then cannot reach the server before it (a server
+// refuses requests that come before notifications/initialized).
+func (c *isolatedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out conn.Stream) {
+	c.Client.Handle(ctx, msg, out)
+	if c.p.delivered == nil || msg.Kind != jsonrpc.KindNotification {
+		return
+	}
+	t := time.NewTimer(deliveryWait)
+	defer t.Stop()
+	select {
+	case <-c.p.delivered():
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
 
 // CloseWith ends the client with reason, then gives back its process.
 func (c *isolatedConn) CloseWith(reason string) {

@@ -395,3 +395,64 @@ func TestOwnerBoundBackends(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A portable session's notification returns from Handle only once the
+// remote took it: the client's next request, through another replica,
+// cannot overtake it (as a tools/list sent right after
+// notifications/initialized must not). A session of one replica (no sink)
+// is not held up.
+func TestPortableNotificationDelivered(t *testing.T) {
+	const note = `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`
+	echo := echoserver.NewHandler()
+	t.Cleanup(echo.Close)
+	var gate atomic.Pointer[chan struct{}]
+	arrived := make(chan struct{}, 4)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPost {
+			body, _ := io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"notifications/roots/list_changed"`)) {
+				arrived <- struct{}{}
+				<-*gate.Load()
+			}
+		}
+		echo.ServeHTTP(w, req)
+	}))
+	t.Cleanup(ts.Close)
+	first := make(chan struct{})
+	gate.Store(&first)
+	s := newRemoteServer(t, ts.URL+"/mcp")
+	var sink handoffSink
+	c := openPortable(t, s, &sink)
+	done := make(chan struct{})
+	go func() {
+		handleMsg(t, c, note, newRecording())
+		close(done)
+	}()
+	testkit.Receive(t, arrived, "the notification at the remote")
+	select {
+	case <-done:
+		t.Fatal("Handle returned before the remote took the notification")
+	default:
+	}
+	close(first)
+	testkit.Receive(t, done, "Handle's return once the remote took the notification")
+
+	// Without a sink (one replica), nothing waits: Handle returns while
+	// the remote still holds the notification.
+	second := make(chan struct{})
+	gate.Store(&second)
+	single, err := s.Open(context.Background(), newRecording())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(second) // the remote takes it: single's Close need not abort it
+		single.Close()
+	}()
+	out := newRecording()
+	handleMsg(t, single, portableInit, out)
+	out.reply(t)
+	handleMsg(t, single, note, newRecording())
+	testkit.Receive(t, arrived, "the single replica's notification at the remote")
+}

@@ -245,6 +245,17 @@ func (c *Client) send(ctx context.Context, gen uint64, msg []byte) error {
 	return nil
 }
 
+// Delivered returns a channel closed once every message sent so far has
+// been delivered: a notification answered by the server, a request
+// written. A replica of a cluster waits on it before it tells a client
+// its notification was accepted, so that a request the client sends next,
+// through another replica, cannot reach the server first.
+func (c *Client) Delivered() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
 // TrySend is Send without a context: Send never blocks (the exchange runs
 // on a goroutine of the Client), so TrySend never blocks either. It exists
 // for owners that need a send that cannot block, such as the multiplexer's
