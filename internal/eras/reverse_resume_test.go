@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,6 +159,69 @@ func TestReverseResumeLevelAndSubscriptions(t *testing.T) {
 	a.reply(`{"content":[]}`)
 	if got := out.reply(t); !strings.Contains(got, `"id":"r1","result":{"content":[]}`) {
 		t.Errorf("reply %s", got)
+	}
+	c.Close()
+	leaks()
+}
+
+// TestReverseTellsOneAtATime: a change made while another is being told
+// is not told on a goroutine of its own (its answer goes out at once);
+// the goroutine telling tells the newest state once done, so calls never
+// overlap and the last one has the newest level.
+func TestReverseTellsOneAtATime(t *testing.T) {
+	leaks := revLeaks(t)
+	srv := newRevServer(revDiscoverPlain)
+	var (
+		mu      sync.Mutex
+		told    []ReverseSession
+		hold    bool
+		telling atomic.Int32
+	)
+	entered, release := make(chan struct{}), make(chan struct{})
+	c := NewReverseHandoff(srv.open, &revStream{}, 0, testLogger(t), func(s ReverseSession) {
+		if telling.Add(1) != 1 {
+			t.Error("two calls at once")
+		}
+		defer telling.Add(-1)
+		mu.Lock()
+		told = append(told, s)
+		wait := hold
+		hold = false
+		mu.Unlock()
+		if wait {
+			close(entered)
+			<-release
+		}
+	}).(*reverseConn)
+	revInit(t, c)
+	setLevel := func(id, level string) *revStream {
+		out := &revStream{}
+		revHandle(c, `{"jsonrpc":"2.0","id":`+id+`,"method":"logging/setLevel","params":{"level":"`+level+`"}}`, out)
+		return out
+	}
+	mu.Lock()
+	hold = true
+	mu.Unlock()
+	first := make(chan *revStream)
+	go func() { first <- setLevel("1", "info") }()
+	<-entered // the first setLevel's goroutine is telling, held
+	for i, level := range []string{"warning", "error"} {
+		if got := setLevel(strconv.Itoa(2+i), level).reply(t); got != `{"jsonrpc":"2.0","id":`+strconv.Itoa(2+i)+`,"result":{}}` {
+			t.Errorf("setLevel %s: %s", level, got)
+		}
+	}
+	close(release)
+	if got := (<-first).reply(t); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Errorf("the first setLevel: %s", got)
+	}
+	mu.Lock()
+	var levels []string
+	for _, s := range told {
+		levels = append(levels, string(s.Level))
+	}
+	mu.Unlock()
+	if !slices.Equal(levels, []string{"", `"info"`, `"error"`}) {
+		t.Errorf("told levels %q, want the initialize's, the first setLevel's and the newest", levels)
 	}
 	c.Close()
 	leaks()
