@@ -52,10 +52,9 @@ type reverseConn struct {
 	general conn.Stream
 	timeout time.Duration // a request's, input rounds included; 0: none
 	log     *slog.Logger
-	// onInit is told what the session keeps of each initialize it
-	// answered, before the answer goes out (reverse_resume.go); nil: no
-	// one asks.
-	onInit func(ReverseSession)
+	// onState is told what another replica needs to resume the session
+	// after each change of it (reverse_resume.go); nil: no one asks.
+	onState func(ReverseSession)
 
 	ctx    context.Context // ends with the session
 	cancel context.CancelFunc
@@ -67,6 +66,9 @@ type reverseConn struct {
 	version  string                          // negotiated; "" before initialize
 	meta     map[string]json.RawMessage      // the revision's _meta of every request
 	discover []byte                          // the server's server/discover result
+	session  ReverseSession                  // what the last initialize kept (no Level, no Subscriptions)
+	telling  bool                            // a goroutine is telling onState (tell)
+	retell   bool                            // the state changed while it was
 	calls    conn.Calls[reverseCall]         // the session's requests not answered; not guarded by mu
 	waiting  map[string]chan json.RawMessage // the client's answers, by the gateway's request id
 	subs     map[string]struct{}             // resources/subscribe'd URIs
@@ -235,12 +237,10 @@ func (c *reverseConn) initialize(ctx context.Context, msg *jsonrpc.Message, id [
 	if level, ok := c.meta[protocol.MetaLogLevel]; ok {
 		meta[protocol.MetaLogLevel] = level
 	}
-	c.version, c.meta, c.discover = version, meta, bytes.Clone(discover)
+	c.version, c.meta, c.discover, c.session = version, meta, bytes.Clone(discover), rs
 	c.mu.Unlock()
 	c.relisten()
-	if c.onInit != nil {
-		c.onInit(rs)
-	}
+	c.tell()
 	return jsonrpc.Response(id, result)
 }
 
@@ -263,6 +263,7 @@ func (c *reverseConn) setLevel(msg *jsonrpc.Message, id []byte) []byte {
 	meta[protocol.MetaLogLevel] = p.Params.Level
 	c.meta = meta // replaced, not changed: calls running hold the old one
 	c.mu.Unlock()
+	c.tell()
 	return jsonrpc.Response(id, []byte(`{}`))
 }
 

@@ -91,6 +91,7 @@ func (c *reverseConn) subscribe(uri string, on bool) uint64 {
 	c.mu.Unlock()
 	if had != on {
 		c.relisten()
+		c.tell()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,21 +17,26 @@ import (
 // This file lets a session of the reverse bridge move between replicas of
 // the gateway. The session is gateway state only (the server of
 // 2026-07-28 has none): what its requests need is what the client said in
-// initialize. NewReverseHandoff tells its owner that after each
-// initialize; ResumeReverse builds the session again from it elsewhere.
+// initialize, the level of its last logging/setLevel and the resources it
+// subscribed to. NewReverseHandoff tells its owner that after each change;
+// ResumeReverse builds the session again from it elsewhere.
 
-// ReverseSession is what a session of the reverse bridge keeps of its
-// client's initialize: the version negotiated, and the client's
-// capabilities and clientInfo objects (nil when it sent none), which go in
-// the _meta of each of its requests. The receiver must not modify them.
+// ReverseSession is what a session of the reverse bridge keeps: the
+// version negotiated, the client's capabilities and clientInfo objects
+// (nil when it sent none), which go in the _meta of each of its requests,
+// the level of its last logging/setLevel (a JSON string as the client
+// sent it; nil: none), which goes there too, and the URIs it subscribed
+// to (sorted), which its listen asks for. The receiver must not modify
+// them.
 type ReverseSession struct {
-	Version      string
-	Capabilities json.RawMessage
-	ClientInfo   json.RawMessage
+	Version       string
+	Capabilities  json.RawMessage
+	ClientInfo    json.RawMessage
+	Level         json.RawMessage
+	Subscriptions []string
 }
 
-// meta returns the _meta every request of the session carries (before a
-// logging/setLevel adds its level).
+// meta returns the _meta every request of the session carries.
 func (s ReverseSession) meta() map[string]json.RawMessage {
 	meta := map[string]json.RawMessage{
 		protocol.MetaProtocolVersion:    json.RawMessage(strconv.Quote(protocol.StatelessVersion)),
@@ -41,24 +48,34 @@ func (s ReverseSession) meta() map[string]json.RawMessage {
 	if rawObject(s.ClientInfo) {
 		meta[protocol.MetaClientInfo] = s.ClientInfo
 	}
+	if len(s.Level) > 0 && s.Level[0] == '"' {
+		meta[protocol.MetaLogLevel] = s.Level
+	}
 	return meta
 }
 
-// NewReverseHandoff is NewReverse whose session tells onInit what it
-// keeps of each initialize it answers, before the answer goes out, on the
-// goroutine of that initialize.
-func NewReverseHandoff(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger, onInit func(ReverseSession)) conn.Conn {
+// NewReverseHandoff is NewReverse whose session tells onState what
+// another replica needs to resume it (ResumeReverse) after each change:
+// each initialize it answers (before the answer goes out), each
+// logging/setLevel (before its answer), and each resources/subscribe or
+// unsubscribe that changed its set. onState is called on the goroutine of
+// the change, never under the session's lock, and one call at a time,
+// each with a state newer than the last: a change made while another is
+// being told is told by that goroutine once it is done, so its answer
+// may go out first.
+func NewReverseHandoff(open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger, onState func(ReverseSession)) conn.Conn {
 	c := newReverseConn(open, general, timeout, log)
-	c.onInit = onInit
+	c.onState = onState
 	return c
 }
 
 // ResumeReverse returns the session of the reverse bridge that s describes,
 // initialized already (on another replica): it asks the server's
-// server/discover through open (bounded by ctx), as the initialize did, and
-// holds the session's listen. onInit is as for NewReverseHandoff (a client
-// that initializes the session again), and may be nil.
-func ResumeReverse(ctx context.Context, open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger, s ReverseSession, onInit func(ReverseSession)) (conn.Conn, error) {
+// server/discover through open (bounded by ctx), as the initialize did,
+// sends its requests with s's level, and holds the session's listen, for
+// s's subscriptions too. onState is as for NewReverseHandoff (told of the
+// changes made here; not of s itself), and may be nil.
+func ResumeReverse(ctx context.Context, open func(context.Context, conn.Stream) (conn.StatelessConn, error), general conn.Stream, timeout time.Duration, log *slog.Logger, s ReverseSession, onState func(ReverseSession)) (conn.Conn, error) {
 	sc, err := open(ctx, general)
 	if err != nil {
 		return nil, err
@@ -72,8 +89,58 @@ func ResumeReverse(ctx context.Context, open func(context.Context, conn.Stream) 
 		return nil, err // the session could not have initialized on it
 	}
 	c := newReverseConn(open, general, timeout, log)
-	c.onInit = onInit
+	c.onState = onState
 	c.version, c.meta, c.discover = s.Version, s.meta(), bytes.Clone(discover)
+	c.session = ReverseSession{Version: s.Version, Capabilities: s.Capabilities, ClientInfo: s.ClientInfo}
+	for _, uri := range s.Subscriptions {
+		c.subs[uri] = struct{}{}
+	}
 	c.relisten()
 	return c, nil
+}
+
+// tell tells onState the session's state, unless another goroutine is
+// telling it, which then tells it again once done (so the last call
+// always has the newest state, and calls never overlap). Nothing is told
+// before the session initialized: a state without a version has nothing
+// to resume.
+func (c *reverseConn) tell() {
+	if c.onState == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.telling {
+		c.retell = true
+		c.mu.Unlock()
+		return
+	}
+	c.telling = true
+	for {
+		c.retell = false
+		s, ok := c.stateLocked()
+		c.mu.Unlock()
+		if ok {
+			c.onState(s)
+		}
+		c.mu.Lock()
+		if !c.retell {
+			c.telling = false
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// stateLocked returns what another replica needs to resume the session,
+// and false before it initialized. c.mu is held.
+func (c *reverseConn) stateLocked() (ReverseSession, bool) {
+	if c.version == "" {
+		return ReverseSession{}, false
+	}
+	s := c.session
+	s.Level = c.meta[protocol.MetaLogLevel]
+	if len(c.subs) > 0 {
+		s.Subscriptions = slices.Sorted(maps.Keys(c.subs))
+	}
+	return s, true
 }

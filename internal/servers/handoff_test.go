@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +23,10 @@ func TestHandoffRoundTrip(t *testing.T) {
 		{kind: kindUpstream, version: "2025-03-26"}, // a remote without sessions
 		{kind: kindUpstream, session: "s", version: "2025-11-25", caps: json.RawMessage(`{"roots":{}}`), info: json.RawMessage(`{"name":"n","version":"1"}`)},
 		{kind: kindReverse, version: "2024-11-05", caps: json.RawMessage(`{}`)},
+		{kind: kindReverse, version: "2025-06-18", level: json.RawMessage(`"debug"`)},
+		{kind: kindReverse, version: "2025-06-18", subs: []string{"", "file:///a", "mem://b"}},
+		{kind: kindReverse, version: "2025-11-25", caps: json.RawMessage(`{"roots":{}}`), info: json.RawMessage(`{"name":"n"}`),
+			level: json.RawMessage(`"warning"`), subs: []string{"file:///a"}},
 	} {
 		b := h.encode()
 		got, err := decodeHandoff(b)
@@ -61,6 +67,65 @@ func TestHandoffLeavesOutWhatDoesNotFit(t *testing.T) {
 	}
 }
 
+// TestHandoffLayouts: a state with neither a level nor subscriptions is
+// written in layout 1, byte for byte as before layout 2 (a replica of the
+// version before reads it); one with either in layout 2.
+func TestHandoffLayouts(t *testing.T) {
+	v1 := []byte{handoffV1, kindReverse, 0, 10}
+	v1 = append(v1, "2025-06-18"...)
+	v1 = append(v1, 2, '{', '}', 0)
+	if got := (handoffState{kind: kindReverse, version: "2025-06-18", caps: json.RawMessage(`{}`)}).encode(); !bytes.Equal(got, v1) {
+		t.Errorf("encoded %q, want layout 1's %q", got, v1)
+	}
+	if h, err := decodeHandoff(v1); err != nil || h.level != nil || h.subs != nil || string(h.caps) != `{}` {
+		t.Errorf("layout 1 decoded to %+v, %v", h, err)
+	}
+	v2 := append(bytes.Clone(v1), 7)
+	v2 = append(v2, `"debug"`...)
+	v2 = append(v2, 4, 3, 'a', ':', 'b')
+	v2[0] = handoffV2
+	h := handoffState{kind: kindReverse, version: "2025-06-18", caps: json.RawMessage(`{}`), level: json.RawMessage(`"debug"`), subs: []string{"a:b"}}
+	if got := h.encode(); !bytes.Equal(got, v2) {
+		t.Errorf("encoded %q, want %q", got, v2)
+	}
+	// What is not a level, or not a set, is left out.
+	for _, bad := range []handoffState{
+		{kind: kindReverse, version: "2025-06-18", level: json.RawMessage(`3`)},
+		{kind: kindReverse, version: "2025-06-18", level: json.RawMessage(`"` + strings.Repeat("x", maxLevelBytes) + `"`)},
+		{kind: kindReverse, version: "2025-06-18", subs: []string{"b", "a"}},
+		{kind: kindReverse, version: "2025-06-18", subs: []string{"a", "a"}},
+		{kind: kindReverse, version: "2025-06-18", subs: []string{}},
+	} {
+		if b := bad.encode(); b[0] != handoffV1 {
+			t.Errorf("%+v encoded in layout %d", bad, b[0])
+		}
+	}
+}
+
+// TestHandoffLeavesOutSubscriptionsFirst: subscriptions that would make
+// the state too long are left out, the level, capabilities and
+// clientInfo kept; only what still does not fit goes next.
+func TestHandoffLeavesOutSubscriptionsFirst(t *testing.T) {
+	var subs []string
+	for i := range 200 {
+		subs = append(subs, fmt.Sprintf("file:///%03d/%s", i, strings.Repeat("u", 40)))
+	}
+	h := handoffState{kind: kindReverse, version: "2025-06-18", caps: json.RawMessage(`{"sampling":{}}`), info: json.RawMessage(`{"name":"n"}`),
+		level: json.RawMessage(`"debug"`), subs: subs}
+	b := h.encode()
+	got, err := decodeHandoff(b)
+	if err != nil || got.subs != nil || string(got.level) != `"debug"` || string(got.caps) != `{"sampling":{}}` || string(got.info) != `{"name":"n"}` {
+		t.Errorf("%d URIs: decoded %+v, %v", len(subs), got, err)
+	}
+	if len(b) > maxHandoffBytes {
+		t.Errorf("a state of %d bytes", len(b))
+	}
+	h.subs = subs[:10]
+	if got, err := decodeHandoff(h.encode()); err != nil || !slices.Equal(got.subs, subs[:10]) {
+		t.Errorf("10 URIs: decoded %+v, %v", got, err)
+	}
+}
+
 // TestHandoffRefused: what decodeHandoff refuses, each with errBadState.
 func TestHandoffRefused(t *testing.T) {
 	ok := handoffState{kind: kindUpstream, session: "s", version: "2025-06-18"}.encode()
@@ -70,6 +135,11 @@ func TestHandoffRefused(t *testing.T) {
 			b = append(b, byte(len(f)))
 			b = append(b, f...)
 		}
+		return b
+	}
+	v2 := func(kind byte, fields ...string) []byte {
+		b := field(kind, fields...)
+		b[0] = handoffV2
 		return b
 	}
 	for name, b := range map[string][]byte{
@@ -91,6 +161,18 @@ func TestHandoffRefused(t *testing.T) {
 		"caps an array":        field(kindUpstream, "s", "2025-06-18", "[]", ""),
 		"clientInfo cut":       field(kindUpstream, "s", "2025-06-18", "{}", `{"name":`),
 		"too long":             append(field(kindUpstream, "s", "2025-06-18", "", ""), make([]byte, maxHandoffBytes)...),
+		"layout 3":             append([]byte{3}, ok[1:]...),
+		"layout 2, 4 fields":   append([]byte{handoffV2}, ok[1:]...),
+		"layout 2, empty":      v2(kindReverse, "", "2025-06-18", "", "", "", ""),
+		"level on upstream":    v2(kindUpstream, "s", "2025-06-18", "", "", `"debug"`, ""),
+		"subs on upstream":     v2(kindUpstream, "s", "2025-06-18", "", "", "", "\x01a"),
+		"level, no version":    v2(kindReverse, "", "", "", "", `"debug"`, ""),
+		"level a number":       v2(kindReverse, "", "2025-06-18", "", "", "3", ""),
+		"level unquoted":       v2(kindReverse, "", "2025-06-18", "", "", `"debug`, ""),
+		"level too long":       v2(kindReverse, "", "2025-06-18", "", "", `"`+strings.Repeat("x", maxLevelBytes)+`"`, ""),
+		"URIs out of order":    v2(kindReverse, "", "2025-06-18", "", "", "", "\x01b\x01a"),
+		"URI repeated":         v2(kindReverse, "", "2025-06-18", "", "", "", "\x01a\x01a"),
+		"URI cut short":        v2(kindReverse, "", "2025-06-18", "", "", "", "\x05a"),
 	} {
 		if h, err := decodeHandoff(b); !errors.Is(err, errBadState) {
 			t.Errorf("%s: decoded %+v, %v", name, h, err)
@@ -106,6 +188,10 @@ func FuzzDecodeHandoff(f *testing.F) {
 	f.Add(handoffState{kind: kindUpstream, session: "abc", version: "2025-06-18", caps: json.RawMessage(`{}`), info: json.RawMessage(`{"name":"n"}`)}.encode())
 	f.Add(handoffState{kind: kindReverse, version: "2025-11-25", caps: json.RawMessage(`{"sampling":{}}`)}.encode())
 	f.Add([]byte{handoffV1, kindUpstream, 0x80, 0x00, 0, 0, 0})
+	f.Add(handoffState{kind: kindReverse, version: "2025-06-18", level: json.RawMessage(`"debug"`)}.encode())
+	f.Add(handoffState{kind: kindReverse, version: "2025-11-25", caps: json.RawMessage(`{}`), info: json.RawMessage(`{"name":"n"}`),
+		level: json.RawMessage(`"info"`), subs: []string{"", "file:///a", "mem://b"}}.encode())
+	f.Add([]byte{handoffV2, kindReverse, 1, '1', 0, 0, 0, 0, 4, 1, 'b', 1, 'a'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := decodeHandoff(b)
 		if err != nil {
@@ -118,8 +204,11 @@ func FuzzDecodeHandoff(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(again, h) {
 			t.Fatalf("%q decoded to %+v, re-encoded to %+v, %v", b, h, again, err)
 		}
-		if !headerSafe(h.session) || !headerSafe(h.version) || !jsonObject(h.caps) || !jsonObject(h.info) {
+		if !headerSafe(h.session) || !headerSafe(h.version) || !jsonObject(h.caps) || !jsonObject(h.info) || !levelValid(h.level) || !increasing(h.subs) {
 			t.Fatalf("accepted %+v", h)
+		}
+		if h.kind != kindReverse && (h.level != nil || h.subs != nil) {
+			t.Fatalf("an upstream session with a level or subscriptions: %+v", h)
 		}
 		if rs := h.remoteSession(); rs.Init != nil && !json.Valid(rs.Init) {
 			t.Fatalf("renewing initialize %s", rs.Init)

@@ -66,7 +66,8 @@ func (h handoff) configure(rc *remote.Config) {
 // that replica's sink received: an upstream session the remote client
 // carries on with (no initialize: the remote knows the session; if it has
 // forgotten it, it is renewed as the opening replica would have), or a
-// reverse-bridge session built again from its initialize. A handoff sink
+// reverse-bridge session built again from its initialize, level and
+// subscriptions. A handoff sink
 // in ctx is told the state again when it changes. A state that does not
 // parse, or whose kind the server's config no longer serves, is an error
 // naming the server.
@@ -95,8 +96,8 @@ func (s *remoteServer) Resume(ctx context.Context, general conn.Stream, state []
 }
 
 // openReverse opens a session of the reverse bridge, or resumes rs when
-// not nil, telling ctx's handoff sink (if any) what it keeps of each
-// initialize.
+// not nil, telling ctx's handoff sink (if any) its state after each
+// change: an initialize, a logging/setLevel, a subscription.
 func (s *remoteServer) openReverse(ctx context.Context, general conn.Stream, rs *eras.ReverseSession) (conn.Conn, error) {
 	bound, err := s.bindStateless(ctx)
 	if err != nil {
@@ -105,15 +106,15 @@ func (s *remoteServer) openReverse(ctx context.Context, general conn.Stream, rs 
 	open := func(ctx context.Context, general conn.Stream) (conn.StatelessConn, error) {
 		return bound(ctx, general, protocol.StatelessVersion, nil)
 	}
-	var onInit func(eras.ReverseSession)
+	var onState func(eras.ReverseSession)
 	if sink := conn.Handoff(ctx); sink != nil {
-		onInit = func(rs eras.ReverseSession) { sink(reverseState(rs).encode()) }
+		onState = func(rs eras.ReverseSession) { sink(reverseState(rs).encode()) }
 	}
 	log := s.log.With("bridge", "reverse")
 	if rs == nil {
-		return eras.NewReverseHandoff(open, general, s.timeout, log, onInit), nil
+		return eras.NewReverseHandoff(open, general, s.timeout, log, onState), nil
 	}
-	c, err := eras.ResumeReverse(ctx, open, general, s.timeout, log, *rs, onInit)
+	c, err := eras.ResumeReverse(ctx, open, general, s.timeout, log, *rs, onState)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: resuming a reverse-bridge session: %w", s.name, err)
 	}

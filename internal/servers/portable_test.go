@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,6 +363,76 @@ func TestRemoteReverseSessionResumed(t *testing.T) {
 		!strings.Contains(calls[0], `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`) ||
 		!strings.Contains(calls[0], `"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}`) {
 		t.Errorf("the remote got %q; want one call with the session's capabilities and clientInfo", calls)
+	}
+}
+
+// TestRemoteReverseLevelAndSubscriptionsResumed: a reverse-bridge
+// session hands off its logging level and subscriptions as they change; a
+// session resumed from that on another replica sends its requests with
+// the level and asks its listen for the URIs, though neither was set
+// through it.
+func TestRemoteReverseLevelAndSubscriptionsResumed(t *testing.T) {
+	subscribable := func(w http.ResponseWriter, id string) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"resources":{"subscribe":true}}}}`)
+	}
+	// One remote per replica's view of it: what the second one gets is
+	// the resumed session's alone.
+	remoteA, remoteB := newStatelessRemote(t, subscribable), newStatelessRemote(t, subscribable)
+	a := newRemoteServer(t, remoteA.ts.URL+"/mcp", config.ProtocolModern)
+	b := newRemoteServer(t, remoteB.ts.URL+"/mcp", config.ProtocolModern)
+	var sinkA, sinkB handoffSink
+	ca := openPortable(t, a, &sinkA)
+	for i, msg := range []string{
+		`{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"file:///watched"}}`,
+	} {
+		out := newRecording()
+		handleMsg(t, ca, msg, out)
+		if got := out.reply(t); got != `{"jsonrpc":"2.0","id":`+strconv.Itoa(2+i)+`,"result":{}}` {
+			t.Fatalf("%s: %s", msg, got)
+		}
+	}
+	h, state := sinkA.last(t)
+	if string(h.level) != `"debug"` || !slices.Equal(h.subs, []string{"file:///watched"}) || h.version != "2025-06-18" {
+		t.Fatalf("the state after setLevel and subscribe: %+v", h)
+	}
+	ca.Close()
+
+	cb := resumeOn(t, b, &sinkB, state)
+	out := newRecording()
+	handleMsg(t, cb, echoCall(`"r-1"`, "x"), out)
+	if got := out.reply(t); !strings.Contains(got, `"id":"r-1","result"`) {
+		t.Errorf("tools/call on the resumed session: %s", got)
+	}
+	var call, listen string
+	testkit.WaitFor(t, "the resumed session's call and listen", func() bool {
+		remoteB.mu.Lock()
+		defer remoteB.mu.Unlock()
+		for _, body := range remoteB.bodies {
+			switch {
+			case strings.Contains(body, `"method":"tools/call"`):
+				call = body
+			case strings.Contains(body, `"method":"subscriptions/listen"`):
+				listen = body
+			}
+		}
+		return call != "" && listen != ""
+	})
+	if !strings.Contains(call, `"io.modelcontextprotocol/logLevel":"debug"`) {
+		t.Errorf("the resumed session's call has no level: %s", call)
+	}
+	if !strings.Contains(listen, `"resourceSubscriptions":["file:///watched"]`) {
+		t.Errorf("the resumed session's listen does not ask for its subscription: %s", listen)
+	}
+	// A change made on the replica that resumed the session is handed off
+	// from there, with what it resumed.
+	out = newRecording()
+	handleMsg(t, cb, `{"jsonrpc":"2.0","id":4,"method":"logging/setLevel","params":{"level":"error"}}`, out)
+	out.reply(t)
+	if h, _ := sinkB.last(t); string(h.level) != `"error"` || !slices.Equal(h.subs, []string{"file:///watched"}) ||
+		string(h.caps) != `{"sampling":{}}` || string(h.info) != `{"name":"c","version":"1"}` {
+		t.Errorf("the resumed session's state after its setLevel: %+v", h)
 	}
 }
 
