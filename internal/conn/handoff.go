@@ -57,3 +57,10 @@ func (w *wrapped) Resume(ctx context.Context, general Stream, state []byte) (Con
 	}
 	return mw(c), nil
 }
+
+// ReasonDeleted is the reason the front closes a session its client
+// deleted (CloseWith), here or, for a portable session, on another
+// replica. A portable backend, which otherwise leaves its upstream session
+// to the other replicas when a connection closes, ends it at its server
+// for this reason.
+const ReasonDeleted = "the client deleted the session"

@@ -189,7 +189,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		// (The store failing here, just after it answered, is taken as
 		// not revoked: Revoke deleted the record it gave.)
 		h.store.Delete(s.ID)
-		s.Close("the client deleted the session")
+		s.Close(conn.ReasonDeleted)
 		return gone
 	}
 	c, err := be.Resume(h.withHandoff(r.Context(), s), h.generalStream(s), state)
@@ -310,7 +310,7 @@ func (h *Handler) revoke(s *session.Session) {
 // on another replica (internal/cluster tells every replica).
 func (h *Handler) Revoked(id string) {
 	if s := h.store.Delete(id); s != nil {
-		h.endAsync(s, "the client deleted the session")
+		h.endAsync(s, conn.ReasonDeleted)
 	}
 }
 

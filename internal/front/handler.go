@@ -443,7 +443,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	if h.store.Delete(s.ID) != nil {
 		h.revoke(s) // elsewhere.go
-		h.end(s, "the client deleted the session")
+		h.end(s, conn.ReasonDeleted)
 		h.log.Debug("session deleted", "session", logID(s.ID), logTarget(name))
 	}
 	w.WriteHeader(http.StatusNoContent)

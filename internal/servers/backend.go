@@ -187,6 +187,10 @@ type proc struct {
 	// delivered, for a portable remote session, is its client's
 	// Delivered (isolatedConn.Handle waits on it); nil for any other.
 	delivered func() <-chan struct{}
+	// endUpstream, for a portable remote session, makes its stop end the
+	// upstream session at the remote too (the client deleted it); nil for
+	// any other.
+	endUpstream func()
 }
 
 // sharedPipeBytes is the pipe capacity asked for a shared server's one
@@ -234,7 +238,7 @@ func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options
 		p.resumed = h.resume.Version
 	}
 	if h.portable() {
-		p.delivered = c.Delivered
+		p.delivered, p.endUpstream = c.Delivered, c.EndSessionOnClose
 	}
 	return p, nil
 }

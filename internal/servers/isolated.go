@@ -301,6 +301,9 @@ func (c *isolatedConn) Handle(ctx context.Context, msg *jsonrpc.Message, out con
 // CloseWith ends the client with reason, then gives back its process.
 func (c *isolatedConn) CloseWith(reason string) {
 	c.once.Do(func() {
+		if reason == conn.ReasonDeleted && c.p.endUpstream != nil {
+			c.p.endUpstream() // the client ended it: not left to other replicas
+		}
 		c.Client.CloseWith(reason)
 		c.s.mu.Lock()
 		_, mine := c.s.live[c.p]

@@ -527,3 +527,22 @@ func TestPortableNotificationDelivered(t *testing.T) {
 	handleMsg(t, single, note, newRecording())
 	testkit.Receive(t, arrived, "the single replica's notification at the remote")
 }
+
+// A portable session's upstream session outlives a replica's connection
+// (another replica may serve it), but not its client's DELETE.
+func TestPortableSessionEndsWithClientDelete(t *testing.T) {
+	remote := newEchoRemote(t)
+	url := remote.ts.URL + "/mcp"
+	a, b := newRemoteServer(t, url), newRemoteServer(t, url)
+	var sinkA, sinkB handoffSink
+	ca := openPortable(t, a, &sinkA)
+	_, state := sinkA.last(t)
+	cb := resumeOn(t, b, &sinkB, state)
+	cb.CloseWith("the gateway is shutting down")
+	b.Close() // its connections' upstreams stopped
+	if n := remote.echo.Sessions(); n != 1 {
+		t.Fatalf("%d upstream sessions after a replica let go of its copy, want 1", n)
+	}
+	ca.CloseWith(conn.ReasonDeleted)
+	testkit.WaitFor(t, "the upstream session ended by the client's DELETE", func() bool { return remote.echo.Sessions() == 0 })
+}

@@ -92,6 +92,9 @@ type Client struct {
 	gen     uint64 // current generation
 	started bool   // Started(gen) was called and Exited(gen) not yet
 	last    <-chan struct{}
+	// endSession: Close sends DELETE for the session even with
+	// KeepSession (EndSessionOnClose).
+	endSession bool
 	// inflight maps the raw id of each request awaiting its reply to the
 	// cancel func of its exchange (notifications/cancelled for it, sent
 	// through Send, aborts the exchange at once).
@@ -245,6 +248,14 @@ func (c *Client) send(ctx context.Context, gen uint64, msg []byte) error {
 	return nil
 }
 
+// EndSessionOnClose makes Close end the upstream session at the server
+// (DELETE) even with Config.KeepSession: its client deleted it.
+func (c *Client) EndSessionOnClose() {
+	c.mu.Lock()
+	c.endSession = true
+	c.mu.Unlock()
+}
+
 // Delivered returns a channel closed once every message sent so far has
 // been delivered: a notification answered by the server, a request
 // written. A replica of a cluster waits on it before it tells a client
@@ -331,7 +342,10 @@ func (c *Client) Close() error {
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
-		if sess.id != "" && !c.cfg.KeepSession {
+		c.mu.Lock()
+		end := c.endSession
+		c.mu.Unlock()
+		if sess.id != "" && (!c.cfg.KeepSession || end) {
 			c.deleteSession(sess)
 		}
 		if c.ownHC {
