@@ -41,7 +41,7 @@ func (k keys) rate(principal, name string) string {
 }
 
 func (k keys) inFlight(principal string) string {
-	return k.prefix + "l:{" + tag(principal) + "}:inflight"
+	return k.prefix + "l:{" + tag(principal) + "}:inflight:h" // a hash: one count per replica
 }
 func (k keys) sessions(principal string) string {
 	return k.prefix + "l:{" + tag(principal) + "}:sessions"

@@ -28,10 +28,14 @@ import (
 // full, so the key expires then. The clock is an argument, not Redis's
 // TIME, so that tests drive it and the script stays deterministic.
 //
-// KEYS[1..n]: the buckets; KEYS[n+1]: the in-flight counter.
+// KEYS[1..n]: the buckets; KEYS[n+1]: the in-flight counts, a hash of
+// one count per replica (instance id), so that the slots of a replica
+// that died count no more once it left the live view, even while the
+// principal's requests keep the key alive.
 // ARGV[1]: now (µs); ARGV[2]: max in flight (0: none taken);
 // ARGV[3]: the counter's TTL (ms); ARGV[2+2i], ARGV[3+2i]: interval and
-// tolerance (µs) of bucket i.
+// tolerance (µs) of bucket i; ARGV[4+2n]: this replica's instance;
+// ARGV[5+2n...]: the other live replicas' (whose counts are summed).
 // Reply: {0, -1, 0} admitted; {1, i-1, wait µs} bucket i refused;
 // {2, n, 0} the in-flight limit refused.
 // Numbers are written with %.0f: Lua's default format keeps 14 digits, and
@@ -41,7 +45,10 @@ local now = tonumber(ARGV[1])
 local n = #KEYS - 1
 local maxFlight = tonumber(ARGV[2])
 if maxFlight > 0 then
-  local cur = tonumber(redis.call('GET', KEYS[n + 1]) or '0')
+  local cur = 0
+  for j = 4 + 2 * n, #ARGV do
+    cur = cur + tonumber(redis.call('HGET', KEYS[n + 1], ARGV[j]) or '0')
+  end
   if cur >= maxFlight then
     return {2, n, 0}
   end
@@ -68,7 +75,7 @@ for i = 1, n do
   redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', string.format('%.0f', ttl))
 end
 if maxFlight > 0 then
-  redis.call('INCR', KEYS[n + 1])
+  redis.call('HINCRBY', KEYS[n + 1], ARGV[4 + 2 * n], 1)
   redis.call('PEXPIRE', KEYS[n + 1], ARGV[3])
 end
 return {0, -1, 0}
@@ -100,6 +107,20 @@ end
 return ok
 `)
 
+// releaseSlotScript gives back ARGV[1] of this replica's (ARGV[2]) count
+// in the in-flight hash KEYS[1], dropping it at zero, and the hash with
+// its last count.
+var releaseSlotScript = redis.NewScript(`
+local n = redis.call('HINCRBY', KEYS[1], ARGV[2], -tonumber(ARGV[1]))
+if n <= 0 then
+  redis.call('HDEL', KEYS[1], ARGV[2])
+  if redis.call('HLEN', KEYS[1]) == 0 then
+    redis.call('DEL', KEYS[1])
+  end
+end
+return n
+`)
+
 // releaseScript gives back ARGV[1] of the counter KEYS[1], deleting it at
 // zero (a count never goes below).
 var releaseScript = redis.NewScript(`
@@ -114,12 +135,15 @@ return n
 func (c *Cluster) Admit(ctx context.Context, req limits.SharedRequest) (limits.SharedVerdict, error) {
 	n := len(req.Rates)
 	ks := make([]string, 0, n+1)
-	args := make([]any, 0, 3+2*n)
+	args := make([]any, 0, 4+2*n)
 	args = append(args, req.Now.UnixMicro(), req.MaxInFlight, c.cfg.InFlightTTL.Milliseconds())
 	for _, r := range req.Rates {
 		interval, tolerance := gcra(r.PerSecond, r.Burst)
 		ks = append(ks, c.keys.rate(req.Principal, r.Name))
 		args = append(args, interval, tolerance)
+	}
+	if req.MaxInFlight > 0 {
+		args = c.appendLive(args)
 	}
 	ks = append(ks, c.keys.inFlight(req.Principal))
 	var reply []int64
@@ -177,10 +201,26 @@ func (c *Cluster) AdmitSession(ctx context.Context, principal string, maxSession
 	return ok == 1, err
 }
 
-// release is one count to give back.
+// appendLive appends this replica's instance, then the other live
+// replicas' (the view of the last heartbeat), to args.
+func (c *Cluster) appendLive(args []any) []any {
+	args = append(args, c.cfg.Instance)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.view {
+		if id != c.cfg.Instance {
+			args = append(args, id)
+		}
+	}
+	return args
+}
+
+// release is one count to give back: of a counter, or of this replica's
+// field of a hash (slot).
 type release struct {
-	key string
-	n   int
+	key  string
+	n    int
+	slot bool
 }
 
 // Release queues n counts of principal to be given back (limits.Shared);
@@ -189,12 +229,12 @@ func (c *Cluster) Release(principal string, kind limits.Counted, n int) {
 	if c.rdb == nil || n <= 0 {
 		return
 	}
-	key := c.keys.inFlight(principal)
+	r := release{key: c.keys.inFlight(principal), n: n, slot: true}
 	if kind == limits.Session {
-		key = c.keys.sessions(principal)
+		r = release{key: c.keys.sessions(principal), n: n}
 	}
 	select {
-	case c.release <- release{key: key, n: n}:
+	case c.release <- r:
 	default:
 		c.dropped.Add(1)
 	}
@@ -210,6 +250,9 @@ func (c *Cluster) releaseLoop(ctx context.Context) {
 	bounded := context.WithoutCancel(ctx)
 	send := func(r release) {
 		err := c.call(bounded, func(ctx context.Context) error {
+			if r.slot {
+				return releaseSlotScript.Run(ctx, c.rdb, []string{r.key}, r.n, c.cfg.Instance).Err()
+			}
 			return releaseScript.Run(ctx, c.rdb, []string{r.key}, r.n).Err()
 		})
 		if err != nil {

@@ -101,6 +101,14 @@ func TestInFlightShared(t *testing.T) {
 	a, _ := newCluster(t, "a", m.Addr(), nil)
 	b, _ := newCluster(t, "b", m.Addr(), nil)
 	run(t, a)
+	// Each counts the slots of the replicas in its live view: b beats,
+	// then a, whose view then lists b.
+	if err := b.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Beat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	req := limits.SharedRequest{Principal: "p", Now: time.Now(), MaxInFlight: 2}
 	if v := admit(t, a, req); v.Refused != -1 {
 		t.Fatal(v)
@@ -117,7 +125,10 @@ func TestInFlightShared(t *testing.T) {
 		return err == nil && v.Refused == -1
 	})
 	a.Release("p", limits.Slot, 5) // more than taken: the count stops at zero
-	testkit.WaitFor(t, "the counter to be deleted", func() bool { return !m.Exists(a.keys.inFlight("p")) })
+	testkit.WaitFor(t, "a's count to be deleted", func() bool { return m.HGet(a.keys.inFlight("p"), "a") == "" })
+	run(t, b)                      // its releases are sent by its Run
+	b.Release("p", limits.Slot, 2) // its first, and the one the wait above took
+	testkit.WaitFor(t, "the counter to be deleted with its last count", func() bool { return !m.Exists(a.keys.inFlight("p")) })
 }
 
 // TestSessionsShared: two replicas' limiters share a principal's session
@@ -496,5 +507,44 @@ func TestReleasesSentAtStop(t *testing.T) {
 	c.Run(ctx)
 	if got, _ := m.Get(c.keys.sessions("p")); got != "" {
 		t.Errorf("after Run returned, %s of %d released sessions still counted", got, n)
+	}
+}
+
+// TestInFlightOfDeadReplicaFreed: the slots a replica held when it died
+// count no more once it left the live view, though the principal's
+// requests keep the counter's key alive (a replica killed with requests
+// in flight must not lock its principals out).
+func TestInFlightOfDeadReplicaFreed(t *testing.T) {
+	addr := testkit.Redis(t)
+	clk := newClock()
+	a, _ := newCluster(t, "a", addr, clk)
+	b, _ := newCluster(t, "b", addr, clk)
+	ctx := context.Background()
+	beat := func(cs ...*Cluster) {
+		t.Helper()
+		for _, x := range cs {
+			if err := x.Beat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	beat(a, b, a)
+	req := limits.SharedRequest{Principal: "p", MaxInFlight: 2}
+	for range 2 {
+		req.Now = clk.Now()
+		if v := admit(t, b, req); v.Refused != -1 {
+			t.Fatalf("b: %+v", v)
+		}
+	}
+	req.Now = clk.Now()
+	if v := admit(t, a, req); v.Refused != 0 {
+		t.Fatalf("a with b's two slots taken: %+v, want the in-flight limit", v)
+	}
+	// b dies with its two requests in flight; a's requests go on.
+	clk.Advance(3*time.Second + time.Millisecond)
+	beat(a)
+	req.Now = clk.Now()
+	if v := admit(t, a, req); v.Refused != -1 {
+		t.Fatalf("a after b died: %+v, want admitted (b's slots died with it)", v)
 	}
 }
