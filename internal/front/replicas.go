@@ -88,11 +88,7 @@ func (c *claim) marshal() []byte {
 	b = append(b, claimVersion, flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.created.Unix()))
 	b = append(b, c.principal[:]...)
-	b = append(b, byte(len(c.instance)))
-	b = append(b, c.instance...)
-	b = append(b, byte(len(c.advertise)))
-	b = append(b, c.advertise...)
-	return b
+	return appendPlace(b, c.instance, c.advertise)
 }
 
 // parseClaim reads a claim's plaintext; any other bytes are errClaim.
@@ -104,15 +100,40 @@ func parseClaim(b []byte) (claim, error) {
 	c.legacy = b[1]&flagLegacy != 0
 	c.created = time.Unix(int64(binary.BigEndian.Uint64(b[2:10])), 0)
 	copy(c.principal[:], b[10:18])
-	rest := b[18:]
 	var ok bool
-	if c.instance, rest, ok = cutString(rest); !ok {
-		return c, errClaim
-	}
-	if c.advertise, rest, ok = cutString(rest); !ok || len(rest) != 0 {
+	if c.instance, c.advertise, ok = parsePlace(b[18:]); !ok {
 		return c, errClaim
 	}
 	return c, nil
+}
+
+// A place is a replica as the values it seals name one (a session's
+// owner, the replica a request is parked on or that relayed a server's
+// request): its instance, then the address the other replicas reach it
+// at, each length-prefixed.
+
+// placeOf is this replica's place.
+func placeOf(cl Cluster) []byte {
+	return appendPlace(make([]byte, 0, 2+len(cl.Instance())+len(cl.Advertise())), cl.Instance(), cl.Advertise())
+}
+
+// appendPlace appends the place of instance at advertise to b.
+func appendPlace(b []byte, instance, advertise string) []byte {
+	b = append(b, byte(len(instance)))
+	b = append(b, instance...)
+	b = append(b, byte(len(advertise)))
+	return append(b, advertise...)
+}
+
+// parsePlace reads a place, which must fill b.
+func parsePlace(b []byte) (instance, advertise string, ok bool) {
+	if instance, b, ok = cutString(b); !ok {
+		return "", "", false
+	}
+	if advertise, b, ok = cutString(b); !ok || len(b) != 0 || instance == "" || advertise == "" {
+		return "", "", false
+	}
+	return instance, advertise, true
 }
 
 // cutString reads one length-prefixed string.

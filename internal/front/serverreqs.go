@@ -58,6 +58,9 @@ func (s *sealedRequests) Send(msg []byte) {
 // sealServerRequest returns msg with its id sealed when it is a request
 // (from the server, to the client of session sid); msg itself otherwise.
 func (h *Handler) sealServerRequest(sid string, msg []byte) []byte {
+	if !bytes.Contains(msg, []byte(`"id"`)) {
+		return msg // a notification (progress, a log line): no parse
+	}
 	m, err := jsonrpc.Parse(msg)
 	if err != nil || m.Kind != jsonrpc.KindRequest {
 		return msg

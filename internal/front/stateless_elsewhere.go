@@ -17,28 +17,6 @@ import (
 // replica a retry lands on forwards it there (forward.go), one hop at
 // most, as it forwards a session's requests to their owner.
 
-// placeOf is where this replica's parked requests are, as sealed into
-// their requestStates: its instance and the address the other replicas
-// reach it at.
-func placeOf(cl Cluster) []byte {
-	b := make([]byte, 0, 2+len(cl.Instance())+len(cl.Advertise()))
-	b = append(b, byte(len(cl.Instance())))
-	b = append(b, cl.Instance()...)
-	b = append(b, byte(len(cl.Advertise())))
-	return append(b, cl.Advertise()...)
-}
-
-// parsePlace reads placeOf's bytes.
-func parsePlace(b []byte) (instance, advertise string, ok bool) {
-	if instance, b, ok = cutString(b); !ok {
-		return "", "", false
-	}
-	if advertise, b, ok = cutString(b); !ok || len(b) != 0 || instance == "" || advertise == "" {
-		return "", "", false
-	}
-	return instance, advertise, true
-}
-
 // retryElsewhere forwards retry msg (the whole body of r) to the replica
 // its request is parked on, and reports whether it answered r (forwarded,
 // or refused a forged hop). It does not when the request is not another
