@@ -9,6 +9,10 @@ type Auth struct {
 	// resource per server and endpoint URL (RFC 9728). Nil: none.
 	OAuth *OAuth
 
+	// Server is the gateway's own authorization server (key "server").
+	// Nil: none.
+	Server *AuthServer
+
 	// APIKeys are static bearer keys (key "apiKeys"), for clients that
 	// send a header of their own (Claude Code, SDK agents, CI). Default
 	// none.
