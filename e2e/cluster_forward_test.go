@@ -27,15 +27,7 @@ import (
 // that has some, in order.
 func forwardPost(ctx context.Context, t *testing.T, addr, path, sid, version, body string) (contentType string, msgs []string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", version)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(sessionPost(ctx, addr, path, sid, version, body))
 	if err != nil {
 		t.Fatalf("POST to %s: %v", addr, err)
 	}
@@ -65,6 +57,16 @@ func forwardPost(ctx context.Context, t *testing.T, addr, path, sid, version, bo
 			msgs = append(msgs, string(ev.Data))
 		}
 	}
+}
+
+// sessionPost is a POST of body in session sid to the replica at addr.
+func sessionPost(ctx context.Context, addr, path, sid, version, body string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", version)
+	return req
 }
 
 // forwardSession initializes a session of server at version on the
@@ -161,13 +163,8 @@ func TestClusterForwardClientVanishes(t *testing.T) {
 	defer cancel()
 	left := make(chan error, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+via+path,
-			strings.NewReader(`{"jsonrpc":"2.0","id":"gone","method":"tools/call","params":{"name":"slow","arguments":{"ms":599999}}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", version)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(sessionPost(ctx, via, path, sid, version,
+			`{"jsonrpc":"2.0","id":"gone","method":"tools/call","params":{"name":"slow","arguments":{"ms":599999}}}`))
 		if err == nil {
 			resp.Body.Close()
 		}
