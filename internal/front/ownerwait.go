@@ -74,10 +74,12 @@ type ownerClock struct {
 	wait   time.Duration
 	cancel context.CancelCauseFunc
 
-	mu    sync.Mutex
-	t     *time.Timer // started once the request is written
-	fired bool        // cancelled: too late for the headers
-	body  *bodyCopy   // the request's body as it went, for its id
+	body *bodyCopy // the request's body as it went, for its id
+
+	mu      sync.Mutex
+	t       *time.Timer // started once the request is written
+	fired   bool        // cancelled: too late for the headers
+	stopped bool        // the headers came first: a timer firing now is too late
 }
 
 type ownerClockKey struct{}
@@ -113,7 +115,7 @@ func (c *ownerClock) wrote(info httptrace.WroteRequestInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.fired:
+	case c.fired || c.stopped:
 	case c.t == nil:
 		c.t = time.AfterFunc(c.wait, c.expire)
 	default:
@@ -123,20 +125,28 @@ func (c *ownerClock) wrote(info httptrace.WroteRequestInfo) {
 
 func (c *ownerClock) expire() {
 	c.mu.Lock()
-	c.fired = true
+	late := c.stopped // the timer fired as the headers came: they won
+	c.fired = !late
 	c.mu.Unlock()
-	c.cancel(errOwnerSilent)
+	if !late {
+		c.cancel(errOwnerSilent)
+	}
 }
 
 // stop stops the clock as the owner's headers come, and reports whether
-// they came in time.
+// they came in time: before the clock cancelled the forward. Whichever of
+// the two takes the lock first decides.
 func (c *ownerClock) stop() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.fired {
+		return false
+	}
+	c.stopped = true
 	if c.t != nil {
 		c.t.Stop()
 	}
-	return !c.fired
+	return true
 }
 
 // expired reports whether the clock ran out before the owner's headers.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,27 @@ func TestWedgedOwnerAnswered504(t *testing.T) {
 	cancel()
 	if !b.h.handlers.wait(testkit.WaitTimeout) {
 		t.Errorf("b's handlers still run")
+	}
+}
+
+// The owner's headers and the clock running out race: whichever comes
+// first decides, and the other changes nothing, so that a timer firing
+// as the headers come never cuts the answer that began.
+func TestOwnerClockFirstDecides(t *testing.T) {
+	for _, headersFirst := range []bool{true, false} {
+		var cause error
+		c := &ownerClock{wait: time.Hour, cancel: func(err error) { cause = err }}
+		c.wrote(httptrace.WroteRequestInfo{})
+		var inTime bool
+		if headersFirst {
+			inTime = c.stop()
+			c.expire() // the timer's func, run late
+		} else {
+			c.expire()
+			inTime = c.stop()
+		}
+		if inTime != headersFirst || c.expired() == headersFirst || (cause == nil) == !headersFirst {
+			t.Errorf("headers first %v: in time %v, expired %v, cancelled with %v", headersFirst, inTime, c.expired(), cause)
+		}
 	}
 }
