@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,11 @@ func TestWedgedOwnerAnswered504(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tidy := func() {
+		b.h.forwardTransport.CloseIdleConnections()
+		b.srv.Client().CloseIdleConnections()
+	}
+	baseline := testkit.SettleGoroutines(t, "before the forwards", runtime.NumGoroutine(), tidy)
 
 	// The held older call, and the open stream, first: they outlive the
 	// bounded requests below.
@@ -178,6 +184,7 @@ func TestWedgedOwnerAnswered504(t *testing.T) {
 	if !b.h.handlers.wait(testkit.WaitTimeout) {
 		t.Errorf("b's handlers still run")
 	}
+	testkit.SettleGoroutines(t, "after the forwards", baseline, tidy)
 }
 
 // The owner's headers and the clock running out race: whichever comes
