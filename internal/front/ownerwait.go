@@ -69,7 +69,8 @@ func (h *Handler) ownerAnswerWait(r *http.Request) time.Duration {
 }
 
 // ownerClock cancels a forward whose owner sends no headers within wait
-// of the request's end reaching it. Its zero value (no wait) never does.
+// of the request's end reaching it. Every replica of a cluster has the
+// same config, so the forwarding replica's ReplyWait is the owner's.
 type ownerClock struct {
 	wait   time.Duration
 	cancel context.CancelCauseFunc
