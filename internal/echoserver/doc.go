@@ -19,6 +19,10 @@
 // has no session and gets one JSON body. The replies of the session eras
 // do not change by a byte.
 //
+// Besides echo it answers three test hooks, not listed in tools/list
+// (hooks.go): big (a reply of megabytes), pretty (an indented reply) and
+// progress (many notifications/progress before the reply, on stdio).
+//
 // It lives in its own package, rather than in cmd/mcpecho, so that the tests
 // of internal/loadgen can run the real fixture in an httptest server.
 //

@@ -93,6 +93,13 @@ func Negotiate(requested string) string {
 // get the replies of the session eras, unchanged. server/discover is
 // answered in either case.
 func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
+	return appendReply(dst, msg, false)
+}
+
+// appendReply is AppendReply; with lines (stdio, where a message is a
+// line) it also appends the notifications a request sends before its
+// reply, each with its newline (hooks.go).
+func appendReply(dst, msg []byte, lines bool) (out []byte, version string, replied bool) {
 	m, err := jsonrpc.Parse(msg)
 	if err != nil {
 		return jsonrpc.AppendErrorResponse(dst, nil, jsonrpc.Code(err), err.Error()), "", true
@@ -117,6 +124,8 @@ func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
 	switch method {
 	case "tools/call":
 		switch {
+		case string(p.name) != ToolName && !stateless && isHook(p.name):
+			return appendHook(dst, id, &p, lines), "", true // hooks.go
 		case string(p.name) != ToolName:
 			return jsonrpc.AppendErrorResponse(dst, id, codeInvalidParams, "unknown tool "+string(p.name)), version, true
 		case p.message == nil:
@@ -174,6 +183,9 @@ type params struct {
 	version     []byte // protocolVersion (initialize)
 	metaVersion []byte // _meta[KeyProtocolVersion] (a stateless request); nil if absent
 	message     []byte
+	// The test hooks' (hooks.go): raw tokens as written, nil if absent.
+	progressToken []byte // _meta.progressToken
+	bytes, count  []byte // arguments.bytes, arguments.count (numbers)
 }
 
 // walker is a pooled jsontext decoder reading a message in place.
@@ -209,10 +221,14 @@ func walkParams(msg []byte) (params, error) {
 					return w.skip()
 				}
 				return w.object(func(name []byte) error {
-					if string(name) != KeyProtocolVersion {
+					switch string(name) {
+					case KeyProtocolVersion:
+						p.metaVersion = w.str()
+					case "progressToken":
+						p.progressToken = w.token()
+					default:
 						return w.skip()
 					}
-					p.metaVersion = w.str()
 					return nil
 				})
 			case "arguments":
@@ -220,10 +236,16 @@ func walkParams(msg []byte) (params, error) {
 					return w.skip()
 				}
 				return w.object(func(name []byte) error {
-					if string(name) != "message" || w.dec.PeekKind() != '"' {
+					switch kind := w.dec.PeekKind(); {
+					case string(name) == "message" && kind == '"':
+						p.message = w.token()
+					case string(name) == "bytes" && kind == '0':
+						p.bytes = w.token()
+					case string(name) == "count" && kind == '0':
+						p.count = w.token()
+					default:
 						return w.skip()
 					}
-					p.message = w.token()
 					return nil
 				})
 			default:

@@ -69,7 +69,7 @@ func ServeStdio(in io.Reader, out io.Writer) error {
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			var replied bool
-			if batch, _, replied = AppendReply(batch, line); replied {
+			if batch, _, replied = appendReply(batch, line, true); replied {
 				batch = append(batch, '\n')
 			}
 		}

@@ -31,6 +31,7 @@ const dialTimeout = time.Second
 type forwardStats struct {
 	forwarded   atomic.Uint64 // requests forwarded to their owner
 	failed      atomic.Uint64 // forwards whose owner could not be reached: 404
+	silent      atomic.Uint64 // forwards whose owner sent no headers in time: 504 (ownerwait.go)
 	gone        atomic.Uint64 // requests for a session whose owner had no heartbeat: 404
 	resumed     atomic.Uint64 // portable sessions resumed here
 	storeErrors atomic.Uint64 // handoff records or revocations the store refused
@@ -39,13 +40,19 @@ type forwardStats struct {
 // ForwardStats is a snapshot of forwardStats.
 type ForwardStats struct {
 	Forwarded, Failed, Gone, Resumed, StoreErrors uint64
+	// Silent counts the forwards whose owner accepted the request and
+	// sent no headers within ownerAnswerWait: answered 504 here.
+	Silent uint64
 }
 
 // Forwards returns what the Handler did with requests for sessions other
 // replicas hold.
 func (h *Handler) Forwards() ForwardStats {
 	f := &h.forwards
-	return ForwardStats{f.forwarded.Load(), f.failed.Load(), f.gone.Load(), f.resumed.Load(), f.storeErrors.Load()}
+	return ForwardStats{
+		Forwarded: f.forwarded.Load(), Failed: f.failed.Load(), Gone: f.gone.Load(),
+		Resumed: f.resumed.Load(), StoreErrors: f.storeErrors.Load(), Silent: f.silent.Load(),
+	}
 }
 
 // newForwarder returns the reverse proxy to owners, and its transport.
@@ -54,7 +61,7 @@ func (h *Handler) newForwarder() (*httputil.ReverseProxy, *http.Transport) {
 		DialContext:           (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 0, // a tool call takes as long as it takes; the owner bounds it
+		ResponseHeaderTimeout: 0, // per request where the owner's protocol bounds it (ownerwait.go)
 		ForceAttemptHTTP2:     false,
 	}
 	return &httputil.ReverseProxy{
@@ -73,7 +80,10 @@ func (h *Handler) newForwarder() (*httputil.ReverseProxy, *http.Transport) {
 		},
 		// Counted before the answer is copied, so that whoever reads the
 		// answer reads the count with it (metrics, tests).
-		ModifyResponse: func(*http.Response) error {
+		ModifyResponse: func(resp *http.Response) error {
+			if !headersCame(resp) { // ownerwait.go
+				return errOwnerSilent // too late: the client is answered 504 (nothing was written)
+			}
 			h.forwards.forwarded.Add(1)
 			return nil
 		},
@@ -91,10 +101,11 @@ type (
 	forwardErrKey struct{}
 )
 
-// forward proxies r to the owner at advertise, and reports whether the
-// owner answered it. When the owner cannot be reached, nothing was
-// written and the caller answers 404: the owner is gone, and so is the
-// session.
+// forward proxies r to the owner at advertise, and reports whether r was
+// answered: by the owner, or here with a 504 when the owner took it and
+// began no answer in time (ownerwait.go). When the owner cannot be
+// reached, nothing was written and the caller answers 404: the owner is
+// gone, and so is the session.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise string) bool {
 	var failed error
 	ctx := context.WithValue(context.WithValue(r.Context(), ownerKey{}, advertise), forwardErrKey{}, &failed)
@@ -113,7 +124,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 			}
 		}()
 	}
-	h.forwarder.ServeHTTP(w, r.WithContext(ctx))
+	fctx, clock, stop := h.startOwnerClock(ctx, r) // ownerwait.go
+	defer stop()
+	fr := r.WithContext(fctx)
+	if clock != nil && clock.body != nil {
+		fr.Body = clock.body
+	}
+	h.forwarder.ServeHTTP(w, fr)
 	if failed == nil {
 		// The owner answered: it read the request's messages and writes
 		// its audit line; a line here too would log one request twice.
@@ -124,6 +141,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 	}
 	if errors.Is(failed, context.Canceled) && r.Context().Err() != nil {
 		return true // the client left: nobody to answer (audited here, as the owner may not have had it)
+	}
+	if clock != nil && clock.expired() {
+		// The owner lives (it took the request) but is wedged: the client
+		// is answered here, once, and audited here (the owner may never
+		// write its line). Not 404: the session may well live on.
+		h.forwards.silent.Add(1)
+		if ok, held := h.openFailures.Allow(time.Now()); ok {
+			h.log.Warn("the replica holding a session took a forwarded request and sent no answer in time; answered 504", "owner", advertise, "wait", clock.wait, "suppressed", held)
+		}
+		clock.answerSilent(w)
+		return true
 	}
 	h.forwards.failed.Add(1)
 	if ok, held := h.openFailures.Allow(time.Now()); ok {

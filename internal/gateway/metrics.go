@@ -39,7 +39,7 @@ func (g *Gateway) exportCluster(m *metrics.Metrics) {
 			s := metrics.ClusterStats{LiveReplicas: cl.Live(), RedisUp: !cl.Down(), DroppedReleases: cl.Dropped()}
 			if h := g.Handler; h != nil {
 				f := h.Forwards()
-				s.Forwarded, s.OwnerUnreachable, s.OwnerGone = f.Forwarded, f.Failed, f.Gone
+				s.Forwarded, s.OwnerUnreachable, s.OwnerGone, s.OwnerTimeout = f.Forwarded, f.Failed, f.Gone, f.Silent
 				s.Resumed, s.StoreErrors = f.Resumed, f.StoreErrors
 			}
 			return s

@@ -372,7 +372,7 @@ func TestMetricsCluster(t *testing.T) {
 		return up == 1 && live == 1
 	})
 	wantMetric(t, fams, "mcpgate_cluster_info", map[string]string{"replica": "pod-a", "advertise": "127.0.0.1:1"}, 1)
-	for _, outcome := range []string{"forwarded", "owner_unreachable", "owner_gone"} {
+	for _, outcome := range []string{"forwarded", "owner_unreachable", "owner_gone", "owner_timeout"} {
 		if _, ok := metricValue(fams, "mcpgate_cluster_forwarded_requests_total", map[string]string{"outcome": outcome}); !ok {
 			t.Errorf("no mcpgate_cluster_forwarded_requests_total{outcome=%q}", outcome)
 		}

@@ -23,11 +23,12 @@ type ClusterStats struct {
 	RedisUp      bool // Redis answered the last call
 	// Requests for owner-bound sessions of other replicas: forwarded to
 	// their owner, answered 404 because the owner could not be reached,
-	// or because it had no heartbeat.
-	Forwarded, OwnerUnreachable, OwnerGone uint64
-	Resumed                                uint64 // portable sessions of other replicas resumed here
-	StoreErrors                            uint64 // handoff records and revocations Redis refused
-	DroppedReleases                        int64  // shared in-flight and session counts not given back (queue full)
+	// or because it had no heartbeat, or answered 504 because the owner
+	// took the request and began no answer in time (it is wedged).
+	Forwarded, OwnerUnreachable, OwnerGone, OwnerTimeout uint64
+	Resumed                                              uint64 // portable sessions of other replicas resumed here
+	StoreErrors                                          uint64 // handoff records and revocations Redis refused
+	DroppedReleases                                      int64  // shared in-flight and session counts not given back (queue full)
 }
 
 // Outcomes of mcpgate_cluster_forwarded_requests_total.
@@ -35,6 +36,7 @@ const (
 	ForwardForwarded        = "forwarded"
 	ForwardOwnerUnreachable = "owner_unreachable"
 	ForwardOwnerGone        = "owner_gone"
+	ForwardOwnerTimeout     = "owner_timeout"
 )
 
 var (
@@ -43,7 +45,7 @@ var (
 	clusterRedisUpDesc = prometheus.NewDesc("mcpgate_cluster_redis_up",
 		"1 while Redis answers this replica, 0 while it does not (sealed sessions keep working; limits fall back to their share).", nil, nil)
 	clusterForwardedDesc = prometheus.NewDesc("mcpgate_cluster_forwarded_requests_total",
-		"Requests for owner-bound sessions of other replicas, by outcome: forwarded to their owner, or answered 404 because the owner could not be reached (owner_unreachable) or had no heartbeat (owner_gone).", []string{"outcome"}, nil)
+		"Requests for owner-bound sessions of other replicas, by outcome: forwarded to their owner, answered 404 because the owner could not be reached (owner_unreachable) or had no heartbeat (owner_gone), or answered 504 because the owner took the request and began no answer in time (owner_timeout).", []string{"outcome"}, nil)
 	clusterResumedDesc = prometheus.NewDesc("mcpgate_cluster_resumed_sessions_total",
 		"Portable sessions of other replicas resumed by this one, without a new initialize.", nil, nil)
 	clusterStoreErrorsDesc = prometheus.NewDesc("mcpgate_cluster_store_errors_total",
@@ -88,7 +90,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, o := range []struct {
 		outcome string
 		n       uint64
-	}{{ForwardForwarded, s.Forwarded}, {ForwardOwnerUnreachable, s.OwnerUnreachable}, {ForwardOwnerGone, s.OwnerGone}} {
+	}{{ForwardForwarded, s.Forwarded}, {ForwardOwnerUnreachable, s.OwnerUnreachable}, {ForwardOwnerGone, s.OwnerGone}, {ForwardOwnerTimeout, s.OwnerTimeout}} {
 		ch <- prometheus.MustNewConstMetric(clusterForwardedDesc, prometheus.CounterValue, float64(o.n), o.outcome)
 	}
 	ch <- prometheus.MustNewConstMetric(clusterResumedDesc, prometheus.CounterValue, float64(s.Resumed))

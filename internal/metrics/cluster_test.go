@@ -23,17 +23,18 @@ func TestClusterMetrics(t *testing.T) {
 	m.WatchCluster(Replica{Instance: "pod-a", Advertise: "10.0.0.1:8080", Redis: true}, func() ClusterStats {
 		return ClusterStats{
 			LiveReplicas: int(live.Load()), RedisUp: live.Load() > 1,
-			Forwarded: 5, OwnerUnreachable: 2, OwnerGone: 1, Resumed: 4, StoreErrors: 6, DroppedReleases: 7,
+			Forwarded: 5, OwnerUnreachable: 2, OwnerGone: 1, OwnerTimeout: 8, Resumed: 4, StoreErrors: 6, DroppedReleases: 7,
 		}
 	})
 	want := `
 # HELP mcpgate_cluster_dropped_releases_total Shared in-flight and session counts not given back to Redis because the queue was full (they expire instead).
 # TYPE mcpgate_cluster_dropped_releases_total counter
 mcpgate_cluster_dropped_releases_total 7
-# HELP mcpgate_cluster_forwarded_requests_total Requests for owner-bound sessions of other replicas, by outcome: forwarded to their owner, or answered 404 because the owner could not be reached (owner_unreachable) or had no heartbeat (owner_gone).
+# HELP mcpgate_cluster_forwarded_requests_total Requests for owner-bound sessions of other replicas, by outcome: forwarded to their owner, answered 404 because the owner could not be reached (owner_unreachable) or had no heartbeat (owner_gone), or answered 504 because the owner took the request and began no answer in time (owner_timeout).
 # TYPE mcpgate_cluster_forwarded_requests_total counter
 mcpgate_cluster_forwarded_requests_total{outcome="forwarded"} 5
 mcpgate_cluster_forwarded_requests_total{outcome="owner_gone"} 1
+mcpgate_cluster_forwarded_requests_total{outcome="owner_timeout"} 8
 mcpgate_cluster_forwarded_requests_total{outcome="owner_unreachable"} 2
 # HELP mcpgate_cluster_info Always 1; its labels name this replica: instance (its id for this process life) and advertise (where the other replicas reach it).
 # TYPE mcpgate_cluster_info gauge
@@ -71,9 +72,9 @@ func TestClusterMetricsWithoutRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// info, live, three outcomes, resumed, store errors.
-	if n != 7 {
-		t.Errorf("%d series without Redis, want 7", n)
+	// info, live, four outcomes, resumed, store errors.
+	if n != 8 {
+		t.Errorf("%d series without Redis, want 8", n)
 	}
 	if n, _ := testutil.GatherAndCount(m.Gatherer(), "mcpgate_cluster_redis_up", "mcpgate_cluster_dropped_releases_total"); n != 0 {
 		t.Errorf("%d Redis series without Redis", n)
