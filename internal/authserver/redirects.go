@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -127,7 +128,7 @@ func (p *redirectParts) splitAuthority(authority string, wildcard bool) error {
 	}
 	p.host = strings.ToLower(host)
 	if p.port != "" && !(wildcard && p.port == "*") {
-		if len(p.port) > 5 || strings.Trim(p.port, "0123456789") != "" || p.port[0] == '0' {
+		if n, err := strconv.Atoi(p.port); err != nil || n < 1 || n > 65535 || p.port[0] < '1' || p.port[0] > '9' {
 			return fmt.Errorf("%w: bad port %q", errRedirect, p.port)
 		}
 	}
@@ -264,19 +265,18 @@ func (rp *redirectPolicy) check(uri string) error {
 	if err != nil {
 		return err
 	}
-	if p.loopback() {
-		if rp.loopback {
-			return nil
-		}
-		return fmt.Errorf("%w: loopback redirects are off", errRedirect)
-	}
-	if p.scheme != "https" {
-		return fmt.Errorf("%w: http is for loopback hosts only", errRedirect)
-	}
 	for _, pat := range rp.patterns {
 		if pat.matches(p) {
 			return nil
 		}
+	}
+	switch {
+	case p.loopback() && rp.loopback:
+		return nil
+	case p.loopback():
+		return fmt.Errorf("%w: loopback redirects are off", errRedirect)
+	case p.scheme != "https":
+		return fmt.Errorf("%w: http is for loopback hosts only", errRedirect)
 	}
 	return fmt.Errorf("%w: not among gateway.auth.server.redirectUris", errRedirect)
 }
