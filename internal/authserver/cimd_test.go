@@ -127,7 +127,7 @@ func TestClientFromDocument(t *testing.T) {
 		t.Fatalf("after expiry: %+v, %v, %d fetches", c, err, h.hits.Load())
 	}
 	cs, _ := s.store.Clients(ctx)
-	if len(cs) != 1 || !cs[0].CreatedAt.Equal(newTestClock().Now()) {
+	if len(cs) != 1 || !cs[0].CreatedAt.Equal(testStart) {
 		t.Errorf("store after a refresh: %d clients, %+v", len(cs), cs)
 	}
 }

@@ -3,38 +3,21 @@ package authserver
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// testClock is a clock tests move by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// testStart is where every test's clock starts.
+var testStart = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestClock() *testClock {
-	return &testClock{t: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newTestClock() *testkit.Clock { return testkit.NewClock(testStart) }
 
 // newClientsServer builds a Server with the default config (issuer
 // https://gw.example.com), changed by edit, on clock.
-func newClientsServer(t testing.TB, clock *testClock, edit func(*config.AuthServer)) *Server {
+func newClientsServer(t testing.TB, clock *testkit.Clock, edit func(*config.AuthServer)) *Server {
 	t.Helper()
 	cfg := config.NewAuthServer()
 	cfg.Issuer = "https://gw.example.com"

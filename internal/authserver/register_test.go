@@ -63,7 +63,7 @@ func TestRegisterPublicClient(t *testing.T) {
 	if _, ok := out["client_secret"]; ok {
 		t.Error("a public client got a secret")
 	}
-	if out["client_id_issued_at"] != float64(newTestClock().Now().Unix()) {
+	if out["client_id_issued_at"] != float64(testStart.Unix()) {
 		t.Errorf("client_id_issued_at %v", out["client_id_issued_at"])
 	}
 	if got := out["token_endpoint_auth_method"]; got != "none" {
@@ -286,7 +286,7 @@ func TestRegisterRateLimitPerAddress(t *testing.T) {
 }
 
 func TestAddrLimiter(t *testing.T) {
-	now := newTestClock().Now()
+	now := testStart
 	l := newAddrLimiter(time.Minute, 1, 2)
 	req := func(addr string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
