@@ -111,6 +111,9 @@ func TestClientFromDocument(t *testing.T) {
 		c.URI != "https://example.com" || !c.Expires.Equal(clock.Now().Add(10*time.Minute)) || c.SecretHash != (Hash{}) {
 		t.Fatalf("client %+v", c)
 	}
+	if got := documentHome(id, "https://claude.ai"); got != h.url {
+		t.Errorf("a document on %s claiming client_uri https://claude.ai shows home %q", h.url, got)
+	}
 	if !registeredRedirect(c.RedirectURIs, "http://127.0.0.1:50123/callback") {
 		t.Error("the document's loopback redirect does not match on another port")
 	}
@@ -291,7 +294,9 @@ func TestClientDocumentTimeout(t *testing.T) {
 	h := newDocHost(t)
 	trust(s, h)
 	s.clients.docs.fetch.timeout = 100 * time.Millisecond
-	h.serve(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before the server closes: Close waits for this handler
+	h.serve(func(w http.ResponseWriter, r *http.Request) { <-stop })
 	_, err := s.clients.client(context.Background(), h.url+"/c.json")
 	if !errors.Is(err, ErrClientDocument) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a server that never answers: %v", err)
