@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 )
@@ -94,6 +97,41 @@ func TestRegisterPublicClient(t *testing.T) {
 	_, again := postRegister(t, srv.URL, "application/json", `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`)
 	if again["client_id"] == id {
 		t.Error("two registrations got the same client_id")
+	}
+}
+
+// TestRegisterWithGoSDKClient registers through the official Go SDK's
+// RFC 7591 client, as an MCP client built on it does.
+func TestRegisterWithGoSDKClient(t *testing.T) {
+	s := newClientsServer(t, newTestClock(), nil)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	got, err := oauthex.RegisterClient(ctx, srv.URL+"/oauth/register", &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:            []string{"http://localhost:8085/callback"},
+		TokenEndpointAuthMethod: "none",
+		GrantTypes:              []string{"authorization_code", "refresh_token"},
+		ResponseTypes:           []string{"code"},
+		ClientName:              "go-sdk client",
+		Scope:                   "mcp",
+		SoftwareID:              "mcpgate-test",
+	}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClientID == "" || got.ClientSecret != "" || !got.ClientIDIssuedAt.Equal(testStart) || got.TokenEndpointAuthMethod != "none" ||
+		len(got.RedirectURIs) != 1 || got.ClientName != "go-sdk client" {
+		t.Fatalf("registration %+v", got)
+	}
+	if c, err := s.clients.client(ctx, got.ClientID); err != nil || c.Name != "go-sdk client" {
+		t.Fatalf("registered client not found: %+v, %v", c, err)
+	}
+	_, err = oauthex.RegisterClient(ctx, srv.URL+"/oauth/register", &oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{"https://claude.ai.evil.com/api/mcp/auth_callback"},
+	}, srv.Client())
+	var refused *oauthex.ClientRegistrationError
+	if !errors.As(err, &refused) || refused.ErrorCode != "invalid_redirect_uri" || !strings.Contains(refused.ErrorDescription, "redirect_uris[0]") {
+		t.Fatalf("look-alike redirect: %v, want invalid_redirect_uri naming redirect_uris[0]", err)
 	}
 }
 
