@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mcpgate/mcpgate/internal/config"
 )
 
@@ -34,6 +36,7 @@ type docHost struct {
 
 func newDocHost(t *testing.T) *docHost {
 	t.Helper()
+	noLeaks(t)
 	h := &docHost{}
 	h.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.hits.Add(1)
@@ -45,6 +48,14 @@ func newDocHost(t *testing.T) *docHost {
 	t.Cleanup(h.srv.Close)
 	h.url = "https://example.com:" + h.srv.URL[strings.LastIndexByte(h.srv.URL, ':')+1:]
 	return h
+}
+
+// noLeaks checks, once the test and its cleanups are done (it is
+// registered before them, so it runs after them), that no goroutine it
+// started is left: no fetch, connection or waiter outlives its caller.
+func noLeaks(t *testing.T) {
+	current := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, current) })
 }
 
 func (h *docHost) serve(handle func(w http.ResponseWriter, r *http.Request)) {
