@@ -80,10 +80,10 @@ func (h *docHost) addrPort() netip.AddrPort {
 	return netip.MustParseAddrPort(h.srv.Listener.Addr().String())
 }
 
-// trust points s's document fetcher at hosts: example.com resolves to the
+// trustDocHosts points s's document fetcher at hosts: example.com resolves to the
 // first one's address, each one's certificate is trusted, and exactly
 // their addresses pass the fence.
-func trust(s *Server, hosts ...*docHost) {
+func trustDocHosts(s *Server, hosts ...*docHost) {
 	f := s.clients.docs.fetch
 	pool := x509.NewCertPool()
 	allowed := map[netip.AddrPort]bool{}
@@ -107,10 +107,10 @@ const testDocument = `{"client_id":%q,"client_name":"Doc Client","client_uri":"h
 	"grant_types":["authorization_code","refresh_token"],"token_endpoint_auth_method":"none","logo_uri":"https://example.com/l.png"}`
 
 func TestClientFromDocument(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "public, max-age=600")
 	ctx := context.Background()
 	id := h.url + "/oauth/client.json"
@@ -118,7 +118,7 @@ func TestClientFromDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ID != id || !c.Document || c.Name != "Doc Client" || c.AuthMethod != authNone || len(c.RedirectURIs) != 2 ||
+	if c.ID != id || !c.Document || c.Name != "Doc Client" || c.AuthMethod != clientAuthNone || len(c.RedirectURIs) != 2 ||
 		c.URI != "https://example.com" || !c.Expires.Equal(clock.Now().Add(10*time.Minute)) || c.SecretHash != (Hash{}) {
 		t.Fatalf("client %+v", c)
 	}
@@ -141,15 +141,15 @@ func TestClientFromDocument(t *testing.T) {
 		t.Fatalf("after expiry: %+v, %v, %d fetches", c, err, h.hits.Load())
 	}
 	cs, _ := s.store.Clients(ctx)
-	if len(cs) != 1 || !cs[0].CreatedAt.Equal(testStart) {
+	if len(cs) != 1 || !cs[0].CreatedAt.Equal(clientsTestStart) {
 		t.Errorf("store after a refresh: %d clients, %+v", len(cs), cs)
 	}
 }
 
 func TestClientDocumentsOff(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), func(c *config.AuthServer) { c.ClientMetadataDocuments = false })
+	s := newClientsServer(t, newClientsClock(), func(c *config.AuthServer) { c.ClientMetadataDocuments = false })
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "")
 	if _, err := s.clients.client(context.Background(), h.url+"/c.json"); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrClientDocument) {
 		t.Fatalf("documents off: %v, want plain ErrNotFound", err)
@@ -177,9 +177,9 @@ func TestClientDocumentRefusals(t *testing.T) {
 		{"created", testDocument, "201", 201},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newClientsServer(t, newTestClock(), nil)
+			s := newClientsServer(t, newClientsClock(), nil)
 			h := newDocHost(t)
-			trust(s, h)
+			trustDocHosts(s, h)
 			h.serve(func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(tc.status)
 				fmt.Fprintf(w, tc.doc, h.url+r.URL.Path)
@@ -202,7 +202,7 @@ func TestClientDocumentRefusals(t *testing.T) {
 }
 
 func TestClientDocumentURLRules(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	var lookups atomic.Int32
 	s.clients.docs.fetch.lookup = func(context.Context, string) ([]netip.Addr, error) {
 		lookups.Add(1)
@@ -242,9 +242,9 @@ func TestClientDocumentURLRules(t *testing.T) {
 // TestClientDocumentOneFetchPerURL: however many asks arrive while a
 // document is being fetched, it is fetched once.
 func TestClientDocumentOneFetchPerURL(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var inHandler, most atomic.Int32
 	h.serve(func(w http.ResponseWriter, r *http.Request) {
@@ -284,9 +284,9 @@ func TestClientDocumentOneFetchPerURL(t *testing.T) {
 }
 
 func TestClientDocumentNoRedirects(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h, target := newDocHost(t), newDocHost(t)
-	trust(s, h, target)
+	trustDocHosts(s, h, target)
 	target.serveDocument(testDocument, "")
 	for _, to := range []string{target.srv.URL + "/c.json", "http://169.254.169.254/latest/meta-data/", "https://[::1]/c.json"} {
 		h.serve(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, http.StatusFound) })
@@ -301,9 +301,9 @@ func TestClientDocumentNoRedirects(t *testing.T) {
 }
 
 func TestClientDocumentTimeout(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	s.clients.docs.fetch.timeout = 100 * time.Millisecond
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) }) // before the server closes: Close waits for this handler
@@ -315,9 +315,9 @@ func TestClientDocumentTimeout(t *testing.T) {
 }
 
 func TestClientDocumentFetchesBounded(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "")
 	f := s.clients.docs.fetch
 	for range cap(f.slots) {

@@ -38,7 +38,7 @@ func postRegister(t *testing.T, url, contentType, body string) (*http.Response, 
 }
 
 func TestRegisterPublicClient(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, out := postRegister(t, srv.URL, "application/json", `{
@@ -66,7 +66,7 @@ func TestRegisterPublicClient(t *testing.T) {
 	if _, ok := out["client_secret"]; ok {
 		t.Error("a public client got a secret")
 	}
-	if out["client_id_issued_at"] != float64(testStart.Unix()) {
+	if out["client_id_issued_at"] != float64(clientsTestStart.Unix()) {
 		t.Errorf("client_id_issued_at %v", out["client_id_issued_at"])
 	}
 	if got := out["token_endpoint_auth_method"]; got != "none" {
@@ -90,7 +90,7 @@ func TestRegisterPublicClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AuthMethod != authNone || c.SecretHash != (Hash{}) || c.Name != "Claude" || c.URI != "https://claude.ai" || len(c.RedirectURIs) != 2 || c.Document {
+	if c.AuthMethod != clientAuthNone || c.SecretHash != (Hash{}) || c.Name != "Claude" || c.URI != "https://claude.ai" || len(c.RedirectURIs) != 2 || c.Document {
 		t.Errorf("stored client %+v", c)
 	}
 	// A second registration is a second client.
@@ -103,7 +103,7 @@ func TestRegisterPublicClient(t *testing.T) {
 // TestRegisterWithGoSDKClient registers through the official Go SDK's
 // RFC 7591 client, as an MCP client built on it does.
 func TestRegisterWithGoSDKClient(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestRegisterWithGoSDKClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ClientID == "" || got.ClientSecret != "" || !got.ClientIDIssuedAt.Equal(testStart) || got.TokenEndpointAuthMethod != "none" ||
+	if got.ClientID == "" || got.ClientSecret != "" || !got.ClientIDIssuedAt.Equal(clientsTestStart) || got.TokenEndpointAuthMethod != "none" ||
 		len(got.RedirectURIs) != 1 || got.ClientName != "go-sdk client" {
 		t.Fatalf("registration %+v", got)
 	}
@@ -136,9 +136,9 @@ func TestRegisterWithGoSDKClient(t *testing.T) {
 }
 
 func TestRegisterConfidentialClient(t *testing.T) {
-	for _, method := range []string{"", authSecretBase, authSecretPost} {
+	for _, method := range []string{"", clientAuthBasic, clientAuthPost} {
 		t.Run("method="+method, func(t *testing.T) {
-			s := newClientsServer(t, newTestClock(), nil)
+			s := newClientsServer(t, newClientsClock(), nil)
 			srv := httptest.NewServer(s.Handler())
 			defer srv.Close()
 			body := `{"redirect_uris":["https://claude.ai/api/mcp/auth_callback"]`
@@ -151,7 +151,7 @@ func TestRegisterConfidentialClient(t *testing.T) {
 			}
 			want := method
 			if want == "" {
-				want = authSecretBase // RFC 7591 2: the default
+				want = clientAuthBasic // RFC 7591 2: the default
 			}
 			secret, _ := out["client_secret"].(string)
 			if out["token_endpoint_auth_method"] != want || len(secret) < 40 || out["client_secret_expires_at"] != float64(0) {
@@ -173,7 +173,7 @@ func TestRegisterConfidentialClient(t *testing.T) {
 }
 
 func TestRegisterRefusals(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
@@ -235,7 +235,7 @@ func TestRegisterRefusals(t *testing.T) {
 }
 
 func TestRegisterBounds(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, out := postRegister(t, srv.URL, "text/plain", `{"redirect_uris":["http://127.0.0.1/cb"]}`)
@@ -250,7 +250,7 @@ func TestRegisterBounds(t *testing.T) {
 }
 
 func TestRegisterMethodsAndCORS(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/oauth/register", nil)
@@ -278,7 +278,7 @@ func TestRegisterMethodsAndCORS(t *testing.T) {
 }
 
 func TestRegistrationOff(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), func(c *config.AuthServer) { c.Registration = false })
+	s := newClientsServer(t, newClientsClock(), func(c *config.AuthServer) { c.Registration = false })
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/oauth/register", "application/json", strings.NewReader(`{"redirect_uris":["http://127.0.0.1/cb"]}`))
@@ -292,7 +292,7 @@ func TestRegistrationOff(t *testing.T) {
 }
 
 func TestRegisterRateLimitPerAddress(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
 	post := func(addr string) int {
@@ -324,7 +324,7 @@ func TestRegisterRateLimitPerAddress(t *testing.T) {
 }
 
 func TestAddrLimiter(t *testing.T) {
-	now := testStart
+	now := clientsTestStart
 	l := newAddrLimiter(time.Minute, 1, 2)
 	req := func(addr string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
