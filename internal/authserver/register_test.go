@@ -326,10 +326,10 @@ func TestRegisterRateLimitPerAddress(t *testing.T) {
 func TestAddrLimiter(t *testing.T) {
 	now := clientsTestStart
 	l := newAddrLimiter(time.Minute, 1, 2)
-	req := func(addr string) *http.Request {
+	req := func(addr string) string {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.RemoteAddr = addr
-		return r
+		return registerBucket(r)
 	}
 	if !l.allow(req("[2001:db8:1:2::1]:5"), now) {
 		t.Fatal("first registration of an address refused")
