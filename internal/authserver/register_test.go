@@ -352,3 +352,25 @@ func TestAddrLimiter(t *testing.T) {
 		t.Error("an IPv4-mapped address is not the IPv4 address's bucket")
 	}
 }
+
+func TestRegisterTableFull(t *testing.T) {
+	s := newClientsServer(t, newClientsClock(), nil)
+	s.clients.maxClients = 1
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
+	resp, first := postRegister(t, srv.URL, "application/json", body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first registration: %d %v", resp.StatusCode, first)
+	}
+	if err := s.store.PutGrant(context.Background(), &Grant{ID: "g", ClientID: first["client_id"].(string), CreatedAt: clientsTestStart}); err != nil {
+		t.Fatal(err)
+	}
+	resp, out := postRegister(t, srv.URL, "application/json", body)
+	if resp.StatusCode != http.StatusServiceUnavailable || out["error"] != "temporarily_unavailable" {
+		t.Fatalf("registration into a full table of used clients: %d %v, want 503", resp.StatusCode, out)
+	}
+	if _, err := s.clients.client(context.Background(), first["client_id"].(string)); err != nil {
+		t.Fatalf("the client with a grant was pruned: %v", err)
+	}
+}
