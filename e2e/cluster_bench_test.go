@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +26,13 @@ import (
 //     (one hop): the hop's p50 on loopback.
 //   - BenchmarkClusterPortableCPU: the gateways' CPU per call of portable
 //     sessions (a remote server): sent to one replica directly, to one
-//     replica behind the round-robin proxy (the baseline), and spread over
-//     three by that proxy (each replica resuming the sessions), with the
-//     same 16 sessions and with 48 (each replica as busy as the one).
+//     replica behind the round-robin proxy (the baseline), to one replica
+//     that resumed sessions another opened (what serving a session one does
+//     not own costs, the load on one replica as in the baseline), and
+//     spread over three by that proxy (each replica resuming the sessions),
+//     with the same 16 sessions and with 48 (each replica as busy as the
+//     one). With PROFILE, scripts/bench-cluster.sh has each replica
+//     profiled in each phase (profileReplicas).
 
 // rawSession is a session driven with plain HTTP requests (keep-alive
 // connections, as a load balancer's to the gateway are).
@@ -136,13 +143,20 @@ func BenchmarkClusterPortableCPU(b *testing.B) {
 	// gateway nothing, but it slows the closed loop, and a gateway less
 	// busy spends more CPU per call).
 	one := startRoundRobinWith(b, addrs[:1], true)
+	// Sessions opened on one replica and all their calls served by
+	// another, which resumes them: one replica as busy as the baseline's,
+	// serving sessions it does not own.
+	resumed := startRoundRobinWith(b, addrs[:2], true)
+	resumed.openOn, resumed.callOn = []int{0}, []int{1}
 	cpu := func() (sum time.Duration) {
 		for _, r := range replicas {
 			sum += cpuTicks(b, r.p.cmd.Process.Pid)
 		}
 		return sum
 	}
-	measure := func(url string, sessions int) float64 {
+	round := 0
+	measure := func(phase, url string, sessions int) float64 {
+		profiled := profileReplicas(b, replicas, fmt.Sprintf("%s-%d", phase, round), 3*time.Second)
 		before := cpu()
 		res, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Sessions: sessions, Duration: 2 * time.Second, Warmup: time.Second})
 		if err != nil || res.Errors > 0 || res.Crossed > 0 || res.Calls == 0 {
@@ -150,27 +164,85 @@ func BenchmarkClusterPortableCPU(b *testing.B) {
 		}
 		// The warmup's calls cost CPU too: count them by the rate.
 		calls := res.CallsPerSec * (res.Elapsed + time.Second).Seconds()
-		return float64((cpu() - before).Microseconds()) / calls
+		perCall := float64((cpu() - before).Microseconds()) / calls
+		profiled(calls)
+		return perCall
 	}
 	// Alternating rounds, so that whatever else the machine does weighs on
 	// all three; the medians are reported.
 	const rounds = 3
 	for range b.N {
-		var direct, single, cluster, cluster3 []float64
+		var direct, single, away, cluster, cluster3 []float64
 		for range rounds {
-			direct = append(direct, measure("http://"+replicas[0].addr+"/servers/remote/mcp", 16))
-			single = append(single, measure(one.srv.URL+"/servers/remote/mcp", 16))
-			cluster = append(cluster, measure(rr.srv.URL+"/servers/remote/mcp", 16))
+			round++
+			direct = append(direct, measure("direct", "http://"+replicas[0].addr+"/servers/remote/mcp", 16))
+			single = append(single, measure("single", one.srv.URL+"/servers/remote/mcp", 16))
+			away = append(away, measure("resumed", resumed.srv.URL+"/servers/remote/mcp", 16))
+			cluster = append(cluster, measure("cluster", rr.srv.URL+"/servers/remote/mcp", 16))
 			// Three times the sessions: each replica as busy as the one.
-			cluster3 = append(cluster3, measure(rr.srv.URL+"/servers/remote/mcp", 48))
+			cluster3 = append(cluster3, measure("cluster-x3", rr.srv.URL+"/servers/remote/mcp", 48))
 		}
-		d, s, c, c3 := median(direct), median(single), median(cluster), median(cluster3)
+		d, s, a, c, c3 := median(direct), median(single), median(away), median(cluster), median(cluster3)
 		b.ReportMetric(d, "direct-µs/call")
 		b.ReportMetric(s, "single-µs/call")
+		b.ReportMetric(a, "resumed-µs/call")
+		b.ReportMetric(a/s, "resumed/single")
 		b.ReportMetric(c, "cluster-µs/call")
 		b.ReportMetric(c/s, "cluster/single")
 		b.ReportMetric(c3, "cluster-x3-µs/call")
 		b.ReportMetric(c3/s, "cluster-x3/single")
+	}
+}
+
+// profileReplicas takes a CPU profile of each replica for the next d,
+// when the gateway was built with -tags pprof and MCPGATE_PPROF_DIR names
+// a directory (scripts/bench-cluster.sh with PROFILE): <phase>-r<i>.pprof
+// there, with the allocations meanwhile in <phase>-r<i>.allocs, and the returned function, given the calls made meanwhile,
+// waits for the profiles and appends "phase calls" to calls.txt, so that
+// each profile can be read per call. Without the directory it does
+// nothing.
+func profileReplicas(tb testing.TB, replicas []*gatewayReplica, phase string, d time.Duration) func(calls float64) {
+	tb.Helper()
+	dir := os.Getenv("MCPGATE_PPROF_DIR")
+	if dir == "" {
+		return func(float64) {}
+	}
+	var wg sync.WaitGroup
+	for i, r := range replicas {
+		addr, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(r.p.cmd.Process.Pid)))
+		if err != nil {
+			tb.Fatalf("replica %s serves no profiles (built without -tags pprof?): %v", r.name, err)
+		}
+		// The CPU, and the allocations made meanwhile (a delta).
+		for kind, file := range map[string]string{"profile": "pprof", "allocs": "allocs"} {
+			wg.Go(func() {
+				url := fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, int(d.Seconds()))
+				resp, err := http.Get(url)
+				if err != nil {
+					tb.Errorf("profiling %s: %v", r.name, err)
+					return
+				}
+				defer resp.Body.Close()
+				prof, err := io.ReadAll(resp.Body)
+				if err == nil {
+					err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-r%d.%s", phase, i, file)), prof, 0o644)
+				}
+				if err != nil {
+					tb.Errorf("profiling %s: %v", r.name, err)
+				}
+			})
+		}
+	}
+	return func(calls float64) {
+		wg.Wait()
+		f, err := os.OpenFile(filepath.Join(dir, "calls.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, err = fmt.Fprintf(f, "%s %.0f\n", phase, calls)
+			f.Close()
+		}
+		if err != nil {
+			tb.Errorf("profiling: %v", err)
+		}
 	}
 }
 

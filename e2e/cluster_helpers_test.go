@@ -154,10 +154,17 @@ func (r *gatewayReplica) kill9(t testing.TB) {
 // failure on the next upstream; nothing else is retried.
 type roundRobin struct {
 	addrs []string
+	all   []int // the indexes of addrs
 	next  atomic.Uint64
 	opens atomic.Uint64
 	out   []atomic.Bool // replicas taken out of rotation (a pod's endpoint removed before its SIGTERM)
 	srv   *httptestServer
+
+	// openOn and callOn, when set, are the replicas (indexes in addrs)
+	// the requests that open sessions and all other requests go to, in
+	// turn, instead of every replica: a benchmark has sessions opened on
+	// one replica and served by another. Set before the first request.
+	openOn, callOn []int
 
 	// wrap, when set, wraps the proxy for each request: a test breaks
 	// a response on its way to the client (cluster_clients_test.go).
@@ -187,6 +194,9 @@ func startRoundRobin(t testing.TB, addrs []string) *roundRobin {
 func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRobin {
 	t.Helper()
 	rr := &roundRobin{addrs: addrs, owners: map[string]int{}, out: make([]atomic.Bool, len(addrs))}
+	for i := range addrs {
+		rr.all = append(rr.all, i)
+	}
 	transport := &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 256, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -233,11 +243,14 @@ type backendKey struct{}
 // after it when the connection is refused.
 func (rr *roundRobin) retryingTransport(base http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		start := rr.next.Add(1)
+		start, set := rr.next.Add(1), rr.callOn
 		if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" {
 			// Sessions are opened on each replica in turn, so that each
 			// owns some.
-			start = rr.opens.Add(1)
+			start, set = rr.opens.Add(1), rr.openOn
+		}
+		if set == nil {
+			set = rr.all
 		}
 		// The body is read first: a refused connection may have closed it,
 		// and the next replica needs it whole.
@@ -250,8 +263,8 @@ func (rr *roundRobin) retryingTransport(base http.RoundTripper) http.RoundTrippe
 			req.Body.Close()
 		}
 		var last error
-		for i := range len(rr.addrs) {
-			n := int((start + uint64(i)) % uint64(len(rr.addrs)))
+		for i := range len(set) {
+			n := set[(start+uint64(i))%uint64(len(set))]
 			if rr.out[n].Load() {
 				continue
 			}
