@@ -132,8 +132,35 @@ func cpuTicks(tb testing.TB, pid int) time.Duration {
 	return time.Duration(utime+stime) * (time.Second / 100) // USER_HZ is 100 on Linux
 }
 
+// BenchmarkClusterPortableCPU measures twice: "raw", the replicas as they
+// run by default, and "gomaxprocs=1", the same three processes restarted
+// with one P each. The second is the fair figure of the gateway's own
+// cost. In a cluster each replica has cores of its own (a pod's CPU
+// limit, which Go reads to set GOMAXPROCS), and no replica's scheduler
+// competes with another's. Here three processes share two cores: each
+// runs two Ps, and when one of its goroutines wakes another, the runtime
+// wakes an idle thread to look for work (wakep, findRunnable, futex), which
+// finds none most of the time in a process a third as busy as the
+// baseline's; six Ps on two cores also take turns with the load
+// generator's. Profiles of "raw" put most of the difference between the
+// cluster and the baseline in the scheduler and those wakeups, and none in
+// the gateway's cluster code (docs/benchmarks.md). With one P per replica,
+// the baseline's replica included, that cost of putting three replicas on
+// two cores goes, and the gateway's code is measured the same way in every
+// phase; the other two replicas run idle in every phase, and their CPU is
+// counted in every phase.
 func BenchmarkClusterPortableCPU(b *testing.B) {
 	_, _, replicas, _ := startCluster(b, 3, nil)
+	b.Run("raw", func(b *testing.B) { portableCPU(b, "raw", replicas) })
+	for _, r := range replicas {
+		r.restart(b, "GOMAXPROCS=1")
+	}
+	b.Run("gomaxprocs=1", func(b *testing.B) { portableCPU(b, "gomaxprocs1", replicas) })
+}
+
+// portableCPU is BenchmarkClusterPortableCPU's measure of replicas;
+// variant names its profiles.
+func portableCPU(b *testing.B, variant string, replicas []*gatewayReplica) {
 	var addrs []string
 	for _, r := range replicas {
 		addrs = append(addrs, r.addr)
@@ -148,39 +175,50 @@ func BenchmarkClusterPortableCPU(b *testing.B) {
 	// serving sessions it does not own.
 	resumed := startRoundRobinWith(b, addrs[:2], true)
 	resumed.openOn, resumed.callOn = []int{0}, []int{1}
-	cpu := func() (sum time.Duration) {
+	cpu := func() (sum time.Duration, switches int64) {
 		for _, r := range replicas {
 			sum += cpuTicks(b, r.p.cmd.Process.Pid)
+			switches += sleeps(b, r.p.cmd.Process.Pid)
 		}
-		return sum
+		return sum, switches
 	}
 	round := 0
-	measure := func(phase, url string, sessions int) float64 {
-		profiled := profileReplicas(b, replicas, fmt.Sprintf("%s-%d", phase, round), 3*time.Second)
-		before := cpu()
+	// measure returns the replicas' CPU and voluntary context switches per
+	// call of a load at url.
+	measure := func(phase, url string, sessions int) (perCall, switchesPerCall float64) {
+		profiled := profileReplicas(b, replicas, fmt.Sprintf("%s-%s-%d", variant, phase, round), 3*time.Second)
+		cpu0, sw0 := cpu()
 		res, err := loadgen.Run(context.Background(), loadgen.Options{URL: url, Sessions: sessions, Duration: 2 * time.Second, Warmup: time.Second})
 		if err != nil || res.Errors > 0 || res.Crossed > 0 || res.Calls == 0 {
 			b.Fatalf("load at %s: %v, %d errors (%s), %d crossed", url, err, res.Errors, res.FirstError, res.Crossed)
 		}
 		// The warmup's calls cost CPU too: count them by the rate.
 		calls := res.CallsPerSec * (res.Elapsed + time.Second).Seconds()
-		perCall := float64((cpu() - before).Microseconds()) / calls
+		cpu1, sw1 := cpu()
 		profiled(calls)
-		return perCall
+		return float64((cpu1 - cpu0).Microseconds()) / calls, float64(sw1-sw0) / calls
 	}
 	// Alternating rounds, so that whatever else the machine does weighs on
-	// all three; the medians are reported.
+	// every phase; the medians are reported.
 	const rounds = 3
 	for range b.N {
-		var direct, single, away, cluster, cluster3 []float64
+		var direct, single, away, cluster, cluster3, singleSw, clusterSw []float64
+		add := func(to, sw *[]float64, phase, url string, sessions int) {
+			c, s := measure(phase, url, sessions)
+			*to = append(*to, c)
+			if sw != nil {
+				*sw = append(*sw, s)
+			}
+		}
 		for range rounds {
 			round++
-			direct = append(direct, measure("direct", "http://"+replicas[0].addr+"/servers/remote/mcp", 16))
-			single = append(single, measure("single", one.srv.URL+"/servers/remote/mcp", 16))
-			away = append(away, measure("resumed", resumed.srv.URL+"/servers/remote/mcp", 16))
-			cluster = append(cluster, measure("cluster", rr.srv.URL+"/servers/remote/mcp", 16))
-			// Three times the sessions: each replica as busy as the one.
-			cluster3 = append(cluster3, measure("cluster-x3", rr.srv.URL+"/servers/remote/mcp", 48))
+			add(&direct, nil, "direct", "http://"+replicas[0].addr+"/servers/remote/mcp", 16)
+			add(&single, &singleSw, "single", one.srv.URL+"/servers/remote/mcp", 16)
+			add(&away, nil, "resumed", resumed.srv.URL+"/servers/remote/mcp", 16)
+			add(&cluster, &clusterSw, "cluster", rr.srv.URL+"/servers/remote/mcp", 16)
+			// Three times the sessions: each replica as busy as the one
+			// (as far as the load generator, on the same two cores, can).
+			add(&cluster3, nil, "cluster-x3", rr.srv.URL+"/servers/remote/mcp", 48)
 		}
 		d, s, a, c, c3 := median(direct), median(single), median(away), median(cluster), median(cluster3)
 		b.ReportMetric(d, "direct-µs/call")
@@ -191,16 +229,47 @@ func BenchmarkClusterPortableCPU(b *testing.B) {
 		b.ReportMetric(c/s, "cluster/single")
 		b.ReportMetric(c3, "cluster-x3-µs/call")
 		b.ReportMetric(c3/s, "cluster-x3/single")
+		// Where the difference goes: a replica's thread that finds no
+		// work sleeps (a voluntary context switch) and is woken for the
+		// next call; replicas a third as busy do that more per call.
+		b.ReportMetric(median(singleSw), "single-sleeps/call")
+		b.ReportMetric(median(clusterSw), "cluster-sleeps/call")
 	}
+}
+
+// sleeps returns how often the threads of process pid have given up
+// their CPU of their own accord so far (blocked: waiting for work, the
+// network, a lock), summed over its threads that live.
+func sleeps(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil || len(tasks) == 0 {
+		tb.Fatalf("threads of process %d: %v", pid, err)
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		_, rest, _ := strings.Cut(string(b), "\nvoluntary_ctxt_switches:")
+		field, _, _ := strings.Cut(rest, "\n")
+		v, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
+		if err != nil {
+			tb.Fatalf("%s: no voluntary_ctxt_switches", t)
+		}
+		n += v
+	}
+	return n
 }
 
 // profileReplicas takes a CPU profile of each replica for the next d,
 // when the gateway was built with -tags pprof and MCPGATE_PPROF_DIR names
 // a directory (scripts/bench-cluster.sh with PROFILE): <phase>-r<i>.pprof
-// there, with the allocations meanwhile in <phase>-r<i>.allocs, and the returned function, given the calls made meanwhile,
-// waits for the profiles and appends "phase calls" to calls.txt, so that
-// each profile can be read per call. Without the directory it does
-// nothing.
+// there, with the allocations meanwhile in <phase>-r<i>.allocs, and the
+// returned function, given the calls made meanwhile, waits for the
+// profiles and appends "<phase> <calls>" to calls.txt, so that each
+// profile can be read per call. Without the directory it does nothing.
 func profileReplicas(tb testing.TB, replicas []*gatewayReplica, phase string, d time.Duration) func(calls float64) {
 	tb.Helper()
 	dir := os.Getenv("MCPGATE_PPROF_DIR")

@@ -100,6 +100,7 @@ type gatewayReplica struct {
 	path       string // its config file
 	p          *process
 	keysLoaded atomic.Int32 // "seal keys changed" lines: reloads that swapped the keys
+	env        []string     // added to the process's environment when it starts
 }
 
 // startReplica starts replica name listening on addr with config cfg
@@ -124,6 +125,9 @@ func startReplica(t testing.TB, name, addr string, servers map[string]serverConf
 func (r *gatewayReplica) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "serve", "--config", r.path)
+	if r.env != nil {
+		cmd.Env = append(os.Environ(), r.env...)
+	}
 	p := startProcess(t, r.name, cmd, func(line string) {
 		if strings.Contains(line, "seal keys changed") {
 			r.keysLoaded.Add(1)
@@ -138,6 +142,15 @@ func (r *gatewayReplica) start(t testing.TB) {
 		}
 	})
 	waitListening(t, p, r.addr)
+}
+
+// restart stops the replica (SIGTERM, a clean exit) and starts it again
+// with env added to its environment.
+func (r *gatewayReplica) restart(t testing.TB, env ...string) {
+	t.Helper()
+	r.p.stop(t, syscall.SIGTERM, gatewayStopTimeout, true)
+	r.env = env
+	r.start(t)
 }
 
 // kill9 kills the replica's process group at once: a crash.
