@@ -31,8 +31,9 @@ import (
 //     not own costs, the load on one replica as in the baseline), and
 //     spread over three by that proxy (each replica resuming the sessions),
 //     with the same 16 sessions and with 48 (each replica as busy as the
-//     one). With PROFILE, scripts/bench-cluster.sh has each replica
-//     profiled in each phase (profileReplicas).
+//     one), with the replicas' sleeps per call; raw, and with GOMAXPROCS=1
+//     in every replica. With PROFILE, scripts/bench-cluster.sh has each
+//     replica profiled in each phase (profileReplicas).
 
 // rawSession is a session driven with plain HTTP requests (keep-alive
 // connections, as a load balancer's to the gateway are).
@@ -134,21 +135,22 @@ func cpuTicks(tb testing.TB, pid int) time.Duration {
 
 // BenchmarkClusterPortableCPU measures twice: "raw", the replicas as they
 // run by default, and "gomaxprocs=1", the same three processes restarted
-// with one P each. The second is the fair figure of the gateway's own
-// cost. In a cluster each replica has cores of its own (a pod's CPU
-// limit, which Go reads to set GOMAXPROCS), and no replica's scheduler
-// competes with another's. Here three processes share two cores: each
-// runs two Ps, and when one of its goroutines wakes another, the runtime
-// wakes an idle thread to look for work (wakep, findRunnable, futex), which
-// finds none most of the time in a process a third as busy as the
-// baseline's; six Ps on two cores also take turns with the load
-// generator's. Profiles of "raw" put most of the difference between the
-// cluster and the baseline in the scheduler and those wakeups, and none in
-// the gateway's cluster code (docs/benchmarks.md). With one P per replica,
-// the baseline's replica included, that cost of putting three replicas on
-// two cores goes, and the gateway's code is measured the same way in every
-// phase; the other two replicas run idle in every phase, and their CPU is
-// counted in every phase.
+// with one P each, the baseline's replica included. In a cluster each
+// replica has cores of its own (a pod's CPU limit, which Go reads to set
+// GOMAXPROCS), and no replica's scheduler competes with another's. Here
+// three processes with two Ps each share two cores with the load
+// generator: when a goroutine of a replica wakes another, the runtime
+// wakes an idle thread to look for work (wakep, findRunnable, futex),
+// which in a process a third as busy as the baseline's mostly finds none
+// and sleeps again. Profiles of "raw" put most of the difference between
+// the cluster and the baseline there and in the sleeping and waking
+// itself, and none in the gateway's cluster code (docs/benchmarks.md);
+// one P per replica removes the first part (the sleeps per call halve),
+// not the second, which no setting of this machine removes: the load
+// generator shares its two cores, so three replicas cannot be given three
+// times the calls. The gateway's own cost of serving a session it did not
+// open is the "resumed" phase, measured at the baseline's load. The two
+// idle replicas run, and are counted, in every phase.
 func BenchmarkClusterPortableCPU(b *testing.B) {
 	_, _, replicas, _ := startCluster(b, 3, nil)
 	b.Run("raw", func(b *testing.B) { portableCPU(b, "raw", replicas) })
@@ -173,8 +175,7 @@ func portableCPU(b *testing.B, variant string, replicas []*gatewayReplica) {
 	// Sessions opened on one replica and all their calls served by
 	// another, which resumes them: one replica as busy as the baseline's,
 	// serving sessions it does not own.
-	resumed := startRoundRobinWith(b, addrs[:2], true)
-	resumed.openOn, resumed.callOn = []int{0}, []int{1}
+	resumed := startRoundRobinSplit(b, addrs[:2], true, []int{0}, []int{1})
 	cpu := func() (sum time.Duration, switches int64) {
 		for _, r := range replicas {
 			sum += cpuTicks(b, r.p.cmd.Process.Pid)

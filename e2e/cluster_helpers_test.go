@@ -176,7 +176,7 @@ type roundRobin struct {
 	// openOn and callOn, when set, are the replicas (indexes in addrs)
 	// the requests that open sessions and all other requests go to, in
 	// turn, instead of every replica: a benchmark has sessions opened on
-	// one replica and served by another. Set before the first request.
+	// one replica and served by another (startRoundRobinSplit).
 	openOn, callOn []int
 
 	// wrap, when set, wraps the proxy for each request: a test breaks
@@ -206,7 +206,15 @@ func startRoundRobin(t testing.TB, addrs []string) *roundRobin {
 // handshake per request to what it measures).
 func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRobin {
 	t.Helper()
-	rr := &roundRobin{addrs: addrs, owners: map[string]int{}, out: make([]atomic.Bool, len(addrs))}
+	return startRoundRobinSplit(t, addrs, keepAlive, nil, nil)
+}
+
+// startRoundRobinSplit is startRoundRobinWith sending the requests that
+// open sessions to the replicas openOn only and the others to callOn
+// only (indexes in addrs; nil: every replica).
+func startRoundRobinSplit(t testing.TB, addrs []string, keepAlive bool, openOn, callOn []int) *roundRobin {
+	t.Helper()
+	rr := &roundRobin{addrs: addrs, owners: map[string]int{}, out: make([]atomic.Bool, len(addrs)), openOn: openOn, callOn: callOn}
 	for i := range addrs {
 		rr.all = append(rr.all, i)
 	}

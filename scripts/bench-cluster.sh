@@ -10,7 +10,8 @@
 #                                behind the round-robin proxy (the
 #                                baseline), one replica serving sessions
 #                                another opened (resumed), three replicas
-#                                behind the proxy.
+#                                behind the proxy; raw, then with
+#                                GOMAXPROCS=1 in every replica.
 #
 # It installs redis-server (scripts/redis.sh) if needed and builds the
 # gateway without the race detector. BENCH_COUNT (default 3) repeats each
