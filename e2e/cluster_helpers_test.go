@@ -100,6 +100,7 @@ type gatewayReplica struct {
 	path       string // its config file
 	p          *process
 	keysLoaded atomic.Int32 // "seal keys changed" lines: reloads that swapped the keys
+	env        []string     // added to the process's environment when it starts
 }
 
 // startReplica starts replica name listening on addr with config cfg
@@ -124,6 +125,9 @@ func startReplica(t testing.TB, name, addr string, servers map[string]serverConf
 func (r *gatewayReplica) start(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "serve", "--config", r.path)
+	if r.env != nil {
+		cmd.Env = append(os.Environ(), r.env...)
+	}
 	p := startProcess(t, r.name, cmd, func(line string) {
 		if strings.Contains(line, "seal keys changed") {
 			r.keysLoaded.Add(1)
@@ -140,6 +144,15 @@ func (r *gatewayReplica) start(t testing.TB) {
 	waitListening(t, p, r.addr)
 }
 
+// restart stops the replica (SIGTERM, a clean exit) and starts it again
+// with env added to its environment.
+func (r *gatewayReplica) restart(t testing.TB, env ...string) {
+	t.Helper()
+	r.p.stop(t, syscall.SIGTERM, gatewayStopTimeout, true)
+	r.env = env
+	r.start(t)
+}
+
 // kill9 kills the replica's process group at once: a crash.
 func (r *gatewayReplica) kill9(t testing.TB) {
 	t.Helper()
@@ -154,10 +167,17 @@ func (r *gatewayReplica) kill9(t testing.TB) {
 // failure on the next upstream; nothing else is retried.
 type roundRobin struct {
 	addrs []string
+	all   []int // the indexes of addrs
 	next  atomic.Uint64
 	opens atomic.Uint64
 	out   []atomic.Bool // replicas taken out of rotation (a pod's endpoint removed before its SIGTERM)
 	srv   *httptestServer
+
+	// openOn and callOn, when set, are the replicas (indexes in addrs)
+	// the requests that open sessions and all other requests go to, in
+	// turn, instead of every replica: a benchmark has sessions opened on
+	// one replica and served by another (startRoundRobinSplit).
+	openOn, callOn []int
 
 	// wrap, when set, wraps the proxy for each request: a test breaks
 	// a response on its way to the client (cluster_clients_test.go).
@@ -186,7 +206,18 @@ func startRoundRobin(t testing.TB, addrs []string) *roundRobin {
 // handshake per request to what it measures).
 func startRoundRobinWith(t testing.TB, addrs []string, keepAlive bool) *roundRobin {
 	t.Helper()
-	rr := &roundRobin{addrs: addrs, owners: map[string]int{}, out: make([]atomic.Bool, len(addrs))}
+	return startRoundRobinSplit(t, addrs, keepAlive, nil, nil)
+}
+
+// startRoundRobinSplit is startRoundRobinWith sending the requests that
+// open sessions to the replicas openOn only and the others to callOn
+// only (indexes in addrs; nil: every replica).
+func startRoundRobinSplit(t testing.TB, addrs []string, keepAlive bool, openOn, callOn []int) *roundRobin {
+	t.Helper()
+	rr := &roundRobin{addrs: addrs, owners: map[string]int{}, out: make([]atomic.Bool, len(addrs)), openOn: openOn, callOn: callOn}
+	for i := range addrs {
+		rr.all = append(rr.all, i)
+	}
 	transport := &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 256, DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -233,11 +264,14 @@ type backendKey struct{}
 // after it when the connection is refused.
 func (rr *roundRobin) retryingTransport(base http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		start := rr.next.Add(1)
+		start, set := rr.next.Add(1), rr.callOn
 		if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" {
 			// Sessions are opened on each replica in turn, so that each
 			// owns some.
-			start = rr.opens.Add(1)
+			start, set = rr.opens.Add(1), rr.openOn
+		}
+		if set == nil {
+			set = rr.all
 		}
 		// The body is read first: a refused connection may have closed it,
 		// and the next replica needs it whole.
@@ -250,8 +284,8 @@ func (rr *roundRobin) retryingTransport(base http.RoundTripper) http.RoundTrippe
 			req.Body.Close()
 		}
 		var last error
-		for i := range len(rr.addrs) {
-			n := int((start + uint64(i)) % uint64(len(rr.addrs)))
+		for i := range len(set) {
+			n := set[(start+uint64(i))%uint64(len(set))]
 			if rr.out[n].Load() {
 				continue
 			}

@@ -9,4 +9,7 @@
 //
 // Exit status: 0 on success, 1 when the config has problems or the gateway
 // fails, 2 on a usage error.
+//
+// Built with -tags pprof (benchmarks only), it serves Go's profiles on a
+// loopback port of its own when MCPGATE_PPROF_DIR is set (pprof.go).
 package main

@@ -1,11 +1,20 @@
 package remote
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/echoserver"
 )
 
 // sessions records what OnSession is told.
@@ -210,4 +219,122 @@ func TestResumedStreamWaitsForTheOtherHolder(t *testing.T) {
 	await(refused, "the resumed Client's stream to be refused")
 	a.Close() // the first replica ends its connection, keeping the session
 	await(opened, "the resumed Client's stream")
+}
+
+// replies is a Handler that passes each message the Client reads to a
+// channel, for tests and benchmarks that wait on one reply at a time.
+type replies chan []byte
+
+func (r replies) Started(uint64)                {}
+func (r replies) Line(_ uint64, msg []byte)     { r <- bytes.Clone(msg) }
+func (r replies) Oversized(uint64, []byte, int) {}
+func (r replies) Exited(uint64, error)          {}
+func (r replies) await(tb testing.TB, id string) { // the reply to request id
+	tb.Helper()
+	for msg := range r {
+		if bytes.Contains(msg, []byte(`"id":`+id+`,`)) {
+			return
+		}
+	}
+}
+
+// echoPair starts the repository's echo server over Streamable HTTP,
+// counting the connections made to it, and two Clients of one upstream
+// session there: the one that initialized it and one resumed on it (as
+// another replica of the gateway holds it).
+func echoPair(tb testing.TB) (initialized, resumed *Client, ri, rr replies, conns *atomic.Int64) {
+	tb.Helper()
+	echo := echoserver.NewHandler()
+	ts := httptest.NewUnstartedServer(echo)
+	conns = new(atomic.Int64)
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	tb.Cleanup(func() {
+		echo.Close()
+		ts.Close()
+	})
+	var told atomic.Pointer[Session]
+	ri, rr = make(replies, 16), make(replies, 16)
+	start := func(cfg Config, h replies) *Client {
+		cfg.URL, cfg.Transport, cfg.Logger = ts.URL+"/mcp", TransportHTTP, slog.New(slog.DiscardHandler)
+		c, err := Start(cfg, h)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { c.Close() })
+		return c
+	}
+	initialized = start(Config{OnSession: func(s Session) { told.Store(&s) }}, ri)
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	} {
+		if err := initialized.Send(context.Background(), []byte(msg)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	ri.await(tb, "0")
+	<-initialized.Delivered()
+	resumed = start(Config{Resume: told.Load(), KeepSession: true}, rr)
+	return initialized, resumed, ri, rr, conns
+}
+
+// echoCallN sends echo call n through c and waits for its reply.
+func echoCallN(tb testing.TB, c *Client, r replies, n int) {
+	tb.Helper()
+	id := strconv.Itoa(n)
+	if err := c.Send(context.Background(), []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m"}}}`)); err != nil {
+		tb.Fatal(err)
+	}
+	r.await(tb, id)
+}
+
+// TestResumedClientReusesConnection: a Client resumed on another's
+// upstream session sends its calls over one kept-alive connection, as the
+// Client that initialized the session does: a replica serving a session it
+// resumed dials no more than the owner (one connection for the POSTs, one
+// for the standalone GET stream).
+func TestResumedClientReusesConnection(t *testing.T) {
+	initialized, resumed, ri, rr, conns := echoPair(t)
+	const calls = 50
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		r    replies
+	}{{"initialized", initialized, ri}, {"resumed", resumed, rr}} {
+		before := conns.Load()
+		for n := range calls {
+			echoCallN(t, tc.c, tc.r, n+1)
+		}
+		// The resumed Client's GET may open during its calls.
+		if opened := conns.Load() - before; opened > 2 {
+			t.Errorf("the %s Client opened %d connections for %d calls, want its POSTs on one", tc.name, opened, calls)
+		}
+	}
+}
+
+// BenchmarkResumedClientCall: one echo call through the Client that
+// initialized its upstream session, and through one resumed on it (the
+// baseline and what a replica serving a resumed session pays): the same
+// time and allocations per call (-benchmem).
+func BenchmarkResumedClientCall(b *testing.B) {
+	initialized, resumed, ri, rr, _ := echoPair(b)
+	for _, bc := range []struct {
+		name string
+		c    *Client
+		r    replies
+	}{{"initialized", initialized, ri}, {"resumed", resumed, rr}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				n++
+				echoCallN(b, bc.c, bc.r, n)
+			}
+		})
+	}
 }
