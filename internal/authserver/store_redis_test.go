@@ -21,7 +21,7 @@ func redisClient(t *testing.T, addr string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		PoolTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true,
+		PoolTimeout: time.Second, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DisableIdentity: true,
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
