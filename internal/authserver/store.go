@@ -102,8 +102,12 @@ type Passkey struct {
 }
 
 // Store keeps the authorization server's records. Every method is safe
-// for concurrent use and bounded in time (a Redis Store by its timeout);
-// a method that fails leaves the records as they were.
+// for concurrent use and bounded in time (a Redis Store by its client's
+// timeout); a method that fails leaves the records as they were, except
+// a revocation, which may hold although its call failed (a file Store
+// that could not write it keeps it in memory: refusing more is the safe
+// side). A Redis Store keeps a grant's Expires and LastUsed to the
+// millisecond.
 type Store interface {
 	// PutClient adds or replaces a client.
 	PutClient(ctx context.Context, c *Client) error
