@@ -20,6 +20,11 @@ var (
 	// a second time. The Store has already revoked the grant it belonged
 	// to (RFC 9700 4.14.2, RFC 6749 4.1.2).
 	ErrReused = errors.New("authserver: token reused")
+	// ErrUnavailable: the Store could not be reached or could not keep
+	// the change (Redis down, a state file that cannot be written). The
+	// caller answers that it cannot serve now (503,
+	// temporarily_unavailable), never that the record is unknown.
+	ErrUnavailable = errors.New("authserver: store unavailable")
 )
 
 // Hash is the SHA-256 of a secret (a code, a refresh token, a client

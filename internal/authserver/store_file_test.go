@@ -160,8 +160,8 @@ func TestFileStoreFailedWriteRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := s.PutClient(ctx, &Client{ID: "lost"}); err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("PutClient on a full disk: %v, want an error naming the file", err)
+	if err := s.PutClient(ctx, &Client{ID: "lost"}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("PutClient on a full disk: %v, want ErrUnavailable naming the file", err)
 	}
 	if _, err := s.Client(ctx, "lost"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the failed client is still in memory: %v", err)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,8 +33,10 @@ import (
 //
 // Every call is bounded by the client's timeout (gateway.cluster's: the
 // cluster package sets dial, read, write and pool waits, no retries), on
-// top of the caller's ctx; a Redis that is down fails a call with its
-// error, at once or after that timeout, never later.
+// top of the caller's ctx, and fails with ErrUnavailable when Redis does
+// not answer. As in the cluster package, one such failure marks Redis
+// down: calls then fail at once, until the revocation watch, which keeps
+// trying, reaches it again.
 //
 // Locking: rmu guards the revoked map only, never held during I/O. The
 // subscriber goroutine (watchRevoked) is owned by the store: Close stops
@@ -46,6 +49,10 @@ type redisStore struct {
 	revokedFor time.Duration
 	stop       context.CancelFunc
 	done       chan struct{} // closed when watchRevoked returns
+
+	// down is set when a call failed for want of Redis, cleared when one
+	// reaches it: while set, calls fail at once.
+	down atomic.Bool
 
 	rmu       sync.Mutex           // guards the fields below
 	revoked   map[string]time.Time // grant id -> until when
@@ -100,19 +107,38 @@ func (s *redisStore) Close() error {
 	return nil
 }
 
-// call runs fn bounded by the store's timeout, mapping redis.Nil to
-// ErrNotFound and wrapping the rest.
+// call runs fn bounded by the store's timeout, unless Redis is known to
+// be down: then it fails at once (ErrUnavailable), until the revocation
+// watch reaches Redis again (try).
 func (s *redisStore) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	if s.down.Load() {
+		return fmt.Errorf("%w: redis did not answer the last call", ErrUnavailable)
+	}
+	return s.try(ctx, fn)
+}
+
+// try is call without the down check, mapping redis.Nil to ErrNotFound
+// and wrapping failures in ErrUnavailable. A failure other than a reply
+// of Redis's (a refused dial, a timeout, a closed connection) marks
+// Redis down; any answer marks it up.
+func (s *redisStore) try(parent context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
 	defer cancel()
 	err := fn(ctx)
+	var reply redis.Error
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrReused):
+		s.down.Store(false)
 		return err
 	case errors.Is(err, redis.Nil):
+		s.down.Store(false)
 		return ErrNotFound
+	case errors.As(err, &reply):
+		// Redis answered (a script's error, LOADING): it is there.
+	case parent.Err() == nil:
+		s.down.Store(true) // the caller did not give up: Redis did
 	}
-	return fmt.Errorf("authserver: redis: %w", err)
+	return fmt.Errorf("%w: redis: %w", ErrUnavailable, err)
 }
 
 func hexHash(h Hash) string { return hex.EncodeToString(h[:]) }
@@ -209,9 +235,13 @@ func (s *redisStore) Clients(ctx context.Context) ([]*Client, error) {
 }
 
 func (s *redisStore) DeleteClient(ctx context.Context, id string) error {
+	args := s.revokeArgs()
 	return s.call(ctx, func(ctx context.Context) error {
-		args := append(s.revokeArgs(), id)
-		return deleteClientScript.Run(ctx, s.rdb, []string{redisPrefix + "client:" + id}, args...).Err()
+		gids, err := deleteClientScript.Run(ctx, s.rdb, []string{redisPrefix + "client:" + id}, append(args, id)...).StringSlice()
+		for _, gid := range gids {
+			s.noteRevoked(gid, time.UnixMilli(args[2].(int64)))
+		}
+		return err
 	})
 }
 

@@ -142,14 +142,15 @@ return 1
 `)
 
 // deleteClientScript: KEYS[1] the client; ARGV[5] its id. Its grants
-// are revoked.
+// are revoked; it returns their ids.
 var deleteClientScript = redis.NewScript(luaRevoke + `
 local p = ARGV[1]
 redis.call('DEL', KEYS[1])
 redis.call('SREM', p .. 'clients', ARGV[5])
-for _, gid in ipairs(redis.call('SMEMBERS', p .. 'clientgrants:' .. ARGV[5])) do
+local gids = redis.call('SMEMBERS', p .. 'clientgrants:' .. ARGV[5])
+for _, gid in ipairs(gids) do
   revoke(p, gid, ARGV[2], ARGV[3], ARGV[4])
 end
 redis.call('DEL', p .. 'clientgrants:' .. ARGV[5])
-return 1
+return gids
 `)

@@ -226,9 +226,12 @@ func TestRedisStoreDown(t *testing.T) {
 		"Seed":        func() error { _, err := s.Seed(ctx); return err },
 	}
 	for name, call := range calls {
-		if err := call(); err == nil || errors.Is(err, ErrNotFound) {
-			t.Errorf("%s with Redis down: %v, want an error saying so", name, err)
+		if err := call(); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s with Redis down: %v, want ErrUnavailable", name, err)
 		}
+	}
+	if !s.down.Load() {
+		t.Error("Redis not marked down after failed calls: each would wait for it")
 	}
 	if !s.Revoked("g1") {
 		t.Error("Revoked forgot g1 while Redis is down")
