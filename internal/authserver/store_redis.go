@@ -35,8 +35,8 @@ import (
 // cluster package sets dial, read, write and pool waits, no retries), on
 // top of the caller's ctx, and fails with ErrUnavailable when Redis does
 // not answer. As in the cluster package, one such failure marks Redis
-// down: calls then fail at once, until the revocation watch, which keeps
-// trying, reaches it again.
+// down: calls then fail at once for retryDown, after which one tries it
+// again (the revocation watch too, in the background).
 //
 // Locking: rmu guards the revoked map only, never held during I/O. The
 // subscriber goroutine (watchRevoked) is owned by the store: Close stops
@@ -50,9 +50,10 @@ type redisStore struct {
 	stop       context.CancelFunc
 	done       chan struct{} // closed when watchRevoked returns
 
-	// down is set when a call failed for want of Redis, cleared when one
-	// reaches it: while set, calls fail at once.
-	down atomic.Bool
+	// downUntil is zero while Redis answers; after a call failed for
+	// want of it, the time (Unix ns, real clock) until which calls fail
+	// at once. The first call after it tries Redis again.
+	downUntil atomic.Int64
 
 	rmu       sync.Mutex           // guards the fields below
 	revoked   map[string]time.Time // grant id -> until when
@@ -107,12 +108,15 @@ func (s *redisStore) Close() error {
 	return nil
 }
 
-// call runs fn bounded by the store's timeout, unless Redis is known to
-// be down: then it fails at once (ErrUnavailable), until the revocation
-// watch reaches Redis again (try).
+// retryDown is how long calls fail at once after one failed for want of
+// Redis; then one is let through to see whether it is back.
+const retryDown = time.Second
+
+// call runs fn bounded by the store's timeout, unless Redis was found
+// down less than retryDown ago: then it fails at once (ErrUnavailable).
 func (s *redisStore) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	if s.down.Load() {
-		return fmt.Errorf("%w: redis did not answer the last call", ErrUnavailable)
+	if until := s.downUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		return fmt.Errorf("%w: redis did not answer a call just before", ErrUnavailable)
 	}
 	return s.try(ctx, fn)
 }
@@ -128,15 +132,16 @@ func (s *redisStore) try(parent context.Context, fn func(ctx context.Context) er
 	var reply redis.Error
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrReused):
-		s.down.Store(false)
+		s.downUntil.Store(0)
 		return err
 	case errors.Is(err, redis.Nil):
-		s.down.Store(false)
+		s.downUntil.Store(0)
 		return ErrNotFound
 	case errors.As(err, &reply):
 		// Redis answered (a script's error, LOADING): it is there.
 	case parent.Err() == nil:
-		s.down.Store(true) // the caller did not give up: Redis did
+		// The caller did not give up: Redis did.
+		s.downUntil.Store(time.Now().Add(retryDown).UnixNano())
 	}
 	return fmt.Errorf("%w: redis: %w", ErrUnavailable, err)
 }

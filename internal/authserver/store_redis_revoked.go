@@ -56,8 +56,8 @@ func (s *redisStore) sweepRevokedLocked() {
 }
 
 // loadRevoked reads the revoked set, adding what this replica did not
-// know. It asks Redis even when it is marked down: it is how the store
-// finds it back.
+// know. It asks Redis even when it is marked down: the watch finds it
+// back as soon as its subscription does.
 func (s *redisStore) loadRevoked(ctx context.Context) error {
 	var list []redis.Z
 	err := s.try(ctx, func(ctx context.Context) error {

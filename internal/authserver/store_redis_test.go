@@ -230,7 +230,7 @@ func TestRedisStoreDown(t *testing.T) {
 			t.Errorf("%s with Redis down: %v, want ErrUnavailable", name, err)
 		}
 	}
-	if !s.down.Load() {
+	if s.downUntil.Load() == 0 {
 		t.Error("Redis not marked down after failed calls: each would wait for it")
 	}
 	if !s.Revoked("g1") {
