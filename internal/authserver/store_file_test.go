@@ -116,6 +116,7 @@ func TestFileStoreRefusesBadFile(t *testing.T) {
 		{"twice", `{"version": 1, "grants": [{"id": "g"}, {"id": "g"}]}`, `grants[1]: id "g" twice`},
 		{"seed", `{"version": 1, "seed": "AAAA"}`, "seed: 3 bytes"},
 		{"trailing", `{"version": 1} {}`, "data after the document"},
+		{"both", `{"version": 1, "grants": [{"id": "g"}], "revoked": {"g": "2030-01-01T00:00:00Z"}}`, `grant "g" is also live`},
 	} {
 		path := filepath.Join(dir, c.name+".json")
 		if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {
