@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -119,15 +121,15 @@ func (s *redisStore) call(ctx context.Context, fn func(ctx context.Context) erro
 	return s.try(ctx, fn)
 }
 
-// try is call without the down check, mapping redis.Nil to ErrNotFound
-// and wrapping failures in ErrUnavailable. A failure other than a reply
-// of Redis's (a refused dial, a timeout, a closed connection) marks
-// Redis down; any answer marks it up.
+// try is call without the down check, mapping redis.Nil to ErrNotFound.
+// A failure to reach Redis (unreached) is ErrUnavailable and marks Redis
+// down, unless the caller gave up first; any answer marks it up, and an
+// answer that is an error (a script's, LOADING) or a record that does
+// not decode is returned as it is.
 func (s *redisStore) try(parent context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(parent, s.timeout)
 	defer cancel()
 	err := fn(ctx)
-	var reply redis.Error
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrReused):
 		s.downUntil.Store(0)
@@ -135,13 +137,22 @@ func (s *redisStore) try(parent context.Context, fn func(ctx context.Context) er
 	case errors.Is(err, redis.Nil):
 		s.downUntil.Store(0)
 		return ErrNotFound
-	case errors.As(err, &reply):
-		// Redis answered (a script's error, LOADING): it is there.
+	case !unreached(err):
+		return fmt.Errorf("authserver: redis: %w", err)
 	case parent.Err() == nil:
-		// The caller did not give up: Redis did.
 		s.downUntil.Store(time.Now().Add(retryDown).UnixNano())
 	}
 	return fmt.Errorf("%w: redis: %w", ErrUnavailable, err)
+}
+
+// unreached reports whether err says Redis could not be reached or did
+// not answer in time (a dial refused, a timeout, a connection closed or
+// none free in the pool), as opposed to an answer.
+func unreached(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 func hexHash(h Hash) string { return hex.EncodeToString(h[:]) }

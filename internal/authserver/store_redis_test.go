@@ -279,6 +279,23 @@ func TestRedisStoreSetsExpire(t *testing.T) {
 	}
 }
 
+// Only a Redis that cannot be reached counts as down: a record that does
+// not decode is an error of its own, and the next call still asks Redis.
+func TestRedisStoreBadRecordIsNotDown(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	s := openRedisForTest(t, m.Addr(), testkit.NewClock(time.Now()))
+	if err := m.Set(redisPrefix+"client:bad", "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client(ctx, "bad"); err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotFound) {
+		t.Errorf("a record that does not decode: %v", err)
+	}
+	if err := s.PutClient(ctx, &Client{ID: "good"}); err != nil {
+		t.Errorf("the call after a bad record: %v", err)
+	}
+}
+
 // OpenStore with a Redis client gives the Redis store; without, with a
 // state file, the file store.
 func TestOpenStoreKinds(t *testing.T) {
