@@ -189,3 +189,5 @@ func (f *fileStore) Seed(ctx context.Context) (seed []byte, err error) {
 func (f *fileStore) PutPasskey(ctx context.Context, p *Passkey) error {
 	return f.change(func() error { return f.memStore.PutPasskey(ctx, p) })
 }
+
+var _ Store = (*fileStore)(nil)

@@ -379,3 +379,5 @@ func (s *redisStore) Passkeys(ctx context.Context, user string) ([]*Passkey, err
 	})
 	return out, err
 }
+
+var _ Store = (*redisStore)(nil)
