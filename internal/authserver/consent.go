@@ -168,8 +168,8 @@ func displayHost(uri string) string {
 }
 
 // resourceName names a protected resource by its URL, as the gateway
-// lays them out: /servers/NAME/mcp is the server NAME, /endpoints/NAME/mcp
-// the endpoint NAME. Others (/mcp: the default endpoint, or with host
+// lays them out: /servers/NAME/mcp is "the NAME server",
+// /endpoints/NAME/mcp "the NAME endpoint". Others (/mcp: the default endpoint, or with host
 // routing NAME.domain/mcp) are named by their host and path, which a
 // person recognizes from where they added the connector.
 func resourceName(resource string) string {
@@ -180,8 +180,7 @@ func resourceName(resource string) string {
 	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
 	for i := len(segs) - 2; i >= 1; i-- {
 		if name := segs[i]; name != "" && (segs[i-1] == "servers" || segs[i-1] == "endpoints") {
-			kind := strings.TrimSuffix(segs[i-1], "s")
-			return name + " (" + kind + ")"
+			return "the " + name + " " + strings.TrimSuffix(segs[i-1], "s")
 		}
 	}
 	return u.Host + u.Path

@@ -135,7 +135,7 @@ func (l *loginPages) request(w http.ResponseWriter, r *http.Request) *AuthReques
 	switch {
 	case errors.Is(err, ErrNotFound):
 		l.errorPage(w, http.StatusBadRequest, "This sign-in link has expired",
-			"The request it was for is over, or was never made here.",
+			"Sign-in requests last ten minutes: this one is over, or was never made here.",
 			"Go back to the application and connect again.")
 		return nil
 	case err != nil:
@@ -175,8 +175,19 @@ func (l *loginPages) forged(w http.ResponseWriter, r *http.Request, req *AuthReq
 
 // sameOrigin reports whether a POST came from one of the issuer's pages:
 // its Origin, or its Referer when there is no Origin, is the issuer's.
+// One exception: the pages send Referrer-Policy: no-referrer, and under
+// that policy a browser serializes a POST's Origin as "null" even from
+// the page's own origin (Fetch, "append a request Origin header"), and
+// sends no Referer. Such a POST counts as same-origin when
+// Sec-Fetch-Site, which only the browser writes, says same-origin: a
+// sandboxed frame or another site also sends "null", but never with
+// that.
 func (l *loginPages) sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
+	switch o := r.Header.Get("Origin"); o {
+	case "null":
+		return r.Header.Get("Sec-Fetch-Site") == "same-origin"
+	case "":
+	default:
 		return strings.EqualFold(o, l.origin)
 	}
 	ref, err := url.Parse(r.Header.Get("Referer"))
