@@ -213,12 +213,13 @@ func (l *loginPages) signInPage(w http.ResponseWriter, r *http.Request) {
 // name typed kept.
 func (l *loginPages) showSignIn(w http.ResponseWriter, r *http.Request, status int, req *AuthRequest, errText, username string) {
 	p := &page{
-		Title:    "Sign in",
-		Error:    errText,
-		Action:   l.url("/oauth/login", req.ID),
-		CSRF:     req.CSRF,
-		Username: username,
-		Asking:   l.asking(r, req),
+		Title:     "Sign in",
+		Error:     errText,
+		Action:    l.url("/oauth/login", req.ID),
+		CSRF:      req.CSRF,
+		Username:  username,
+		Asking:    l.asking(r, req),
+		Passwords: l.passwords.any(),
 	}
 	if l.code.usable() {
 		p.CodeAction = p.Action
@@ -253,7 +254,7 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 	}
 	if wait := l.throttle.wait(userKey(username), addr); wait > 0 {
 		l.s.deps.Logger.Warn("authserver: sign-in throttled", "user", logged, "method", method, "addr", addr, "retryAfter", wait)
-		l.tooMany(w, wait)
+		l.tooMany(w, req, wait)
 		return
 	}
 	var ok bool
@@ -289,12 +290,15 @@ func (l *loginPages) signedInAs(w http.ResponseWriter, r *http.Request, req *Aut
 }
 
 // tooMany answers a throttled attempt.
-func (l *loginPages) tooMany(w http.ResponseWriter, wait time.Duration) {
+func (l *loginPages) tooMany(w http.ResponseWriter, req *AuthRequest, wait time.Duration) {
 	secs := int((wait + time.Second - 1) / time.Second)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	l.errorPage(w, http.StatusTooManyRequests, "Too many attempts",
-		"Sign-in is paused after several failed attempts.",
-		fmt.Sprintf("Try again in %s.", waitText(secs)))
+	l.render(w, http.StatusTooManyRequests, "error", &page{
+		Title:   "Too many attempts",
+		Message: "Sign-in is paused after several failed attempts.",
+		Hint:    fmt.Sprintf("Try again in %s.", waitText(secs)),
+		BackURL: l.url("/oauth/login", req.ID),
+	}, "")
 }
 
 // waitText says secs for a person.

@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // The login pages in headless Chromium: signing in and consenting
@@ -107,12 +110,19 @@ type browserFixture struct {
 
 func newBrowserFixture(t *testing.T) *browserFixture {
 	t.Helper()
+	return newBrowserFixtureWith(t, nil)
+}
+
+// newBrowserFixtureWith is newBrowserFixture with edit applied to the
+// config.
+func newBrowserFixtureWith(t *testing.T, edit func(*config.AuthServer)) *browserFixture {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	issuer := "http://localhost:" + portOf(ln.Addr())
-	bf := &browserFixture{loginFixture: newLoginFixture(t, issuer, nil), url: issuer, callbacks: make(chan string, 10)}
+	bf := &browserFixture{loginFixture: newLoginFixture(t, issuer, edit), url: issuer, callbacks: make(chan string, 10)}
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/callback" {
 			http.NotFound(w, r) // the browser's /favicon.ico
@@ -172,6 +182,21 @@ func shot(t *testing.T, ctx context.Context, v viewport, name string) {
 	t.Logf("screenshot: %s", path)
 }
 
+// submit submits the form of the element sel and waits for the page
+// that answers it: the page being left is marked, so an element it has
+// too (an alert, a heading) is not taken for the answer's.
+func submit(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.dataset.left = "1"; true`)); err != nil {
+			return err
+		}
+		return chromedp.Do(ctx,
+			chromedp.Submit(chromedp.CSS(sel)),
+			chromedp.WaitReady(chromedp.CSS(`body:not([data-left])`)),
+		)
+	})
+}
+
 // text returns the text of the element sel.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
@@ -205,7 +230,7 @@ func TestSignInAndConsentInChromium(t *testing.T) {
 			if err := chromedp.Do(ctx,
 				chromedp.SendKeys(chromedp.CSS(`#username`), "alice"),
 				chromedp.SendKeys(chromedp.CSS(`#password`), "wrong horse"),
-				chromedp.Submit(chromedp.CSS(`#password`)),
+				submit(`#password`),
 				chromedp.WaitVisible(chromedp.CSS(`.alert`)),
 			); err != nil {
 				t.Fatalf("wrong password: %v\n%s", err, bf.log.String())
@@ -281,5 +306,56 @@ func (bf *browserFixture) callback(t *testing.T) string {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the browser never reached the client's callback\n%s", bf.log.String())
 		return ""
+	}
+}
+
+// TestSignInCodeInChromium: at each width, a gateway with no users
+// offers the one-time code from its log; wrong codes typed until the
+// throttle stops them get the 429 page; once the delay has passed, the
+// code (typed in lower case) signs the owner in.
+func TestSignInCodeInChromium(t *testing.T) {
+	path := chromium(t)
+	for _, v := range viewports {
+		t.Run(v.name, func(t *testing.T) {
+			bf := newBrowserFixtureWith(t, func(c *config.AuthServer) { c.Users = nil; c.SignInCode = true })
+			code := regexp.MustCompile(`[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}`).FindString(bf.log.String())
+			ctx := browser(t, path, v)
+			login := bf.url + bf.l.url("/oauth/login", bf.req.ID)
+			if err := chromedp.Do(ctx, chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`#code`))); err != nil {
+				t.Fatal(err)
+			}
+			shot(t, ctx, v, "signin-code")
+			for i := range throttleFree {
+				if err := chromedp.Do(ctx,
+					chromedp.SendKeys(chromedp.CSS(`#code`), "0000-0000-0000-000"+string(rune('0'+i))),
+					submit(`#code`),
+					chromedp.WaitVisible(chromedp.CSS(`.alert`)),
+				); err != nil {
+					t.Fatalf("wrong code %d: %v", i, err)
+				}
+			}
+			if err := chromedp.Do(ctx,
+				chromedp.SendKeys(chromedp.CSS(`#code`), strings.ToLower(code)),
+				submit(`#code`),
+			); err != nil {
+				t.Fatal(err)
+			}
+			if got := text(t, ctx, `h1`); got != "Too many attempts" {
+				t.Fatalf("after %d wrong codes: %q", throttleFree, got)
+			}
+			shot(t, ctx, v, "throttled")
+			bf.clock.Add(throttleDelay(throttleFree))
+			if err := chromedp.Do(ctx,
+				chromedp.Navigate(login),
+				chromedp.SendKeys(chromedp.CSS(`#code`), strings.ToLower(code)),
+				chromedp.Submit(chromedp.CSS(`#code`)),
+				chromedp.WaitVisible(chromedp.CSS(`button[value=allow]`)),
+			); err != nil {
+				t.Fatalf("the code: %v\n%s", err, bf.log.String())
+			}
+			if got := text(t, ctx, `.foot`); !strings.Contains(got, "Signed in as owner") {
+				t.Errorf("signed in: %q", got)
+			}
+		})
 	}
 }

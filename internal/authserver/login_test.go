@@ -117,6 +117,9 @@ func TestSignInCode(t *testing.T) {
 		t.Fatalf("the code is not in the log once:\n%s", f.log.String())
 	}
 	code := m[1]
+	if page := f.get(f.l.url("/oauth/login", f.req.ID)).Body.String(); strings.Contains(page, `name="password"`) || !strings.Contains(page, `name="code"`) {
+		t.Errorf("no users: the page should offer the code and no password form")
+	}
 	w := f.post(f.l.url("/oauth/login", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "code": {"0000-0000-0000-0000"}})
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "That code is wrong") {
 		t.Fatalf("wrong code: %d\n%s", w.Code, w.Body)

@@ -82,6 +82,7 @@ type page struct {
 
 	// sign-in
 	Asking     *asking
+	Passwords  bool // some user has a password: the user name and password form
 	Username   string
 	CodeAction string // set while a one-time code is good
 	Passkey    *passkeyForm
@@ -94,6 +95,7 @@ type page struct {
 
 	// error
 	Message, Hint string
+	BackURL       string // a link back to the sign-in page (429)
 }
 
 // asking says on the sign-in page what the sign-in is for.

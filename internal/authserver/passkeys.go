@@ -159,7 +159,7 @@ func (l *loginPages) passkeyLogin(w http.ResponseWriter, r *http.Request) {
 	addr := addrKey(r, l.s.deps.TrustProxyHeaders)
 	if wait := l.throttle.wait(addr); wait > 0 {
 		l.s.deps.Logger.Warn("authserver: sign-in throttled", "method", "passkey", "addr", addr, "retryAfter", wait)
-		l.tooMany(w, wait)
+		l.tooMany(w, req, wait)
 		return
 	}
 	user, err := p.finishLogin(r, req)

@@ -118,6 +118,17 @@ func (p *passwords) known(name string) bool {
 	return ok
 }
 
+// any reports whether some user has a password (else the sign-in page
+// offers no password form).
+func (p *passwords) any() bool {
+	for _, h := range p.hashes {
+		if h != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // names lists who may sign in.
 func (p *passwords) names() []string {
 	if len(p.order) == 0 {
