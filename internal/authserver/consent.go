@@ -34,9 +34,8 @@ func (l *loginPages) consentPage(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	user, _, ok := l.signedIn(r)
+	user, _, ok := l.signedInFor(w, r, req)
 	if !ok {
-		http.Redirect(w, r, l.url("/oauth/login", req.ID), http.StatusSeeOther)
 		return
 	}
 	l.showConsent(w, r, req, user, "")
@@ -89,9 +88,8 @@ func (l *loginPages) consentPost(w http.ResponseWriter, r *http.Request) {
 	if req == nil || l.forged(w, r, req) {
 		return
 	}
-	user, at, ok := l.signedIn(r)
+	user, at, ok := l.signedInFor(w, r, req)
 	if !ok {
-		http.Redirect(w, r, l.url("/oauth/login", req.ID), http.StatusSeeOther)
 		return
 	}
 	switch r.PostForm.Get("decision") {

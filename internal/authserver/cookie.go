@@ -87,3 +87,13 @@ func (l *loginPages) signedIn(r *http.Request) (string, time.Time, bool) {
 	}
 	return si.User, time.Unix(si.At, 0), true
 }
+
+// signedInFor is signedIn for a page of req that needs a signed-in
+// browser: one that is not is sent to req's sign-in page.
+func (l *loginPages) signedInFor(w http.ResponseWriter, r *http.Request, req *AuthRequest) (string, time.Time, bool) {
+	user, at, ok := l.signedIn(r)
+	if !ok {
+		http.Redirect(w, r, l.url("/oauth/login", req.ID), http.StatusSeeOther)
+	}
+	return user, at, ok
+}

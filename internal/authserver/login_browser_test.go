@@ -344,7 +344,7 @@ func TestSignInCodeInChromium(t *testing.T) {
 				t.Fatalf("after %d wrong codes: %q", throttleFree, got)
 			}
 			shot(t, ctx, v, "throttled")
-			bf.clock.Add(throttleDelay(throttleFree))
+			bf.clock.Advance(throttleDelay(throttleFree))
 			if err := chromedp.Do(ctx,
 				chromedp.Navigate(login),
 				chromedp.SendKeys(chromedp.CSS(`#code`), strings.ToLower(code)),

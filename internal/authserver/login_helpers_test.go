@@ -1,7 +1,6 @@
 package authserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // What the login tests share: a Server whose provider ends are recorded
@@ -45,42 +45,6 @@ func bcryptHash(t testing.TB, pw string) string {
 	return string(h)
 }
 
-// clock is a test's movable time.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// logBuffer collects a server's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // ended records the provider ends the login pages called.
 type ended struct {
 	mu       sync.Mutex
@@ -92,8 +56,8 @@ type ended struct {
 type loginFixture struct {
 	s     *Server
 	l     *loginPages
-	clock *clock
-	log   *logBuffer
+	clock *testkit.Clock
+	log   *testkit.SyncBuffer
 	ended *ended
 	req   *AuthRequest
 }
@@ -123,7 +87,7 @@ func newLoginFixture(t testing.TB, issuer string, edit func(*config.AuthServer))
 	if edit != nil {
 		edit(cfg)
 	}
-	f := &loginFixture{clock: &clock{now: time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)}, log: &logBuffer{}, ended: &ended{}}
+	f := &loginFixture{clock: testkit.NewClock(time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)), log: &testkit.SyncBuffer{}, ended: &ended{}}
 	s, err := New(*cfg, Deps{
 		Logger: slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:    f.clock.Now,

@@ -214,7 +214,7 @@ func TestCrossSiteFormsRefused(t *testing.T) {
 // page saying to connect again.
 func TestExpiredRequest(t *testing.T) {
 	f := newLoginFixture(t, "", nil)
-	f.clock.Add(authRequestLife + time.Second)
+	f.clock.Advance(authRequestLife + time.Second)
 	for _, path := range []string{f.l.url("/oauth/login", f.req.ID), f.l.url("/oauth/consent", "nope"), "/oauth/login"} {
 		w := f.get(path)
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "connect again") {

@@ -209,9 +209,8 @@ func (l *loginPages) passkeysPage(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	name, _, ok := l.signedIn(r)
+	name, _, ok := l.signedInFor(w, r, req)
 	if !ok {
-		http.Redirect(w, r, l.url("/oauth/login", req.ID), http.StatusSeeOther)
 		return
 	}
 	l.showPasskeys(w, r, req, name, "")
@@ -267,9 +266,8 @@ func (l *loginPages) passkeysPost(w http.ResponseWriter, r *http.Request) {
 	if req == nil || l.forged(w, r, req) {
 		return
 	}
-	name, _, ok := l.signedIn(r)
+	name, _, ok := l.signedInFor(w, r, req)
 	if !ok {
-		http.Redirect(w, r, l.url("/oauth/login", req.ID), http.StatusSeeOther)
 		return
 	}
 	if err := l.passkeys.register(r, req, name); err != nil {

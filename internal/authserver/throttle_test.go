@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 func TestThrottleDelay(t *testing.T) {
@@ -47,7 +49,7 @@ func TestThrottlePerUser(t *testing.T) {
 	if compared != 0 {
 		t.Errorf("a throttled attempt compared %d hashes", compared)
 	}
-	f.clock.Add(time.Second)
+	f.clock.Advance(time.Second)
 	if w := from("198.51.100.7", "alice", "guess"); w.Code != http.StatusOK {
 		t.Fatalf("after the delay: %d", w.Code)
 	}
@@ -57,7 +59,7 @@ func TestThrottlePerUser(t *testing.T) {
 	if w := from("198.51.100.8", "bob", "guess"); w.Code != http.StatusOK {
 		t.Errorf("another user is throttled: %d", w.Code)
 	}
-	f.clock.Add(2 * time.Second)
+	f.clock.Advance(2 * time.Second)
 	if w := from("198.51.100.9", "alice", "correct horse"); w.Code != http.StatusSeeOther {
 		t.Fatalf("right password after the delay: %d", w.Code)
 	}
@@ -92,7 +94,7 @@ func TestThrottlePerAddress(t *testing.T) {
 // TestThrottleForgets: failures are forgotten throttleForget after the
 // last one.
 func TestThrottleForgets(t *testing.T) {
-	c := &clock{now: time.Unix(1e9, 0)}
+	c := testkit.NewClock(time.Unix(1e9, 0))
 	th := newThrottle(c.Now)
 	for range throttleFree + 3 {
 		th.fail("user:x")
@@ -100,7 +102,7 @@ func TestThrottleForgets(t *testing.T) {
 	if th.wait("user:x") == 0 {
 		t.Fatal("not throttled")
 	}
-	c.Add(throttleForget)
+	c.Advance(throttleForget)
 	if d := th.wait("user:x"); d != 0 {
 		t.Errorf("still waits %v after %v", d, throttleForget)
 	}
@@ -113,11 +115,11 @@ func TestThrottleForgets(t *testing.T) {
 // TestThrottleBounded: the table never holds more than throttleMaxKeys
 // keys; the one idle longest goes first.
 func TestThrottleBounded(t *testing.T) {
-	c := &clock{now: time.Unix(1e9, 0)}
+	c := testkit.NewClock(time.Unix(1e9, 0))
 	th := newThrottle(c.Now)
 	for i := range throttleMaxKeys + 10 {
 		th.fail("k" + strings.Repeat("x", i%7) + string(rune(i)))
-		c.Add(time.Millisecond)
+		c.Advance(time.Millisecond)
 	}
 	if n := len(th.keys); n > throttleMaxKeys {
 		t.Errorf("%d keys, bound %d", n, throttleMaxKeys)
