@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
@@ -32,10 +33,47 @@ const (
 	passkeyCeremonyTTL = 10 * time.Minute
 )
 
-// passkeyRP is the relying party. Static after newPasskeyRP.
+// passkeyRP is the relying party. Static after newPasskeyRP but used,
+// which mu guards.
 type passkeyRP struct {
 	l  *loginPages
 	wa *webauthn.WebAuthn
+
+	mu sync.Mutex
+	// used holds the challenges of finished ceremonies until their state
+	// expires, so that an answer (and its state) posted again is refused:
+	// a ceremony counts once. Per replica: with several, the same answer
+	// posted to another replica within passkeyCeremonyTTL is not caught
+	// here (the passkey's sign counter is not kept).
+	used map[string]time.Time
+}
+
+// maxUsedChallenges bounds used: past it, finishing a ceremony waits
+// for expired ones to go (a flood of passkey posts is throttled per
+// address long before).
+const maxUsedChallenges = 10000
+
+// spend marks challenge used, or reports that it already was (or that
+// the table is full of live ones).
+func (p *passkeyRP) spend(challenge string) bool {
+	now := p.l.s.deps.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, seen := p.used[challenge]; seen {
+		return false
+	}
+	if len(p.used) >= maxUsedChallenges {
+		for c, until := range p.used {
+			if now.After(until) {
+				delete(p.used, c)
+			}
+		}
+		if len(p.used) >= maxUsedChallenges {
+			return false
+		}
+	}
+	p.used[challenge] = now.Add(passkeyCeremonyTTL)
+	return true
 }
 
 // newPasskeyRP returns the relying party of the issuer's host, or nil
@@ -60,7 +98,7 @@ func newPasskeyRP(l *loginPages) (*passkeyRP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &passkeyRP{l: l, wa: wa}, nil
+	return &passkeyRP{l: l, wa: wa, used: map[string]time.Time{}}, nil
 }
 
 // passkeyUser is a user as go-webauthn sees one.
@@ -126,6 +164,9 @@ func (p *passkeyRP) open(purpose, state string, req *AuthRequest) (*ceremony, er
 	}
 	if c.Request != req.ID {
 		return nil, errors.New("ceremony of another request")
+	}
+	if !p.spend(c.Session.Challenge) {
+		return nil, errors.New("ceremony already finished")
 	}
 	return &c, nil
 }
