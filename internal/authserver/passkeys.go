@@ -285,7 +285,7 @@ func (l *loginPages) showPasskeys(w http.ResponseWriter, r *http.Request, req *A
 	case n > 1:
 		count = "You have " + strconv.Itoa(n) + " passkeys here already."
 	}
-	l.render(w, http.StatusOK, "passkeys", &page{
+	l.render(w, http.StatusOK, "passkeys", &pageData{
 		Title:  "Add a passkey",
 		Error:  errText,
 		Action: l.url("/oauth/passkeys", req.ID),

@@ -12,9 +12,9 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 )
 
-// formValue returns the value of attribute attr of the element with
+// pageAttr returns the value of attribute attr of the element with
 // marker in a page (the page is ours: one attribute per name).
-func formValue(t *testing.T, page, marker, attr string) string {
+func pageAttr(t *testing.T, page, marker, attr string) string {
 	t.Helper()
 	i := strings.Index(page, marker)
 	if i < 0 {
@@ -41,7 +41,7 @@ func TestPasskeyOptions(t *testing.T) {
 			AllowCredentials []any  `json:"allowCredentials"`
 		} `json:"publicKey"`
 	}
-	if err := json.Unmarshal([]byte(formValue(t, page, `data-passkey="get"`, "data-options")), &get); err != nil {
+	if err := json.Unmarshal([]byte(pageAttr(t, page, `data-passkey="get"`, "data-options")), &get); err != nil {
 		t.Fatal(err)
 	}
 	if get.PublicKey.RPID != "gw.example.com" || len(get.PublicKey.Challenge) < 32 || len(get.PublicKey.AllowCredentials) != 0 {
@@ -53,7 +53,7 @@ func TestPasskeyOptions(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("passkeys page: %d", w.Code)
 	}
-	checkHeaders(t, "passkeys page", w.Header())
+	checkPageHeaders(t, "passkeys page", w.Header())
 	var create struct {
 		PublicKey struct {
 			RP   struct{ ID string } `json:"rp"`
@@ -66,7 +66,7 @@ func TestPasskeyOptions(t *testing.T) {
 			} `json:"authenticatorSelection"`
 		} `json:"publicKey"`
 	}
-	if err := json.Unmarshal([]byte(formValue(t, w.Body.String(), `data-passkey="create"`, "data-options")), &create); err != nil {
+	if err := json.Unmarshal([]byte(pageAttr(t, w.Body.String(), `data-passkey="create"`, "data-options")), &create); err != nil {
 		t.Fatal(err)
 	}
 	pk := create.PublicKey
@@ -82,7 +82,7 @@ func TestPasskeyOptions(t *testing.T) {
 func TestPasskeyCeremonyBound(t *testing.T) {
 	f := newLoginFixture(t, "https://gw.example.com", nil)
 	other := f.newRequest(t)
-	state := formValue(t, f.get(f.l.url("/oauth/login", other.ID)).Body.String(), `data-passkey="get"`, `name="state" value`)
+	state := pageAttr(t, f.get(f.l.url("/oauth/login", other.ID)).Body.String(), `data-passkey="get"`, `name="state" value`)
 	w := f.post(f.l.url("/oauth/passkeys/login", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "state": {state}, "credential": {`{}`}})
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "That passkey did not work") {
 		t.Errorf("another request's state: %d\n%s", w.Code, w.Body)
@@ -91,7 +91,7 @@ func TestPasskeyCeremonyBound(t *testing.T) {
 		t.Errorf("the refusal's reason is not logged:\n%s", f.log.String())
 	}
 	// The same ceremony posted again, on its own request's page.
-	own := formValue(t, f.get(f.l.url("/oauth/login", f.req.ID)).Body.String(), `data-passkey="get"`, `name="state" value`)
+	own := pageAttr(t, f.get(f.l.url("/oauth/login", f.req.ID)).Body.String(), `data-passkey="get"`, `name="state" value`)
 	for range 2 {
 		f.post(f.l.url("/oauth/passkeys/login", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "state": {own}, "credential": {`{}`}})
 	}
@@ -103,7 +103,7 @@ func TestPasskeyCeremonyBound(t *testing.T) {
 	}
 
 	alice := f.signIn(t, f.req, "alice", "correct horse")
-	regState := formValue(t, f.get(f.l.url("/oauth/passkeys", f.req.ID), alice).Body.String(), `data-passkey="create"`, `name="state" value`)
+	regState := pageAttr(t, f.get(f.l.url("/oauth/passkeys", f.req.ID), alice).Body.String(), `data-passkey="create"`, `name="state" value`)
 	bob := f.signIn(t, f.req, "bob", "battery staple")
 	w = f.post(f.l.url("/oauth/passkeys", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "state": {regState}, "credential": {`{}`}}, bob)
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "could not be added") || !strings.Contains(f.log.String(), "another user") {
