@@ -225,7 +225,7 @@ func (l *loginPages) showSignIn(w http.ResponseWriter, r *http.Request, status i
 		p.CodeAction = p.Action
 	}
 	if l.passkeys != nil {
-		p.Passkey = l.passkeys.loginForm(req)
+		p.Passkey = l.passkeys.loginForm(r, req)
 	}
 	l.render(w, status, "signin", p, "")
 }

@@ -213,3 +213,12 @@ func checkPageHeaders(t testing.TB, what string, h http.Header) {
 		}
 	}
 }
+
+// registerPasskey stores a placeholder passkey of user (not one any
+// authenticator holds), so that the sign-in page offers passkeys.
+func (f *loginFixture) registerPasskey(t testing.TB, user string) {
+	t.Helper()
+	if err := f.s.store.PutPasskey(context.Background(), &Passkey{User: user, ID: []byte("placeholder"), Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+}

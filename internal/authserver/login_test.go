@@ -18,6 +18,7 @@ import (
 // good, a form with code), as the provider's and peers' tests post them.
 func TestSignInPageFollowsTheFormContract(t *testing.T) {
 	f := newLoginFixture(t, "https://gw.example.com/auth", func(c *config.AuthServer) { c.SignInCode = true })
+	f.registerPasskey(t, "carol")
 	w := f.get("/auth/oauth/login?request=" + f.req.ID)
 	if w.Code != http.StatusOK {
 		t.Fatalf("GET sign-in: %d\n%s", w.Code, w.Body)
@@ -36,8 +37,8 @@ func TestSignInPageFollowsTheFormContract(t *testing.T) {
 			t.Errorf("sign-in page lacks %q", want)
 		}
 	}
-	// Passkeys are on (a domain issuer): the page's one script runs by
-	// its hash, and nothing else may.
+	// Passkeys are on (a domain issuer) and someone has one: the page's
+	// one script runs by its hash, and nothing else may.
 	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(body, "<script>") || !strings.Contains(csp, "script-src "+f.l.pages.scriptHash) {
 		t.Errorf("passkey script or its CSP hash missing: CSP %q", csp)
 	}

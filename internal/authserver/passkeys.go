@@ -172,9 +172,13 @@ func (p *passkeyRP) open(purpose, state string, req *AuthRequest) (*ceremony, er
 }
 
 // loginForm is the sign-in page's passkey form: a fresh challenge for
-// any of this site's passkeys. nil (no passkey button) if it cannot be
-// made.
-func (p *passkeyRP) loginForm(req *AuthRequest) *passkeyForm {
+// any of this site's passkeys. nil (no passkey button) while no one has
+// a passkey here (a button that can only fail would confuse the first
+// sign-in), or if it cannot be made.
+func (p *passkeyRP) loginForm(r *http.Request, req *AuthRequest) *passkeyForm {
+	if !p.anyRegistered(r) {
+		return nil
+	}
 	assertion, session, err := p.wa.BeginDiscoverableLogin()
 	if err != nil {
 		p.l.s.deps.Logger.Error("authserver: passkey login options", "error", err)
@@ -186,6 +190,16 @@ func (p *passkeyRP) loginForm(req *AuthRequest) *passkeyForm {
 		Options: string(opts),
 		State:   p.seal(passkeyLoginPurpose, ceremony{Request: req.ID, Session: *session}),
 	}
+}
+
+// anyRegistered reports whether some user who may sign in has a passkey.
+func (p *passkeyRP) anyRegistered(r *http.Request) bool {
+	for _, name := range p.l.passwords.names() {
+		if keys, err := p.l.s.store.Passkeys(r.Context(), name); err == nil && len(keys) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // passkeyLogin checks a passkey's answer to the sign-in page's

@@ -33,6 +33,10 @@ func pageAttr(t *testing.T, page, marker, attr string) string {
 // handle that is not the name.
 func TestPasskeyOptions(t *testing.T) {
 	f := newLoginFixture(t, "https://gw.example.com", nil)
+	if strings.Contains(f.get(f.l.url("/oauth/login", f.req.ID)).Body.String(), "data-passkey") {
+		t.Errorf("the sign-in page offers passkeys while no one has one")
+	}
+	f.registerPasskey(t, "carol")
 	page := f.get(f.l.url("/oauth/login", f.req.ID)).Body.String()
 	var get struct {
 		PublicKey struct {
@@ -81,6 +85,7 @@ func TestPasskeyOptions(t *testing.T) {
 // throttle; the passkeys page needs a sign-in.
 func TestPasskeyCeremonyBound(t *testing.T) {
 	f := newLoginFixture(t, "https://gw.example.com", nil)
+	f.registerPasskey(t, "carol")
 	other := f.newRequest(t)
 	state := pageAttr(t, f.get(f.l.url("/oauth/login", other.ID)).Body.String(), `data-passkey="get"`, `name="state" value`)
 	w := f.post(f.l.url("/oauth/passkeys/login", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "state": {state}, "credential": {`{}`}})
@@ -126,6 +131,7 @@ func TestPasskeysOffOnIPIssuer(t *testing.T) {
 		"ip issuer":      newLoginFixture(t, "http://127.0.0.1:8080", nil),
 		"passkeys false": newLoginFixture(t, "https://gw.example.com", func(c *config.AuthServer) { c.Passkeys = false }),
 	} {
+		f.registerPasskey(t, "carol")
 		page := f.get(f.l.url("/oauth/login", f.req.ID))
 		if strings.Contains(page.Body.String(), "<script") || strings.Contains(page.Header().Get("Content-Security-Policy"), "script-src") {
 			t.Errorf("%s: the sign-in page has a script", name)
