@@ -44,7 +44,7 @@ type loginPages struct {
 	passwords *passwords
 	throttle  *throttle
 	code      *signInCode // nil without cfg.SignInCode
-	passkeys  *passkeyRP  // nil without cfg.Passkeys
+	passkeys  *passkeyRP  // nil without cfg.Passkeys, or on an issuer that is an IP address
 
 	// finish and refuse end a request (tests replace them); nil: the
 	// provider's.
