@@ -166,7 +166,7 @@ func twoPortableReplicas(t *testing.T) (ctx context.Context, cl *memCluster, a, 
 	a = startReplica(t, cl, "a", ring, pa)
 	b = startReplica(t, cl, "b", ring, pb)
 	sid = initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx, cl, a, b, pa, sid
@@ -357,7 +357,7 @@ func TestStreamsThroughRedis(t *testing.T) {
 
 	sid := initSession(t, a.srv)
 	testkit.WaitFor(t, "the handoff record stored", func() bool {
-		rec, _ := b.h.cfg.Cluster.State(ctx, sid)
+		rec, _, _ := b.h.cfg.Cluster.State(ctx, sid)
 		return rec != nil
 	})
 	writes := func() int { return redisCalls(t, rdb, "xadd") + redisCalls(t, rdb, "hset") }
