@@ -25,6 +25,7 @@ import (
 type handoffSink struct {
 	mu     sync.Mutex
 	states [][]byte
+	apply  func([]byte) // what the connection registered (conn.WithStateUpdates)
 }
 
 func (s *handoffSink) put(state []byte) {
@@ -56,7 +57,11 @@ func (s *handoffSink) last(t *testing.T) (handoffState, []byte) {
 }
 
 func (s *handoffSink) ctx() context.Context {
-	return conn.WithHandoff(context.Background(), s.put)
+	return conn.WithStateUpdates(conn.WithHandoff(context.Background(), s.put), func(apply func([]byte)) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.apply = apply
+	})
 }
 
 // sinkAtReply is a recording that notes how many states its sink had when
