@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 
 	"net"
@@ -27,6 +28,7 @@ type memCluster struct {
 	state    map[string][]byte
 	stateV   map[string]session.StateVersion
 	onState  []func(string, session.StateVersion) // statesync_test.go
+	down     bool                                 // SetState fails (statesync_test.go)
 	revoked  map[string]bool
 	dead     map[string]bool // instances without a heartbeat
 	onRevoke []func(string)
@@ -58,6 +60,10 @@ func (r *memReplica) Alive(instance string) (bool, bool) {
 }
 func (r *memReplica) SetState(_ context.Context, sid string, v session.StateVersion, rec []byte, _ time.Time) (bool, error) {
 	r.mu.Lock()
+	if r.down {
+		r.mu.Unlock()
+		return false, errors.New("store down")
+	}
 	if _, ok := r.state[sid]; ok && !v.Newer(r.stateV[sid]) {
 		r.mu.Unlock()
 		return false, nil
