@@ -69,8 +69,11 @@ func (c *Cluster) subscribe(ctx context.Context) {
 			switch m := m.(type) {
 			case *redis.Subscription:
 				// One per channel subscribed: the state channel's says
-				// the link is (back) in place for state changes.
+				// the link is (back) in place for state changes, and
+				// that Redis answers: the callbacks' calls must not
+				// fail at once for want of a heartbeat since.
 				if m.Kind == "subscribe" && m.Channel == states {
+					c.setHealth(healthUp, nil)
 					for _, fn := range c.callbacks().subscribed {
 						fn()
 					}
