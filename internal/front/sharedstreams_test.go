@@ -325,23 +325,9 @@ func TestStreamsThroughRedis(t *testing.T) {
 	ring := testRing(t)
 	join := func(instance string, stop *context.CancelFunc) func(string) Cluster {
 		return func(advertise string) Cluster {
-			c, err := cluster.New(cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
-				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c.Run(ctx)
-			}()
+			c, cancel := runCluster(t, cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
+				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second}, nil)
 			*stop = cancel
-			t.Cleanup(func() {
-				cancel()
-				<-done
-				c.Close()
-			})
 			return c
 		}
 	}

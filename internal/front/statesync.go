@@ -109,7 +109,10 @@ func (h *Handler) drainStates() {
 		for id, rewrite = range q.pending {
 			break
 		}
-		if id == "" {
+		if id == "" || h.closing.Load() {
+			// (Closing: the sessions are ending; Close waits for this
+			// goroutine, which must not take a store round trip each.)
+			clear(q.pending)
 			q.running = false
 			q.mu.Unlock()
 			return

@@ -63,6 +63,52 @@ func (b *syncBackend) notApplied(t *testing.T, who string) {
 	}
 }
 
+// heldOnBoth opens a session on replica a, has replica b resume it (a
+// ping), and has a's connection hand off "level:debug", which b's
+// connection must be given. It returns the session's id.
+func heldOnBoth(t *testing.T, a, b *replica, store Cluster, ba, bb *syncBackend) string {
+	t.Helper()
+	sid := initSession(t, a.srv)
+	testkit.WaitFor(t, "the handoff record stored", func() bool {
+		rec, _, _ := store.State(context.Background(), sid)
+		return rec != nil
+	})
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	if resp, body := do(t, b.srv, http.MethodPost, mcpPath, ping, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618); resp.StatusCode != http.StatusOK {
+		t.Fatalf("ping on b: %d %s", resp.StatusCode, body)
+	}
+	ba.change("level:debug")
+	if st := testkit.Receive(t, bb.applied, "b's connection given a's change"); st != "level:debug" {
+		t.Fatalf("b's connection was given %q, want level:debug", st)
+	}
+	return sid
+}
+
+// runCluster starts a Cluster of cfg (with setup applied before it runs),
+// stopped at cleanup; the returned func stops it earlier.
+func runCluster(t *testing.T, cfg cluster.Config, setup func(*cluster.Cluster)) (*cluster.Cluster, context.CancelFunc) {
+	t.Helper()
+	c, err := cluster.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		c.Close()
+	})
+	return c, cancel
+}
+
 // TestHeldSessionGetsNewerState: two replicas hold one portable session
 // (b resumed it). A change on a's connection is versioned, stored and
 // announced; b, holding the session at the older version, fetches the
@@ -83,17 +129,7 @@ func TestHeldSessionGetsNewerState(t *testing.T) {
 	store := cl.replica("", "")
 	ctx := context.Background()
 
-	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := store.State(ctx, sid); return rec != nil })
-	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	if resp, body := do(t, b.srv, http.MethodPost, mcpPath, ping, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618); resp.StatusCode != http.StatusOK {
-		t.Fatalf("ping on b: %d %s", resp.StatusCode, body)
-	}
-
-	ba.change("level:debug")
-	if st := testkit.Receive(t, bb.applied, "b's connection given a's change"); st != "level:debug" {
-		t.Fatalf("b's connection was given %q, want level:debug", st)
-	}
+	sid := heldOnBoth(t, a, b, store, ba, bb)
 	_, v, _ := store.State(ctx, sid)
 	if want := (session.StateVersion{N: 2, Tie: session.Tiebreak("a")}); v != want {
 		t.Errorf("stored version %+v, want %+v (one past the first state, a's)", v, want)
@@ -140,23 +176,9 @@ func TestHeldSessionGetsNewerStateThroughRedis(t *testing.T) {
 	var clusters []*cluster.Cluster
 	join := func(instance string) func(string) Cluster {
 		return func(advertise string) Cluster {
-			c, err := cluster.New(cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
-				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second, Prefix: "statesync-" + t.Name() + ":"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.OnSubscribed(func() { subscribed <- struct{}{} })
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c.Run(ctx)
-			}()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-				c.Close()
-			})
+			c, _ := runCluster(t, cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
+				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second, Prefix: "statesync-" + t.Name() + ":"},
+				func(c *cluster.Cluster) { c.OnSubscribed(func() { subscribed <- struct{}{} }) })
 			clusters = append(clusters, c)
 			return c
 		}
@@ -168,18 +190,8 @@ func TestHeldSessionGetsNewerStateThroughRedis(t *testing.T) {
 	clusters[1].OnStateChange(b.h.StateChanged)
 	testkit.Receive(t, subscribed, "one replica subscribed")
 	testkit.Receive(t, subscribed, "the other replica subscribed")
-	ctx := context.Background()
 
-	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := clusters[1].State(ctx, sid); return rec != nil })
-	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
-	if resp, body := do(t, b.srv, http.MethodPost, mcpPath, ping, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618); resp.StatusCode != http.StatusOK {
-		t.Fatalf("ping on b: %d %s", resp.StatusCode, body)
-	}
-	ba.change("level:debug")
-	if st := testkit.Receive(t, bb.applied, "b's connection given a's change"); st != "level:debug" {
-		t.Fatalf("b's connection was given %q, want level:debug", st)
-	}
+	heldOnBoth(t, a, b, clusters[1], ba, bb)
 	bb.change("level:error")
 	if st := testkit.Receive(t, ba.applied, "a's connection given b's change"); st != "level:error" {
 		t.Fatalf("a's connection was given %q, want level:error", st)

@@ -1,8 +1,6 @@
 package servers
 
 import (
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -85,11 +83,7 @@ func renewedReverse() handoffState {
 // A's level and asks its listen for A's subscription, though neither went
 // through B, and hands nothing off for it.
 func TestRemoteReverseHeldSessionApplies(t *testing.T) {
-	subscribable := func(w http.ResponseWriter, id string) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"resources":{"subscribe":true}}}}`)
-	}
-	remoteA, remoteB := newStatelessRemote(t, subscribable), newStatelessRemote(t, subscribable)
+	remoteA, remoteB := newStatelessRemote(t, subscribableDiscover), newStatelessRemote(t, subscribableDiscover)
 	a := newRemoteServer(t, remoteA.ts.URL+"/mcp", config.ProtocolModern)
 	b := newRemoteServer(t, remoteB.ts.URL+"/mcp", config.ProtocolModern)
 	var sinkA, sinkB handoffSink
@@ -115,20 +109,7 @@ func TestRemoteReverseHeldSessionApplies(t *testing.T) {
 	if got := out.reply(t); !strings.Contains(got, `"id":"r-1","result"`) {
 		t.Errorf("B's tools/call: %s", got)
 	}
-	var call, listen string
-	testkit.WaitFor(t, "B's call and listen", func() bool {
-		remoteB.mu.Lock()
-		defer remoteB.mu.Unlock()
-		for _, body := range remoteB.bodies {
-			switch {
-			case strings.Contains(body, `"method":"tools/call"`):
-				call = body
-			case strings.Contains(body, `"method":"subscriptions/listen"`):
-				listen = body
-			}
-		}
-		return call != "" && listen != ""
-	})
+	call, listen := remoteB.callAndListen(t, "B's call and listen")
 	if !strings.Contains(call, `"io.modelcontextprotocol/logLevel":"debug"`) {
 		t.Errorf("B's call has not A's level: %s", call)
 	}
