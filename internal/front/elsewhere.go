@@ -205,6 +205,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	}
 	s.SetValue(c)
 	s.SetVersion(version)
+	caughtUp(s, stateV) // statesync.go
 	if reason := h.settled(s, name, be); reason != "" {
 		h.store.Delete(s.ID)
 		h.end(s, reason)

@@ -128,9 +128,11 @@ func (h *Handler) drainStates() {
 // has a newer one.
 func (h *Handler) syncState(id string, rewrite bool) {
 	s := h.store.Lookup(id)
-	if s == nil || s.Value() == nil {
-		return // gone, or being resumed (which reads the newest state)
+	if s == nil {
+		return
 	}
+	// (A session being resumed takes the newer state too: given to its
+	// connection if the backend registered already, else by caughtUp.)
 	ctx := context.Background() // the store bounds each call
 	if rewrite {
 		if stored, err := h.storeHandoff(ctx, s); err != nil || stored {
@@ -162,6 +164,17 @@ func (h *Handler) syncState(id string, rewrite bool) {
 			return
 		}
 		state, v = cur, curV
+	}
+}
+
+// caughtUp gives session s's connection, just resumed from the state of
+// version from, the newer state the session took while Resume ran (an
+// announcement that came before the backend registered its apply
+// function), if any.
+func caughtUp(s *session.Session, from session.StateVersion) {
+	state, v := s.HandoffAt()
+	if apply := s.Apply(); v != from && apply != nil {
+		apply(state)
 	}
 }
 

@@ -16,12 +16,16 @@ import (
 // syncBackend is a portableBackend whose connections register an apply
 // function (conn.WithStateUpdates) that records the states given, and
 // whose handoff sinks the test can call, as a connection does after a
-// change (a logging/setLevel).
+// change (a logging/setLevel). Like a real connection, a state equal to
+// the one it has changes nothing, and is not recorded (the front gives a
+// connection its own newest state again when the connection changed while
+// a newer one was being applied).
 type syncBackend struct {
 	*portableBackend
 	applied chan string
 	mu      sync.Mutex
 	sinks   []func([]byte)
+	current string // the newest connection's state
 }
 
 func newSyncBackend() *syncBackend {
@@ -32,7 +36,15 @@ func (b *syncBackend) register(ctx context.Context) {
 	b.mu.Lock()
 	b.sinks = append(b.sinks, conn.Handoff(ctx))
 	b.mu.Unlock()
-	conn.OnStateUpdate(ctx)(func(state []byte) { b.applied <- string(state) })
+	conn.OnStateUpdate(ctx)(func(state []byte) {
+		b.mu.Lock()
+		same := b.current == string(state)
+		b.current = string(state)
+		b.mu.Unlock()
+		if !same {
+			b.applied <- string(state)
+		}
+	})
 }
 
 func (b *syncBackend) Open(ctx context.Context, general conn.Stream) (conn.Conn, error) {
@@ -49,6 +61,7 @@ func (b *syncBackend) Resume(ctx context.Context, general conn.Stream, state []b
 func (b *syncBackend) change(state string) {
 	b.mu.Lock()
 	sink := b.sinks[len(b.sinks)-1]
+	b.current = state
 	b.mu.Unlock()
 	sink([]byte(state))
 }
@@ -198,4 +211,59 @@ func TestHeldSessionGetsNewerStateThroughRedis(t *testing.T) {
 	}
 	ba.notApplied(t, "a")
 	bb.notApplied(t, "b")
+}
+
+// slowSync is a syncBackend whose Resume waits for release, after telling
+// entered, before its connection registers anything.
+type slowSync struct {
+	*syncBackend
+	entered, release chan struct{}
+}
+
+func (b *slowSync) Resume(ctx context.Context, general conn.Stream, state []byte) (conn.Conn, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.syncBackend.Resume(ctx, general, state)
+}
+
+// TestResumedSessionCatchesUp: a newer state announced while a replica is
+// resuming the session, before the backend registered its connection's
+// apply function, is kept on the session and given to the connection
+// once Resume returns.
+func TestResumedSessionCatchesUp(t *testing.T) {
+	ring, cl := testRing(t), newMemCluster()
+	ba := newSyncBackend()
+	bb := &slowSync{syncBackend: newSyncBackend(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	a := startReplica(t, cl, "a", ring, ba)
+	b := startReplica(t, cl, "b", ring, bb)
+	cl.mu.Lock()
+	cl.onState = append(cl.onState, a.h.StateChanged, b.h.StateChanged)
+	cl.mu.Unlock()
+	sid := initSession(t, a.srv)
+	testkit.WaitFor(t, "the handoff record stored", func() bool {
+		rec, _, _ := cl.replica("", "").State(context.Background(), sid)
+		return rec != nil
+	})
+	pinged := make(chan int, 1)
+	go func() {
+		resp, _ := do(t, b.srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618)
+		pinged <- resp.StatusCode
+	}()
+	testkit.Receive(t, bb.entered, "b resuming the session")
+	ba.change("level:debug")
+	testkit.WaitFor(t, "b's session to take the newer state", func() bool {
+		s := b.h.store.Lookup(sid)
+		if s == nil {
+			return false
+		}
+		state, _ := s.HandoffAt()
+		return string(state) == "level:debug"
+	})
+	close(bb.release)
+	if code := testkit.Receive(t, pinged, "the ping that resumed the session"); code != http.StatusOK {
+		t.Fatalf("ping on b: %d", code)
+	}
+	if st := testkit.Receive(t, bb.applied, "b's connection given the state announced during its resume"); st != "level:debug" {
+		t.Errorf("b's connection was given %q, want level:debug", st)
+	}
 }

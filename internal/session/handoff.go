@@ -80,3 +80,10 @@ func (s *Session) HandoffAt() ([]byte, StateVersion) {
 	defer s.mu.Unlock()
 	return s.handoff, s.handoffV
 }
+
+// Apply returns the function registered by SetApply, or nil.
+func (s *Session) Apply() func(state []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.apply
+}
