@@ -64,7 +64,11 @@ type stateUpdatesKey struct{}
 // session id) without a new initialize upstream and without telling the
 // handoff sink (the state is the store's already). A state apply cannot
 // use (it does not parse, or is of another kind of session) leaves the
-// connection as it is; so does a call after the connection closed.
+// connection as it is; so does a call after the connection closed, and a
+// state the connection has already (the front gives a connection its own
+// newest state again when the connection changed while apply ran, so
+// that an older state applied late cannot undo that change). apply may
+// be called as soon as it is registered, before Open or Resume returns.
 func WithStateUpdates(ctx context.Context, register func(apply func(state []byte))) context.Context {
 	return context.WithValue(ctx, stateUpdatesKey{}, register)
 }

@@ -34,8 +34,8 @@ import (
 // (counted as a store error); the replicas holding the session catch up
 // once Redis is back, when each one's subscription is in place again
 // (Resync): every replica writes the state of each portable session it
-// holds again (the store keeps the newest, and announces it to the others
-// if it is theirs' news) and fetches the store's when its own was not the
+// holds again (the store keeps the newest, and announces a state only
+// when it stores it) and fetches the store's when its own was not the
 // newest. A replica that resumes the session later reads the newest state
 // as before.
 
