@@ -29,8 +29,8 @@ const (
 	// codeTTL is an authorization code's life: the client redeems it at
 	// once (RFC 6749 4.1.2 recommends at most 10 minutes).
 	codeTTL = 2 * time.Minute
-	// maxFormBytes bounds a request's form: every field is short.
-	maxFormBytes = 64 << 10
+	// maxProtocolForm bounds a request's form: every field is short.
+	maxProtocolForm = 64 << 10
 )
 
 type provider struct {
@@ -84,7 +84,7 @@ func (p *provider) url(path string) string {
 // open redirect); after, they go to the client.
 func (p *provider) authorize(w http.ResponseWriter, r *http.Request) {
 	noStore(w)
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, maxProtocolForm)
 	if err := r.ParseForm(); err != nil {
 		authorizePage(w, http.StatusBadRequest, "The request could not be read.")
 		return

@@ -34,18 +34,18 @@ const (
 	verifier  = "the-code-verifier-of-the-test-client-43-chars-or-more"
 )
 
-type testClock struct {
+type flowClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *testClock) Now() time.Time {
+func (c *flowClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *testClock) Advance(d time.Duration) {
+func (c *flowClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
@@ -55,7 +55,7 @@ func (c *testClock) Advance(d time.Duration) {
 type world struct {
 	t     *testing.T
 	s     *Server
-	clk   *testClock
+	clk   *flowClock
 	store Store
 	gate  *auth.Gate
 }
@@ -71,10 +71,10 @@ func testConfig() config.AuthServer {
 
 // newWorld builds a Server over store (nil: a new memory store) signing
 // with ring (nil: a random ring, so the store's seed).
-func newWorld(t *testing.T, ring *seal.Ring, store Store, clk *testClock) *world {
+func newWorld(t *testing.T, ring *seal.Ring, store Store, clk *flowClock) *world {
 	t.Helper()
 	if clk == nil {
-		clk = &testClock{t: time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)}
+		clk = &flowClock{t: time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)}
 	}
 	cfg := testConfig()
 	if store == nil {
@@ -99,7 +99,7 @@ func newWorld(t *testing.T, ring *seal.Ring, store Store, clk *testClock) *world
 
 // newTestGate is the gateway's resource server trusting s in process,
 // as internal/gateway wires it.
-func newTestGate(t *testing.T, s *Server, clk *testClock) *auth.Gate {
+func newTestGate(t *testing.T, s *Server, clk *flowClock) *auth.Gate {
 	t.Helper()
 	g, err := auth.New(auth.Config{Required: true, Scopes: []string{"mcp"}, Issuers: []auth.Issuer{{
 		Issuer: s.Issuer(), Algorithms: []string{"EdDSA"},

@@ -10,7 +10,7 @@ import (
 // (the gate asks Store.Revoked about an access token's grant).
 
 func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, maxProtocolForm)
 	if err := r.ParseForm(); err != nil {
 		writeError(w, r, errInvalidRequest, "the form could not be read")
 		return

@@ -26,7 +26,7 @@ type tokenResponse struct {
 }
 
 func (p *provider) token(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, maxProtocolForm)
 	if err := r.ParseForm(); err != nil {
 		writeError(w, r, errInvalidRequest, "the form could not be read")
 		return
