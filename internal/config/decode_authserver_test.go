@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -138,5 +140,29 @@ func TestParseAuthServerProblems(t *testing.T) {
 				t.Errorf("a password is in the problems: %v", err)
 			}
 		})
+	}
+}
+
+// TestAuthServerStateFileNextToConfig: a relative state file is the
+// config file's neighbour, wherever the gateway starts.
+func TestAuthServerStateFileNextToConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mcpgate.json")
+	for _, tc := range []struct{ server, want string }{
+		{`true`, filepath.Join(dir, DefaultStateFile)},
+		{`{"stateFile": "state/auth.json"}`, filepath.Join(dir, "state", "auth.json")},
+		{`{"stateFile": "/var/lib/auth.json"}`, "/var/lib/auth.json"},
+	} {
+		data := `{"mcpServers": {"m": {"command": "m"}}, "gateway": {"auth": {"publicUrl": "https://gw.example.com", "server": ` + tc.server + `}}}`
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Gateway.Auth.Server.StateFile; got != tc.want {
+			t.Errorf("%s: state file %q, want %q", tc.server, got, tc.want)
+		}
 	}
 }
