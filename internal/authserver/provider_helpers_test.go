@@ -265,3 +265,9 @@ func (w *world) wantRefused(access, resource, part string) {
 		w.t.Fatalf("gate for %s: %+v, want 401 with %q", resource, d, part)
 	}
 }
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+func newRequest() *http.Request {
+	return httptest.NewRequest(http.MethodPost, issuer+"/oauth/consent", nil)
+}
