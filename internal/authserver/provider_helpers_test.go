@@ -9,13 +9,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/seal"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The protocol tests' world: a Server with a memory store and a clock
@@ -34,28 +34,11 @@ const (
 	verifier  = "the-code-verifier-of-the-test-client-43-chars-or-more"
 )
 
-type flowClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *flowClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *flowClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // world is a Server under test and what talks to it.
 type world struct {
 	t     *testing.T
 	s     *Server
-	clk   *flowClock
+	clk   *testkit.Clock
 	store Store
 	gate  *auth.Gate
 }
@@ -71,10 +54,10 @@ func testConfig() config.AuthServer {
 
 // newWorld builds a Server over store (nil: a new memory store) signing
 // with ring (nil: a random ring, so the store's seed).
-func newWorld(t *testing.T, ring *seal.Ring, store Store, clk *flowClock) *world {
+func newWorld(t *testing.T, ring *seal.Ring, store Store, clk *testkit.Clock) *world {
 	t.Helper()
 	if clk == nil {
-		clk = &flowClock{t: time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)}
+		clk = testkit.NewClock(time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC))
 	}
 	cfg := testConfig()
 	if store == nil {
@@ -99,7 +82,7 @@ func newWorld(t *testing.T, ring *seal.Ring, store Store, clk *flowClock) *world
 
 // newTestGate is the gateway's resource server trusting s in process,
 // as internal/gateway wires it.
-func newTestGate(t *testing.T, s *Server, clk *flowClock) *auth.Gate {
+func newTestGate(t *testing.T, s *Server, clk *testkit.Clock) *auth.Gate {
 	t.Helper()
 	g, err := auth.New(auth.Config{Required: true, Scopes: []string{"mcp"}, Issuers: []auth.Issuer{{
 		Issuer: s.Issuer(), Algorithms: []string{"EdDSA"},

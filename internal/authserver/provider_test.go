@@ -23,13 +23,13 @@ func TestMetadata(t *testing.T) {
 			t.Errorf("%s: not open to every origin", path)
 		}
 		want := map[string]any{
-			"issuer":                 issuer,
-			"authorization_endpoint": issuer + "/oauth/authorize",
-			"token_endpoint":         issuer + "/oauth/token",
-			"registration_endpoint":  issuer + "/oauth/register",
-			"revocation_endpoint":    issuer + "/oauth/revoke",
-			"jwks_uri":               issuer + "/oauth/jwks",
-			"client_id_metadata_document_supported":          true,
+			"issuer":                                issuer,
+			"authorization_endpoint":                issuer + "/oauth/authorize",
+			"token_endpoint":                        issuer + "/oauth/token",
+			"registration_endpoint":                 issuer + "/oauth/register",
+			"revocation_endpoint":                   issuer + "/oauth/revoke",
+			"jwks_uri":                              issuer + "/oauth/jwks",
+			"client_id_metadata_document_supported": true,
 			"authorization_response_iss_parameter_supported": true,
 		}
 		for k, v := range want {

@@ -164,13 +164,10 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 		writeError(w, r, errInvalidTarget, msg)
 		return
 	}
-	scopes := req.Scopes
-	if form.Has("scope") {
-		var msg string
-		if scopes, msg = p.scopes(form.Get("scope"), req.Scopes); msg != "" {
-			writeError(w, r, errInvalidScope, msg)
-			return
-		}
+	scopes, msg := narrowed(p, form, req.Scopes)
+	if msg != "" {
+		writeError(w, r, errInvalidScope, msg)
+		return
 	}
 	now := p.s.deps.Now()
 	refresh := newSecret()
@@ -239,16 +236,21 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		writeError(w, r, errInvalidTarget, msg)
 		return
 	}
-	scopes := g.Scopes
-	if form.Has("scope") {
-		// RFC 6749 6: the scopes may only narrow.
-		var msg string
-		if scopes, msg = p.scopes(form.Get("scope"), g.Scopes); msg != "" {
-			writeError(w, r, errInvalidScope, msg)
-			return
-		}
+	scopes, msg := narrowed(p, form, g.Scopes)
+	if msg != "" {
+		writeError(w, r, errInvalidScope, msg)
+		return
 	}
 	p.issue(w, r, g, scopes, next)
+}
+
+// narrowed returns the scopes of a token request: those of granted, or
+// fewer when its scope parameter asks (RFC 6749 6: never more).
+func narrowed(p *provider, form url.Values, granted []string) ([]string, string) {
+	if !form.Has("scope") {
+		return granted, ""
+	}
+	return p.scopes(form.Get("scope"), granted)
 }
 
 // sameResourceAsked checks the resource parameters of a token request:
