@@ -159,3 +159,51 @@ func postForm(t *testing.T, c *http.Client, url string, form url.Values, status 
 		}
 	}
 }
+
+// TestAuthServerReloadNeedsRestart: the authorization server is built
+// once; a reload that adds, changes or drops gateway.auth.server says a
+// restart applies it, and one that leaves it alone says nothing of it.
+func TestAuthServerReloadNeedsRestart(t *testing.T) {
+	with := func(users ...string) config.Gateway {
+		gw := config.Defaults()
+		gw.Auth = config.NewAuth()
+		gw.Auth.Server = config.NewAuthServer()
+		gw.Auth.Server.Issuer = "https://gw.example.com"
+		for _, u := range users {
+			gw.Auth.Server.Users = append(gw.Auth.Server.Users, config.AuthUser{Name: u})
+		}
+		return gw
+	}
+	without := config.Defaults()
+	for _, tc := range []struct {
+		name string
+		a, b config.Gateway
+		want bool
+	}{
+		{"added", without, with(), true},
+		{"dropped", with(), without, true},
+		{"user added", with("me"), with("me", "you"), true},
+		{"unchanged", with("me"), with("me"), false},
+	} {
+		if got := slices.Contains(restartKeys(tc.a, tc.b), "gateway.auth.server"); got != tc.want {
+			t.Errorf("%s: restart keys %v, want gateway.auth.server: %v", tc.name, restartKeys(tc.a, tc.b), tc.want)
+		}
+	}
+}
+
+// TestOwnIssuerBeforeTheServer: the gate's entry for the authorization
+// server, before the server is built (or without one), gives no key and
+// revokes nothing: no token of it verifies.
+func TestOwnIssuerBeforeTheServer(t *testing.T) {
+	var own ownIssuer
+	if keys := own.keys(); keys != nil {
+		t.Fatalf("keys %v before the server", keys)
+	}
+	if own.revoked(map[string]any{"gid": "g"}) {
+		t.Fatal("revoked before the server")
+	}
+	is := own.issuer(&config.AuthServer{Issuer: "https://gw.example.com"})
+	if is.Issuer != "https://gw.example.com" || !slices.Equal(is.Algorithms, []string{"EdDSA"}) || is.Keys == nil || is.Revoked == nil {
+		t.Fatalf("issuer entry %+v", is)
+	}
+}
