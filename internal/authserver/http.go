@@ -77,12 +77,12 @@ func cors(h http.Handler) http.Handler {
 }
 
 // postOnly serves h for POST, and answers other methods (but OPTIONS,
-// which cors answers) 405.
+// which cors answers) 405 with an OAuth error body.
 func postOnly(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
-			writeError(w, r, errInvalidRequest, "use POST")
+			writeJSON(w, http.StatusMethodNotAllowed, oauthError{Code: errInvalidRequest, Description: "use POST"})
 			return
 		}
 		h(w, r)

@@ -2,10 +2,12 @@ package authserver
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
 )
@@ -198,4 +200,55 @@ func TestRefreshOfAnotherClient(t *testing.T) {
 		t.Fatalf("%d %v, want invalid_grant", status, body)
 	}
 	w.wantRefused(access, memoryURL, "revoked")
+}
+
+// TestExpiries: a code is good for codeTTL, an access token for
+// accessTokenTtl (the gate refuses it after, with its leeway), a refresh
+// token for refreshTokenTtl from its issue.
+func TestExpiries(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	code := w.code(authorizeParams())
+	w.clk.Advance(codeTTL + time.Second)
+	if status, body := w.redeem(code); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("an expired code: %d %v", status, body)
+	}
+	access, refresh := w.tokens()
+	w.clk.Advance(w.s.cfg.AccessTokenTTL + 2*time.Minute) // past the gate's leeway
+	w.wantRefused(access, memoryURL, "expired")
+	status, body := w.refresh(refresh, nil)
+	if status != http.StatusOK {
+		t.Fatalf("refresh: %d %v", status, body)
+	}
+	w.wantAccepted(body["access_token"].(string), memoryURL)
+	w.clk.Advance(w.s.cfg.RefreshTokenTTL + time.Second)
+	if status, body := w.refresh(body["refresh_token"].(string), nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("an expired refresh token: %d %v", status, body)
+	}
+}
+
+// TestCodeOfAnotherClient: a code is redeemed only by the client it was
+// issued to, even one that authenticates.
+func TestCodeOfAnotherClient(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {w.code(authorizeParams())}, "redirect_uri": {appRedir}, "code_verifier": {verifier}}
+	if status, body := w.post("/oauth/token", form, &[2]string{confID, confSec}); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("%d %v, want invalid_grant", status, body)
+	}
+}
+
+// TestTokenEndpointCORS: browser-based clients may call the token
+// endpoint from any origin (a preflight is answered), and only by POST.
+func TestTokenEndpointCORS(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	r := httptest.NewRequest(http.MethodOptions, issuer+"/oauth/token", nil)
+	r.Header.Set("Origin", "https://app.example.com")
+	r.Header.Set("Access-Control-Request-Method", "POST")
+	rec := httptest.NewRecorder()
+	w.s.Handler().ServeHTTP(rec, r)
+	if rec.Code != http.StatusNoContent || rec.Header().Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(rec.Header().Get("Access-Control-Allow-Methods"), "POST") {
+		t.Fatalf("preflight: %d %v", rec.Code, rec.Header())
+	}
+	if rec := w.get("/oauth/token"); rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "POST" {
+		t.Fatalf("GET: %d %v", rec.Code, rec.Header())
+	}
 }
