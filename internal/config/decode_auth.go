@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -16,6 +17,8 @@ func (d *decoder) auth(path string, raw json.RawMessage, dst **Auth) {
 		switch key {
 		case "oauth":
 			d.oauth(p, v, &a.OAuth)
+		case "server":
+			d.authServer(p, v, &a.Server)
 		case "apiKeys":
 			d.apiKeys(p, v, &a.APIKeys)
 		case "publicUrl":
@@ -28,6 +31,12 @@ func (d *decoder) auth(path string, raw json.RawMessage, dst **Auth) {
 		return true
 	}) {
 		return
+	}
+	a.serverDefaults()
+	if a.Server != nil && d.editor.file != "" && !filepath.IsAbs(a.Server.StateFile) {
+		// Relative to the config file, not to wherever the gateway was
+		// started from.
+		a.Server.StateFile = filepath.Join(filepath.Dir(d.editor.file), a.Server.StateFile)
 	}
 	*dst = a
 }

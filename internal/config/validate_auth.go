@@ -32,10 +32,22 @@ func (c *Config) checkAuth(ps *Problems) {
 	path := join("gateway", "auth")
 	if a.OAuth != nil {
 		a.OAuth.check(ps, join(path, "oauth"))
-	} else if len(a.APIKeys) == 0 {
+	} else if len(a.APIKeys) == 0 && a.Server == nil {
 		ps.add(path, `configures no credentials: add "oauth" issuers or "apiKeys" (or remove "auth")`)
 	}
 	c.checkAPIKeys(ps, join(path, "apiKeys"))
+	if a.Server != nil {
+		a.Server.check(ps, join(path, "server"))
+		if a.OAuth != nil {
+			for i, is := range a.OAuth.Issuers {
+				if is.Issuer == a.Server.Issuer && is.Issuer != "" {
+					// Its keys would be fetched from itself, and two
+					// entries of one issuer are refused by the gate.
+					ps.add(join(join(path, "server"), "issuer"), "%q is also at %s: the gateway trusts its own server without listing it", is.Issuer, index(join(join(path, "oauth"), "issuers"), i))
+				}
+			}
+		}
+	}
 	if a.PublicURL != "" {
 		p := join(path, "publicUrl")
 		u, err := url.Parse(a.PublicURL)
