@@ -155,38 +155,21 @@ func (p *provider) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 // redirectURI returns the redirect URI of a request: the one asked for
-// when the client registered it (a loopback one on any port, RFC 8252
-// 7.3), or the client's only one when none is asked for.
+// when the client registered it (registeredRedirect: exact, a loopback
+// one on any port, RFC 8252 7.3), or the client's only one when none is
+// asked for; either way only while the policy still allows it
+// (redirectAllowed), so that narrowing gateway.auth.server.redirectUris
+// stops clients registered before.
 func (p *provider) redirectURI(c *Client, asked string) (string, bool) {
 	if asked == "" {
-		if len(c.RedirectURIs) == 1 {
-			return c.RedirectURIs[0], true
+		if len(c.RedirectURIs) != 1 {
+			return "", false
 		}
+		asked = c.RedirectURIs[0]
+	} else if !registeredRedirect(c.RedirectURIs, asked) {
 		return "", false
 	}
-	if slices.Contains(c.RedirectURIs, asked) {
-		return asked, true
-	}
-	if !p.s.cfg.LoopbackRedirects {
-		return "", false
-	}
-	a, err := url.Parse(asked)
-	if err != nil || a.Scheme != "http" || !loopbackIP(a.Hostname()) || a.User != nil || a.Fragment != "" {
-		return "", false
-	}
-	for _, reg := range c.RedirectURIs {
-		u, err := url.Parse(reg)
-		if err == nil && u.Scheme == "http" && u.Hostname() == a.Hostname() && u.EscapedPath() == a.EscapedPath() && u.RawQuery == a.RawQuery {
-			return asked, true
-		}
-	}
-	return "", false
-}
-
-// loopbackIP reports whether host is a loopback literal or localhost,
-// the hosts RFC 8252 lets a native client listen on, any port.
-func loopbackIP(host string) bool {
-	return host == "127.0.0.1" || host == "::1" || host == "localhost"
+	return asked, p.s.clients.redirectAllowed(asked)
 }
 
 // validChallenge reports whether c can be an S256 code challenge: 43

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,9 @@ func testConfig() config.AuthServer {
 	cfg := *config.NewAuthServer()
 	cfg.Issuer = issuer
 	cfg.Scopes = []string{"mcp", "files"}
-	cfg.RedirectURIs = config.DefaultRedirectURIs
+	// The test clients' own callback, as an operator allows another
+	// client's.
+	cfg.RedirectURIs = append(slices.Clone(config.DefaultRedirectURIs), appRedir)
 	cfg.StateFile = config.DefaultStateFile
 	return cfg
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // TestMetadata: the RFC 8414 document lists what the design asks, at
@@ -205,5 +207,30 @@ func TestRefuse(t *testing.T) {
 	loc, _ = url.Parse(rec.Header().Get("Location"))
 	if loc.Query().Get("error") != "access_denied" || loc.Query().Get("code") != "" {
 		t.Fatalf("finish without consent: %s", loc)
+	}
+}
+
+// TestAuthorizeFollowsThePolicy: a client registered while the policy
+// allowed its redirect URI is refused at /authorize once the operator
+// narrowed gateway.auth.server.redirectUris, on the client's own page
+// (a 400, never a redirect to a URI no longer trusted).
+func TestAuthorizeFollowsThePolicy(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	cfg := testConfig()
+	cfg.RedirectURIs = config.DefaultRedirectURIs // appRedir no longer allowed
+	s, err := New(cfg, Deps{Store: w.store, Now: w.clk.Now, Resources: func() []string { return []string{memoryURL, filesURL} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := &world{t: t, s: s, clk: w.clk, store: w.store}
+	rec := narrowed.authorize(authorizeParams())
+	if rec.Code != http.StatusBadRequest || rec.Header().Get("Location") != "" {
+		t.Fatalf("authorize after the policy narrowed: %d to %q, want a 400 page", rec.Code, rec.Header().Get("Location"))
+	}
+	// The loopback callback of the same client still passes on any port.
+	q := authorizeParams()
+	q.Set("redirect_uri", "http://127.0.0.1:54321/callback")
+	if req := narrowed.stored(narrowed.authorize(q)); req.RedirectURI != "http://127.0.0.1:54321/callback" {
+		t.Fatalf("loopback redirect %q", req.RedirectURI)
 	}
 }
