@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,48 +15,12 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // The login pages in headless Chromium: signing in and consenting
 // through the real pages, at a desktop's and a phone's width, with a
 // screenshot of every page left for a person to look at.
-
-// chromium returns the headless browser to drive: $MCPGATE_CHROMIUM, or
-// Debian's /usr/bin/chromium (scripts/peers.sh installs it). Without one
-// the test skips, saying so; under CI it fails instead, as
-// internal/gateway's browser tests do.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("MCPGATE_CHROMIUM"), "/usr/bin/chromium"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	msg := "no chromium (set MCPGATE_CHROMIUM, or run scripts/peers.sh as root to apt-get install chromium)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// screenshotDir is where the screenshots go (git-ignored).
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MCPGATE_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", ".cache", "artifacts")
-	}
-	dir = filepath.Join(dir, "authserver")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	abs, _ := filepath.Abs(dir)
-	return abs
-}
 
 // viewport is a browser window's size: a desktop's, or a phone's (with
 // touch and mobile emulation).
@@ -72,23 +35,7 @@ var viewports = []viewport{{"desktop", 1280, 860, false}, {"phone", 390, 844, tr
 // startChromium starts headless Chromium at v's size, bounded to 60 s.
 func startChromium(t *testing.T, path string, v viewport) context.Context {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(int(v.width), int(v.height)),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancelBrowser)
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	t.Cleanup(cancel)
+	ctx := testkit.Browse(t, path, int(v.width), int(v.height))
 	vopts := []chromedp.EmulateViewportOption{}
 	if v.phone {
 		vopts = append(vopts, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulateScale(3))
@@ -175,7 +122,7 @@ func shot(t *testing.T, ctx context.Context, v viewport, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	path := filepath.Join(screenshotDir(t), name+"-"+v.name+".png")
+	path := filepath.Join(testkit.ArtifactDir(t, "authserver"), name+"-"+v.name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +161,7 @@ func pageText(t *testing.T, ctx context.Context, sel string) string {
 // a second request in the same browser skips the sign-in and is denied.
 // Every page is screenshotted.
 func TestSignInAndConsentInChromium(t *testing.T) {
-	path := chromium(t)
+	path := testkit.Chromium(t)
 	for _, v := range viewports {
 		t.Run(v.name, func(t *testing.T) {
 			bf := newBrowserFixture(t)
@@ -314,7 +261,7 @@ func (bf *browserFixture) callback(t *testing.T) string {
 // throttle stops them get the 429 page; once the delay has passed, the
 // code (typed in lower case) signs the owner in.
 func TestSignInCodeInChromium(t *testing.T) {
-	path := chromium(t)
+	path := testkit.Chromium(t)
 	for _, v := range viewports {
 		t.Run(v.name, func(t *testing.T) {
 			bf := newBrowserFixtureWith(t, func(c *config.AuthServer) { c.Users = nil; c.SignInCode = true })

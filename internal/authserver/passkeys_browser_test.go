@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // virtualAuthenticator gives the browser a platform authenticator that
@@ -43,7 +44,7 @@ func virtualAuthenticator(t *testing.T, ctx context.Context) webauthn.Authentica
 // named by it, and reach the consent page as themselves. A passkey the
 // gateway does not know (another authenticator's) is refused.
 func TestPasskeyInChromium(t *testing.T) {
-	path := chromium(t)
+	path := testkit.Chromium(t)
 	v := viewports[0]
 	bf := newBrowserFixture(t)
 	ctx := startChromium(t, path, v)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,68 +16,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/authserver"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
-
-// chromium returns the headless browser to drive: $MCPGATE_CHROMIUM, or
-// Debian's /usr/bin/chromium (scripts/peers.sh installs it when it runs as
-// root with apt-get, as on CI). Without one the test skips, saying so;
-// under CI (CI set, as for the e2e peers) it fails instead: a CI run that
-// silently skipped it would prove nothing.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("MCPGATE_CHROMIUM"), "/usr/bin/chromium"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	msg := "no chromium (set MCPGATE_CHROMIUM, or run scripts/peers.sh as root to apt-get install chromium)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-// artifactDir is where tests leave files for a human (git-ignored).
-func artifactDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MCPGATE_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", ".cache", "artifacts")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	abs, _ := filepath.Abs(dir)
-	return abs
-}
-
-// browse starts headless Chromium (browser) for the test and returns
-// its context, bounded to 60 s.
-func browse(t *testing.T, browser string) context.Context {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(browser),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancelBrowser)
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // TestStatusPageInChromium loads /status in headless Chromium with the
 // token in the URL once (the cookie then carries it), waits until the
@@ -90,7 +29,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	c := g.client("shared")
 	c.connect(t)
 
-	ctx := browse(t, chromium(t))
+	ctx := testkit.Browse(t, testkit.Chromium(t), 1400, 900)
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(g.URL+"/status?token="+adminToken),
 		chromedp.WaitVisible(chromedp.CSS(`#servers tr[data-server="shared"] td.ready`)),
@@ -117,7 +56,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(artifactDir(t), "status.png")
+	path := filepath.Join(testkit.ArtifactDir(t, ""), "status.png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -143,11 +82,11 @@ func TestStatusPageInChromium(t *testing.T) {
 // replica it shows, how many are live and whether Redis answers, and the
 // owner of each session.
 func TestStatusPageClusterInChromium(t *testing.T) {
-	browser := chromium(t)
+	browser := testkit.Chromium(t)
 	g := startGateway(t, inCluster(t, adminConfig(), "127.0.0.1:1"))
 	c := g.client("shared")
 	c.connect(t)
-	ctx := browse(t, browser)
+	ctx := testkit.Browse(t, browser, 1400, 900)
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(g.URL+"/status?token="+adminToken),
 		chromedp.WaitVisible(chromedp.CSS(`#cluster`)),
@@ -179,7 +118,7 @@ func TestStatusPageClusterInChromium(t *testing.T) {
 // shown), and its buttons, once their confirmation is accepted, revoke a
 // grant and delete a client (its grants with it) in the store.
 func TestStatusPageOAuthInChromium(t *testing.T) {
-	browser := chromium(t)
+	browser := testkit.Chromium(t)
 	ctx := context.Background()
 	now := time.Now()
 	store, err := authserver.OpenStore(ctx, config.AuthServer{AccessTokenTTL: time.Minute}, "", nil, nil)
@@ -215,7 +154,7 @@ func TestStatusPageOAuthInChromium(t *testing.T) {
 	ts := httptest.NewServer(g.gw.newAdmin())
 	t.Cleanup(ts.Close)
 
-	bctx := browse(t, browser)
+	bctx := testkit.Browse(t, browser, 1400, 900)
 	// Every confirmation the page asks is accepted, by a goroutine the
 	// test waits for.
 	dctx, stopDialogs := context.WithCancel(bctx)
@@ -267,7 +206,7 @@ func TestStatusPageOAuthInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(artifactDir(t), "status-oauth.png")
+	path := filepath.Join(testkit.ArtifactDir(t, ""), "status-oauth.png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
