@@ -65,6 +65,43 @@ func TestGCRAScript(t *testing.T) {
 	}
 }
 
+// TestBucketOutlivesTAT: a bucket's key is still there for a request
+// whose now is before the bucket's TAT after Redis's clock has passed it
+// (the request queued in its client longer than the write did, or its
+// replica's clock lags the writer's, or a test's fake clock runs slow):
+// it is refused as GCRA says, not admitted as if the bucket were full.
+// The key still expires, bucketSlack after its TAT.
+func TestBucketOutlivesTAT(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newClock()
+	c, _ := newCluster(t, "a", m.Addr(), clk)
+	req := func() limits.SharedRequest {
+		return limits.SharedRequest{Principal: "p", Now: clk.Now(), Rates: []limits.Rate{{PerSecond: 10, Burst: 1}}}
+	}
+	if v := admit(t, c, req()); v.Refused != -1 {
+		t.Fatalf("the first request: %+v", v)
+	}
+	// Redis's clock runs 150ms, past the TAT (100ms); the callers' 40ms.
+	m.FastForward(150 * time.Millisecond)
+	clk.Advance(40 * time.Millisecond)
+	if v := admit(t, c, req()); v.Refused != 0 || v.Retry != 60*time.Millisecond {
+		t.Fatalf("40ms later by the callers' clock, 150ms by Redis's: %+v, want refused with Retry 60ms", v)
+	}
+	clk.Advance(60 * time.Millisecond)
+	if v := admit(t, c, req()); v.Refused != -1 {
+		t.Fatalf("at the TAT: %+v, want admitted", v)
+	}
+	key := c.keys.rate("p", "")
+	m.FastForward(100*time.Millisecond + bucketSlack - time.Millisecond)
+	if !m.Exists(key) {
+		t.Fatal("the bucket's key expired before its TAT + bucketSlack by Redis's clock")
+	}
+	m.FastForward(time.Millisecond)
+	if m.Exists(key) {
+		t.Errorf("the bucket's key outlived its TAT + bucketSlack: TTL %v", m.TTL(key))
+	}
+}
+
 // TestGCRAAllOrNothing: a request refused by its tool's bucket takes no
 // token from the request rate, and a tool called twice in one batch takes
 // two tokens.
