@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/mcpgate/mcpgate/internal/limits"
@@ -159,13 +160,11 @@ func TestDownAndBackLoggedOnce(t *testing.T) {
 }
 
 // blackhole accepts connections and never answers: a Redis that hangs.
-// It counts the connections it accepted.
 type blackhole struct {
-	ln       net.Listener
-	accepted atomic.Int32
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	conns    []net.Conn
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
 }
 
 func newBlackhole(t *testing.T) *blackhole {
@@ -182,7 +181,6 @@ func newBlackhole(t *testing.T) *blackhole {
 			if err != nil {
 				return
 			}
-			b.accepted.Add(1)
 			b.mu.Lock()
 			b.conns = append(b.conns, c)
 			b.mu.Unlock()
@@ -200,6 +198,24 @@ func newBlackhole(t *testing.T) *blackhole {
 	return b
 }
 
+// dials is a client hook counting the connections the client dials. It
+// counts on the caller's side, inside the call: the server's accept
+// goroutine may run after the call returned, on a busy machine long after.
+type dials struct{ n atomic.Int32 }
+
+func (d *dials) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (d *dials) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d *dials) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestCallsBoundedByTimeout: against a Redis that never answers, a call
 // ends with a timeout (not a hang), and the next ones fail at once without
 // touching the network until a heartbeat tries again.
@@ -210,6 +226,8 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	var dialed dials
+	c.rdb.AddHook(&dialed)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Admit(context.Background(), limits.SharedRequest{Principal: "p", Now: time.Now(), Rates: []limits.Rate{{PerSecond: 1, Burst: 1}}})
@@ -220,14 +238,14 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 	if err == nil || !(errors.As(err, &ne) && ne.Timeout()) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Admit against a hung Redis: %v, want a timeout", err)
 	}
-	seen := b.accepted.Load()
+	seen := dialed.n.Load()
 	for range 100 {
 		if _, err := c.Admit(context.Background(), limits.SharedRequest{Principal: "p", Now: time.Now(), Rates: []limits.Rate{{PerSecond: 1, Burst: 1}}}); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("Admit while down: %v, want ErrUnavailable", err)
 		}
 	}
-	if n := b.accepted.Load(); n != seen {
-		t.Errorf("calls while down opened %d connections, want none", n-seen)
+	if n := dialed.n.Load(); n != seen {
+		t.Errorf("calls while down dialed %d connections, want none", n-seen)
 	}
 	if err := c.Beat(context.Background()); err == nil {
 		t.Error("Beat answered by a hung Redis")

@@ -25,17 +25,22 @@ import (
 // request at now conforms when max(TAT, now) - now <= tolerance, where
 // tolerance = interval * (burst - 1) and interval = 1s / rate; it then
 // moves TAT to max(TAT, now) + interval. A bucket whose TAT has passed is
-// full, so the key expires then. The clock is an argument, not Redis's
-// TIME, so that tests drive it and the script stays deterministic.
+// full, and so is one without a key: the key's TTL only collects garbage.
+// The clock is an argument, not Redis's TIME, so that tests drive it and
+// the script stays deterministic; but a TTL runs on Redis's clock, so it
+// outlives the TAT by bucketSlack (see there): a key that expired at its
+// TAT by Redis's clock would read as a full bucket to a request whose now
+// is still before it, and admit it.
 //
 // KEYS[1..n]: the buckets; KEYS[n+1]: the in-flight counts, a hash of
 // one count per replica (instance id), so that the slots of a replica
 // that died count no more once it left the live view, even while the
 // principal's requests keep the key alive.
 // ARGV[1]: now (µs); ARGV[2]: max in flight (0: none taken);
-// ARGV[3]: the counter's TTL (ms); ARGV[2+2i], ARGV[3+2i]: interval and
-// tolerance (µs) of bucket i; ARGV[4+2n]: this replica's instance;
-// ARGV[5+2n...]: the other live replicas' (whose counts are summed).
+// ARGV[3]: the counter's TTL (ms); ARGV[4]: bucketSlack (ms);
+// ARGV[3+2i], ARGV[4+2i]: interval and tolerance (µs) of bucket i;
+// ARGV[5+2n]: this replica's instance; ARGV[6+2n...]: the other live
+// replicas' (whose counts are summed).
 // Reply: {0, -1, 0} admitted; {1, i-1, wait µs} bucket i refused;
 // {2, n, 0} the in-flight limit refused.
 // Numbers are written with %.0f: Lua's default format keeps 14 digits, and
@@ -46,7 +51,7 @@ local n = #KEYS - 1
 local maxFlight = tonumber(ARGV[2])
 if maxFlight > 0 then
   local cur = 0
-  for j = 4 + 2 * n, #ARGV do
+  for j = 5 + 2 * n, #ARGV do
     cur = cur + tonumber(redis.call('HGET', KEYS[n + 1], ARGV[j]) or '0')
   end
   if cur >= maxFlight then
@@ -63,23 +68,34 @@ for i = 1, n do
   if tat < now then
     tat = now
   end
-  local wait = tat - now - tonumber(ARGV[3 + 2 * i])
+  local wait = tat - now - tonumber(ARGV[4 + 2 * i])
   if wait > 0 then
     return {1, i - 1, math.ceil(wait)}
   end
-  tats[i] = tat + tonumber(ARGV[2 + 2 * i])
+  tats[i] = tat + tonumber(ARGV[3 + 2 * i])
   pending[KEYS[i]] = tats[i]
 end
 for i = 1, n do
-  local ttl = math.max(1, math.ceil((tats[i] - now) / 1000))
+  local ttl = math.max(1, math.ceil((tats[i] - now) / 1000)) + tonumber(ARGV[4])
   redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', string.format('%.0f', ttl))
 end
 if maxFlight > 0 then
-  redis.call('HINCRBY', KEYS[n + 1], ARGV[4 + 2 * n], 1)
+  redis.call('HINCRBY', KEYS[n + 1], ARGV[5 + 2 * n], 1)
   redis.call('PEXPIRE', KEYS[n + 1], ARGV[3])
 end
 return {0, -1, 0}
 `)
+
+// bucketSlack is how long a bucket's key outlives its TAT. The TAT is in
+// the callers' clock, the TTL runs on Redis's: the key must still be
+// there for every request whose now is before the TAT, including one
+// that reaches Redis later after its now than the write did (queued in
+// the client under load, up to Timeout), one from a replica whose clock
+// lags the writer's, and one in a test whose fake clock runs slower than
+// Redis's. A key expiring at its TAT admitted them all as if the bucket
+// were full. A minute is longer than all of these; it keeps about a
+// hundred bytes per bucket of a principal seen in the last minute.
+const bucketSlack = time.Minute
 
 // sessionScript gives back ARGV[1] sessions of the counter KEYS[1], then
 // takes one if fewer than ARGV[2] are counted; ARGV[3] is its TTL (ms),
@@ -135,8 +151,8 @@ return n
 func (c *Cluster) Admit(ctx context.Context, req limits.SharedRequest) (limits.SharedVerdict, error) {
 	n := len(req.Rates)
 	ks := make([]string, 0, n+1)
-	args := make([]any, 0, 4+2*n)
-	args = append(args, req.Now.UnixMicro(), req.MaxInFlight, c.cfg.InFlightTTL.Milliseconds())
+	args := make([]any, 0, 5+2*n)
+	args = append(args, req.Now.UnixMicro(), req.MaxInFlight, c.cfg.InFlightTTL.Milliseconds(), bucketSlack.Milliseconds())
 	for _, r := range req.Rates {
 		interval, tolerance := gcra(r.PerSecond, r.Burst)
 		ks = append(ks, c.keys.rate(req.Principal, r.Name))

@@ -3,9 +3,6 @@ package cluster
 import (
 	"context"
 	"math"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +59,43 @@ func TestGCRAScript(t *testing.T) {
 	other.Principal = "q"
 	if v := admit(t, c, other); v.Refused != -1 {
 		t.Fatalf("another principal: %+v, want admitted", v)
+	}
+}
+
+// TestBucketOutlivesTAT: a bucket's key is still there for a request
+// whose now is before the bucket's TAT after Redis's clock has passed it
+// (the request queued in its client longer than the write did, or its
+// replica's clock lags the writer's, or a test's fake clock runs slow):
+// it is refused as GCRA says, not admitted as if the bucket were full.
+// The key still expires, bucketSlack after its TAT.
+func TestBucketOutlivesTAT(t *testing.T) {
+	m := miniredis.RunT(t)
+	clk := newClock()
+	c, _ := newCluster(t, "a", m.Addr(), clk)
+	req := func() limits.SharedRequest {
+		return limits.SharedRequest{Principal: "p", Now: clk.Now(), Rates: []limits.Rate{{PerSecond: 10, Burst: 1}}}
+	}
+	if v := admit(t, c, req()); v.Refused != -1 {
+		t.Fatalf("the first request: %+v", v)
+	}
+	// Redis's clock runs 150ms, past the TAT (100ms); the callers' 40ms.
+	m.FastForward(150 * time.Millisecond)
+	clk.Advance(40 * time.Millisecond)
+	if v := admit(t, c, req()); v.Refused != 0 || v.Retry != 60*time.Millisecond {
+		t.Fatalf("40ms later by the callers' clock, 150ms by Redis's: %+v, want refused with Retry 60ms", v)
+	}
+	clk.Advance(60 * time.Millisecond)
+	if v := admit(t, c, req()); v.Refused != -1 {
+		t.Fatalf("at the TAT: %+v, want admitted", v)
+	}
+	key := c.keys.rate("p", "")
+	m.FastForward(100*time.Millisecond + bucketSlack - time.Millisecond)
+	if !m.Exists(key) {
+		t.Fatal("the bucket's key expired before its TAT + bucketSlack by Redis's clock")
+	}
+	m.FastForward(time.Millisecond)
+	if m.Exists(key) {
+		t.Errorf("the bucket's key outlived its TAT + bucketSlack: TTL %v", m.TTL(key))
 	}
 }
 
@@ -183,83 +217,6 @@ func TestSessionsShared(t *testing.T) {
 	}
 }
 
-// TestNoRoundTripWithoutLimits: a POST that no shared limit counts costs
-// no Redis command; one that does costs exactly one (EVALSHA, once the
-// script is loaded).
-func TestNoRoundTripWithoutLimits(t *testing.T) {
-	m := miniredis.RunT(t)
-	c, _ := newCluster(t, "a", m.Addr(), nil)
-	store := session.NewStore(session.Limits{})
-	msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := []jsonrpc.Message{msg}
-	var trips roundTrips
-	c.rdb.AddHook(&trips)
-	none := limits.New(&limits.Config{MaxInFlightTotal: 10, MaxSessions: 5, Shared: c})
-	before := trips.n.Load()
-	for range 10 {
-		release, ref := none.AdmitRequest("p", msgs, store)
-		if ref != nil {
-			t.Fatal(ref.Msg)
-		}
-		release()
-	}
-	if n := trips.n.Load() - before; n != 0 {
-		t.Errorf("%d Redis commands for 10 POSTs without per-principal limits, want 0", n)
-	}
-	some := limits.New(&limits.Config{RequestsPerSecond: 1000, ToolsPerSecond: 1000, Shared: c})
-	if _, ref := some.AdmitRequest("p", msgs, store); ref != nil { // loads the script
-		t.Fatal(ref.Msg)
-	}
-	before = trips.n.Load()
-	for range 10 {
-		if _, ref := some.AdmitRequest("p", msgs, store); ref != nil {
-			t.Fatal(ref.Msg)
-		}
-	}
-	if n := trips.n.Load() - before; n != 10 {
-		t.Errorf("%d Redis round trips for 10 POSTs with a rate and a tool rate, want 10", n)
-	}
-	if cmds := trips.names(); len(cmds) == 0 || cmds[len(cmds)-1] != "evalsha" {
-		t.Errorf("commands sent: %v, want EVALSHA last", cmds)
-	}
-}
-
-// roundTrips is a client hook counting the commands (and pipelines) sent
-// to Redis: each is one round trip.
-type roundTrips struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	sent []string
-}
-
-func (r *roundTrips) names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.sent)
-}
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		r.mu.Lock()
-		r.sent = append(r.sent, cmd.Name())
-		r.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // TestThreeReplicasShareRate: three replicas sharing one Redis admit, over
 // a run, within 5% of the configured rate, not three times it. The offered
 // load is far above the limit; the clock is fake and steps 1ms per attempt,
@@ -374,46 +331,6 @@ func FuzzParseVerdict(f *testing.F) {
 			t.Fatalf("parseVerdict(%v, %d) = %+v", reply, n, v)
 		}
 	})
-}
-
-// BenchmarkAdmitShared is one POST with a shared rate: one round trip to a
-// real redis-server on loopback.
-func BenchmarkAdmitShared(b *testing.B) {
-	addr := testkit.Redis(b)
-	c, err := New(Config{Instance: "a", RedisURL: "redis://" + addr, Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	l := limits.New(&limits.Config{RequestsPerSecond: math.MaxInt32, Shared: c})
-	benchAdmit(b, l, c)
-}
-
-// BenchmarkAdmitNoLimits is the same POST with no per-principal limit:
-// no round trip.
-func BenchmarkAdmitNoLimits(b *testing.B) {
-	addr := testkit.Redis(b)
-	c, err := New(Config{Instance: "a", RedisURL: "redis://" + addr, Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	l := limits.New(&limits.Config{MaxInFlightTotal: math.MaxInt32, Shared: c})
-	benchAdmit(b, l, c)
-}
-
-func benchAdmit(b *testing.B, l *limits.Limiter, c *Cluster) {
-	store := session.NewStore(session.Limits{})
-	for b.Loop() {
-		release, ref := l.AdmitRequest("p", nil, store)
-		if ref != nil {
-			b.Fatal(ref.Msg)
-		}
-		release()
-	}
-	if c.Down() {
-		b.Fatal("Redis went down during the benchmark")
-	}
 }
 
 // TestSharedRefusalsReadAsLocal: a refusal of the shared store reads as
