@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -149,8 +150,18 @@ func TestStatusPageOAuthInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, adminConfig())
-	g.gw.authServer = srv
+	// The server is the gateway's before it serves (as startAuthServer
+	// makes it), not set under a running gateway.
+	gw, err := Start(adminConfig(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.authServer = srv
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := serveTest(t, gw, ln, gw.serve)
 	ts := httptest.NewServer(g.gw.newAdmin())
 	t.Cleanup(ts.Close)
 
