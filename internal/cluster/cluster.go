@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/mcpgate/mcpgate/internal/session"
 )
 
 // Config is what a Cluster needs; the gateway fills it from the
@@ -84,6 +86,9 @@ type Cluster struct {
 	// than the heartbeat fail at once.
 	health  atomic.Int32
 	dropped atomic.Int64 // releases dropped with the queue full
+	// staleStates counts the handoff states SetState dropped for newer
+	// ones (session.go).
+	staleStates atomic.Int64
 
 	mu       sync.Mutex // guards the fields below; never held during I/O
 	view     map[string]struct{}
@@ -92,6 +97,9 @@ type Cluster struct {
 	upSince  time.Time            // the first of the beats in a row that reached Redis; zero: the last failed
 	live     int                  // len(view) at the last successful beat, >= 1
 	onRevoke []func(sid string)
+	// onState and onSubscribed are the callbacks of pubsub.go.
+	onState      []func(sid string, v session.StateVersion)
+	onSubscribed []func()
 }
 
 // New returns the Cluster of cfg. It does not reach Redis; Run does.

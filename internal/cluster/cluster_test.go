@@ -87,7 +87,7 @@ func TestWithoutRedis(t *testing.T) {
 	if _, err := c.Admit(ctx, limits.SharedRequest{Principal: "p", Now: time.Now(), Rates: []limits.Rate{{PerSecond: 1, Burst: 1}}}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Admit: %v, want ErrUnavailable", err)
 	}
-	if _, err := c.State(ctx, "sid"); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := c.State(ctx, "sid"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("State: %v, want ErrUnavailable", err)
 	}
 	if err := c.Beat(ctx); !errors.Is(err, ErrUnavailable) {
@@ -127,7 +127,7 @@ func TestDownAndBackLoggedOnce(t *testing.T) {
 	}
 	r.Stop()
 	for i := range 20 {
-		if _, err := c.State(ctx, "sid"); err == nil {
+		if _, _, err := c.State(ctx, "sid"); err == nil {
 			t.Fatalf("State %d answered with Redis stopped", i)
 		}
 	}
@@ -137,11 +137,11 @@ func TestDownAndBackLoggedOnce(t *testing.T) {
 	if n := strings.Count(logs.String(), "redis unreachable"); n != 1 {
 		t.Errorf("%d 'unreachable' lines for 21 failed calls, want 1:\n%s", n, logs.String())
 	}
-	if _, err := c.State(ctx, "sid"); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := c.State(ctx, "sid"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("State while down: %v, want ErrUnavailable at once", err)
 	}
 	r.Start()
-	if _, err := c.State(ctx, "sid"); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := c.State(ctx, "sid"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("State before a heartbeat saw Redis back: %v, want ErrUnavailable", err)
 	}
 	if err := c.Beat(ctx); err != nil {
@@ -150,7 +150,7 @@ func TestDownAndBackLoggedOnce(t *testing.T) {
 	if c.Down() {
 		t.Error("still down after a heartbeat reached Redis")
 	}
-	if _, err := c.State(ctx, "sid"); err != nil {
+	if _, _, err := c.State(ctx, "sid"); err != nil {
 		t.Errorf("State after Redis is back: %v", err)
 	}
 	if n := strings.Count(logs.String(), "redis reachable again"); n != 1 {

@@ -1,7 +1,8 @@
 // Package cluster owns what the replicas of one gateway share through
 // Redis, which is only what cannot be sealed into a session id: the
 // heartbeats and the view of live replicas (live.go), the newest handoff
-// state of portable sessions and session revocations (session.go), the
+// state of portable sessions, versioned, and session revocations
+// (session.go), what every replica hears of both (pubsub.go), the
 // resumable event streams of portable sessions (streams.go), and the
 // Redis side of the cluster-wide limits (limits.go, implementing
 // limits.Shared: GCRA rates and in-flight slots in one script, session
@@ -13,7 +14,8 @@
 // session another replica owns, State/SetState/Revoked/Revoke for portable
 // sessions, OpenStream/AppendEvent when a portable session's reply becomes
 // a resumable stream and Events when a client resumes a stream another
-// replica wrote, and registers OnRevoke; the limiter calls Admit,
+// replica wrote, and registers OnRevoke, OnStateChange and OnSubscribed;
+// the limiter calls Admit,
 // AdmitSession and Release. Without a Redis URL a Cluster knows only itself: Live is 1,
 // Alive is true for itself and unknown for others, and every Redis call
 // fails at once with ErrUnavailable.
@@ -26,8 +28,9 @@
 // counted) so no reply waits on Redis, and so do the writes of resumable
 // streams.
 //
-// Locking: mu guards the live view and the OnRevoke callbacks and is never
+// Locking: mu guards the live view and the pub/sub callbacks and is never
 // held during I/O; Redis's health is one atomic. Run owns three goroutines
-// (the revocation subscriber, the release sender and the stream writer)
+// (the subscriber of revocations and state changes, the release sender
+// and the stream writer)
 // and waits for them before it returns.
 package cluster

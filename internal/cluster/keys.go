@@ -29,11 +29,15 @@ func (k keys) instance(id string) string { return k.prefix + "instance:{" + tag(
 // last heartbeat expires (Unix milliseconds).
 func (k keys) instances() string { return k.prefix + "instances" }
 
-func (k keys) state(sid string) string   { return k.prefix + "s:{" + tag(sid) + "}:state" }
+// state is the hash of a session's handoff state: its version (n, tie)
+// and the state.
+func (k keys) state(sid string) string   { return k.prefix + "s:{" + tag(sid) + "}:handoff" }
 func (k keys) revoked(sid string) string { return k.prefix + "s:{" + tag(sid) + "}:revoked" }
 
-// revokeChannel carries the ids of revoked sessions.
+// revokeChannel carries the ids of revoked sessions; stateChannel the
+// handoff states stored (stateChange).
 func (k keys) revokeChannel() string { return k.prefix + "revoke" }
+func (k keys) stateChannel() string  { return k.prefix + "state" }
 
 // rate is the GCRA bucket name of principal (name: see limits.Rate).
 func (k keys) rate(principal, name string) string {

@@ -144,3 +144,48 @@ func (c *reverseConn) stateLocked() (ReverseSession, bool) {
 	}
 	return s, true
 }
+
+// ApplyReverse gives c, a session of NewReverseHandoff or ResumeReverse,
+// the level and subscriptions of s: a newer state of the same session,
+// which its connection on another replica told its onState after a
+// logging/setLevel or a resources/(un)subscribe there. The requests that
+// follow carry s's level; the session's listen is renewed for s's set if
+// that differs from c's (as a subscribe here renews it). c's onState is
+// not told: s is known already. Its version, capabilities and clientInfo
+// are the session's initialize's and stay. A session closed, not
+// initialized here yet, or not of the reverse bridge is left as it is.
+func ApplyReverse(c conn.Conn, s ReverseSession) {
+	rc, ok := c.(*reverseConn)
+	if !ok {
+		return
+	}
+	rc.mu.Lock()
+	if rc.closed || rc.version == "" {
+		rc.mu.Unlock()
+		return
+	}
+	if level := rc.meta[protocol.MetaLogLevel]; !bytes.Equal(level, s.Level) {
+		meta := maps.Clone(rc.meta) // replaced, not changed: calls running hold the old one
+		if len(s.Level) > 0 && s.Level[0] == '"' {
+			meta[protocol.MetaLogLevel] = s.Level
+		} else {
+			delete(meta, protocol.MetaLogLevel)
+		}
+		rc.meta = meta
+	}
+	changed := len(s.Subscriptions) != len(rc.subs)
+	subs := make(map[string]struct{}, len(s.Subscriptions))
+	for _, uri := range s.Subscriptions {
+		subs[uri] = struct{}{}
+		if _, had := rc.subs[uri]; !had {
+			changed = true
+		}
+	}
+	if changed {
+		rc.subs = subs
+	}
+	rc.mu.Unlock()
+	if changed {
+		rc.relisten()
+	}
+}

@@ -226,3 +226,58 @@ func TestReverseTellsOneAtATime(t *testing.T) {
 	c.Close()
 	leaks()
 }
+
+// TestReverseApply: a session held here given a newer state of itself
+// (ApplyReverse: a logging/setLevel and subscriptions made through another
+// replica) sends its next requests with the new level and renews its
+// listen for the new set, without telling its owner; a state taking the
+// level and subscriptions away takes them away here too.
+func TestReverseApply(t *testing.T) {
+	leaks := revLeaks(t)
+	srv := newRevServer(revDiscoverListen)
+	var told atomic.Int32
+	s := ReverseSession{Version: "2025-11-25", Level: []byte(`"info"`), Subscriptions: []string{"mem://a"}}
+	c, err := ResumeReverse(context.Background(), srv.open, &revStream{}, time.Minute, testLogger(t), s, func(ReverseSession) { told.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	listens := func(n int, want string) {
+		t.Helper()
+		l := srv.listen(t, n)
+		if got := string(l.params(t)["notifications"]); got != want {
+			t.Errorf("listen %d asks for %s, want %s", n, got, want)
+		}
+		l.out.Send([]byte(revAck))
+	}
+	level := func(n int, id string) string {
+		t.Helper()
+		out := &revStream{}
+		revHandle(c.(*reverseConn), revCall(id, 1), out)
+		a := srv.attempt(t, n)
+		a.reply(`{"content":[]}`)
+		out.reply(t)
+		return string(a.meta(t)["io.modelcontextprotocol/logLevel"])
+	}
+	listens(1, `{"toolsListChanged":true,"resourceSubscriptions":["mem://a"]}`)
+	if got := level(1, `"r1"`); got != `"info"` {
+		t.Fatalf("level before the newer state: %s", got)
+	}
+
+	ApplyReverse(c, ReverseSession{Version: "2025-11-25", Level: []byte(`"debug"`), Subscriptions: []string{"mem://a", "mem://b"}})
+	listens(2, `{"toolsListChanged":true,"resourceSubscriptions":["mem://a","mem://b"]}`)
+	if got := level(2, `"r2"`); got != `"debug"` {
+		t.Errorf("level after the newer state: %s, want \"debug\"", got)
+	}
+	ApplyReverse(c, ReverseSession{Version: "2025-11-25"})
+	listens(3, `{"toolsListChanged":true}`)
+	if got := level(3, `"r3"`); got != "" {
+		t.Errorf("level after a state without one: %s, want none", got)
+	}
+	if n := told.Load(); n != 0 {
+		t.Errorf("the owner was told %d times of states it gave", n)
+	}
+	c.Close()
+	ApplyReverse(c, s)                                                    // closed: nothing, no listen
+	ApplyReverse(NewReverse(srv.open, &revStream{}, 0, testLogger(t)), s) // not initialized: nothing
+	leaks()
+}

@@ -64,11 +64,11 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 		if hop == "" && isStandaloneGET(r) && s.Handoff() != nil {
 			return h.standaloneAtOwner(w, r, name, id)
 		}
-		if state, v := s.Handoff(), s.Version(); hop != "" && state != nil && v != "" && r.Method == http.MethodPost {
+		if hop != "" && s.Handoff() != nil && r.Method == http.MethodPost {
 			// Another replica forwarded a request for a portable session:
 			// it found no handoff record (the store restarted empty, say).
 			// Stored again, the session is portable again.
-			h.publishHandoff(s, v, state)
+			h.publishHandoff(s)
 		}
 		return here
 	}
@@ -131,7 +131,7 @@ const (
 // for it that come meanwhile wait for its outcome.
 func (h *Handler) resumeSession(r *http.Request, name string, be *served, id string) resumption {
 	cl := h.cfg.Cluster
-	rec, err := cl.State(r.Context(), id)
+	rec, stateV, err := cl.State(r.Context(), id)
 	if err != nil || rec == nil {
 		// None (an owner-bound session), or the store cannot tell: the
 		// owner, if it lives, still can.
@@ -180,6 +180,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		return gone
 	}
 	h.numberStreams(s) // sharedstreams.go
+	s.AdoptHandoff(state, stateV)
 	s.Begin()
 	defer s.End(time.Now())
 	// Asked once the session is in the directory: a revocation that comes
@@ -192,7 +193,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		s.Close(conn.ReasonDeleted)
 		return gone
 	}
-	c, err := be.Resume(h.withHandoff(r.Context(), s), h.generalStream(s), state)
+	c, err := be.Resume(h.withStateUpdates(h.withHandoff(r.Context(), s), s), h.generalStream(s), state) // statesync.go
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the session could not be resumed")
@@ -204,7 +205,7 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 	}
 	s.SetValue(c)
 	s.SetVersion(version)
-	s.SetHandoff(state)
+	caughtUp(s, stateV) // statesync.go
 	if reason := h.settled(s, name, be); reason != "" {
 		h.store.Delete(s.ID)
 		h.end(s, reason)
@@ -252,43 +253,57 @@ func (h *Handler) settled(s *session.Session, name string, be *served) string {
 const reasonReconfigured = "the server's config changed"
 
 // withHandoff returns ctx with the sink session s's backend hands its
-// state to (conn.Handoff): the state is kept on the session, and, once the
-// session's version is negotiated, stored for the other replicas. Without
-// a cluster there is no sink: nobody else resumes a session, and a
-// backend that sees none ends its upstream session with the client's.
+// state to (conn.Handoff): the state is kept on the session under its
+// next version (statesync.go), and, once the session's version is
+// negotiated, stored for the other replicas. Without a cluster there is
+// no sink: nobody else resumes a session, and a backend that sees none
+// ends its upstream session with the client's.
 func (h *Handler) withHandoff(ctx context.Context, s *session.Session) context.Context {
-	if h.cfg.Cluster == nil {
+	cl := h.cfg.Cluster
+	if cl == nil {
 		return ctx
 	}
+	tie := session.Tiebreak(cl.Instance())
 	return conn.WithHandoff(ctx, func(state []byte) {
-		state = bytes.Clone(state) // the caller's to keep
-		s.SetHandoff(state)
-		if v := s.Version(); v != "" {
-			h.publishHandoff(s, v, state)
+		s.NextHandoff(bytes.Clone(state), tie) // the caller's to keep
+		if s.Version() != "" {
+			h.publishHandoff(s)
 		}
 	})
 }
 
-// publishHandoff stores session s's handoff record in the cluster's
-// store, off the caller's path: a store that is slow or down delays no
-// reply.
-func (h *Handler) publishHandoff(s *session.Session, version string, state []byte) {
-	c, err := openID(h.cfg.Seal, s.Server, s.ID)
-	if err != nil {
-		return // not a sealed id: minted before the cluster was on
-	}
-	expiry := c.created.Add(h.cfg.SessionMaxAge)
-	rec := handoffRecord(version, state)
+// publishHandoff stores session s's handoff record (its newest state, at
+// its version) in the cluster's store, off the caller's path: a store
+// that is slow or down delays no reply. A newer record stored by another
+// replica meanwhile is kept, and this replica fetches it (statesync.go).
+func (h *Handler) publishHandoff(s *session.Session) {
 	h.closers.add()
 	go func() {
 		defer h.closers.done()
-		if err := h.cfg.Cluster.SetState(context.Background(), s.ID, rec, expiry); err != nil {
-			h.forwards.storeErrors.Add(1)
-			if ok, held := h.openFailures.Allow(time.Now()); ok {
-				h.log.Warn("storing a session's handoff record failed: another replica cannot resume it", "session", logID(s.ID), "err", err, "suppressed", held)
-			}
+		if stored, err := h.storeHandoff(context.Background(), s); err == nil && !stored {
+			h.queueState(s.ID, false)
 		}
 	}()
+}
+
+// storeHandoff writes session s's handoff record, and reports whether
+// the store kept it (false, without an error, when it holds a newer one).
+func (h *Handler) storeHandoff(ctx context.Context, s *session.Session) (bool, error) {
+	c, err := openID(h.cfg.Seal, s.Server, s.ID)
+	version := s.Version()
+	state, v := s.HandoffAt()
+	if err != nil || version == "" || state == nil {
+		return true, nil // not a sealed id (minted before the cluster was on), or nothing to store yet
+	}
+	expiry := c.created.Add(h.cfg.SessionMaxAge)
+	stored, err := h.cfg.Cluster.SetState(ctx, s.ID, v, handoffRecord(version, state), expiry)
+	if err != nil {
+		h.forwards.storeErrors.Add(1)
+		if ok, held := h.openFailures.Allow(time.Now()); ok {
+			h.log.Warn("storing a session's handoff record failed: another replica cannot resume it, nor the replicas holding it see the change until the store is back", "session", logID(s.ID), "err", err, "suppressed", held)
+		}
+	}
+	return stored, err
 }
 
 // revoke ends portable session s on every replica: its client deleted it.

@@ -38,7 +38,7 @@ func TestResumeRacingRevoke(t *testing.T) {
 	b := startReplicaWith(t, cl, "b", ring, Config{Backends: map[string]conn.Backend{"x": pb}},
 		func(m *memReplica) Cluster { return &revokedMeanwhile{memReplica: m} })
 	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	for i := range 2 {
@@ -77,7 +77,7 @@ func TestRequestsDuringResume(t *testing.T) {
 			a := startReplica(t, cl, "a", ring, pa)
 			b := startReplica(t, cl, "b", ring, pb)
 			sid := initSession(t, a.srv)
-			testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+			testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 
 			first := postAsync(t, b.srv, sid, v0618, `{"jsonrpc":"2.0","id":"first","method":"ping"}`)
 			testkit.Receive(t, pb.entered, "the resume on b")
@@ -126,7 +126,7 @@ func TestHandoffRecordRestored(t *testing.T) {
 	a := startReplica(t, cl, "a", ring, pa)
 	b := startReplica(t, cl, "b", ring, pb)
 	sid := initSession(t, a.srv)
-	stored := func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil }
+	stored := func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil }
 	testkit.WaitFor(t, "the handoff record stored", stored)
 	cl.mu.Lock()
 	clear(cl.state) // the store restarted empty

@@ -154,6 +154,7 @@ type Handler struct {
 	resumeMu         sync.Mutex
 	resuming         map[string]chan struct{} // guarded by resumeMu: the resumes running, closed when done
 	streamBase       uint64                   // this replica's stream numbers (sharedstreams.go)
+	stateSync        stateSync                // newer handoff states for the sessions held (statesync.go)
 
 	draining atomic.Bool
 	closing  atomic.Bool   // Close began: no session may enter the store

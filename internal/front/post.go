@@ -269,8 +269,8 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, name string
 		}
 	} else {
 		s.SetVersion(v)
-		if state := s.Handoff(); state != nil {
-			h.publishHandoff(s, v, state) // elsewhere.go
+		if s.Handoff() != nil {
+			h.publishHandoff(s) // elsewhere.go
 		}
 		w.Header().Set("Mcp-Session-Id", s.ID)
 		h.established(s, name, transportStreamable, v) // sessionlog.go
@@ -323,7 +323,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 	if legacy {
 		s.SetLegacy()
 	}
-	conn, err := be.Open(h.withHandoff(r.Context(), s), h.generalStream(s)) // elsewhere.go, serverreqs.go
+	conn, err := be.Open(h.withStateUpdates(h.withHandoff(r.Context(), s), s), h.generalStream(s)) // elsewhere.go, statesync.go, serverreqs.go
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the server could not be opened")

@@ -38,10 +38,14 @@ type Cluster interface {
 	// Alive reports whether instance beat its heart lately; known is
 	// false when nobody can tell (no store, or the store is down).
 	Alive(instance string) (alive, known bool)
-	// SetState stores the newest handoff record of portable session sid,
-	// to live until expiry; State returns it (nil and no error: none).
-	SetState(ctx context.Context, sid string, record []byte, expiry time.Time) error
-	State(ctx context.Context, sid string) ([]byte, error)
+	// SetState stores the handoff record of portable session sid, of
+	// version v, to live until expiry, unless the store holds one as new
+	// or newer (then stored is false, and nothing changes); a record
+	// stored is announced to every replica's Handler.StateChanged.
+	// State returns the newest record and its version (nil and no error:
+	// none).
+	SetState(ctx context.Context, sid string, v session.StateVersion, record []byte, expiry time.Time) (stored bool, err error)
+	State(ctx context.Context, sid string) ([]byte, session.StateVersion, error)
 	// Revoke ends session sid on every replica (a client's DELETE), and
 	// tells each replica's Handler.Revoked; Revoked reports whether it was.
 	Revoke(ctx context.Context, sid string, expiry time.Time) error

@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/seal"
+	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -24,6 +26,9 @@ import (
 type memCluster struct {
 	mu       sync.Mutex
 	state    map[string][]byte
+	stateV   map[string]session.StateVersion
+	onState  []func(string, session.StateVersion) // statesync_test.go
+	down     bool                                 // SetState fails (statesync_test.go)
 	revoked  map[string]bool
 	dead     map[string]bool // instances without a heartbeat
 	onRevoke []func(string)
@@ -34,7 +39,7 @@ type memCluster struct {
 }
 
 func newMemCluster() *memCluster {
-	return &memCluster{state: map[string][]byte{}, revoked: map[string]bool{}, dead: map[string]bool{}, streams: map[memStreamKey]*memStream{}}
+	return &memCluster{state: map[string][]byte{}, stateV: map[string]session.StateVersion{}, revoked: map[string]bool{}, dead: map[string]bool{}, streams: map[memStreamKey]*memStream{}}
 }
 
 type memReplica struct {
@@ -53,16 +58,28 @@ func (r *memReplica) Alive(instance string) (bool, bool) {
 	defer r.mu.Unlock()
 	return !r.dead[instance], true
 }
-func (r *memReplica) SetState(_ context.Context, sid string, rec []byte, _ time.Time) error {
+func (r *memReplica) SetState(_ context.Context, sid string, v session.StateVersion, rec []byte, _ time.Time) (bool, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.state[sid] = bytes.Clone(rec)
-	return nil
+	if r.down {
+		r.mu.Unlock()
+		return false, errors.New("store down")
+	}
+	if _, ok := r.state[sid]; ok && !v.Newer(r.stateV[sid]) {
+		r.mu.Unlock()
+		return false, nil
+	}
+	r.state[sid], r.stateV[sid] = bytes.Clone(rec), v
+	subs := r.onState
+	r.mu.Unlock()
+	for _, f := range subs {
+		f(sid, v)
+	}
+	return true, nil
 }
-func (r *memReplica) State(_ context.Context, sid string) ([]byte, error) {
+func (r *memReplica) State(_ context.Context, sid string) ([]byte, session.StateVersion, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.state[sid], nil
+	return r.state[sid], r.stateV[sid], nil
 }
 func (r *memReplica) Revoke(_ context.Context, sid string, _ time.Time) error {
 	r.mu.Lock()
@@ -361,7 +378,7 @@ func TestResumePortable(t *testing.T) {
 	a := startReplica(t, cl, "a", ring, pa)
 	b := startReplica(t, cl, "b", ring, pb)
 	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -437,7 +454,7 @@ func TestPortableStandaloneStreamAtOwner(t *testing.T) {
 	b := startReplica(t, cl, "b", ring, pb)
 	sid := initSession(t, a.srv)
 	ca := <-pa.conns
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 	resp, _ := do(t, b.srv, http.MethodPost, mcpPath, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618)
 	if resp.StatusCode != http.StatusOK || b.h.Sessions() != 1 {
 		t.Fatalf("resume on b: %d, %d sessions", resp.StatusCode, b.h.Sessions())

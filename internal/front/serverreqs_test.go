@@ -127,7 +127,7 @@ func TestServerRequestAnswerForwardedToAsker(t *testing.T) {
 	a := startReplica(t, cl, "a", ring, ba)
 	b := startReplica(t, cl, "b", ring, bb)
 	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -54,7 +54,7 @@ func (h *Handler) endElsewhere(r *http.Request, id string) (SessionInfo, error) 
 	}
 	cl := h.cfg.Cluster
 	si := SessionInfo{IDPrefix: logID(id), Target: target, Legacy: c.legacy, Opened: c.created, Owner: h.replicaOf(c)}
-	rec, stateErr := cl.State(r.Context(), id)
+	rec, _, stateErr := cl.State(r.Context(), id)
 	if rec != nil {
 		si.Version, _, _ = parseHandoffRecord(rec)
 		if err := cl.Revoke(r.Context(), id, c.created.Add(h.cfg.SessionMaxAge)); err != nil {

@@ -45,7 +45,7 @@ func TestSessionListOwner(t *testing.T) {
 	a := startReplica(t, cl, "a", ring, &portableBackend{fakeBackend: newFakeBackend()})
 	b := startReplica(t, cl, "b", ring, &portableBackend{fakeBackend: newFakeBackend()})
 	sid := initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 	if code := callStatus(t, b.srv, sid); code != http.StatusOK {
 		t.Fatalf("call on the other replica: %d", code)
 	}
@@ -122,7 +122,7 @@ func TestEndSessionPortable(t *testing.T) {
 	b := startReplica(t, cl, "b", ring, &portableBackend{fakeBackend: newFakeBackend()})
 	c := startReplica(t, cl, "c", ring, &portableBackend{fakeBackend: newFakeBackend()})
 	stored := func(sid string) func() bool {
-		return func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil }
+		return func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil }
 	}
 
 	sid := initSession(t, a.srv)

@@ -166,7 +166,7 @@ func twoPortableReplicas(t *testing.T) (ctx context.Context, cl *memCluster, a, 
 	a = startReplica(t, cl, "a", ring, pa)
 	b = startReplica(t, cl, "b", ring, pb)
 	sid = initSession(t, a.srv)
-	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
+	testkit.WaitFor(t, "the handoff record stored", func() bool { rec, _, _ := cl.replica("", "").State(context.Background(), sid); return rec != nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx, cl, a, b, pa, sid
@@ -325,23 +325,9 @@ func TestStreamsThroughRedis(t *testing.T) {
 	ring := testRing(t)
 	join := func(instance string, stop *context.CancelFunc) func(string) Cluster {
 		return func(advertise string) Cluster {
-			c, err := cluster.New(cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
-				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c.Run(ctx)
-			}()
+			c, cancel := runCluster(t, cluster.Config{Instance: instance, Advertise: advertise, RedisURL: "redis://" + addr + "/0",
+				Heartbeat: 100 * time.Millisecond, Timeout: 5 * time.Second}, nil)
 			*stop = cancel
-			t.Cleanup(func() {
-				cancel()
-				<-done
-				c.Close()
-			})
 			return c
 		}
 	}
@@ -357,7 +343,7 @@ func TestStreamsThroughRedis(t *testing.T) {
 
 	sid := initSession(t, a.srv)
 	testkit.WaitFor(t, "the handoff record stored", func() bool {
-		rec, _ := b.h.cfg.Cluster.State(ctx, sid)
+		rec, _, _ := b.h.cfg.Cluster.State(ctx, sid)
 		return rec != nil
 	})
 	writes := func() int { return redisCalls(t, rdb, "xadd") + redisCalls(t, rdb, "hset") }

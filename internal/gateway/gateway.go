@@ -182,6 +182,8 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	g.Handler = front.New(hc)
 	if cl != nil {
 		cl.OnRevoke(g.Handler.Revoked)
+		cl.OnStateChange(g.Handler.StateChanged) // newer states for the sessions held
+		cl.OnSubscribed(g.Handler.Resync)
 	}
 	if err := g.listenAdmin(ah); err != nil {
 		g.stopTracing()

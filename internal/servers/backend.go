@@ -154,7 +154,7 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 			}
 			var h handoff
 			if cfg.Type == config.TypeHTTP {
-				h = handoff{sink: conn.Handoff(ctx), resume: resume}
+				h = handoff{sink: conn.Handoff(ctx), resume: resume, register: conn.OnStateUpdate(ctx)}
 			}
 			return startRemote(cfg, cred.headers, opts, log, h)
 		}
@@ -239,6 +239,7 @@ func startRemote(cfg *config.Server, headers map[string]string, opts mux.Options
 	}
 	if h.portable() {
 		p.delivered, p.endUpstream = c.Delivered, c.EndSessionOnClose
+		h.follow(c) // portable.go
 	}
 	return p, nil
 }

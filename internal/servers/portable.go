@@ -33,6 +33,10 @@ import (
 type handoff struct {
 	sink   func(state []byte)
 	resume *remote.Session
+	// register takes the function that switches the session's remote
+	// client to an upstream session another replica renewed
+	// (conn.OnStateUpdate); nil: none.
+	register func(apply func(state []byte))
 }
 
 // portable reports whether the upstream session is the cluster's: handed
@@ -60,6 +64,23 @@ func (h handoff) configure(rc *remote.Config) {
 	}
 	rc.Resume = h.resume
 	rc.KeepSession = h.portable()
+}
+
+// follow registers, with h's registration, the function that gives c the
+// upstream session of a newer state: another replica renewed the session
+// (its remote forgot it), and c carries on with the new one rather than
+// renewing it again (remote.Client.Adopt).
+func (h handoff) follow(c *remote.Client) {
+	if h.register == nil {
+		return
+	}
+	h.register(func(state []byte) {
+		st, err := decodeHandoff(state)
+		if err != nil || st.kind != kindUpstream || !st.initialized() {
+			return
+		}
+		c.Adopt(*st.remoteSession())
+	})
 }
 
 // Resume serves a session another replica opened, from the last state
@@ -111,12 +132,20 @@ func (s *remoteServer) openReverse(ctx context.Context, general conn.Stream, rs 
 		onState = func(rs eras.ReverseSession) { sink(reverseState(rs).encode()) }
 	}
 	log := s.log.With("bridge", "reverse")
+	var c conn.Conn
 	if rs == nil {
-		return eras.NewReverseHandoff(open, general, s.timeout, log, onState), nil
-	}
-	c, err := eras.ResumeReverse(ctx, open, general, s.timeout, log, *rs, onState)
-	if err != nil {
+		c = eras.NewReverseHandoff(open, general, s.timeout, log, onState)
+	} else if c, err = eras.ResumeReverse(ctx, open, general, s.timeout, log, *rs, onState); err != nil {
 		return nil, fmt.Errorf("server %q: resuming a reverse-bridge session: %w", s.name, err)
+	}
+	if register := conn.OnStateUpdate(ctx); register != nil {
+		// A logging/setLevel or a subscription made through another
+		// replica's connection of the session.
+		register(func(state []byte) {
+			if st, err := decodeHandoff(state); err == nil && st.kind == kindReverse && st.initialized() {
+				eras.ApplyReverse(c, st.reverseSession())
+			}
+		})
 	}
 	return c, nil
 }

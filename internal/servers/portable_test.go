@@ -25,6 +25,7 @@ import (
 type handoffSink struct {
 	mu     sync.Mutex
 	states [][]byte
+	apply  func([]byte) // what the connection registered (conn.WithStateUpdates)
 }
 
 func (s *handoffSink) put(state []byte) {
@@ -56,7 +57,11 @@ func (s *handoffSink) last(t *testing.T) (handoffState, []byte) {
 }
 
 func (s *handoffSink) ctx() context.Context {
-	return conn.WithHandoff(context.Background(), s.put)
+	return conn.WithStateUpdates(conn.WithHandoff(context.Background(), s.put), func(apply func([]byte)) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.apply = apply
+	})
 }
 
 // sinkAtReply is a recording that notes how many states its sink had when
@@ -372,13 +377,9 @@ func TestRemoteReverseSessionResumed(t *testing.T) {
 // the level and asks its listen for the URIs, though neither was set
 // through it.
 func TestRemoteReverseLevelAndSubscriptionsResumed(t *testing.T) {
-	subscribable := func(w http.ResponseWriter, id string) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"resources":{"subscribe":true}}}}`)
-	}
 	// One remote per replica's view of it: what the second one gets is
 	// the resumed session's alone.
-	remoteA, remoteB := newStatelessRemote(t, subscribable), newStatelessRemote(t, subscribable)
+	remoteA, remoteB := newStatelessRemote(t, subscribableDiscover), newStatelessRemote(t, subscribableDiscover)
 	a := newRemoteServer(t, remoteA.ts.URL+"/mcp", config.ProtocolModern)
 	b := newRemoteServer(t, remoteB.ts.URL+"/mcp", config.ProtocolModern)
 	var sinkA, sinkB handoffSink
@@ -405,20 +406,7 @@ func TestRemoteReverseLevelAndSubscriptionsResumed(t *testing.T) {
 	if got := out.reply(t); !strings.Contains(got, `"id":"r-1","result"`) {
 		t.Errorf("tools/call on the resumed session: %s", got)
 	}
-	var call, listen string
-	testkit.WaitFor(t, "the resumed session's call and listen", func() bool {
-		remoteB.mu.Lock()
-		defer remoteB.mu.Unlock()
-		for _, body := range remoteB.bodies {
-			switch {
-			case strings.Contains(body, `"method":"tools/call"`):
-				call = body
-			case strings.Contains(body, `"method":"subscriptions/listen"`):
-				listen = body
-			}
-		}
-		return call != "" && listen != ""
-	})
+	call, listen := remoteB.callAndListen(t, "the resumed session's call and listen")
 	if !strings.Contains(call, `"io.modelcontextprotocol/logLevel":"debug"`) {
 		t.Errorf("the resumed session's call has no level: %s", call)
 	}
@@ -434,6 +422,33 @@ func TestRemoteReverseLevelAndSubscriptionsResumed(t *testing.T) {
 		string(h.caps) != `{"sampling":{}}` || string(h.info) != `{"name":"c","version":"1"}` {
 		t.Errorf("the resumed session's state after its setLevel: %+v", h)
 	}
+}
+
+// subscribableDiscover answers server/discover as a 2026-07-28 server
+// that takes resource subscriptions.
+func subscribableDiscover(w http.ResponseWriter, id string) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"resources":{"subscribe":true}}}}`)
+}
+
+// callAndListen waits for the remote to get a tools/call and a
+// subscriptions/listen, and returns the last body of each.
+func (r *statelessRemote) callAndListen(t *testing.T, what string) (call, listen string) {
+	t.Helper()
+	testkit.WaitFor(t, what, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, body := range r.bodies {
+			switch {
+			case strings.Contains(body, `"method":"tools/call"`):
+				call = body
+			case strings.Contains(body, `"method":"subscriptions/listen"`):
+				listen = body
+			}
+		}
+		return call != "" && listen != ""
+	})
+	return call, listen
 }
 
 // TestOwnerBoundBackends: stdio servers (shared and per session) and

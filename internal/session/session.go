@@ -84,7 +84,9 @@ type Session struct {
 	mu sync.Mutex
 	// guarded by mu:
 	version    string
-	handoff    []byte // SetHandoff's
+	handoff    []byte       // SetHandoff's
+	handoffV   StateVersion // handoff's version (handoff.go)
+	apply      func([]byte) // applies a newer handoff state to value (handoff.go); nil: none
 	value      conn.Conn
 	streams    map[uint64]*Stream // POST streams not yet fully read, or in their resume grace
 	order      []retained         // streams by creation, for retention

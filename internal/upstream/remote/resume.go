@@ -92,3 +92,34 @@ func (c *Client) announce() {
 	c.announced = cur
 	c.cfg.OnSession(s)
 }
+
+// Adopt switches the Client to session s, which another Client (on
+// another replica) renewed after the server forgot the session both used:
+// the requests that follow carry s's id, with no initialize of this
+// Client's; the standalone stream of the old session ends and one of s
+// opens. OnSession is not told (its owner gave s). A Client that is
+// closed, not in Streamable HTTP mode, or on s already, and an s that
+// does not validate, are left as they are. Never blocks on the network.
+func (c *Client) Adopt(s Session) {
+	if len(s.validate()) > 0 {
+		return
+	}
+	c.announceMu.Lock()
+	defer c.announceMu.Unlock()
+	c.mu.Lock()
+	if c.closed || c.mode != modeHTTP || c.sess.id == s.ID {
+		c.mu.Unlock()
+		return
+	}
+	if c.sess.stopGET != nil {
+		c.sess.stopGET()
+	}
+	c.sess = session{id: s.ID, version: s.Version, epoch: c.sess.epoch + 1}
+	if s.Init != nil {
+		c.init = s.Init
+	}
+	epoch := c.sess.epoch
+	c.mu.Unlock()
+	c.announced = announced{epoch: epoch, version: s.Version, done: true}
+	c.startGET()
+}
