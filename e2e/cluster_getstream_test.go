@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -80,6 +81,17 @@ func (c *streamCounter) counts() (opened, conflicts, maxOpen int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.opened, c.conflicts, c.maxOpen
+}
+
+// openNow returns how many standalone streams are open.
+func (c *streamCounter) openNow() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.open {
+		n += k
+	}
+	return n
 }
 
 // statusWriter tells onHeader the status of the response it writes.
@@ -161,8 +173,8 @@ func TestClusterStandaloneStreamOncePerSession(t *testing.T) {
 // r0 gets the server's tools/list_changed. r0 is killed (kill -9): the
 // client's new standalone GET at r1 gets the server's notifications
 // through r1's connection, which takes the upstream stream over once the
-// server lets go of r0's; r2, which resumed the session too, never opens
-// it, and the session never has two upstream streams at once.
+// server lets go of r0's, and lets go of it when that GET goes; the
+// session never has two upstream streams at once.
 func TestClusterStandaloneStreamAfterOwnerKilled(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "notifying", Version: "1"}, nil)
 	addTool := func(name string) {
@@ -192,9 +204,16 @@ func TestClusterStandaloneStreamAfterOwnerKilled(t *testing.T) {
 	}
 
 	tool := 0
-	notified := func(i int) {
+	// notified opens the client's standalone stream at replica i, waits
+	// for a tools/list_changed on it, and returns the stream's body.
+	notified := func(i int) io.Closer {
 		t.Helper()
-		changed := listChanged(c.open(http.MethodGet, at(i), "", ""))
+		resp := c.request(http.MethodGet, at(i), "", "")
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the client's standalone GET at r%d: %d", i, resp.StatusCode)
+		}
+		changed := listChanged(sse.NewReader(resp.Body, 0))
 		// The server drops a notification no stream of the session
 		// reads: it is sent again until one arrives.
 		for {
@@ -202,7 +221,7 @@ func TestClusterStandaloneStreamAfterOwnerKilled(t *testing.T) {
 			addTool(fmt.Sprintf("added-%d", tool))
 			select {
 			case <-changed:
-				return
+				return resp.Body
 			case <-time.After(500 * time.Millisecond):
 			case <-ctx.Done():
 				t.Fatalf("no tools/list_changed on the client's standalone stream at r%d", i)
@@ -211,10 +230,14 @@ func TestClusterStandaloneStreamAfterOwnerKilled(t *testing.T) {
 	}
 	notified(0)
 	replicas[0].kill9(t)
-	notified(1)
-
+	stream := notified(1)
 	opened, conflicts, maxOpen := counter.counts()
 	t.Logf("TARGET owner killed: upstream standalone streams %d opened, %d refused 409, at most %d open at once", opened, conflicts, maxOpen)
+	// The client's stream at r1 goes: r1 lets go of the upstream one,
+	// and nobody else holds it (before, each replica that had resumed
+	// the session held it or kept asking for it).
+	stream.Close()
+	testkit.WaitFor(t, "the upstream standalone stream to close with the client's", func() bool { return counter.openNow() == 0 })
 	if opened != 2 || maxOpen != 1 {
 		t.Errorf("the remote opened %d standalone streams, at most %d at once; want 2 (r0's, then r1's), one at a time", opened, maxOpen)
 	}
