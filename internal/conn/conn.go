@@ -13,8 +13,9 @@
 // to all of a Backend's connections by Wrap (middleware.go); plus the
 // request context's principal and headers (context.go), the Policy a
 // target's requests are judged by (policy.go), the strict reader of the
-// params a policy checks (params.go), and the handoff of a portable
-// session's connection to another replica (handoff.go).
+// params a policy checks (params.go), the handoff of a portable
+// session's connection to another replica (handoff.go), and which replica
+// carries a portable session's server-to-client stream (general.go).
 //
 // The front (internal/front) calls these interfaces; internal/mux,
 // internal/servers, internal/eras and internal/aggregate implement them.

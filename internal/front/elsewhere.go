@@ -193,7 +193,8 @@ func (h *Handler) resumeSession(r *http.Request, name string, be *served, id str
 		s.Close(conn.ReasonDeleted)
 		return gone
 	}
-	c, err := be.Resume(h.withStateUpdates(h.withHandoff(r.Context(), s), s), h.generalStream(s), state) // statesync.go
+	ctx := h.withGeneralHeld(h.withStateUpdates(h.withHandoff(r.Context(), s), s), s) // statesync.go, stream.go
+	c, err := be.Resume(ctx, h.generalStream(s), state)
 	if err != nil {
 		h.store.Delete(s.ID)
 		s.Close("the session could not be resumed")

@@ -1,10 +1,12 @@
 package front
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/sse"
@@ -68,6 +70,15 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	defer st.Detach()
+	if st == s.General() {
+		if held := s.GeneralHeld(); held != nil {
+			// A resumed session's client stream is here now: its
+			// connection takes the server's stream (before Detach lets
+			// the client's next GET in, it lets go of it).
+			held(true)
+			defer held(false)
+		}
+	}
 	s.Begin()
 	defer func() { s.End(time.Now()) }()
 	if resumed {
@@ -75,6 +86,17 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	h.sse(w, r, s, st, nil, after, nil)
+}
+
+// withGeneralHeld returns ctx with the registration of the function
+// telling a resumed session's connection that the client's standalone
+// stream is held here (conn.WithGeneralHeld), when the cluster is on: get
+// calls it as the stream attaches and detaches.
+func (h *Handler) withGeneralHeld(ctx context.Context, s *session.Session) context.Context {
+	if h.cfg.Cluster == nil {
+		return ctx
+	}
+	return conn.WithGeneralHeld(ctx, s.SetGeneralHeld)
 }
 
 // resumeSSE serves stream st from the event after `after`, the one a

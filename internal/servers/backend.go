@@ -154,7 +154,7 @@ func New(cfg *config.Server, version string, log *slog.Logger) (Server, error) {
 			}
 			var h handoff
 			if cfg.Type == config.TypeHTTP {
-				h = handoff{sink: conn.Handoff(ctx), resume: resume, register: conn.OnStateUpdate(ctx)}
+				h = handoff{sink: conn.Handoff(ctx), resume: resume, register: conn.OnStateUpdate(ctx), held: conn.OnGeneralHeld(ctx)}
 			}
 			return startRemote(cfg, cred.headers, opts, log, h)
 		}

@@ -37,6 +37,11 @@ type handoff struct {
 	// client to an upstream session another replica renewed
 	// (conn.OnStateUpdate); nil: none.
 	register func(apply func(state []byte))
+	// held takes, for a resumed session, the function that tells its
+	// remote client whether the client's standalone stream is served
+	// here, so that it holds the upstream session's one standalone
+	// stream only then (conn.OnGeneralHeld); nil: none.
+	held func(held func(bool))
 }
 
 // portable reports whether the upstream session is the cluster's: handed
@@ -66,11 +71,19 @@ func (h handoff) configure(rc *remote.Config) {
 	rc.KeepSession = h.portable()
 }
 
-// follow registers, with h's registration, the function that gives c the
+// follow registers, with h's registrations, the function that gives c the
 // upstream session of a newer state: another replica renewed the session
 // (its remote forgot it), and c carries on with the new one rather than
-// renewing it again (remote.Client.Adopt).
+// renewing it again (remote.Client.Adopt); and, for a resumed session,
+// the one that tells c when it holds the session's standalone stream.
 func (h handoff) follow(c *remote.Client) {
+	if h.held != nil && h.resume != nil {
+		// The upstream stream is opened only while held
+		// (remote.Client.HoldStream): the replica that opened the
+		// session, or one serving its client's standalone stream, holds
+		// it, rather than every replica that resumed the session.
+		h.held(c.HoldStream)
+	}
 	if h.register == nil {
 		return
 	}

@@ -87,6 +87,7 @@ type Session struct {
 	handoff    []byte       // SetHandoff's
 	handoffV   StateVersion // handoff's version (handoff.go)
 	apply      func([]byte) // applies a newer handoff state to value (handoff.go); nil: none
+	held       func(bool)   // tells value the general stream is held here (general.go); nil: none
 	value      conn.Conn
 	streams    map[uint64]*Stream // POST streams not yet fully read, or in their resume grace
 	order      []retained         // streams by creation, for retention

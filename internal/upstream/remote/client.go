@@ -103,11 +103,14 @@ type Client struct {
 	init     []byte      // params of the latest initialize sent
 	sess     session     // Streamable HTTP session
 	lc       *legacyConn // legacy SSE connection; nil until the reader starts
+	// onDemand: the standalone stream is opened only while held (a
+	// resumed session's; standalone.go), held says whether it is.
+	onDemand, held bool
 }
 
 // Start validates cfg and returns a Client; it calls h.Started(1) before
-// returning. It does not touch the network, the first Send does, except to
-// open the standalone stream of a session it resumes (Config.Resume).
+// returning. It does not touch the network, the first Send does (or
+// HoldStream, for a session it resumes).
 func Start(cfg Config, h Handler) (*Client, error) {
 	if h == nil {
 		return nil, errors.New("remote: nil Handler")

@@ -63,7 +63,8 @@ type Config struct {
 	// Resume, when set, starts the Client on an upstream Streamable HTTP
 	// session that another Client initialized (on another replica of the
 	// gateway): messages carry its session id and protocol version, the
-	// standalone GET stream opens at Start, and no initialize is sent. If
+	// standalone GET stream opens only while HoldStream says the Client
+	// carries it, and no initialize is sent. If
 	// the server forgot the session (404), the Client renews it with
 	// Resume.Init as it renews one it initialized itself. Transport must be
 	// TransportHTTP. See resume.go.

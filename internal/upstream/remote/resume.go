@@ -52,18 +52,20 @@ func visibleASCII(s string, empty bool) bool {
 	return true
 }
 
-// resumeSession installs cfg.Resume as the Client's session and opens its
-// standalone stream, as notifications/initialized does for a session the
-// Client initialized. Called by Start.
+// resumeSession installs cfg.Resume as the Client's session. Its
+// standalone stream is not opened: another Client (the replica that
+// opened the session) may hold it, and the server allows one; it opens
+// when HoldStream says this Client carries the client's stream.
+// Called by Start.
 func (c *Client) resumeSession() {
 	r := c.cfg.Resume
 	c.mu.Lock()
 	c.sess = session{id: r.ID, version: r.Version, epoch: 1}
 	c.init = r.Init
+	c.onDemand = true
 	c.mu.Unlock()
 	// The owner knows this session: only a renewal is news.
 	c.announced = announced{epoch: 1, version: r.Version, done: true}
-	c.startGET()
 }
 
 // announced is the last session OnSession was told.
@@ -97,7 +99,7 @@ func (c *Client) announce() {
 // another replica) renewed after the server forgot the session both used:
 // the requests that follow carry s's id, with no initialize of this
 // Client's; the standalone stream of the old session ends and one of s
-// opens. OnSession is not told (its owner gave s). A Client that is
+// opens if the Client holds it (HoldStream). OnSession is not told (its owner gave s). A Client that is
 // closed, not in Streamable HTTP mode, or on s already, and an s that
 // does not validate, are left as they are. Never blocks on the network.
 func (c *Client) Adopt(s Session) {

@@ -80,6 +80,7 @@ func TestResumeCarriesOnWithSession(t *testing.T) {
 
 	b, rb := start(t, Config{URL: url, Transport: TransportHTTP, Resume: &got[0], KeepSession: true,
 		OnSession: func(s Session) { t.Errorf("a resumed session announced again: %+v", s) }})
+	b.HoldStream(true) // the client's standalone stream is served through b
 	if got := <-opened; got != "sess-1@2025-06-18" {
 		t.Errorf("the resumed Client's GET stream: %s", got)
 	}
@@ -175,7 +176,8 @@ func TestResumeConfigValidation(t *testing.T) {
 // TestResumedStreamWaitsForTheOtherHolder: the remote allows one
 // standalone stream per session (409 for a second, as the TypeScript SDK
 // does) and the replica the session was resumed from holds it: the
-// resumed Client retries until that replica lets go, then holds it.
+// resumed Client, told to hold it, retries until that replica lets go,
+// then holds it.
 func TestResumedStreamWaitsForTheOtherHolder(t *testing.T) {
 	f := newFake(t)
 	var mu sync.Mutex
@@ -215,7 +217,8 @@ func TestResumedStreamWaitsForTheOtherHolder(t *testing.T) {
 	a, ra := start(t, Config{URL: url, Transport: TransportHTTP, KeepSession: true})
 	initialize(t, a, ra)
 	await(opened, "the first Client's stream")
-	start(t, Config{URL: url, Transport: TransportHTTP, Resume: &Session{ID: "sess-1", Version: "2025-06-18"}})
+	b, _ := start(t, Config{URL: url, Transport: TransportHTTP, Resume: &Session{ID: "sess-1", Version: "2025-06-18"}})
+	b.HoldStream(true)
 	await(refused, "the resumed Client's stream to be refused")
 	a.Close() // the first replica ends its connection, keeping the session
 	await(opened, "the resumed Client's stream")
