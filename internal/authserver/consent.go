@@ -92,6 +92,13 @@ func (l *loginPages) consentPost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if req.Code != (Hash{}) {
+		// Answered already (a second click, a replayed form): its code
+		// went to the application with the first answer.
+		l.errorPage(w, http.StatusConflict, "Already answered",
+			"This request was answered already.", "Go back to the application.")
+		return
+	}
 	switch r.PostForm.Get("decision") {
 	case "allow":
 		req.User, req.AuthTime, req.Consented = user, at, true

@@ -136,3 +136,20 @@ func TestDisplayHost(t *testing.T) {
 		}
 	}
 }
+
+// TestConsentAnsweredOnce: the consent form posted again after its
+// answer (a second click, the back button) gets a page saying so, not a
+// second code.
+func TestConsentAnsweredOnce(t *testing.T) {
+	f := newLoginFixture(t, "", nil)
+	f.l.finish = f.s.provider.finish // the real one: it records the code on the request
+	c := f.signIn(t, f.req, "bob", "battery staple")
+	allow := url.Values{"csrf": {f.req.CSRF}, "decision": {"allow"}}
+	if w := f.post(f.l.url("/oauth/consent", f.req.ID), allow, c); w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "code=") {
+		t.Fatalf("first allow: %d to %q", w.Code, w.Header().Get("Location"))
+	}
+	w := f.post(f.l.url("/oauth/consent", f.req.ID), allow, c)
+	if w.Code != http.StatusConflict || w.Header().Get("Location") != "" {
+		t.Fatalf("second allow: %d, Location %q, want a 409 page", w.Code, w.Header().Get("Location"))
+	}
+}

@@ -253,6 +253,15 @@ func (p *provider) finish(w http.ResponseWriter, r *http.Request, req *AuthReque
 		p.refuse(w, r, req, errServerError, "the code could not be stored")
 		return
 	}
+	// The request now has its code: a second consent of it is refused
+	// (consent.go), and only this code redeems it (token.go).
+	req.Code = hashOf(code)
+	ttl := req.CreatedAt.Add(requestTTL).Sub(p.s.deps.Now())
+	if err := p.s.store.PutAuthRequest(r.Context(), req, max(ttl, codeTTL)); err != nil {
+		p.s.deps.Logger.Error("authorize: storing the code", "err", err)
+		p.refuse(w, r, req, errServerError, "the code could not be stored")
+		return
+	}
 	p.s.deps.Logger.Info("authorization code issued", "user", req.User, "client_id", req.ClientID, "resource", req.Resource)
 	p.redirect(w, r, req, url.Values{"code": {code}})
 }

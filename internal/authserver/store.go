@@ -75,6 +75,10 @@ type AuthRequest struct {
 	User      string    `json:"user,omitempty"`
 	AuthTime  time.Time `json:"authTime,omitzero"`
 	Consented bool      `json:"consented,omitempty"`
+	// Code is the hash of the one code issued for the request: a request
+	// is answered once, and only that code redeems it (two consents
+	// racing each get a code; the one written last is the good one).
+	Code Hash `json:"code,omitzero"`
 }
 
 // Grant is what a user allowed a client: a resource and scopes. Refresh

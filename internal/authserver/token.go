@@ -148,6 +148,9 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 		return
 	}
 	switch {
+	case req.Code != h:
+		writeError(w, r, errInvalidGrant, "the code was superseded by another answer to the same request")
+		return
 	case req.ClientID != c.ID:
 		writeError(w, r, errInvalidGrant, "the code was issued to another client")
 		return

@@ -265,3 +265,28 @@ func TestTokenEndpointCORS(t *testing.T) {
 		t.Fatalf("GET: %d %v", rec.Code, rec.Header())
 	}
 }
+
+// TestOneCodePerRequest: two answers racing for one authorization
+// request (a double click, a replayed consent form read before either
+// was stored) each get a code, but only the code stored last redeems it:
+// one request, at most one grant.
+func TestOneCodePerRequest(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	req := w.stored(w.authorize(authorizeParams()))
+	first, second := *req, *req // both read before either answered
+	code1 := w.consent(&first, "alice").Query().Get("code")
+	code2 := w.consent(&second, "alice").Query().Get("code")
+	if code1 == "" || code2 == "" || code1 == code2 {
+		t.Fatalf("codes %q and %q", code1, code2)
+	}
+	if status, body := w.redeem(code1); status != http.StatusBadRequest || body["error"] != errInvalidGrant {
+		t.Fatalf("the superseded code: %d %v, want invalid_grant", status, body)
+	}
+	if status, body := w.redeem(code2); status != http.StatusOK || body["access_token"] == nil {
+		t.Fatalf("the request's code: %d %v", status, body)
+	}
+	grants, err := w.store.Grants(t.Context())
+	if err != nil || len(grants) != 1 {
+		t.Fatalf("%d grants (%v), want 1", len(grants), err)
+	}
+}
