@@ -1,8 +1,8 @@
 package authserver
 
 import (
+	"errors"
 	"net/http"
-	"slices"
 )
 
 // The revocation endpoint (RFC 7009): a refresh token or an access token
@@ -48,20 +48,15 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// grantOfRefresh finds the grant whose current or replaced refresh token
-// is token. Grants are few (a personal gateway's clients), and only a
-// client revoking comes here.
+// grantOfRefresh finds the grant whose current or replaced refresh
+// token is token, nil when none or the Store fails (logged).
 func (p *provider) grantOfRefresh(r *http.Request, token string) *Grant {
-	grants, err := p.s.store.Grants(r.Context())
+	g, err := p.s.store.RefreshGrant(r.Context(), hashOf(token))
 	if err != nil {
-		p.s.deps.Logger.Error("revoke: listing grants", "err", err)
+		if !errors.Is(err, ErrNotFound) {
+			p.s.deps.Logger.Error("revoke: finding a refresh token's grant", "err", err)
+		}
 		return nil
 	}
-	h := hashOf(token)
-	for _, g := range grants {
-		if g.Refresh == h || slices.Contains(g.Previous, h) {
-			return g
-		}
-	}
-	return nil
+	return g
 }

@@ -308,6 +308,20 @@ func (m *memStore) Rotate(_ context.Context, old, next Hash, expires time.Time) 
 	return nil, ErrNotFound
 }
 
+func (m *memStore) RefreshGrant(_ context.Context, h Hash) (*Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.refresh[h]
+	if !ok {
+		id, ok = m.previous[h]
+	}
+	g, found := m.grants[id]
+	if !ok || !found {
+		return nil, ErrNotFound
+	}
+	return cloneGrant(g), nil
+}
+
 func (m *memStore) Revoked(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

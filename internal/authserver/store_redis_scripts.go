@@ -135,6 +135,16 @@ end
 return {'notfound'}
 `)
 
+// refreshGrantScript: KEYS[1] a token's refresh index, KEYS[2] its
+// replaced-token index, ARGV[1] the key prefix. The HGETALL of the
+// grant either index names, or an empty list: one script, so that a
+// rotation in between cannot make the two reads disagree.
+var refreshGrantScript = redis.NewScript(`
+local gid = redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2])
+if not gid then return {} end
+return redis.call('HGETALL', ARGV[1] .. 'grant:' .. gid)
+`)
+
 // revokeScript: ARGV[5] the grant id.
 var revokeScript = redis.NewScript(luaRevoke + `
 revoke(ARGV[1], ARGV[5], ARGV[2], ARGV[3], ARGV[4])

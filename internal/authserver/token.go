@@ -210,9 +210,42 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		writeError(w, r, errInvalidRequest, "refresh_token is required")
 		return
 	}
+	// The request is checked against the token's grant before the token
+	// rotates: a refused request leaves the client its token. A replaced
+	// token goes straight to Rotate, which treats it as reuse.
+	h := hashOf(old)
+	found, err := p.s.store.RefreshGrant(ctx, h)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, r, errInvalidGrant, "unknown, expired or revoked refresh token")
+		return
+	case err != nil:
+		p.s.deps.Logger.Error("token: finding a refresh token's grant", "err", err)
+		writeError(w, r, errServerError, "the refresh token could not be checked")
+		return
+	}
+	var scopes []string
+	if found.Refresh == h {
+		if found.ClientID != c.ID {
+			// Another client holds this client's token: stolen.
+			p.revokeQuietly(ctx, found.ID)
+			p.s.deps.Logger.Warn("refresh token of another client: its grant is revoked", "client_id", c.ID, "grant_client_id", found.ClientID)
+			writeError(w, r, errInvalidGrant, "the refresh token was issued to another client")
+			return
+		}
+		if msg := sameResourceAsked(form["resource"], found.Resource); msg != "" {
+			writeError(w, r, errInvalidTarget, msg)
+			return
+		}
+		var msg string
+		if scopes, msg = narrowed(p, form, found.Scopes); msg != "" {
+			writeError(w, r, errInvalidScope, msg)
+			return
+		}
+	}
 	now := p.s.deps.Now()
 	next := newSecret()
-	g, err := p.s.store.Rotate(ctx, hashOf(old), hashOf(next), now.Add(p.s.cfg.RefreshTokenTTL))
+	g, err := p.s.store.Rotate(ctx, h, hashOf(next), now.Add(p.s.cfg.RefreshTokenTTL))
 	switch {
 	case errors.Is(err, ErrReused):
 		p.s.deps.Logger.Warn("refresh token reused: its grant is revoked", "client_id", c.ID)
@@ -226,23 +259,12 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		writeError(w, r, errServerError, "the refresh token could not be checked")
 		return
 	}
-	// The checks below come after the rotation (the Store finds a grant
-	// by its token only while rotating it): a request that fails them
-	// has used up its token. Each is a client's bug or an attack.
-	if g.ClientID != c.ID {
-		// Another client holds this client's token: stolen.
+	if g.ID != found.ID || found.Refresh != h {
+		// Cannot happen (a token names one grant for good, and a replaced
+		// one never rotates); refuse rather than issue under checks made
+		// on another grant.
 		p.revokeQuietly(ctx, g.ID)
-		p.s.deps.Logger.Warn("refresh token of another client: its grant is revoked", "client_id", c.ID, "grant_client_id", g.ClientID)
-		writeError(w, r, errInvalidGrant, "the refresh token was issued to another client")
-		return
-	}
-	if msg := sameResourceAsked(form["resource"], g.Resource); msg != "" {
-		writeError(w, r, errInvalidTarget, msg)
-		return
-	}
-	scopes, msg := narrowed(p, form, g.Scopes)
-	if msg != "" {
-		writeError(w, r, errInvalidScope, msg)
+		writeError(w, r, errInvalidGrant, "the refresh token changed grants")
 		return
 	}
 	p.issue(w, r, g, scopes, next)
