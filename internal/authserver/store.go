@@ -138,7 +138,10 @@ type Store interface {
 	// CodeGrant); an unknown or expired code returns ErrNotFound.
 	TakeCode(ctx context.Context, code Hash) (requestID string, err error)
 	// CodeGrant records the grant issued for a code, so that a replay of
-	// the code revokes it.
+	// the code revokes it. A code replayed between its TakeCode and its
+	// CodeGrant (the replay had no grant to revoke) returns ErrReused
+	// after revoking grantID: the race must not save a stolen code's
+	// grant.
 	CodeGrant(ctx context.Context, code Hash, grantID string) error
 
 	// PutGrant adds or replaces a grant.

@@ -134,6 +134,26 @@ func testStoreContract(t *testing.T, kind storeUnderTest) {
 		if _, err := s.Grant(ctx, "g1"); !errors.Is(err, ErrNotFound) || !s.Revoked("g1") {
 			t.Errorf("the replayed code's grant: %v, revoked %v", err, s.Revoked("g1"))
 		}
+		// A replay between TakeCode and CodeGrant: CodeGrant revokes.
+		raced := secret("raced")
+		if err := s.PutCode(ctx, raced, "req3", 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TakeCode(ctx, raced); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TakeCode(ctx, raced); !errors.Is(err, ErrReused) {
+			t.Fatalf("code replayed before its grant: %v, want ErrReused", err)
+		}
+		if err := s.PutGrant(ctx, testGrant("g9", "c1", "r9", start)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CodeGrant(ctx, raced, "g9"); !errors.Is(err, ErrReused) {
+			t.Errorf("CodeGrant after a replay: %v, want ErrReused", err)
+		}
+		if _, err := s.Grant(ctx, "g9"); !errors.Is(err, ErrNotFound) || !s.Revoked("g9") {
+			t.Errorf("the grant of a code replayed before CodeGrant: %v, revoked %v; want revoked", err, s.Revoked("g9"))
+		}
 		if _, err := s.TakeCode(ctx, secret("never issued")); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown code: %v, want ErrNotFound", err)
 		}

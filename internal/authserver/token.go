@@ -184,7 +184,13 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 		writeError(w, r, errServerError, "the grant could not be stored")
 		return
 	}
-	if err := p.s.store.CodeGrant(ctx, h, g.ID); err != nil {
+	if err := p.s.store.CodeGrant(ctx, h, g.ID); errors.Is(err, ErrReused) {
+		// The code was replayed while it was being redeemed: one of the
+		// two was not the client. The Store revoked the grant.
+		p.s.deps.Logger.Warn("authorization code replayed during its redemption: its grant is revoked", "client_id", c.ID)
+		writeError(w, r, errInvalidGrant, "the code was used twice; the tokens issued for it are revoked")
+		return
+	} else if err != nil {
 		// Without the link a replay of the code could not revoke the
 		// grant: give nothing out for it.
 		p.revokeQuietly(ctx, g.ID)

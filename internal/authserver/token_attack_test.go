@@ -1,9 +1,13 @@
 package authserver
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
 // Attacks on the token endpoint by a client that reads the code.
@@ -34,4 +38,45 @@ func TestRefusedRefreshKeepsItsToken(t *testing.T) {
 	}
 	w.wantAccepted(access, memoryURL)
 	w.wantAccepted(body["access_token"].(string), memoryURL)
+}
+
+// replayInside is a Store that runs hook once, inside the first PutGrant:
+// the moment between a code's redemption (TakeCode) and the record of
+// the grant it was redeemed for (CodeGrant).
+type replayInside struct {
+	Store
+	hook func()
+}
+
+func (s *replayInside) PutGrant(ctx context.Context, g *Grant) error {
+	if h := s.hook; h != nil {
+		s.hook = nil
+		h()
+	}
+	return s.Store.PutGrant(ctx, g)
+}
+
+// TestCodeReplayedMidRedemption: an attacker holding a stolen code
+// redeems it; the client's own redemption (a replay, to the server)
+// arrives before the grant is linked to the code. The replay must still
+// end the attacker's grant: no tokens of it work.
+func TestCodeReplayedMidRedemption(t *testing.T) {
+	clk := testkit.NewClock(time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC))
+	store := &replayInside{Store: newMemStore(clk.Now, 10*time.Minute)}
+	w := newWorld(t, nil, store, clk)
+	code := w.code(authorizeParams())
+	var replay map[string]any
+	store.hook = func() { _, replay = w.redeem(code) }
+	status, body := w.redeem(code)
+	if replay["error"] != "invalid_grant" {
+		t.Fatalf("the replay: %v, want invalid_grant", replay)
+	}
+	if status == http.StatusOK {
+		w.wantRefused(body["access_token"].(string), memoryURL, "revoked")
+		if status, body := w.refresh(body["refresh_token"].(string), nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+			t.Fatalf("refresh of the first redemption's grant: %d %v, want invalid_grant", status, body)
+		}
+	} else if body["error"] != "invalid_grant" {
+		t.Fatalf("the first redemption: %d %v, want its grant revoked or invalid_grant", status, body)
+	}
 }
