@@ -252,7 +252,9 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 	if !l.passwords.known(username) {
 		logged = "(unknown)" // a name typed wrong may be a password typed in the wrong box
 	}
-	if wait := l.throttle.wait(userKey(username), addr); wait > 0 {
+	// The attempt counts as a failure from here (attempt), and is taken
+	// back on success; a client that goes away meanwhile has used it.
+	if wait := l.throttle.attempt(userKey(username), addr); wait > 0 {
 		l.s.deps.Logger.Warn("authserver: sign-in throttled", "user", logged, "method", method, "addr", addr, "retryAfter", wait)
 		l.tooMany(w, req, wait)
 		return
@@ -267,7 +269,6 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		l.throttle.fail(userKey(username), addr)
 		l.s.deps.Logger.Warn("authserver: sign-in failed", "user", logged, "method", method, "addr", addr, "client", req.ClientID)
 		msg := "Wrong user name or password."
 		if code != "" {
@@ -276,6 +277,7 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 		l.showSignIn(w, r, http.StatusOK, req, msg, strings.TrimSpace(r.PostForm.Get("username")))
 		return
 	}
+	l.throttle.succeeded(addr)
 	l.signedInAs(w, r, req, username, method)
 }
 

@@ -67,7 +67,41 @@ func throttleDelay(n int) time.Duration {
 func (t *throttle) wait(keys ...string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.waitLocked(t.now(), keys)
+}
+
+// attempt is wait and fail at once: an attempt that may go on is
+// counted as a failure before its secret is checked, and one that
+// succeeds takes it back (succeeded). Checked first and counted after,
+// a burst of attempts sent together would all pass the check before the
+// first of them failed: a guesser's hundreds of guesses in parallel
+// instead of throttleFree.
+func (t *throttle) attempt(keys ...string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	now := t.now()
+	if d := t.waitLocked(now, keys); d > 0 {
+		return d
+	}
+	t.failLocked(now, keys)
+	return 0
+}
+
+// succeeded takes back the failure attempt counted against every one
+// of keys.
+func (t *throttle) succeeded(keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		if f := t.keys[k]; f != nil {
+			if f.n--; f.n <= 0 {
+				delete(t.keys, k)
+			}
+		}
+	}
+}
+
+func (t *throttle) waitLocked(now time.Time, keys []string) time.Duration {
 	var longest time.Duration
 	for _, k := range keys {
 		f := t.keys[k]
@@ -83,11 +117,15 @@ func (t *throttle) wait(keys ...string) time.Duration {
 	return longest
 }
 
-// fail counts a failed attempt against every one of keys.
+// fail counts a failed attempt against every one of keys (attempt
+// counts its own; fail is for a failure found without one).
 func (t *throttle) fail(keys ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
+	t.failLocked(t.now(), keys)
+}
+
+func (t *throttle) failLocked(now time.Time, keys []string) {
 	for _, k := range keys {
 		f := t.keys[k]
 		if f == nil || now.Sub(f.last) >= throttleForget {
