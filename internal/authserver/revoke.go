@@ -31,7 +31,13 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 		if claims.ClientID == c.ID {
 			gid, _ = claims.Claims["gid"].(string)
 		}
-	} else if g := p.grantOfRefresh(r, token); g != nil && g.ClientID == c.ID {
+	} else if g, err := p.grantOfRefresh(r, token); err != nil {
+		// Not answered 200: the client would drop a token that still
+		// works, believing it revoked (RFC 7009 2.2.1 lets us say so).
+		p.s.deps.Logger.Error("revoke: finding a refresh token's grant", "err", err)
+		writeError(w, r, errServerError, "the token could not be checked; try again")
+		return
+	} else if g != nil && g.ClientID == c.ID {
 		gid = g.ID
 	}
 	if gid != "" {
@@ -49,14 +55,12 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // grantOfRefresh finds the grant whose current or replaced refresh
-// token is token, nil when none or the Store fails (logged).
-func (p *provider) grantOfRefresh(r *http.Request, token string) *Grant {
+// token is token: nil when there is none, an error when the Store
+// cannot say.
+func (p *provider) grantOfRefresh(r *http.Request, token string) (*Grant, error) {
 	g, err := p.s.store.RefreshGrant(r.Context(), hashOf(token))
-	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
-			p.s.deps.Logger.Error("revoke: finding a refresh token's grant", "err", err)
-		}
-		return nil
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
 	}
-	return g
+	return g, err
 }

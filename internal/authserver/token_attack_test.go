@@ -80,3 +80,27 @@ func TestCodeReplayedMidRedemption(t *testing.T) {
 		t.Fatalf("the first redemption: %d %v, want its grant revoked or invalid_grant", status, body)
 	}
 }
+
+// storeDown is a Store whose refresh token lookups fail, as a Redis
+// Store's do while Redis is down.
+type storeDown struct{ Store }
+
+func (storeDown) RefreshGrant(context.Context, Hash) (*Grant, error) { return nil, ErrUnavailable }
+
+// TestRevokeWhileStoreDown: a client revoking a refresh token while the
+// Store cannot be asked must not be told the token is revoked (200): it
+// would throw the token away believing it dead while it still works.
+// RFC 7009 2.2.1 lets the server say it cannot now.
+func TestRevokeWhileStoreDown(t *testing.T) {
+	clk := testkit.NewClock(time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC))
+	mem := newMemStore(clk.Now, 10*time.Minute)
+	w := newWorld(t, nil, storeDown{mem}, clk)
+	_, refresh := w.tokens()
+	status, body := w.post("/oauth/revoke", url.Values{"token": {refresh}, "client_id": {appID}}, nil)
+	if status == http.StatusOK {
+		t.Fatalf("revocation the Store could not make: 200 %v, want an error", body)
+	}
+	if g, err := mem.RefreshGrant(t.Context(), hashOf(refresh)); err != nil || mem.Revoked(g.ID) {
+		t.Fatalf("the grant: %v %v, want it still live (the revocation was not made)", g, err)
+	}
+}
