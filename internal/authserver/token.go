@@ -239,6 +239,13 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 			writeError(w, r, errInvalidGrant, "the refresh token was issued to another client")
 			return
 		}
+		if !p.s.login.passwords.known(found.User) {
+			// The operator removed the user: their grants end with them.
+			p.revokeQuietly(ctx, found.ID)
+			p.s.deps.Logger.Info("refresh of a removed user's grant: revoked", "client_id", c.ID, "user", found.User)
+			writeError(w, r, errInvalidGrant, "the grant's user may no longer sign in; it is revoked")
+			return
+		}
 		if msg := sameResourceAsked(form["resource"], found.Resource); msg != "" {
 			writeError(w, r, errInvalidTarget, msg)
 			return

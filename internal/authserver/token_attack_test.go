@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -102,5 +103,28 @@ func TestRevokeWhileStoreDown(t *testing.T) {
 	}
 	if g, err := mem.RefreshGrant(t.Context(), hashOf(refresh)); err != nil || mem.Revoked(g.ID) {
 		t.Fatalf("the grant: %v %v, want it still live (the revocation was not made)", g, err)
+	}
+}
+
+// TestRemovedUserLosesAccess: an operator who removes a user from the
+// config (a lost laptop, a housemate moved out) and restarts expects
+// that user's connectors to stop: their refresh tokens are refused and
+// their grants revoked, and their access tokens refused by the gate at
+// once, as the sign-in cookie of a removed user already is.
+func TestRemovedUserLosesAccess(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	access, refresh := w.tokens()
+	w.wantAccepted(access, memoryURL)
+
+	cfg := testConfig()
+	cfg.Users = []config.AuthUser{{Name: "bob"}}
+	s, err := New(cfg, Deps{Store: w.store, Now: w.clk.Now, Resources: func() []string { return []string{memoryURL, filesURL} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.s, w.gate = s, newTestGate(t, s, w.clk)
+	w.wantRefused(access, memoryURL, "revoked")
+	if status, body := w.refresh(refresh, nil); status != http.StatusBadRequest || body["error"] != "invalid_grant" {
+		t.Fatalf("refresh of a removed user's grant: %d %v, want invalid_grant", status, body)
 	}
 }
