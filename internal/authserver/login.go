@@ -71,6 +71,10 @@ func newLoginPages(s *Server) (*loginPages, error) {
 	if l.passwords, err = newPasswords(s.cfg.Users); err != nil {
 		return nil, err
 	}
+	l.throttle.keep = map[string]bool{}
+	for _, name := range l.passwords.names() {
+		l.throttle.keep[userKey(name)] = true
+	}
 	if s.cfg.Passkeys {
 		if l.passkeys, err = newPasskeyRP(l); err != nil {
 			return nil, err

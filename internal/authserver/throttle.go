@@ -26,9 +26,10 @@ const (
 	throttleMaxDelay = 15 * time.Minute
 	throttleForget   = time.Hour
 	// throttleMaxKeys bounds the table: past it, the key idle longest
-	// goes first. Someone spraying user names from many addresses can
-	// push an entry out, but never past the per-address count of the
-	// address they use at the moment.
+	// goes first, never a configured user's (keep). Someone spraying
+	// user names from many addresses can push an address's or an
+	// unknown name's entry out, but never a real user's count, nor past
+	// the per-address count of the address they use at the moment.
 	throttleMaxKeys = 10000
 )
 
@@ -36,6 +37,13 @@ const (
 // guards keys; nothing is called while holding it.
 type throttle struct {
 	now func() time.Time
+	// max bounds the table but for the keep keys (throttleMaxKeys;
+	// tests lower it); keep are the keys of the configured users, which
+	// are never evicted: a guesser who floods the table with fresh keys
+	// would otherwise wipe the count of the user they guess and get
+	// throttleFree guesses again each time. Both are set before use.
+	max  int
+	keep map[string]bool
 
 	mu   sync.Mutex
 	keys map[string]*failures
@@ -47,7 +55,7 @@ type failures struct {
 }
 
 func newThrottle(now func() time.Time) *throttle {
-	return &throttle{now: now, keys: map[string]*failures{}}
+	return &throttle{now: now, max: throttleMaxKeys, keys: map[string]*failures{}}
 }
 
 // delay is the wait after n failures before the next attempt.
@@ -129,7 +137,7 @@ func (t *throttle) failLocked(now time.Time, keys []string) {
 	for _, k := range keys {
 		f := t.keys[k]
 		if f == nil || now.Sub(f.last) >= throttleForget {
-			if f == nil && len(t.keys) >= throttleMaxKeys {
+			if f == nil && len(t.keys) >= t.max {
 				t.evictLocked(now)
 			}
 			f = &failures{}
@@ -148,7 +156,7 @@ func (t *throttle) forget(key string) {
 }
 
 // evictLocked makes room for one key: the forgotten ones go, else the
-// one idle longest.
+// one idle longest that is not a configured user's.
 func (t *throttle) evictLocked(now time.Time) {
 	var oldest string
 	var oldestAt time.Time
@@ -157,11 +165,11 @@ func (t *throttle) evictLocked(now time.Time) {
 			delete(t.keys, k)
 			continue
 		}
-		if oldest == "" || f.last.Before(oldestAt) {
+		if !t.keep[k] && (oldest == "" || f.last.Before(oldestAt)) {
 			oldest, oldestAt = k, f.last
 		}
 	}
-	if len(t.keys) >= throttleMaxKeys {
+	if len(t.keys) >= t.max && oldest != "" {
 		delete(t.keys, oldest)
 	}
 }

@@ -1,11 +1,13 @@
 package authserver
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestThrottleHoldsConcurrentGuesses: a guesser who sends many sign-ins
@@ -50,5 +52,32 @@ func TestThrottleSuccessesDoNotCount(t *testing.T) {
 	}
 	if d := f.l.throttle.wait(addrKey(newFormRequest(f, "/", nil), false)); d != 0 {
 		t.Errorf("the address waits %v after sign-ins that all succeeded", d)
+	}
+}
+
+// TestThrottleKeepsKnownUsers: a guesser who fills the throttle's table
+// with fresh keys (junk user names from many IPv6 /64s) must not push
+// out the count of the user they guess, which would give them
+// throttleFree free guesses again each time.
+func TestThrottleKeepsKnownUsers(t *testing.T) {
+	f := newLoginFixture(t, "", nil)
+	th := f.l.throttle
+	th.max = 100 // the bound's size does not matter; its eviction does
+	for range throttleFree + 1 {
+		th.fail(userKey("alice"))
+	}
+	before := th.wait(userKey("alice"))
+	if before == 0 {
+		t.Fatal("alice not throttled")
+	}
+	for i := range th.max + 10 {
+		th.fail(userKey(fmt.Sprint("junk", i)), fmt.Sprintf("addr:2001:db8:%x::/64", i))
+		f.clock.Advance(time.Millisecond) // alice's is the key idle longest
+	}
+	if d := th.wait(userKey("alice")); d != before-time.Duration(th.max+10)*time.Millisecond {
+		t.Errorf("alice waits %v after the table was flooded, want what was left of %v", d, before)
+	}
+	if n := len(th.keys); n > th.max+len(f.l.passwords.names()) {
+		t.Errorf("%d keys, bound %d and the users'", n, th.max)
 	}
 }
