@@ -1,9 +1,7 @@
 package authserver
 
 import (
-	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -17,9 +15,9 @@ import (
 // refilled (they hold no state worth keeping) are dropped, and if none
 // has, a new address is refused until one does.
 //
-// Behind a proxy every request comes from the proxy's address, so the
-// buckets are then one bucket for everyone; still a bound, only a
-// coarser one.
+// Behind a proxy the gateway does not trust (trustProxyHeaders off)
+// every request comes from the proxy's address, so the buckets are then
+// one bucket for everyone; still a bound, only a coarser one.
 type addrLimiter struct {
 	every time.Duration
 	burst int
@@ -55,23 +53,12 @@ func (l *addrLimiter) allow(key string, now time.Time) bool {
 	return b.AllowN(now, 1)
 }
 
-// registerBucket is the bucket of a request: its IPv4 address, or its
-// IPv6 /64. An address that does not parse (a test's pipe) is its own
-// bucket, shared by all who send that string.
-func registerBucket(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap().WithZone("")
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits) // bits fit the address family
-	return p.String()
+// registerBucket is the bucket of a request: the client address as the
+// sign-in throttle counts it (clientPrefix: an IPv4 address or an IPv6
+// /64, the last X-Forwarded-For entry when the gateway trusts its
+// proxy). Behind a trusted proxy, the proxy's own address would make one
+// bucket for everyone, which one stranger registering in a loop empties
+// for all.
+func registerBucket(r *http.Request, trustProxy bool) string {
+	return clientPrefix(r, trustProxy)
 }

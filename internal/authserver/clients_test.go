@@ -19,9 +19,7 @@ func newClientsClock() *testkit.Clock { return testkit.NewClock(clientsTestStart
 // https://gw.example.com), changed by edit, on clock.
 func newClientsServer(t testing.TB, clock *testkit.Clock, edit func(*config.AuthServer)) *Server {
 	t.Helper()
-	cfg := config.NewAuthServer()
-	cfg.Issuer = "https://gw.example.com"
-	cfg.Scopes = []string{"mcp"}
+	cfg := clientsConfig()
 	if edit != nil {
 		edit(cfg)
 	}
@@ -30,6 +28,14 @@ func newClientsServer(t testing.TB, clock *testkit.Clock, edit func(*config.Auth
 		t.Fatal(err)
 	}
 	return s
+}
+
+// clientsConfig is the configuration of newClientsServer.
+func clientsConfig() *config.AuthServer {
+	cfg := config.NewAuthServer()
+	cfg.Issuer = "https://gw.example.com"
+	cfg.Scopes = []string{"mcp"}
+	return cfg
 }
 
 func TestNewRefusesBadRedirectPattern(t *testing.T) {

@@ -71,6 +71,10 @@ func newLoginPages(s *Server) (*loginPages, error) {
 	if l.passwords, err = newPasswords(s.cfg.Users); err != nil {
 		return nil, err
 	}
+	l.throttle.keep = map[string]bool{}
+	for _, name := range l.passwords.names() {
+		l.throttle.keep[userKey(name)] = true
+	}
 	if s.cfg.Passkeys {
 		if l.passkeys, err = newPasskeyRP(l); err != nil {
 			return nil, err
@@ -252,7 +256,9 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 	if !l.passwords.known(username) {
 		logged = "(unknown)" // a name typed wrong may be a password typed in the wrong box
 	}
-	if wait := l.throttle.wait(userKey(username), addr); wait > 0 {
+	// The attempt counts as a failure from here (attempt), and is taken
+	// back on success; a client that goes away meanwhile has used it.
+	if wait := l.throttle.attempt(userKey(username), addr); wait > 0 {
 		l.s.deps.Logger.Warn("authserver: sign-in throttled", "user", logged, "method", method, "addr", addr, "retryAfter", wait)
 		l.tooMany(w, req, wait)
 		return
@@ -267,7 +273,6 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
-		l.throttle.fail(userKey(username), addr)
 		l.s.deps.Logger.Warn("authserver: sign-in failed", "user", logged, "method", method, "addr", addr, "client", req.ClientID)
 		msg := "Wrong user name or password."
 		if code != "" {
@@ -276,6 +281,7 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 		l.showSignIn(w, r, http.StatusOK, req, msg, strings.TrimSpace(r.PostForm.Get("username")))
 		return
 	}
+	l.throttle.succeeded(addr)
 	l.signedInAs(w, r, req, username, method)
 }
 

@@ -212,18 +212,18 @@ func (l *loginPages) passkeyLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	p := l.passkeys
 	addr := addrKey(r, l.s.deps.TrustProxyHeaders)
-	if wait := l.throttle.wait(addr); wait > 0 {
+	if wait := l.throttle.attempt(addr); wait > 0 { // counted now, taken back on success
 		l.s.deps.Logger.Warn("authserver: sign-in throttled", "method", "passkey", "addr", addr, "retryAfter", wait)
 		l.tooMany(w, req, wait)
 		return
 	}
 	user, err := p.finishLogin(r, req)
 	if err != nil {
-		l.throttle.fail(addr)
 		l.s.deps.Logger.Warn("authserver: sign-in failed", "method", "passkey", "addr", addr, "client", req.ClientID, "error", err)
 		l.showSignIn(w, r, http.StatusOK, req, "That passkey did not work here. Sign in with your password, then add it again.", "")
 		return
 	}
+	l.throttle.succeeded(addr)
 	l.signedInAs(w, r, req, user, "passkey")
 }
 

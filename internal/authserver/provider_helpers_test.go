@@ -52,6 +52,9 @@ func testConfig() config.AuthServer {
 	// client's.
 	cfg.RedirectURIs = append(slices.Clone(config.DefaultRedirectURIs), appRedir)
 	cfg.StateFile = config.DefaultStateFile
+	// The user the tests consent as (passkeys only: the protocol tests
+	// do not sign in), and one more.
+	cfg.Users = []config.AuthUser{{Name: "alice"}, {Name: "bob"}}
 	return cfg
 }
 

@@ -45,8 +45,9 @@ type registrationAnswer struct {
 func (c *clientRegistry) register(w http.ResponseWriter, r *http.Request) {
 	registryCORS(w)
 	now := c.s.deps.Now()
-	if !c.limit.allow(registerBucket(r), now) {
-		c.s.deps.Logger.Info("authserver: registration refused: rate", "addr", r.RemoteAddr)
+	bucket := registerBucket(r, c.s.deps.TrustProxyHeaders)
+	if !c.limit.allow(bucket, now) {
+		c.s.deps.Logger.Info("authserver: registration refused: rate", "addr", bucket)
 		w.Header().Set("Retry-After", "60")
 		writeRegisterError(w, http.StatusTooManyRequests, &metadataError{Code: "temporarily_unavailable", Description: "too many registrations from this address"})
 		return

@@ -329,7 +329,7 @@ func TestAddrLimiter(t *testing.T) {
 	req := func(addr string) string {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.RemoteAddr = addr
-		return registerBucket(r)
+		return registerBucket(r, false)
 	}
 	if !l.allow(req("[2001:db8:1:2::1]:5"), now) {
 		t.Fatal("first registration of an address refused")

@@ -30,10 +30,14 @@ func (s *Server) PublicKeys() []PublicKey {
 
 // Revoked reports whether the access token of claims was issued under a
 // grant since revoked (RFC 7009, a reused refresh token or code, the
-// admin page): the gate refuses it at once rather than when it expires.
-// A token without a grant id is not one of ours and is not refused
-// here.
+// admin page), or to a user no longer in the config: the gate refuses it
+// at once rather than when it expires. A token without a grant id is
+// not one of ours and is not refused here.
 func (s *Server) Revoked(claims map[string]any) bool {
 	gid, _ := claims["gid"].(string)
-	return gid != "" && s.store.Revoked(gid)
+	if gid == "" {
+		return false
+	}
+	sub, _ := claims["sub"].(string)
+	return !s.login.passwords.known(sub) || s.store.Revoked(gid)
 }

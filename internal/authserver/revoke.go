@@ -1,8 +1,8 @@
 package authserver
 
 import (
+	"errors"
 	"net/http"
-	"slices"
 )
 
 // The revocation endpoint (RFC 7009): a refresh token or an access token
@@ -31,7 +31,13 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 		if claims.ClientID == c.ID {
 			gid, _ = claims.Claims["gid"].(string)
 		}
-	} else if g := p.grantOfRefresh(r, token); g != nil && g.ClientID == c.ID {
+	} else if g, err := p.grantOfRefresh(r, token); err != nil {
+		// Not answered 200: the client would drop a token that still
+		// works, believing it revoked (RFC 7009 2.2.1 lets us say so).
+		p.s.deps.Logger.Error("revoke: finding a refresh token's grant", "err", err)
+		writeError(w, r, errServerError, "the token could not be checked; try again")
+		return
+	} else if g != nil && g.ClientID == c.ID {
 		gid = g.ID
 	}
 	if gid != "" {
@@ -48,20 +54,13 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// grantOfRefresh finds the grant whose current or replaced refresh token
-// is token. Grants are few (a personal gateway's clients), and only a
-// client revoking comes here.
-func (p *provider) grantOfRefresh(r *http.Request, token string) *Grant {
-	grants, err := p.s.store.Grants(r.Context())
-	if err != nil {
-		p.s.deps.Logger.Error("revoke: listing grants", "err", err)
-		return nil
+// grantOfRefresh finds the grant whose current or replaced refresh
+// token is token: nil when there is none, an error when the Store
+// cannot say.
+func (p *provider) grantOfRefresh(r *http.Request, token string) (*Grant, error) {
+	g, err := p.s.store.RefreshGrant(r.Context(), hashOf(token))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
 	}
-	h := hashOf(token)
-	for _, g := range grants {
-		if g.Refresh == h || slices.Contains(g.Previous, h) {
-			return g
-		}
-	}
-	return nil
+	return g, err
 }

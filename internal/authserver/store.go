@@ -142,7 +142,10 @@ type Store interface {
 	// CodeGrant); an unknown or expired code returns ErrNotFound.
 	TakeCode(ctx context.Context, code Hash) (requestID string, err error)
 	// CodeGrant records the grant issued for a code, so that a replay of
-	// the code revokes it.
+	// the code revokes it. A code replayed between its TakeCode and its
+	// CodeGrant (the replay had no grant to revoke) returns ErrReused
+	// after revoking grantID: the race must not save a stolen code's
+	// grant.
 	CodeGrant(ctx context.Context, code Hash, grantID string) error
 
 	// PutGrant adds or replaces a grant.
@@ -159,6 +162,13 @@ type Store interface {
 	// Expires = expires. A hash in Previous returns ErrReused after
 	// revoking the grant; an unknown or expired one ErrNotFound.
 	Rotate(ctx context.Context, old, next Hash, expires time.Time) (*Grant, error)
+	// RefreshGrant returns the grant whose current or replaced refresh
+	// token is h, changing nothing (the caller tells the two apart by
+	// the grant's Refresh), or ErrNotFound. The token endpoint checks a
+	// refresh request against it before Rotate, so that a refused
+	// request leaves the client its token; revocation finds the grant of
+	// a refresh token with it.
+	RefreshGrant(ctx context.Context, h Hash) (*Grant, error)
 	// Revoked reports whether grant id was revoked. It is on the path of
 	// every request bearing one of our tokens, so it answers from memory
 	// (a Redis Store keeps the set of revoked grants in memory, told of

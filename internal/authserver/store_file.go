@@ -154,6 +154,11 @@ func (f *fileStore) TakeCode(ctx context.Context, code Hash) (id string, err err
 	return id, err
 }
 
+// CodeGrant is written when it revokes (a code replayed before it).
+func (f *fileStore) CodeGrant(ctx context.Context, code Hash, grantID string) error {
+	return f.change(func() error { return f.memStore.CodeGrant(ctx, code, grantID) })
+}
+
 func (f *fileStore) PutGrant(ctx context.Context, g *Grant) error {
 	return f.change(func() error { return f.memStore.PutGrant(ctx, g) })
 }

@@ -55,6 +55,9 @@ type codeRecord struct {
 	expires time.Time
 	taken   bool
 	grant   string
+	// replayed: presented again before its grant was recorded, so
+	// CodeGrant revokes that grant as the replay could not.
+	replayed bool
 }
 
 func newMemStore(now func() time.Time, revokedFor time.Duration) *memStore {
@@ -182,6 +185,8 @@ func (m *memStore) TakeCode(_ context.Context, code Hash) (string, error) {
 	if c.taken {
 		if c.grant != "" {
 			m.revokeLocked(c.grant)
+		} else {
+			c.replayed = true
 		}
 		return "", ErrReused
 	}
@@ -195,6 +200,10 @@ func (m *memStore) CodeGrant(_ context.Context, code Hash, grantID string) error
 	c, ok := m.codes[code]
 	if !ok {
 		return ErrNotFound
+	}
+	if c.replayed {
+		m.revokeLocked(grantID)
+		return ErrReused
 	}
 	c.grant = grantID
 	return nil
@@ -306,6 +315,20 @@ func (m *memStore) Rotate(_ context.Context, old, next Hash, expires time.Time) 
 		return nil, ErrReused
 	}
 	return nil, ErrNotFound
+}
+
+func (m *memStore) RefreshGrant(_ context.Context, h Hash) (*Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.refresh[h]
+	if !ok {
+		id, ok = m.previous[h]
+	}
+	g, found := m.grants[id]
+	if !ok || !found {
+		return nil, ErrNotFound
+	}
+	return cloneGrant(g), nil
 }
 
 func (m *memStore) Revoked(id string) bool {

@@ -320,12 +320,19 @@ func (s *redisStore) TakeCode(ctx context.Context, code Hash) (string, error) {
 }
 
 func (s *redisStore) CodeGrant(ctx context.Context, code Hash, grantID string) error {
+	args := s.revokeArgs()
 	return s.call(ctx, func(ctx context.Context) error {
-		n, err := codeGrantScript.Run(ctx, s.rdb, []string{redisPrefix + "code:" + hexHash(code)}, grantID).Int()
-		if err == nil && n == 0 {
+		n, err := codeGrantScript.Run(ctx, s.rdb, []string{redisPrefix + "code:" + hexHash(code)}, append(args, grantID)...).Int()
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
 			return ErrNotFound
+		case n < 0:
+			s.noteRevoked(grantID, time.UnixMilli(args[2].(int64)))
+			return ErrReused
 		}
-		return err
+		return nil
 	})
 }
 

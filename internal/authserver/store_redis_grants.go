@@ -174,14 +174,37 @@ func (s *redisStore) Rotate(ctx context.Context, old, next Hash, expires time.Ti
 			return ErrNotFound
 		}
 		flat, _ := res[1].([]any)
-		f := make(map[string]string, len(flat)/2)
-		for i := 0; i+1 < len(flat); i += 2 {
-			k, _ := flat[i].(string)
-			v, _ := flat[i+1].(string)
-			f[k] = v
-		}
-		g, err = grantOf(f)
+		g, err = grantOf(fieldsOf(flat))
 		return err
 	})
 	return g, err
+}
+
+func (s *redisStore) RefreshGrant(ctx context.Context, h Hash) (*Grant, error) {
+	var g *Grant
+	err := s.call(ctx, func(ctx context.Context) error {
+		x := hexHash(h)
+		keys := []string{redisPrefix + "refresh:" + x, redisPrefix + "prev:" + x}
+		flat, err := refreshGrantScript.Run(ctx, s.rdb, keys, redisPrefix).Slice()
+		if err != nil {
+			return err
+		}
+		if len(flat) == 0 {
+			return ErrNotFound
+		}
+		g, err = grantOf(fieldsOf(flat))
+		return err
+	})
+	return g, err
+}
+
+// fieldsOf is a script's HGETALL reply as a map.
+func fieldsOf(flat []any) map[string]string {
+	f := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		f[k] = v
+	}
+	return f
 }

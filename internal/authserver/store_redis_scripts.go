@@ -56,17 +56,23 @@ if c[2] == '1' then
     revoke(ARGV[1], c[3], ARGV[2], ARGV[3], ARGV[4])
     return {'reused', c[3]}
   end
+  redis.call('HSET', KEYS[1], 'replayed', '1')
   return {'reused', ''}
 end
 redis.call('HSET', KEYS[1], 'taken', '1')
 return {'ok', c[1]}
 `)
 
-// codeGrantScript: KEYS[1] the code, ARGV[1] the grant id. 0 when the
-// code is gone.
-var codeGrantScript = redis.NewScript(`
+// codeGrantScript: KEYS[1] the code; after the common four, ARGV[5]
+// the grant id. 0 when the code is gone; -1 when it was replayed before
+// (the grant is then revoked); 1 when recorded.
+var codeGrantScript = redis.NewScript(luaRevoke + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'grant', ARGV[1])
+if redis.call('HGET', KEYS[1], 'replayed') == '1' then
+  revoke(ARGV[1], ARGV[5], ARGV[2], ARGV[3], ARGV[4])
+  return -1
+end
+redis.call('HSET', KEYS[1], 'grant', ARGV[5])
 return 1
 `)
 
@@ -133,6 +139,16 @@ if reused then
   return {'reused', reused}
 end
 return {'notfound'}
+`)
+
+// refreshGrantScript: KEYS[1] a token's refresh index, KEYS[2] its
+// replaced-token index, ARGV[1] the key prefix. The HGETALL of the
+// grant either index names, or an empty list: one script, so that a
+// rotation in between cannot make the two reads disagree.
+var refreshGrantScript = redis.NewScript(`
+local gid = redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2])
+if not gid then return {} end
+return redis.call('HGETALL', ARGV[1] .. 'grant:' .. gid)
 `)
 
 // revokeScript: ARGV[5] the grant id.

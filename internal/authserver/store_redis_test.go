@@ -141,6 +141,16 @@ func TestRedisStoreTwoReplicas(t *testing.T) {
 				t.Fatalf("%d redemptions of one code succeeded, want exactly 1", won)
 			}
 
+			// The raced code was replayed before its grant was recorded,
+			// so recording one revokes it (the Store contract): the grant
+			// below is another code's, redeemed once.
+			code = secret("the second code")
+			if err := a.PutCode(ctx, code, "req1", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if id, err := a.TakeCode(ctx, code); err != nil || id != "req1" {
+				t.Fatalf("TakeCode: %q %v", id, err)
+			}
 			g := testGrant("g1", "c1", "r1", clock.Now())
 			if err := a.PutGrant(ctx, g); err != nil {
 				t.Fatal(err)

@@ -134,6 +134,26 @@ func testStoreContract(t *testing.T, kind storeUnderTest) {
 		if _, err := s.Grant(ctx, "g1"); !errors.Is(err, ErrNotFound) || !s.Revoked("g1") {
 			t.Errorf("the replayed code's grant: %v, revoked %v", err, s.Revoked("g1"))
 		}
+		// A replay between TakeCode and CodeGrant: CodeGrant revokes.
+		raced := secret("raced")
+		if err := s.PutCode(ctx, raced, "req3", 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TakeCode(ctx, raced); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TakeCode(ctx, raced); !errors.Is(err, ErrReused) {
+			t.Fatalf("code replayed before its grant: %v, want ErrReused", err)
+		}
+		if err := s.PutGrant(ctx, testGrant("g9", "c1", "r9", start)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CodeGrant(ctx, raced, "g9"); !errors.Is(err, ErrReused) {
+			t.Errorf("CodeGrant after a replay: %v, want ErrReused", err)
+		}
+		if _, err := s.Grant(ctx, "g9"); !errors.Is(err, ErrNotFound) || !s.Revoked("g9") {
+			t.Errorf("the grant of a code replayed before CodeGrant: %v, revoked %v; want revoked", err, s.Revoked("g9"))
+		}
 		if _, err := s.TakeCode(ctx, secret("never issued")); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown code: %v, want ErrNotFound", err)
 		}
@@ -175,6 +195,22 @@ func testStoreContract(t *testing.T, kind storeUnderTest) {
 		if g, err := s.Grant(ctx, "g1"); err != nil || g.Refresh != secret("r2") || g.User != "ann" || g.Resource != testGrant("", "", "", start).Resource {
 			t.Fatalf("Grant after Rotate: %+v %v", g, err)
 		}
+		// RefreshGrant finds a grant by its current token and by one it
+		// replaced, and changes nothing.
+		for _, tok := range []string{"r2", "r1"} {
+			if g, err := s.RefreshGrant(ctx, secret(tok)); err != nil || g.ID != "g1" || g.Refresh != secret("r2") || g.ClientID != "c1" || g.Resource != testGrant("", "", "", start).Resource {
+				t.Fatalf("RefreshGrant(%s): %+v %v", tok, g, err)
+			}
+		}
+		if g, err := s.RefreshGrant(ctx, secret("other")); err != nil || g.ID != "g2" {
+			t.Fatalf("RefreshGrant(other): %+v %v", g, err)
+		}
+		if _, err := s.RefreshGrant(ctx, secret("never issued")); !errors.Is(err, ErrNotFound) {
+			t.Errorf("RefreshGrant of an unknown token: %v, want ErrNotFound", err)
+		}
+		if s.Revoked("g1") {
+			t.Fatal("RefreshGrant of a replaced token revoked its grant")
+		}
 		if _, err := s.Rotate(ctx, secret("never issued"), secret("x"), expires); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unknown refresh token: %v, want ErrNotFound", err)
 		}
@@ -196,6 +232,11 @@ func testStoreContract(t *testing.T, kind storeUnderTest) {
 		}
 		if _, err := s.Rotate(ctx, secret("other"), secret("x"), expires); !errors.Is(err, ErrNotFound) {
 			t.Errorf("refresh of a revoked grant: %v, want ErrNotFound", err)
+		}
+		for _, tok := range []string{"other", "r1", "r2"} {
+			if _, err := s.RefreshGrant(ctx, secret(tok)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("RefreshGrant(%s) of a revoked grant: %v, want ErrNotFound", tok, err)
+			}
 		}
 		if list, _ := s.Grants(ctx); len(list) != 0 {
 			t.Errorf("Grants after revoking both: %v", list)

@@ -26,9 +26,10 @@ const (
 	throttleMaxDelay = 15 * time.Minute
 	throttleForget   = time.Hour
 	// throttleMaxKeys bounds the table: past it, the key idle longest
-	// goes first. Someone spraying user names from many addresses can
-	// push an entry out, but never past the per-address count of the
-	// address they use at the moment.
+	// goes first, never a configured user's (keep). Someone spraying
+	// user names from many addresses can push an address's or an
+	// unknown name's entry out, but never a real user's count, nor past
+	// the per-address count of the address they use at the moment.
 	throttleMaxKeys = 10000
 )
 
@@ -36,6 +37,13 @@ const (
 // guards keys; nothing is called while holding it.
 type throttle struct {
 	now func() time.Time
+	// max bounds the table but for the keep keys (throttleMaxKeys;
+	// tests lower it); keep are the keys of the configured users, which
+	// are never evicted: a guesser who floods the table with fresh keys
+	// would otherwise wipe the count of the user they guess and get
+	// throttleFree guesses again each time. Both are set before use.
+	max  int
+	keep map[string]bool
 
 	mu   sync.Mutex
 	keys map[string]*failures
@@ -47,7 +55,7 @@ type failures struct {
 }
 
 func newThrottle(now func() time.Time) *throttle {
-	return &throttle{now: now, keys: map[string]*failures{}}
+	return &throttle{now: now, max: throttleMaxKeys, keys: map[string]*failures{}}
 }
 
 // delay is the wait after n failures before the next attempt.
@@ -67,7 +75,41 @@ func throttleDelay(n int) time.Duration {
 func (t *throttle) wait(keys ...string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.waitLocked(t.now(), keys)
+}
+
+// attempt is wait and fail at once: an attempt that may go on is
+// counted as a failure before its secret is checked, and one that
+// succeeds takes it back (succeeded). Checked first and counted after,
+// a burst of attempts sent together would all pass the check before the
+// first of them failed: a guesser's hundreds of guesses in parallel
+// instead of throttleFree.
+func (t *throttle) attempt(keys ...string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	now := t.now()
+	if d := t.waitLocked(now, keys); d > 0 {
+		return d
+	}
+	t.failLocked(now, keys)
+	return 0
+}
+
+// succeeded takes back the failure attempt counted against every one
+// of keys.
+func (t *throttle) succeeded(keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		if f := t.keys[k]; f != nil {
+			if f.n--; f.n <= 0 {
+				delete(t.keys, k)
+			}
+		}
+	}
+}
+
+func (t *throttle) waitLocked(now time.Time, keys []string) time.Duration {
 	var longest time.Duration
 	for _, k := range keys {
 		f := t.keys[k]
@@ -83,15 +125,19 @@ func (t *throttle) wait(keys ...string) time.Duration {
 	return longest
 }
 
-// fail counts a failed attempt against every one of keys.
+// fail counts a failed attempt against every one of keys (attempt
+// counts its own; fail is for a failure found without one).
 func (t *throttle) fail(keys ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
+	t.failLocked(t.now(), keys)
+}
+
+func (t *throttle) failLocked(now time.Time, keys []string) {
 	for _, k := range keys {
 		f := t.keys[k]
 		if f == nil || now.Sub(f.last) >= throttleForget {
-			if f == nil && len(t.keys) >= throttleMaxKeys {
+			if f == nil && len(t.keys) >= t.max {
 				t.evictLocked(now)
 			}
 			f = &failures{}
@@ -110,7 +156,7 @@ func (t *throttle) forget(key string) {
 }
 
 // evictLocked makes room for one key: the forgotten ones go, else the
-// one idle longest.
+// one idle longest that is not a configured user's.
 func (t *throttle) evictLocked(now time.Time) {
 	var oldest string
 	var oldestAt time.Time
@@ -119,11 +165,11 @@ func (t *throttle) evictLocked(now time.Time) {
 			delete(t.keys, k)
 			continue
 		}
-		if oldest == "" || f.last.Before(oldestAt) {
+		if !t.keep[k] && (oldest == "" || f.last.Before(oldestAt)) {
 			oldest, oldestAt = k, f.last
 		}
 	}
-	if len(t.keys) >= throttleMaxKeys {
+	if len(t.keys) >= t.max && oldest != "" {
 		delete(t.keys, oldest)
 	}
 }

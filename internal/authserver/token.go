@@ -187,7 +187,13 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 		writeError(w, r, errServerError, "the grant could not be stored")
 		return
 	}
-	if err := p.s.store.CodeGrant(ctx, h, g.ID); err != nil {
+	if err := p.s.store.CodeGrant(ctx, h, g.ID); errors.Is(err, ErrReused) {
+		// The code was replayed while it was being redeemed: one of the
+		// two was not the client. The Store revoked the grant.
+		p.s.deps.Logger.Warn("authorization code replayed during its redemption: its grant is revoked", "client_id", c.ID)
+		writeError(w, r, errInvalidGrant, "the code was used twice; the tokens issued for it are revoked")
+		return
+	} else if err != nil {
 		// Without the link a replay of the code could not revoke the
 		// grant: give nothing out for it.
 		p.revokeQuietly(ctx, g.ID)
@@ -213,9 +219,49 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		writeError(w, r, errInvalidRequest, "refresh_token is required")
 		return
 	}
+	// The request is checked against the token's grant before the token
+	// rotates: a refused request leaves the client its token. A replaced
+	// token goes straight to Rotate, which treats it as reuse.
+	h := hashOf(old)
+	found, err := p.s.store.RefreshGrant(ctx, h)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, r, errInvalidGrant, "unknown, expired or revoked refresh token")
+		return
+	case err != nil:
+		p.s.deps.Logger.Error("token: finding a refresh token's grant", "err", err)
+		writeError(w, r, errServerError, "the refresh token could not be checked")
+		return
+	}
+	var scopes []string
+	if found.Refresh == h {
+		if found.ClientID != c.ID {
+			// Another client holds this client's token: stolen.
+			p.revokeQuietly(ctx, found.ID)
+			p.s.deps.Logger.Warn("refresh token of another client: its grant is revoked", "client_id", c.ID, "grant_client_id", found.ClientID)
+			writeError(w, r, errInvalidGrant, "the refresh token was issued to another client")
+			return
+		}
+		if !p.s.login.passwords.known(found.User) {
+			// The operator removed the user: their grants end with them.
+			p.revokeQuietly(ctx, found.ID)
+			p.s.deps.Logger.Info("refresh of a removed user's grant: revoked", "client_id", c.ID, "user", found.User)
+			writeError(w, r, errInvalidGrant, "the grant's user may no longer sign in; it is revoked")
+			return
+		}
+		if msg := sameResourceAsked(form["resource"], found.Resource); msg != "" {
+			writeError(w, r, errInvalidTarget, msg)
+			return
+		}
+		var msg string
+		if scopes, msg = narrowed(p, form, found.Scopes); msg != "" {
+			writeError(w, r, errInvalidScope, msg)
+			return
+		}
+	}
 	now := p.s.deps.Now()
 	next := newSecret()
-	g, err := p.s.store.Rotate(ctx, hashOf(old), hashOf(next), now.Add(p.s.cfg.RefreshTokenTTL))
+	g, err := p.s.store.Rotate(ctx, h, hashOf(next), now.Add(p.s.cfg.RefreshTokenTTL))
 	switch {
 	case errors.Is(err, ErrReused):
 		p.s.deps.Logger.Warn("refresh token reused: its grant is revoked", "client_id", c.ID)
@@ -229,23 +275,12 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		writeError(w, r, errServerError, "the refresh token could not be checked")
 		return
 	}
-	// The checks below come after the rotation (the Store finds a grant
-	// by its token only while rotating it): a request that fails them
-	// has used up its token. Each is a client's bug or an attack.
-	if g.ClientID != c.ID {
-		// Another client holds this client's token: stolen.
+	if g.ID != found.ID || found.Refresh != h {
+		// Cannot happen (a token names one grant for good, and a replaced
+		// one never rotates); refuse rather than issue under checks made
+		// on another grant.
 		p.revokeQuietly(ctx, g.ID)
-		p.s.deps.Logger.Warn("refresh token of another client: its grant is revoked", "client_id", c.ID, "grant_client_id", g.ClientID)
-		writeError(w, r, errInvalidGrant, "the refresh token was issued to another client")
-		return
-	}
-	if msg := sameResourceAsked(form["resource"], g.Resource); msg != "" {
-		writeError(w, r, errInvalidTarget, msg)
-		return
-	}
-	scopes, msg := narrowed(p, form, g.Scopes)
-	if msg != "" {
-		writeError(w, r, errInvalidScope, msg)
+		writeError(w, r, errInvalidGrant, "the refresh token changed grants")
 		return
 	}
 	p.issue(w, r, g, scopes, next)

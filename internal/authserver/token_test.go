@@ -176,9 +176,8 @@ func TestRefreshRotation(t *testing.T) {
 		{"other resource", url.Values{"resource": {filesURL}}, "invalid_target"},
 		{"two resources", url.Values{"resource": {memoryURL, filesURL}}, "invalid_target"},
 	} {
-		// A refused refresh has used its token up (the checks follow the
-		// rotation, the Store finding a grant by its token only then):
-		// each case has a grant of its own.
+		// Each case has a grant of its own (that a refused refresh keeps
+		// its token is TestRefusedRefreshKeepsItsToken's).
 		_, r := w.tokens()
 		if status, body := w.refresh(r, tc.extra); status != http.StatusBadRequest || body["error"] != tc.want {
 			t.Fatalf("%s: %d %v, want %s", tc.name, status, body, tc.want)
