@@ -52,6 +52,28 @@ type Issuer struct {
 	// Introspection checks its opaque tokens (nil: none). At most one
 	// issuer has it: an opaque token does not say who issued it.
 	Introspection *Introspection
+	// Keys, when set, gives the issuer's verification keys in process,
+	// and JWKSURL is not used: the gateway's own authorization server,
+	// whose keys the gateway holds (an HTTP fetch to itself would cost a
+	// round trip and could go through a proxy that is not there yet). It
+	// is called for every token of the issuer, so it must be cheap.
+	Keys func() []PublicKey
+	// Revoked, when set, is asked about every token of the issuer whose
+	// signature, times and audience passed, with its claims: true refuses
+	// it (401 invalid_token). The gateway's own authorization server
+	// answers from its revoked grants, so that a revoked grant's access
+	// tokens stop at once rather than when they expire.
+	Revoked func(claims map[string]any) bool
+}
+
+// PublicKey is a verification key an Issuer's Keys gives: its key id
+// (the tokens' "kid"), the algorithm it is for ("" for whatever its type
+// fits) and the key (*rsa.PublicKey, *ecdsa.PublicKey or
+// ed25519.PublicKey).
+type PublicKey struct {
+	ID        string
+	Algorithm string
+	Key       any
 }
 
 // Introspection is an RFC 7662 introspection endpoint and the gateway's
@@ -164,6 +186,8 @@ type issuer struct {
 	audiences     []string
 	algorithms    []string
 	keys          *keySet
+	local         func() []PublicKey // Issuer.Keys
+	revoked       func(map[string]any) bool
 	introspection *Introspection
 }
 
@@ -299,7 +323,7 @@ func (g *Gate) newIssuer(c Issuer) (*issuer, error) {
 	if in := c.Introspection; in != nil && in.URL == "" {
 		return nil, errors.New("introspection without a URL")
 	}
-	is := &issuer{id: c.Issuer, algorithms: slices.Clone(algs), introspection: c.Introspection}
+	is := &issuer{id: c.Issuer, algorithms: slices.Clone(algs), introspection: c.Introspection, local: c.Keys, revoked: c.Revoked}
 	for _, a := range c.Audiences {
 		is.audiences = append(is.audiences, canonicalResource(a))
 	}

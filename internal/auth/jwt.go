@@ -53,7 +53,15 @@ func (g *Gate) checkJWT(ctx context.Context, raw string, t Target) (*Principal, 
 		return nil, invalid("algorithm %s is not accepted from %s (accepted: %s)", alg, iss, strings.Join(is.algorithms, ", "))
 	}
 	kid, _ := tok.Header["kid"].(string)
-	keys, f := is.keys.lookup(ctx, kid, alg)
+	var (
+		keys []jwt.VerificationKey
+		f    *failure
+	)
+	if is.local != nil {
+		keys, f = is.localKeys(kid, alg)
+	} else {
+		keys, f = is.keys.lookup(ctx, kid, alg)
+	}
 	if f != nil {
 		return nil, f
 	}
@@ -79,6 +87,9 @@ func (g *Gate) checkJWT(ctx context.Context, raw string, t Target) (*Principal, 
 	}
 	if name == "" {
 		return nil, invalid("it names no subject (sub)")
+	}
+	if is.revoked != nil && is.revoked(claims) {
+		return nil, invalid("it was revoked")
 	}
 	p := &Principal{Name: g.principalName(iss, name), Kind: KindToken, Scopes: tokenScopes(claims), Claims: claims, Issuer: iss}
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
@@ -165,4 +176,29 @@ func quoteList(list []string) string {
 		out = append(out, quoteClaim(s))
 	}
 	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// localKeys returns the keys of an issuer with an in-process key source
+// (Issuer.Keys) that may have signed a token of alg naming kid.
+func (is *issuer) localKeys(kid, alg string) ([]jwt.VerificationKey, *failure) {
+	var fit []jwt.VerificationKey
+	known := false
+	for _, pk := range is.local() {
+		if kid != "" && pk.ID != kid {
+			continue
+		}
+		known = true
+		if (jwk{kid: pk.ID, alg: pk.Algorithm, key: pk.Key}).fits(alg) {
+			fit = append(fit, pk.Key)
+		}
+	}
+	switch {
+	case len(fit) > 0:
+		return fit, nil
+	case kid != "" && known:
+		return nil, invalid("key %s of %s is not a key for %s", quoteClaim(kid), is.id, alg)
+	case kid != "":
+		return nil, invalid("unknown key id %s (not a key of %s)", quoteClaim(kid), is.id)
+	}
+	return nil, invalid("no key of %s is for %s", is.id, alg)
 }

@@ -161,4 +161,9 @@ type Store interface {
 	// PutPasskey adds a user's passkey; Passkeys lists a user's.
 	PutPasskey(ctx context.Context, p *Passkey) error
 	Passkeys(ctx context.Context, user string) ([]*Passkey, error)
+
+	// Close stops what the Store runs in the background (a Redis Store's
+	// revocation subscriber) and waits for it. The gateway calls it once,
+	// after the Server has stopped serving.
+	Close() error
 }

@@ -14,8 +14,11 @@ import (
 // holding it.
 type memStore struct {
 	now func() time.Time
+	// revokedFor is how long a revoked grant is remembered: the longest
+	// an access token issued under it stays valid.
+	revokedFor time.Duration
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards everything below
 	clients  map[string]*Client
 	requests map[string]expiring[*AuthRequest]
 	codes    map[Hash]*codeRecord
@@ -23,10 +26,24 @@ type memStore struct {
 	revoked  map[string]time.Time // grant id -> when it may be forgotten
 	passkeys map[string][]*Passkey
 	seed     []byte
-	// revokedFor is how long a revoked grant is remembered: the longest
-	// an access token issued under it stays valid.
-	revokedFor time.Duration
+	// refresh and previous index the grants by their current refresh
+	// token and by the tokens it replaced (grant id), so that Rotate
+	// finds a token's grant without scanning them all.
+	refresh  map[Hash]string
+	previous map[Hash]string
+	// nextSweep is when sweepLocked next looks for expired records.
+	nextSweep time.Time
+	// gen counts the changes of what the file store writes (clients,
+	// grants, revocations, passkeys, the seed): it writes when a call
+	// moved it.
+	gen uint64
 }
+
+// sweepEvery bounds how often the expired requests, codes and
+// revocations are dropped: a sweep walks them all, so running it on
+// every put made a burst of authorizations quadratic. Records live at
+// most sweepEvery past their expiry (they are refused from it on).
+const sweepEvery = time.Minute
 
 type expiring[T any] struct {
 	v       T
@@ -52,6 +69,8 @@ func newMemStore(now func() time.Time, revokedFor time.Duration) *memStore {
 		grants:     map[string]*Grant{},
 		revoked:    map[string]time.Time{},
 		passkeys:   map[string][]*Passkey{},
+		refresh:    map[Hash]string{},
+		previous:   map[Hash]string{},
 		revokedFor: revokedFor,
 	}
 }
@@ -81,6 +100,7 @@ func (m *memStore) PutClient(_ context.Context, c *Client) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.clients[c.ID] = cloneClient(c)
+	m.gen++
 	return nil
 }
 
@@ -109,6 +129,8 @@ func (m *memStore) DeleteClient(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.clients, id)
+	m.gen++
+	// An admin's act, rare: a scan of the grants is fine here.
 	for gid, g := range m.grants {
 		if g.ClientID == id {
 			m.revokeLocked(gid)
@@ -184,8 +206,34 @@ func (m *memStore) PutGrant(_ context.Context, g *Grant) error {
 	if _, gone := m.revoked[g.ID]; gone {
 		return ErrNotFound // a grant revoked while its tokens were issued stays revoked
 	}
-	m.grants[g.ID] = cloneGrant(g)
+	if old, ok := m.grants[g.ID]; ok {
+		m.unindexLocked(old)
+	}
+	gg := cloneGrant(g)
+	m.grants[g.ID] = gg
+	m.indexLocked(gg)
+	m.gen++
 	return nil
+}
+
+// indexLocked enters g's refresh tokens in the indexes; unindexLocked
+// takes them out.
+func (m *memStore) indexLocked(g *Grant) {
+	m.refresh[g.Refresh] = g.ID
+	for _, h := range g.Previous {
+		m.previous[h] = g.ID
+	}
+}
+
+func (m *memStore) unindexLocked(g *Grant) {
+	if m.refresh[g.Refresh] == g.ID {
+		delete(m.refresh, g.Refresh)
+	}
+	for _, h := range g.Previous {
+		if m.previous[h] == g.ID {
+			delete(m.previous, h)
+		}
+	}
 }
 
 func (m *memStore) Grant(_ context.Context, id string) (*Grant, error) {
@@ -212,6 +260,7 @@ func (m *memStore) Grants(context.Context) ([]*Grant, error) {
 func (m *memStore) RevokeGrant(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sweepLocked()
 	m.revokeLocked(id)
 	return nil
 }
@@ -219,8 +268,12 @@ func (m *memStore) RevokeGrant(_ context.Context, id string) error {
 // revokeLocked forgets grant id and remembers it as revoked for as long
 // as one of its access tokens may live.
 func (m *memStore) revokeLocked(id string) {
-	delete(m.grants, id)
+	if g, ok := m.grants[id]; ok {
+		m.unindexLocked(g)
+		delete(m.grants, id)
+	}
 	m.revoked[id] = m.now().Add(m.revokedFor)
+	m.gen++
 }
 
 // maxPrevious bounds the replaced refresh tokens a grant remembers for
@@ -233,22 +286,24 @@ func (m *memStore) Rotate(_ context.Context, old, next Hash, expires time.Time) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	for id, g := range m.grants {
-		if g.Refresh == old {
-			if !now.Before(g.Expires) {
-				return nil, ErrNotFound
-			}
-			g.Previous = append(g.Previous, old)
-			if len(g.Previous) > maxPrevious {
-				g.Previous = slices.Delete(g.Previous, 0, len(g.Previous)-maxPrevious)
-			}
-			g.Refresh, g.Expires, g.LastUsed = next, expires, now
-			return cloneGrant(g), nil
+	if id, ok := m.refresh[old]; ok {
+		g := m.grants[id]
+		if !now.Before(g.Expires) {
+			return nil, ErrNotFound
 		}
-		if slices.Contains(g.Previous, old) {
-			m.revokeLocked(id)
-			return nil, ErrReused
+		m.unindexLocked(g)
+		g.Previous = append(g.Previous, old)
+		if len(g.Previous) > maxPrevious {
+			g.Previous = slices.Delete(g.Previous, 0, len(g.Previous)-maxPrevious)
 		}
+		g.Refresh, g.Expires, g.LastUsed = next, expires, now
+		m.gen++
+		m.indexLocked(g)
+		return cloneGrant(g), nil
+	}
+	if id, ok := m.previous[old]; ok {
+		m.revokeLocked(id)
+		return nil, ErrReused
 	}
 	return nil, ErrNotFound
 }
@@ -265,6 +320,7 @@ func (m *memStore) Seed(context.Context) ([]byte, error) {
 	defer m.mu.Unlock()
 	if m.seed == nil {
 		m.seed = make([]byte, 32)
+		m.gen++
 		_, _ = rand.Read(m.seed) // never fails (crypto/rand)
 	}
 	return slices.Clone(m.seed), nil
@@ -274,7 +330,9 @@ func (m *memStore) PutPasskey(_ context.Context, p *Passkey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pp := *p
+	pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
 	m.passkeys[p.User] = append(m.passkeys[p.User], &pp)
+	m.gen++
 	return nil
 }
 
@@ -284,15 +342,23 @@ func (m *memStore) Passkeys(_ context.Context, user string) ([]*Passkey, error) 
 	var out []*Passkey
 	for _, p := range m.passkeys[user] {
 		pp := *p
+		pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
 		out = append(out, &pp)
 	}
 	return out, nil
 }
 
+func (m *memStore) Close() error { return nil }
+
 // sweepLocked drops expired requests, codes and revocations, so that a
-// flood of abandoned authorizations cannot grow memory without end.
+// flood of abandoned authorizations cannot grow memory without end; at
+// most once every sweepEvery.
 func (m *memStore) sweepLocked() {
 	now := m.now()
+	if now.Before(m.nextSweep) {
+		return
+	}
+	m.nextSweep = now.Add(sweepEvery)
 	for id, e := range m.requests {
 		if !now.Before(e.expires) {
 			delete(m.requests, id)

@@ -103,3 +103,7 @@ func NewAuthServer() *AuthServer {
 		Passkeys:                true,
 	}
 }
+
+// DefaultStateFile is the authorization server's state file, next to the
+// config file, unless gateway.auth.server.stateFile says otherwise.
+const DefaultStateFile = "mcpgate-auth.json"

@@ -16,6 +16,8 @@ func (d *decoder) auth(path string, raw json.RawMessage, dst **Auth) {
 		switch key {
 		case "oauth":
 			d.oauth(p, v, &a.OAuth)
+		case "server":
+			d.authServer(p, v, &a.Server)
 		case "apiKeys":
 			d.apiKeys(p, v, &a.APIKeys)
 		case "publicUrl":
@@ -29,6 +31,7 @@ func (d *decoder) auth(path string, raw json.RawMessage, dst **Auth) {
 	}) {
 		return
 	}
+	a.serverDefaults()
 	*dst = a
 }
 

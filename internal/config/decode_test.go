@@ -292,6 +292,7 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"r": {"type": "http", "url": "${U}"}}, "gateway": {"drainTimeout": "1s"}}`,
 		`{"mcpServers": {"a": {"command": "x", "roots": [{"uri": "file:///"}], "env": {"A": "${B}"}}}}`,
 		`{"mcpServers": {"a": {"command": "x", "prefix": "", "tools": {"deny": ["x*"]}}}, "gateway": {"endpoints": {"all": false, "e": {"servers": ["a"], "separator": "_"}}}}`,
+		`{"mcpServers": {"a": {"command": "x"}}, "gateway": {"auth": {"publicUrl": "https://gw", "server": {"users": [{"name": "me", "passwordHash": "${X}"}], "redirectUris": ["https://*.a.b:*/cb"], "scopes": ["mcp"], "accessTokenTtl": "1m", "signInCode": false}}}}`,
 		`{"mcpServers": {"a": {"command": "x", "auth": {"scopes": ["s"]}}, "b": {"command": "y", "auth": false}}, "gateway": {"auth": {"oauth": {"issuers": [{"issuer": "https://as", "algorithms": ["ES256"], "introspection": {"url": "https://as/i", "clientId": "c", "clientSecret": "${X}"}}], "scopes": ["mcp"]}, "apiKeys": [{"name": "k", "keyEnv": "X", "servers": ["a"]}], "publicUrl": "https://gw", "required": false}}}`,
 	} {
 		f.Add([]byte(seed))

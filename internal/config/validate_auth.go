@@ -32,10 +32,13 @@ func (c *Config) checkAuth(ps *Problems) {
 	path := join("gateway", "auth")
 	if a.OAuth != nil {
 		a.OAuth.check(ps, join(path, "oauth"))
-	} else if len(a.APIKeys) == 0 {
+	} else if len(a.APIKeys) == 0 && a.Server == nil {
 		ps.add(path, `configures no credentials: add "oauth" issuers or "apiKeys" (or remove "auth")`)
 	}
 	c.checkAPIKeys(ps, join(path, "apiKeys"))
+	if a.Server != nil {
+		a.Server.check(ps, join(path, "server"))
+	}
 	if a.PublicURL != "" {
 		p := join(path, "publicUrl")
 		u, err := url.Parse(a.PublicURL)

@@ -1,6 +1,7 @@
 package seal
 
 import (
+	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -76,6 +77,9 @@ type keySet struct {
 type ringKey struct {
 	id   string
 	aead cipher.AEAD
+	// secret is kept only for Derive, which hands out keys derived from
+	// it, never the secret itself.
+	secret []byte
 }
 
 // New returns a ring of keys, which must hold exactly one primary and no
@@ -162,7 +166,7 @@ func newKeySet(keys []Key) (*keySet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("seal: key %q: %w", k.ID, err)
 		}
-		rk := &ringKey{id: k.ID, aead: aead}
+		rk := &ringKey{id: k.ID, aead: aead, secret: bytes.Clone(k.Secret)}
 		set.byID[k.ID] = rk
 		if k.Primary {
 			if set.primary != nil {
