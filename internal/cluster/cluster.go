@@ -220,6 +220,19 @@ func (c *Cluster) Down() bool { return c.health.Load() == healthDown }
 // Dropped is how many releases were dropped with the queue full.
 func (c *Cluster) Dropped() int64 { return c.dropped.Load() }
 
+// Redis is the client of gateway.cluster's Redis, for the other records
+// the gateway keeps there (the authorization server's store); nil without
+// one. Its calls are bounded as the Cluster's own (Timeout for dial,
+// read, write and pool wait, no retries), but they do not go through the
+// Cluster's health: their callers see Redis's errors themselves. Close
+// closes it.
+func (c *Cluster) Redis() redis.UniversalClient {
+	if c.rdb == nil {
+		return nil // not a nil *redis.Client in a non-nil interface
+	}
+	return c.rdb
+}
+
 // Redis health states.
 const (
 	healthUnknown int32 = iota
