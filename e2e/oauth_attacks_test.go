@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -298,4 +300,48 @@ func revoke(t *testing.T, c oauthClient, token, hint string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestOAuthServerDocumentFence: a client ID metadata document is fetched from the URL an
+// anonymous caller of /oauth/authorize names, so the gateway must never fetch one from a
+// private or loopback address (SSRF). A listener on loopback stands where the document would
+// be: the authorization is refused with a 400 page, and nothing ever connects to it.
+func TestOAuthServerDocumentFence(t *testing.T) {
+	g := startAuthGateway(t, nil)
+	if !g.meta.CIMD {
+		t.Fatal("the metadata does not say client_id_metadata_document_supported (on by default)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+
+	_, challenge := newPKCE()
+	for _, id := range []string{
+		"https://127.0.0.1:" + port + "/client.json",
+		"https://localhost:" + port + "/client.json",
+		"https://[::ffff:127.0.0.1]:" + port + "/client.json",
+	} {
+		c := oauthClient{meta: g.meta, id: id, redirect: loopbackRedirect}
+		p := newUserAgent(t).get(t, c.authorizeURL(g.resource("everything"), challenge, nil))
+		if p.status != http.StatusBadRequest || p.location != nil {
+			t.Errorf("client id %s: %d (Location %v), want a 400 page", id, p.status, p.location)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the gateway connected %d times to the loopback address a client id named", n)
+	}
 }

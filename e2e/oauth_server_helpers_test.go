@@ -64,9 +64,11 @@ func passwordHash(t *testing.T, password string) string {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "passwd")
 	cmd.Stdin = strings.NewReader(password + "\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("mcpgate passwd: %v (%s)", err, out)
+		t.Fatalf("mcpgate passwd: %v: %s%s", err, out, stderr.String())
 	}
 	hash := strings.TrimSpace(string(out))
 	if !strings.HasPrefix(hash, "$argon2id$") && !strings.HasPrefix(hash, "$2") {
