@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -72,8 +73,8 @@ func checkDocumentURL(id string) error {
 	switch {
 	case err != nil || u.Opaque != "":
 		return errors.New("not a URL")
-	case u.Scheme != "https":
-		return errors.New("not https")
+	case !strings.HasPrefix(id, "https://"):
+		return errors.New("not https (written in lower case: it is compared as a string)")
 	case u.User != nil:
 		return errors.New("has userinfo")
 	case u.Fragment != "" || strings.IndexByte(id, '#') >= 0:
@@ -116,12 +117,8 @@ func newDocuments(r *clientRegistry) *documents {
 // it is fresh, else a new fetch (shared with any other caller fetching
 // it now).
 func (d *documents) client(ctx context.Context, id string) (*Client, error) {
-	stored, err := d.r.s.store.Client(ctx, id)
-	switch {
-	case err == nil && (!stored.Document || d.r.s.deps.Now().Before(stored.Expires)):
-		return stored, nil
-	case err != nil && !errors.Is(err, ErrNotFound):
-		return nil, err
+	if c, err := d.stored(ctx, id); c != nil || err != nil {
+		return c, err
 	}
 	d.mu.Lock()
 	call, ok := d.inflight[id]
@@ -142,7 +139,7 @@ func (d *documents) client(ctx context.Context, id string) (*Client, error) {
 		}
 	}
 	// The fetch outlives a caller that gives up: the others wait on it.
-	call.c, call.err = d.load(context.WithoutCancel(ctx), id, stored)
+	call.c, call.err = d.lead(context.WithoutCancel(ctx), id)
 	d.mu.Lock()
 	delete(d.inflight, id)
 	d.mu.Unlock()
@@ -153,9 +150,34 @@ func (d *documents) client(ctx context.Context, id string) (*Client, error) {
 	return cloneClient(call.c), nil
 }
 
-// load fetches, checks and stores the document at id. stored is the
-// expired copy, if any, whose creation time the new one keeps.
-func (d *documents) load(ctx context.Context, id string, stored *Client) (*Client, error) {
+// lead is the one fetch of id in progress. It looks in the Store again
+// first: a fetch that ended between our first look and our taking the
+// lead has stored a fresh copy, which saves a second fetch.
+func (d *documents) lead(ctx context.Context, id string) (*Client, error) {
+	if c, err := d.stored(ctx, id); c != nil || err != nil {
+		return c, err
+	}
+	return d.load(ctx, id)
+}
+
+// stored returns the Store's client of id unless it is missing or an
+// expired document (then nil, nil).
+func (d *documents) stored(ctx context.Context, id string) (*Client, error) {
+	c, err := d.r.s.store.Client(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case c.Document && !d.r.s.deps.Now().Before(c.Expires):
+		return nil, nil
+	}
+	return c, nil
+}
+
+// load fetches, checks and stores the document at id. A refreshed
+// document keeps its creation time (the order pruning goes by).
+func (d *documents) load(ctx context.Context, id string) (*Client, error) {
 	refuse := func(reason string) error { return &documentError{url: id, reason: reason} }
 	if err := checkDocumentURL(id); err != nil {
 		return nil, refuse(err.Error())
@@ -164,7 +186,7 @@ func (d *documents) load(ctx context.Context, id string, stored *Client) (*Clien
 	if err != nil {
 		d.r.s.deps.Logger.Info("authserver: client metadata document not fetched", "url", id, "err", err)
 		switch {
-		case errors.Is(err, errBlockedAddress), errors.Is(err, errFetchBusy):
+		case errors.Is(err, errBlockedAddress), errors.Is(err, errFetchBusy), errors.Is(err, errBadAnswer):
 			return nil, refuse(err.Error())
 		case errors.Is(err, context.DeadlineExceeded):
 			return nil, refuse("fetch timed out")
@@ -184,8 +206,8 @@ func (d *documents) load(ctx context.Context, id string, stored *Client) (*Clien
 	}
 	now := d.r.s.deps.Now()
 	c.ID, c.Document, c.CreatedAt, c.Expires = id, true, now, now.Add(cacheTTL(cacheControl))
-	if stored != nil {
-		c.CreatedAt = stored.CreatedAt
+	if old, err := d.r.s.store.Client(ctx, id); err == nil {
+		c.CreatedAt = old.CreatedAt
 	}
 	if err := d.r.admit(ctx, c); err != nil {
 		return nil, err
@@ -205,7 +227,9 @@ func cacheTTL(header string) time.Duration {
 			return minDocTTL
 		case "max-age":
 			n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 63)
-			if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				n = math.MaxInt32 // RFC 9111 1.2.2: a delta too large is 2^31
+			} else if err != nil {
 				return minDocTTL // a garbled max-age: keep it the least time
 			}
 			ttl = time.Duration(min(n, uint64(maxDocTTL/time.Second))) * time.Second

@@ -31,17 +31,19 @@ import (
 //     than queued, since a flood of document URLs must not hold
 //     /authorize handlers.
 //
-// allowPrivate lifts the address rule: set only by tests, whose servers
-// listen on loopback. Fields are static after construction (tests set
-// theirs before the first fetch).
+// allowDial lets chosen addresses through the fence: set only by tests,
+// whose servers listen on loopback (so a test can let its document
+// server through and still see every other loopback address refused).
+// Fields are static after construction (tests set theirs before the
+// first fetch).
 type docFetcher struct {
-	client       *http.Client
-	transport    *http.Transport
-	lookup       func(ctx context.Context, host string) ([]netip.Addr, error)
-	allowPrivate bool
-	timeout      time.Duration
-	maxBody      int64
-	slots        chan struct{} // a token per fetch in progress
+	client    *http.Client
+	transport *http.Transport
+	lookup    func(ctx context.Context, host string) ([]netip.Addr, error)
+	allowDial func(netip.AddrPort) bool
+	timeout   time.Duration
+	maxBody   int64
+	slots     chan struct{} // a token per fetch in progress
 }
 
 // Bounds of a document fetch.
@@ -56,6 +58,10 @@ const (
 var (
 	errBlockedAddress = errors.New("its host is not at a public address")
 	errFetchBusy      = errors.New("too many client metadata documents being fetched")
+	// errBadAnswer: the host answered, but not with a document (a status
+	// other than 200, a body over the cap). Its text is the client's to
+	// see, unlike a connection error's, which names our network.
+	errBadAnswer = errors.New("not a document")
 )
 
 func newDocFetcher() *docFetcher {
@@ -109,14 +115,14 @@ func (f *docFetcher) fetch(ctx context.Context, url string) (body []byte, cacheC
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("answered %d, not 200", resp.StatusCode)
+		return nil, "", fmt.Errorf("%w: status %d, not 200", errBadAnswer, resp.StatusCode)
 	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
 	if err != nil {
 		return nil, "", err
 	}
 	if int64(len(body)) > f.maxBody {
-		return nil, "", fmt.Errorf("larger than %d bytes", f.maxBody)
+		return nil, "", fmt.Errorf("%w: larger than %d bytes", errBadAnswer, f.maxBody)
 	}
 	return body, resp.Header.Get("Cache-Control"), nil
 }
@@ -141,7 +147,7 @@ func (f *docFetcher) dial(ctx context.Context, network, addr string) (net.Conn, 
 		return nil, fmt.Errorf("%s has no address", host)
 	}
 	for _, a := range addrs {
-		if !f.allowed(a) {
+		if !f.allowed(netip.AddrPortFrom(a, uint16(port))) {
 			return nil, fmt.Errorf("%s resolves to %s: %w", host, a, errBlockedAddress)
 		}
 	}
@@ -163,14 +169,14 @@ func (f *docFetcher) dial(ctx context.Context, network, addr string) (net.Conn, 
 // the check no resolver can change after the fact.
 func (f *docFetcher) control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
-	if err != nil || !f.allowed(ap.Addr()) {
+	if err != nil || !f.allowed(ap) {
 		return fmt.Errorf("connect to %s: %w", address, errBlockedAddress)
 	}
 	return nil
 }
 
-func (f *docFetcher) allowed(a netip.Addr) bool {
-	return f.allowPrivate || publicAddr(a)
+func (f *docFetcher) allowed(ap netip.AddrPort) bool {
+	return publicAddr(ap.Addr()) || f.allowDial != nil && f.allowDial(ap)
 }
 
 // nonPublic are the special-use blocks (RFC 6890 and its updates) a
