@@ -1,8 +1,9 @@
 // Package admin serves the gateway's admin API (JSON under /admin/) and its
 // status page (/status): what an operator asks of a running gateway (its
-// servers' processes and states, the live sessions, the request rate) and
-// the two things it may do (end a session, restart a shared server's
-// process).
+// servers' processes and states, the live sessions, the request rate, the
+// clients and grants of its own authorization server) and what it may do
+// (end a session, restart a shared server's process, revoke a grant,
+// delete a client).
 //
 // One of several replicas (gateway.cluster) answers for itself: its
 // summary and status page name it (Source.Cluster), each session says
@@ -11,9 +12,10 @@
 // its whole id (docs/operations.md, "With several replicas").
 //
 // The gateway builds a Handler on a Source (its servers and the HTTP
-// front's sessions) and serves it on the main listener or on a listener of
-// its own (gateway.admin.listen). The package imports only auth: it sees the
-// gateway through Source.
+// front's sessions, and its authorization server when it has one) and
+// serves it on the main listener or on a listener of its own
+// (gateway.admin.listen). The package imports only auth: it sees the
+// gateway through Source and AuthServer (oauth.go).
 //
 // Every request needs the admin token (Config.Token, compared in constant
 // time) or a principal that the gateway's Authenticator accepts and whose
@@ -178,7 +180,11 @@ type Config struct {
 	// a trusted proxy (gateway.trustProxyHeaders) besides the Host: the
 	// status page's own buttons behind a proxy that rewrites Host.
 	TrustProxyHeaders bool
-	Logger            *slog.Logger
+	// AuthServer is the gateway's own authorization server, whose
+	// clients and grants the API lists and revokes (oauth.go); nil when
+	// gateway.auth.server is off.
+	AuthServer AuthServer
+	Logger     *slog.Logger
 }
 
 // Handler serves /admin/ and /status.
@@ -210,6 +216,7 @@ func New(cfg Config) *Handler {
 	h.mux.HandleFunc("POST /admin/servers/{name}/restart", h.restart)
 	h.mux.HandleFunc("GET /admin/sessions", h.sessions)
 	h.mux.HandleFunc("DELETE /admin/sessions/{id}", h.endSession)
+	h.oauthRoutes() // oauth.go
 	h.mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody("nothing at "+r.Method+" "+r.URL.Path))
 	})

@@ -24,6 +24,9 @@ type Summary struct {
 	Sessions      int    `json:"sessions"`
 	// Cluster says which replica answers; absent with one replica.
 	Cluster *Cluster `json:"cluster,omitempty"`
+	// AuthServer: the gateway runs its own authorization server, whose
+	// clients and grants /admin/oauth/ lists.
+	AuthServer bool `json:"authServer,omitempty"`
 }
 
 func (h *Handler) summary(w http.ResponseWriter, r *http.Request) {
@@ -33,6 +36,7 @@ func (h *Handler) summary(w http.ResponseWriter, r *http.Request) {
 		Version: h.cfg.Version, Time: now.UTC(), UptimeSeconds: now.Sub(h.start).Seconds(),
 		RequestsTotal: h.cfg.Source.RequestsTotal(), Servers: len(servers),
 		Sessions: len(h.cfg.Source.Sessions(now)), Cluster: h.cfg.Source.Cluster(),
+		AuthServer: h.cfg.AuthServer != nil,
 	}
 	for _, sv := range servers {
 		if sv.Ready {
