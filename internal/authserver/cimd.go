@@ -204,15 +204,35 @@ func (d *documents) load(ctx context.Context, id string) (*Client, error) {
 	if err != nil {
 		return nil, refuse(err.Error())
 	}
+	c.URI = documentHome(id, c.URI)
 	now := d.r.s.deps.Now()
 	c.ID, c.Document, c.CreatedAt, c.Expires = id, true, now, now.Add(cacheTTL(cacheControl))
 	if old, err := d.r.s.store.Client(ctx, id); err == nil {
 		c.CreatedAt = old.CreatedAt
 	}
-	if err := d.r.admit(ctx, c); err != nil {
+	if err := d.r.admit(ctx, c); errors.Is(err, errClientsFull) {
+		return nil, refuse("no room for another client")
+	} else if err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// documentHome is the home page the consent page shows for a document's
+// client: its client_uri when that is on the document's own host, else
+// the document's origin. Anyone can write "client_uri":
+// "https://claude.ai" in a document they host; only the host of the
+// client_id is proven (by serving the document), so that is the one shown
+// (the draft's 6.3 asks to show it).
+func documentHome(id, clientURI string) string {
+	u, err := url.Parse(id)
+	if err != nil {
+		return ""
+	}
+	if h, err := url.Parse(clientURI); err == nil && clientURI != "" && strings.EqualFold(h.Hostname(), u.Hostname()) {
+		return clientURI
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // cacheTTL is how long a document may be kept, from its Cache-Control

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/mcpgate/mcpgate/internal/config"
 )
 
@@ -34,6 +36,7 @@ type docHost struct {
 
 func newDocHost(t *testing.T) *docHost {
 	t.Helper()
+	noLeaks(t)
 	h := &docHost{}
 	h.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.hits.Add(1)
@@ -45,6 +48,14 @@ func newDocHost(t *testing.T) *docHost {
 	t.Cleanup(h.srv.Close)
 	h.url = "https://example.com:" + h.srv.URL[strings.LastIndexByte(h.srv.URL, ':')+1:]
 	return h
+}
+
+// noLeaks checks, once the test and its cleanups are done (it is
+// registered before them, so it runs after them), that no goroutine it
+// started is left: no fetch, connection or waiter outlives its caller.
+func noLeaks(t *testing.T) {
+	current := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, current) })
 }
 
 func (h *docHost) serve(handle func(w http.ResponseWriter, r *http.Request)) {
@@ -69,10 +80,10 @@ func (h *docHost) addrPort() netip.AddrPort {
 	return netip.MustParseAddrPort(h.srv.Listener.Addr().String())
 }
 
-// trust points s's document fetcher at hosts: example.com resolves to the
+// trustDocHosts points s's document fetcher at hosts: example.com resolves to the
 // first one's address, each one's certificate is trusted, and exactly
 // their addresses pass the fence.
-func trust(s *Server, hosts ...*docHost) {
+func trustDocHosts(s *Server, hosts ...*docHost) {
 	f := s.clients.docs.fetch
 	pool := x509.NewCertPool()
 	allowed := map[netip.AddrPort]bool{}
@@ -96,10 +107,10 @@ const testDocument = `{"client_id":%q,"client_name":"Doc Client","client_uri":"h
 	"grant_types":["authorization_code","refresh_token"],"token_endpoint_auth_method":"none","logo_uri":"https://example.com/l.png"}`
 
 func TestClientFromDocument(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "public, max-age=600")
 	ctx := context.Background()
 	id := h.url + "/oauth/client.json"
@@ -107,9 +118,12 @@ func TestClientFromDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ID != id || !c.Document || c.Name != "Doc Client" || c.AuthMethod != authNone || len(c.RedirectURIs) != 2 ||
+	if c.ID != id || !c.Document || c.Name != "Doc Client" || c.AuthMethod != clientAuthNone || len(c.RedirectURIs) != 2 ||
 		c.URI != "https://example.com" || !c.Expires.Equal(clock.Now().Add(10*time.Minute)) || c.SecretHash != (Hash{}) {
 		t.Fatalf("client %+v", c)
+	}
+	if got := documentHome(id, "https://claude.ai"); got != h.url {
+		t.Errorf("a document on %s claiming client_uri https://claude.ai shows home %q", h.url, got)
 	}
 	if !registeredRedirect(c.RedirectURIs, "http://127.0.0.1:50123/callback") {
 		t.Error("the document's loopback redirect does not match on another port")
@@ -127,15 +141,15 @@ func TestClientFromDocument(t *testing.T) {
 		t.Fatalf("after expiry: %+v, %v, %d fetches", c, err, h.hits.Load())
 	}
 	cs, _ := s.store.Clients(ctx)
-	if len(cs) != 1 || !cs[0].CreatedAt.Equal(newTestClock().Now()) {
+	if len(cs) != 1 || !cs[0].CreatedAt.Equal(clientsTestStart) {
 		t.Errorf("store after a refresh: %d clients, %+v", len(cs), cs)
 	}
 }
 
 func TestClientDocumentsOff(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), func(c *config.AuthServer) { c.ClientMetadataDocuments = false })
+	s := newClientsServer(t, newClientsClock(), func(c *config.AuthServer) { c.ClientMetadataDocuments = false })
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "")
 	if _, err := s.clients.client(context.Background(), h.url+"/c.json"); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrClientDocument) {
 		t.Fatalf("documents off: %v, want plain ErrNotFound", err)
@@ -163,9 +177,9 @@ func TestClientDocumentRefusals(t *testing.T) {
 		{"created", testDocument, "201", 201},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newClientsServer(t, newTestClock(), nil)
+			s := newClientsServer(t, newClientsClock(), nil)
 			h := newDocHost(t)
-			trust(s, h)
+			trustDocHosts(s, h)
 			h.serve(func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(tc.status)
 				fmt.Fprintf(w, tc.doc, h.url+r.URL.Path)
@@ -188,7 +202,7 @@ func TestClientDocumentRefusals(t *testing.T) {
 }
 
 func TestClientDocumentURLRules(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	var lookups atomic.Int32
 	s.clients.docs.fetch.lookup = func(context.Context, string) ([]netip.Addr, error) {
 		lookups.Add(1)
@@ -228,9 +242,9 @@ func TestClientDocumentURLRules(t *testing.T) {
 // TestClientDocumentOneFetchPerURL: however many asks arrive while a
 // document is being fetched, it is fetched once.
 func TestClientDocumentOneFetchPerURL(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var inHandler, most atomic.Int32
 	h.serve(func(w http.ResponseWriter, r *http.Request) {
@@ -270,9 +284,9 @@ func TestClientDocumentOneFetchPerURL(t *testing.T) {
 }
 
 func TestClientDocumentNoRedirects(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h, target := newDocHost(t), newDocHost(t)
-	trust(s, h, target)
+	trustDocHosts(s, h, target)
 	target.serveDocument(testDocument, "")
 	for _, to := range []string{target.srv.URL + "/c.json", "http://169.254.169.254/latest/meta-data/", "https://[::1]/c.json"} {
 		h.serve(func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, http.StatusFound) })
@@ -287,11 +301,13 @@ func TestClientDocumentNoRedirects(t *testing.T) {
 }
 
 func TestClientDocumentTimeout(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	s.clients.docs.fetch.timeout = 100 * time.Millisecond
-	h.serve(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before the server closes: Close waits for this handler
+	h.serve(func(w http.ResponseWriter, r *http.Request) { <-stop })
 	_, err := s.clients.client(context.Background(), h.url+"/c.json")
 	if !errors.Is(err, ErrClientDocument) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("a server that never answers: %v", err)
@@ -299,9 +315,9 @@ func TestClientDocumentTimeout(t *testing.T) {
 }
 
 func TestClientDocumentFetchesBounded(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "")
 	f := s.clients.docs.fetch
 	for range cap(f.slots) {

@@ -3,38 +3,21 @@ package authserver
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// testClock is a clock tests move by hand.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clientsTestStart is where every test's clock starts.
+var clientsTestStart = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestClock() *testClock {
-	return &testClock{t: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClientsClock() *testkit.Clock { return testkit.NewClock(clientsTestStart) }
 
 // newClientsServer builds a Server with the default config (issuer
 // https://gw.example.com), changed by edit, on clock.
-func newClientsServer(t testing.TB, clock *testClock, edit func(*config.AuthServer)) *Server {
+func newClientsServer(t testing.TB, clock *testkit.Clock, edit func(*config.AuthServer)) *Server {
 	t.Helper()
 	cfg := config.NewAuthServer()
 	cfg.Issuer = "https://gw.example.com"
@@ -59,7 +42,7 @@ func TestNewRefusesBadRedirectPattern(t *testing.T) {
 }
 
 func TestRedirectAllowedFollowsConfig(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), func(c *config.AuthServer) {
+	s := newClientsServer(t, newClientsClock(), func(c *config.AuthServer) {
 		c.RedirectURIs = []string{"https://app.example.com/cb"}
 		c.LoopbackRedirects = false
 	})
@@ -72,19 +55,19 @@ func TestRedirectAllowedFollowsConfig(t *testing.T) {
 	if s.clients.redirectAllowed("http://127.0.0.1:8000/cb") {
 		t.Error("a loopback URL is allowed with loopbackRedirects off")
 	}
-	d := newClientsServer(t, newTestClock(), nil)
+	d := newClientsServer(t, newClientsClock(), nil)
 	if !d.clients.redirectAllowed("https://claude.ai/api/mcp/auth_callback") || !d.clients.redirectAllowed("http://localhost:1234/cb") {
 		t.Error("the defaults do not allow Claude's callback and loopback")
 	}
 }
 
 func TestClientFromStore(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	ctx := context.Background()
 	if _, err := s.clients.client(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown client: %v, want ErrNotFound", err)
 	}
-	want := &Client{ID: "abc", RedirectURIs: []string{"http://127.0.0.1/cb"}, AuthMethod: authNone}
+	want := &Client{ID: "abc", RedirectURIs: []string{"http://127.0.0.1/cb"}, AuthMethod: clientAuthNone}
 	if err := s.store.PutClient(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +78,13 @@ func TestClientFromStore(t *testing.T) {
 }
 
 func TestAdmitPrunesOldestUnusedClients(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	s.clients.maxClients = 3
 	ctx := context.Background()
 	add := func(id string) error {
 		clock.Advance(time.Minute)
-		return s.clients.admit(ctx, &Client{ID: id, CreatedAt: clock.Now(), AuthMethod: authNone})
+		return s.clients.admit(ctx, &Client{ID: id, CreatedAt: clock.Now(), AuthMethod: clientAuthNone})
 	}
 	for _, id := range []string{"a", "b", "c"} {
 		if err := add(id); err != nil {

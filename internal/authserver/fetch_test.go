@@ -33,9 +33,9 @@ func TestDocumentFetchRefusesNonPublicAddresses(t *testing.T) {
 		{"93.184.215.14", "10.0.0.1"},
 	} {
 		t.Run(addrs[0], func(t *testing.T) {
-			s := newClientsServer(t, newTestClock(), nil)
+			s := newClientsServer(t, newClientsClock(), nil)
 			h := newDocHost(t)
-			trust(s, h)
+			trustDocHosts(s, h)
 			h.serveDocument(testDocument, "")
 			f := s.clients.docs.fetch
 			f.allowDial = nil // the test option off: the fence as in production
@@ -64,7 +64,7 @@ func TestDocumentFetchRefusesNonPublicAddresses(t *testing.T) {
 // TestDocumentFetchRefusesLoopbackURLs: the same with the system
 // resolver, for URLs that name loopback or a private address outright.
 func TestDocumentFetchRefusesLoopbackURLs(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
 	h.serveDocument(testDocument, "")
 	port := h.url[strings.LastIndexByte(h.url, ':'):]
@@ -84,9 +84,9 @@ func TestDocumentFetchRefusesLoopbackURLs(t *testing.T) {
 // (DNS rebinding: the name resolves elsewhere by the time it is dialled)
 // is still refused, before any connection.
 func TestDocumentFetchChecksAtDial(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	h := newDocHost(t)
-	trust(s, h)
+	trustDocHosts(s, h)
 	h.serveDocument(testDocument, "")
 	var checks atomic.Int32
 	s.clients.docs.fetch.allowDial = func(ap netip.AddrPort) bool {

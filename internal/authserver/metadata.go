@@ -32,9 +32,9 @@ const (
 
 // The token endpoint auth methods the provider serves.
 const (
-	authNone       = "none"
-	authSecretPost = "client_secret_post"
-	authSecretBase = "client_secret_basic"
+	clientAuthNone  = "none"
+	clientAuthPost  = "client_secret_post"
+	clientAuthBasic = "client_secret_basic"
 )
 
 // clientMetadata is the decoded JSON. Decoding is case-sensitive and
@@ -114,13 +114,13 @@ func (m *clientMetadata) toClient(policy *redirectPolicy, document bool) (*Clien
 	switch {
 	case document && (len(m.ClientSecret) > 0 || len(m.ClientSecretExpiresAt) > 0):
 		return nil, badMetadata("client_secret: a client metadata document carries no secret")
-	case document && method != "" && method != authNone:
+	case document && method != "" && method != clientAuthNone:
 		return nil, badMetadata("token_endpoint_auth_method: a client metadata document's client is public (\"none\"), not %q", method)
 	case method == "" && document:
-		method = authNone
+		method = clientAuthNone
 	case method == "":
-		method = authSecretBase // RFC 7591 2
-	case method != authNone && method != authSecretPost && method != authSecretBase:
+		method = clientAuthBasic // RFC 7591 2
+	case method != clientAuthNone && method != clientAuthPost && method != clientAuthBasic:
 		return nil, badMetadata("token_endpoint_auth_method: %q is not one of none, client_secret_post, client_secret_basic", method)
 	}
 	if err := checkClientName(m.ClientName, document); err != nil {

@@ -33,7 +33,7 @@ func TestMetadataDocumentRules(t *testing.T) {
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)
-		case tc.want == "" && c.AuthMethod != authNone:
+		case tc.want == "" && c.AuthMethod != clientAuthNone:
 			t.Errorf("%s: auth method %q, want none", tc.name, c.AuthMethod)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want a refusal naming %s", tc.name, err, tc.want)
@@ -79,7 +79,7 @@ func FuzzDecodeRegistration(f *testing.F) {
 				t.Fatalf("accepted redirect URI %q the policy refuses", u)
 			}
 		}
-		if !slices.Contains([]string{authNone, authSecretPost, authSecretBase}, c.AuthMethod) || document && c.AuthMethod != authNone {
+		if !slices.Contains([]string{clientAuthNone, clientAuthPost, clientAuthBasic}, c.AuthMethod) || document && c.AuthMethod != clientAuthNone {
 			t.Fatalf("accepted auth method %q (document %v)", c.AuthMethod, document)
 		}
 		if len(c.Name) > maxClientName || !utf8.ValidString(c.Name) || document && c.Name == "" {

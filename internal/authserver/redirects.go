@@ -185,10 +185,10 @@ func checkRedirectRest(rest string, wildcard bool) error {
 		if rest[i] != '%' {
 			continue
 		}
-		if i+2 >= len(rest) || !isHex(rest[i+1]) || !isHex(rest[i+2]) {
+		if i+2 >= len(rest) || !redirectHex(rest[i+1]) || !redirectHex(rest[i+2]) {
 			return fmt.Errorf("%w: bad percent-encoding", errRedirect)
 		}
-		b := unhex(rest[i+1])<<4 | unhex(rest[i+2])
+		b := redirectUnhex(rest[i+1])<<4 | redirectUnhex(rest[i+2])
 		if i < len(path) && (b == '/' || b == '\\' || b == '.' || b == '%') || b < 0x20 || b == 0x7f {
 			return fmt.Errorf("%w: encoded %q in the path", errRedirect, b)
 		}
@@ -196,11 +196,11 @@ func checkRedirectRest(rest string, wildcard bool) error {
 	return nil
 }
 
-func isHex(c byte) bool {
+func redirectHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-func unhex(c byte) byte {
+func redirectUnhex(c byte) byte {
 	switch {
 	case c <= '9':
 		return c - '0'
@@ -242,7 +242,7 @@ func newRedirectPolicy(patterns []string, loopback bool) (*redirectPolicy, error
 			return nil, fmt.Errorf("gateway.auth.server.redirectUris[%d]: %q: http is for loopback hosts only", i, s)
 		}
 		labels := strings.Split(p.host, ".")
-		if last := lastIndex(labels, "*"); last >= 0 && len(labels)-last-1 < 2 {
+		if last := lastLabel(labels, "*"); last >= 0 && len(labels)-last-1 < 2 {
 			return nil, fmt.Errorf("gateway.auth.server.redirectUris[%d]: %q: \"*\" needs two fixed labels after it", i, s)
 		}
 		rp.patterns = append(rp.patterns, p)
@@ -250,7 +250,7 @@ func newRedirectPolicy(patterns []string, loopback bool) (*redirectPolicy, error
 	return rp, nil
 }
 
-func lastIndex(labels []string, v string) int {
+func lastLabel(labels []string, v string) int {
 	for i := len(labels) - 1; i >= 0; i-- {
 		if labels[i] == v {
 			return i

@@ -24,10 +24,10 @@ import (
 // of the longest allowed and every other field fit in it.
 const maxRegistrationBody = 32 << 10
 
-// registration is the answer of RFC 7591 3.2.1: the client's identifier,
+// registrationAnswer is the answer of RFC 7591 3.2.1: the client's identifier,
 // its secret when it has one, and the metadata as registered (defaults
 // filled in, unused fields left out).
-type registration struct {
+type registrationAnswer struct {
 	ClientID         string `json:"client_id"`
 	ClientSecret     string `json:"client_secret,omitempty"`
 	ClientIDIssuedAt int64  `json:"client_id_issued_at"`
@@ -80,13 +80,13 @@ func (c *clientRegistry) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cl.ID, cl.CreatedAt = randomClientToken(16), now
-	out := registration{
+	out := registrationAnswer{
 		ClientID: cl.ID, ClientIDIssuedAt: now.Unix(),
 		RedirectURIs: cl.RedirectURIs, TokenEndpointAuth: cl.AuthMethod,
 		GrantTypes: m.GrantTypes, ResponseTypes: m.ResponseTypes,
 		ClientName: cl.Name, ClientURI: cl.URI,
 	}
-	if cl.AuthMethod != authNone {
+	if cl.AuthMethod != clientAuthNone {
 		out.ClientSecret = randomClientToken(32)
 		cl.SecretHash = sha256.Sum256([]byte(out.ClientSecret))
 		out.ClientSecretExpiresAt = new(int64)

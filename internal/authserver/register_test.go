@@ -5,12 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 )
@@ -35,7 +38,7 @@ func postRegister(t *testing.T, url, contentType, body string) (*http.Response, 
 }
 
 func TestRegisterPublicClient(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, out := postRegister(t, srv.URL, "application/json", `{
@@ -63,7 +66,7 @@ func TestRegisterPublicClient(t *testing.T) {
 	if _, ok := out["client_secret"]; ok {
 		t.Error("a public client got a secret")
 	}
-	if out["client_id_issued_at"] != float64(newTestClock().Now().Unix()) {
+	if out["client_id_issued_at"] != float64(clientsTestStart.Unix()) {
 		t.Errorf("client_id_issued_at %v", out["client_id_issued_at"])
 	}
 	if got := out["token_endpoint_auth_method"]; got != "none" {
@@ -87,7 +90,7 @@ func TestRegisterPublicClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AuthMethod != authNone || c.SecretHash != (Hash{}) || c.Name != "Claude" || c.URI != "https://claude.ai" || len(c.RedirectURIs) != 2 || c.Document {
+	if c.AuthMethod != clientAuthNone || c.SecretHash != (Hash{}) || c.Name != "Claude" || c.URI != "https://claude.ai" || len(c.RedirectURIs) != 2 || c.Document {
 		t.Errorf("stored client %+v", c)
 	}
 	// A second registration is a second client.
@@ -97,10 +100,45 @@ func TestRegisterPublicClient(t *testing.T) {
 	}
 }
 
+// TestRegisterWithGoSDKClient registers through the official Go SDK's
+// RFC 7591 client, as an MCP client built on it does.
+func TestRegisterWithGoSDKClient(t *testing.T) {
+	s := newClientsServer(t, newClientsClock(), nil)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	ctx := context.Background()
+	got, err := oauthex.RegisterClient(ctx, srv.URL+"/oauth/register", &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:            []string{"http://localhost:8085/callback"},
+		TokenEndpointAuthMethod: "none",
+		GrantTypes:              []string{"authorization_code", "refresh_token"},
+		ResponseTypes:           []string{"code"},
+		ClientName:              "go-sdk client",
+		Scope:                   "mcp",
+		SoftwareID:              "mcpgate-test",
+	}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ClientID == "" || got.ClientSecret != "" || !got.ClientIDIssuedAt.Equal(clientsTestStart) || got.TokenEndpointAuthMethod != "none" ||
+		len(got.RedirectURIs) != 1 || got.ClientName != "go-sdk client" {
+		t.Fatalf("registration %+v", got)
+	}
+	if c, err := s.clients.client(ctx, got.ClientID); err != nil || c.Name != "go-sdk client" {
+		t.Fatalf("registered client not found: %+v, %v", c, err)
+	}
+	_, err = oauthex.RegisterClient(ctx, srv.URL+"/oauth/register", &oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{"https://claude.ai.evil.com/api/mcp/auth_callback"},
+	}, srv.Client())
+	var refused *oauthex.ClientRegistrationError
+	if !errors.As(err, &refused) || refused.ErrorCode != "invalid_redirect_uri" || !strings.Contains(refused.ErrorDescription, "redirect_uris[0]") {
+		t.Fatalf("look-alike redirect: %v, want invalid_redirect_uri naming redirect_uris[0]", err)
+	}
+}
+
 func TestRegisterConfidentialClient(t *testing.T) {
-	for _, method := range []string{"", authSecretBase, authSecretPost} {
+	for _, method := range []string{"", clientAuthBasic, clientAuthPost} {
 		t.Run("method="+method, func(t *testing.T) {
-			s := newClientsServer(t, newTestClock(), nil)
+			s := newClientsServer(t, newClientsClock(), nil)
 			srv := httptest.NewServer(s.Handler())
 			defer srv.Close()
 			body := `{"redirect_uris":["https://claude.ai/api/mcp/auth_callback"]`
@@ -113,7 +151,7 @@ func TestRegisterConfidentialClient(t *testing.T) {
 			}
 			want := method
 			if want == "" {
-				want = authSecretBase // RFC 7591 2: the default
+				want = clientAuthBasic // RFC 7591 2: the default
 			}
 			secret, _ := out["client_secret"].(string)
 			if out["token_endpoint_auth_method"] != want || len(secret) < 40 || out["client_secret_expires_at"] != float64(0) {
@@ -135,7 +173,7 @@ func TestRegisterConfidentialClient(t *testing.T) {
 }
 
 func TestRegisterRefusals(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
@@ -197,7 +235,7 @@ func TestRegisterRefusals(t *testing.T) {
 }
 
 func TestRegisterBounds(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, out := postRegister(t, srv.URL, "text/plain", `{"redirect_uris":["http://127.0.0.1/cb"]}`)
@@ -212,7 +250,7 @@ func TestRegisterBounds(t *testing.T) {
 }
 
 func TestRegisterMethodsAndCORS(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), nil)
+	s := newClientsServer(t, newClientsClock(), nil)
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodOptions, srv.URL+"/oauth/register", nil)
@@ -240,7 +278,7 @@ func TestRegisterMethodsAndCORS(t *testing.T) {
 }
 
 func TestRegistrationOff(t *testing.T) {
-	s := newClientsServer(t, newTestClock(), func(c *config.AuthServer) { c.Registration = false })
+	s := newClientsServer(t, newClientsClock(), func(c *config.AuthServer) { c.Registration = false })
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/oauth/register", "application/json", strings.NewReader(`{"redirect_uris":["http://127.0.0.1/cb"]}`))
@@ -254,7 +292,7 @@ func TestRegistrationOff(t *testing.T) {
 }
 
 func TestRegisterRateLimitPerAddress(t *testing.T) {
-	clock := newTestClock()
+	clock := newClientsClock()
 	s := newClientsServer(t, clock, nil)
 	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
 	post := func(addr string) int {
@@ -286,7 +324,7 @@ func TestRegisterRateLimitPerAddress(t *testing.T) {
 }
 
 func TestAddrLimiter(t *testing.T) {
-	now := newTestClock().Now()
+	now := clientsTestStart
 	l := newAddrLimiter(time.Minute, 1, 2)
 	req := func(addr string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
