@@ -93,14 +93,13 @@ func (m *memStore) snapshot() *fileState {
 	}
 	for _, list := range m.passkeys {
 		for _, p := range list {
-			pp := *p
-			pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
-			st.Passkeys = append(st.Passkeys, &pp)
+			st.Passkeys = append(st.Passkeys, clonePasskey(p))
 		}
 	}
 	// A stable order: the same records make the same file.
 	slices.SortFunc(st.Clients, func(a, b *Client) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	slices.SortFunc(st.Grants, func(a, b *Grant) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortStableFunc(st.Passkeys, func(a, b *Passkey) int { return strings.Compare(a.User, b.User) })
 	return st
 }
 
@@ -126,9 +125,7 @@ func (m *memStore) restore(st *fileState) {
 	}
 	m.passkeys = map[string][]*Passkey{}
 	for _, p := range st.Passkeys {
-		pp := *p
-		pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
-		m.passkeys[p.User] = append(m.passkeys[p.User], &pp)
+		m.passkeys[p.User] = append(m.passkeys[p.User], clonePasskey(p))
 	}
 	m.seed = slices.Clone(st.Seed)
 	m.gen++

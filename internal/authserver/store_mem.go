@@ -329,9 +329,7 @@ func (m *memStore) Seed(context.Context) ([]byte, error) {
 func (m *memStore) PutPasskey(_ context.Context, p *Passkey) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pp := *p
-	pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
-	m.passkeys[p.User] = append(m.passkeys[p.User], &pp)
+	m.passkeys[p.User] = append(m.passkeys[p.User], clonePasskey(p))
 	m.gen++
 	return nil
 }
@@ -341,9 +339,7 @@ func (m *memStore) Passkeys(_ context.Context, user string) ([]*Passkey, error) 
 	defer m.mu.Unlock()
 	var out []*Passkey
 	for _, p := range m.passkeys[user] {
-		pp := *p
-		pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
-		out = append(out, &pp)
+		out = append(out, clonePasskey(p))
 	}
 	return out, nil
 }
@@ -369,9 +365,22 @@ func (m *memStore) sweepLocked() {
 			delete(m.codes, h)
 		}
 	}
-	for id, until := range m.revoked {
+	forgetPast(m.revoked, now)
+}
+
+// forgetPast drops the revocations that no longer matter at now: the
+// access tokens of their grants have all expired.
+func forgetPast(revoked map[string]time.Time, now time.Time) {
+	for id, until := range revoked {
 		if !now.Before(until) {
-			delete(m.revoked, id)
+			delete(revoked, id)
 		}
 	}
+}
+
+// clonePasskey copies p, its bytes too.
+func clonePasskey(p *Passkey) *Passkey {
+	pp := *p
+	pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
+	return &pp
 }

@@ -151,17 +151,21 @@ func (s *redisStore) PutClient(ctx context.Context, c *Client) error {
 
 func (s *redisStore) Client(ctx context.Context, id string) (*Client, error) {
 	var c Client
-	err := s.call(ctx, func(ctx context.Context) error {
-		data, err := s.rdb.Get(ctx, redisPrefix+"client:"+id).Bytes()
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(data, &c)
-	})
-	if err != nil {
+	if err := s.getJSON(ctx, redisPrefix+"client:"+id, &c); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// getJSON reads the record at key into v; ErrNotFound when there is none.
+func (s *redisStore) getJSON(ctx context.Context, key string, v any) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		data, err := s.rdb.Get(ctx, key).Bytes()
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(data, v)
+	})
 }
 
 func (s *redisStore) Clients(ctx context.Context) ([]*Client, error) {
@@ -223,14 +227,7 @@ func (s *redisStore) PutAuthRequest(ctx context.Context, r *AuthRequest, ttl tim
 
 func (s *redisStore) AuthRequest(ctx context.Context, id string) (*AuthRequest, error) {
 	var r AuthRequest
-	err := s.call(ctx, func(ctx context.Context) error {
-		data, err := s.rdb.Get(ctx, redisPrefix+"req:"+id).Bytes()
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(data, &r)
-	})
-	if err != nil {
+	if err := s.getJSON(ctx, redisPrefix+"req:"+id, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

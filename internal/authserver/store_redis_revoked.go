@@ -52,11 +52,7 @@ func (s *redisStore) sweepRevokedLocked() {
 		return
 	}
 	s.nextSweep = now.Add(sweepEvery)
-	for id, until := range s.revoked {
-		if !now.Before(until) {
-			delete(s.revoked, id)
-		}
-	}
+	forgetPast(s.revoked, now)
 }
 
 // loadRevoked reads the revoked set, adding what this replica did not

@@ -13,12 +13,14 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/admin"
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/authserver"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/servers"
 )
 
 // This file wires gateway.admin: an admin.Handler over the gateway (its
-// servers as of the last reload, the HTTP front's sessions) served on the
+// servers as of the last reload, the HTTP front's sessions, the clients
+// and grants of its authorization server when it has one) served on the
 // main listener (front.Config.Admin), or, with gateway.admin.listen, on a
 // listener of its own that listenAdmin opens at start and serveAdmin
 // serves: it is shut down with the main one (serve) and never outlives it.
@@ -30,12 +32,21 @@ func (g *Gateway) newAdmin() *admin.Handler {
 	if a == nil {
 		return nil
 	}
-	return admin.New(admin.Config{
+	ac := admin.Config{
 		Source: adminSource{g}, Token: a.Token, Scopes: a.Scopes, Version: Version,
 		TrustProxyHeaders: g.cfg.Gateway.TrustProxyHeaders,
 		Logger:            g.log.With("component", "admin"),
-	})
+	}
+	if g.authServer != nil {
+		// Set only when there is one: a nil *Server in the interface
+		// would read as an authorization server that is on.
+		ac.AuthServer = g.authServer
+	}
+	return admin.New(ac)
 }
+
+// The admin API sees the authorization server through its own interface.
+var _ admin.AuthServer = (*authserver.Server)(nil)
 
 // mainAdmin is the admin handler the main listener serves: nil when it
 // has a listener of its own (or there is none).

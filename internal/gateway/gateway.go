@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/aggregate"
 	"github.com/mcpgate/mcpgate/internal/auth"
+	"github.com/mcpgate/mcpgate/internal/authserver"
 	"github.com/mcpgate/mcpgate/internal/cluster"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/conn"
@@ -98,6 +99,9 @@ type Gateway struct {
 	// cluster is this replica among the others (cluster.go); nil: one
 	// replica.
 	cluster *cluster.Cluster
+	// authServer is gateway.auth.server's authorization server; nil: off.
+	// The admin API lists and revokes its clients and grants (admin.go).
+	authServer *authserver.Server
 }
 
 // Start starts every configured server (all or none), builds every

@@ -2,14 +2,21 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/mcpgate/mcpgate/internal/authserver"
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // chromium returns the headless browser to drive: $MCPGATE_CHROMIUM, or
@@ -164,5 +171,128 @@ func TestStatusPageClusterInChromium(t *testing.T) {
 	}
 	if owner != "this replica owner-bound" {
 		t.Errorf("owner cell %q", owner)
+	}
+}
+
+// TestStatusPageOAuthInChromium: with the gateway's authorization server
+// on, the status page lists its clients and grants (no hash of a secret
+// shown), and its buttons, once their confirmation is accepted, revoke a
+// grant and delete a client (its grants with it) in the store.
+func TestStatusPageOAuthInChromium(t *testing.T) {
+	browser := chromium(t)
+	ctx := context.Background()
+	now := time.Now()
+	store, err := authserver.OpenStore(ctx, config.AuthServer{AccessTokenTTL: time.Minute}, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const resource = "https://gw.example/servers/memory/mcp"
+	secret := authserver.Hash{0xde, 0xad, 0xbe, 0xef}
+	for _, c := range []*authserver.Client{
+		{ID: "c1", Name: "Claude", URI: "https://claude.ai", RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, SecretHash: secret, AuthMethod: "client_secret_post", CreatedAt: now},
+		{ID: "https://app.example/client.json", Name: "Doc App", AuthMethod: "none", Document: true, CreatedAt: now.Add(time.Second)},
+	} {
+		if err := store.PutClient(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range []*authserver.Grant{
+		{ID: "g1", User: "ann", ClientID: "c1", Resource: resource, Scopes: []string{"mcp"}, CreatedAt: now, LastUsed: now, Refresh: secret, Expires: now.Add(time.Hour)},
+		{ID: "g2", User: "bob", ClientID: "https://app.example/client.json", Resource: resource, Scopes: []string{"mcp"}, CreatedAt: now, LastUsed: now, Refresh: authserver.Hash{1}, Expires: now.Add(time.Hour)},
+	} {
+		if err := store.PutGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asCfg := config.NewAuthServer()
+	asCfg.Issuer, asCfg.Scopes = "https://gw.example", []string{"mcp"}
+	srv, err := authserver.New(*asCfg, authserver.Deps{Store: store, Resources: func() []string { return []string{resource} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, adminConfig())
+	g.gw.authServer = srv
+	ts := httptest.NewServer(g.gw.newAdmin())
+	t.Cleanup(ts.Close)
+
+	bctx := browse(t, browser)
+	// Every confirmation the page asks is accepted, by a goroutine the
+	// test waits for.
+	dctx, stopDialogs := context.WithCancel(bctx)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(stopDialogs)
+	dialogs := chromedp.Events(dctx, page.JavascriptDialogOpening)
+	wg.Go(func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			if _, err := chromedp.Call(dctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true}); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("accepting a confirmation: %v", err)
+			}
+		}
+	})
+
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(ts.URL+"/status?token="+adminToken),
+		chromedp.WaitVisible(chromedp.CSS(`#oauthGrants tr[data-grant="g1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#oauthClients tr[data-client="c1"]`)),
+	); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	clients, grants := text(`#oauthClients tbody`), text(`#oauthGrants tbody`)
+	for _, want := range []string{"Claude", "confidential", "Doc App", "metadata document", "https://claude.ai/api/mcp/auth_callback"} {
+		if !strings.Contains(clients, want) {
+			t.Errorf("clients table lacks %q:\n%s", want, clients)
+		}
+	}
+	for _, want := range []string{"ann", "bob", "Claude", resource} {
+		if !strings.Contains(grants, want) {
+			t.Errorf("grants table lacks %q:\n%s", want, grants)
+		}
+	}
+	if strings.Contains(clients+grants, "deadbeef") || strings.Contains(clients+grants, "222,173") {
+		t.Errorf("a hash is shown:\n%s\n%s", clients, grants)
+	}
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artifactDir(t), "status-oauth.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#oauthGrants tr[data-grant="g1"] button`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#oauthGrants tr[data-grant="g1"]`)),
+	); err != nil {
+		t.Fatalf("revoking g1: %v", err)
+	}
+	if !store.Revoked("g1") {
+		t.Error("the page's revoke did not revoke g1")
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`#oauthClients tr[data-client="https://app.example/client.json"] button`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#oauthClients tr[data-client="https://app.example/client.json"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#oauthGrants tr[data-grant="g2"]`)),
+	); err != nil {
+		t.Fatalf("deleting the document's client: %v", err)
+	}
+	if _, err := store.Client(ctx, "https://app.example/client.json"); !errors.Is(err, authserver.ErrNotFound) || !store.Revoked("g2") {
+		t.Errorf("after the page's delete: client %v, g2 revoked %v", err, store.Revoked("g2"))
+	}
+	if msg := text(`#error`); msg != "" {
+		t.Errorf("the page shows an error: %s", msg)
 	}
 }
