@@ -65,7 +65,9 @@ func TestOAuthServerPKCEDowngrade(t *testing.T) {
 	}{
 		{"no challenge", map[string]string{"code_challenge": "", "code_challenge_method": ""}},
 		{"challenge without method", map[string]string{"code_challenge_method": ""}},
-		{"plain", map[string]string{"code_challenge": verifier, "code_challenge_method": "plain"}},
+		// A well-formed challenge under method plain: only the method is wrong.
+		{"plain", map[string]string{"code_challenge_method": "plain"}},
+		{"plain verifier as challenge", map[string]string{"code_challenge": verifier, "code_challenge_method": "plain"}},
 		{"unknown method", map[string]string{"code_challenge_method": "S512"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,10 +83,10 @@ func TestOAuthServerPKCEDowngrade(t *testing.T) {
 	}
 
 	t.Run("wrong verifier", func(t *testing.T) {
-		_, ch := newPKCE()
-		code := c.codeOf(t, newUserAgent(t).authorize(t, c.authorizeURL(resource, ch, nil), g.base, e2eUser, e2ePassword))
 		other, _ := newPKCE()
-		for _, bad := range []string{other, ""} {
+		for _, bad := range []string{other, ""} { // a fresh code each: a refused one may be spent
+			_, ch := newPKCE()
+			code := c.codeOf(t, newUserAgent(t).authorize(t, c.authorizeURL(resource, ch, nil), g.base, e2eUser, e2ePassword))
 			if r := c.redeem(t, code, bad, resource); r.status != http.StatusBadRequest || r.AccessToken != "" {
 				t.Errorf("code with verifier %q: %d: %s; want 400 and no token", bad, r.status, r.body)
 			}

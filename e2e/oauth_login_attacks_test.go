@@ -36,7 +36,7 @@ func refusedForm(t *testing.T, what string, r page) {
 
 // TestOAuthServerConsentCSRF: the consent form takes effect only with its request's CSRF token
 // and from the issuer's own origin. A forged post (no token, a wrong one, the attacker's own
-// request's token, another Origin, no Origin nor Referer) is refused and issues no code; the
+// request's token, another Origin, Origin "null", no Origin nor Referer) is refused and issues no code; the
 // real one then still works. The sign-in form is held to the same.
 func TestOAuthServerConsentCSRF(t *testing.T) {
 	g := startAuthGateway(t, nil)
@@ -64,6 +64,9 @@ func TestOAuthServerConsentCSRF(t *testing.T) {
 		{"another origin", url.Values{"decision": {"allow"}, "csrf": {f.csrf}}, "https://evil.example"},
 		{"look-alike origin", url.Values{"decision": {"allow"}, "csrf": {f.csrf}}, g.base + ".evil.example"},
 		{"no origin nor referer", url.Values{"decision": {"allow"}, "csrf": {f.csrf}}, ""},
+		// A sandboxed frame posts with Origin "null"; without Sec-Fetch-Site: same-origin
+		// (which only a browser writes, and only for the page's own posts) it is foreign.
+		{"null origin", url.Values{"decision": {"allow"}, "csrf": {f.csrf}}, "null"},
 	} {
 		refusedForm(t, "consent with "+tc.name, victim.post(t, f.action, tc.form, tc.origin))
 	}
