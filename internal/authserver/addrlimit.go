@@ -26,16 +26,15 @@ type addrLimiter struct {
 	max   int
 
 	mu      sync.Mutex // guards buckets
-	buckets map[netip.Prefix]*rate.Limiter
+	buckets map[string]*rate.Limiter
 }
 
 func newAddrLimiter(every time.Duration, burst, max int) *addrLimiter {
-	return &addrLimiter{every: every, burst: burst, max: max, buckets: map[netip.Prefix]*rate.Limiter{}}
+	return &addrLimiter{every: every, burst: burst, max: max, buckets: map[string]*rate.Limiter{}}
 }
 
-// allow takes a token from r's address's bucket at now.
-func (l *addrLimiter) allow(r *http.Request, now time.Time) bool {
-	key := addrKey(r.RemoteAddr)
+// allow takes a token from the bucket of key (registerBucket) at now.
+func (l *addrLimiter) allow(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.buckets[key]
@@ -56,17 +55,17 @@ func (l *addrLimiter) allow(r *http.Request, now time.Time) bool {
 	return b.AllowN(now, 1)
 }
 
-// addrKey is the bucket of a RemoteAddr: its IPv4 address, or its IPv6
-// /64. An address that does not parse (a test's pipe) gets the zero
-// prefix, one bucket for all such.
-func addrKey(remote string) netip.Prefix {
-	host, _, err := net.SplitHostPort(remote)
+// registerBucket is the bucket of a request: its IPv4 address, or its
+// IPv6 /64. An address that does not parse (a test's pipe) is its own
+// bucket, shared by all who send that string.
+func registerBucket(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		host = remote
+		host = r.RemoteAddr
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return netip.Prefix{}
+		return host
 	}
 	ip = ip.Unmap().WithZone("")
 	bits := 32
@@ -74,5 +73,5 @@ func addrKey(remote string) netip.Prefix {
 		bits = 64
 	}
 	p, _ := ip.Prefix(bits) // bits fit the address family
-	return p
+	return p.String()
 }

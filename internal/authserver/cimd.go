@@ -17,7 +17,7 @@ import (
 // client with no registration here names itself by an https URL, and that
 // URL serves its metadata. We fetch it when the provider first asks for
 // the client (fetch.go fences the fetch in), check it like a registration
-// (metadata.go), and keep it in the Store as a Client with Document set
+// (clientmeta.go), and keep it in the Store as a Client with Document set
 // until its cache lifetime passes; then the next ask fetches it again.
 // Errors and invalid documents are not cached (the draft's 5.2).
 

@@ -36,7 +36,7 @@ type docHost struct {
 
 func newDocHost(t *testing.T) *docHost {
 	t.Helper()
-	noLeaks(t)
+	docHostLeakCheck(t)
 	h := &docHost{}
 	h.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.hits.Add(1)
@@ -50,10 +50,10 @@ func newDocHost(t *testing.T) *docHost {
 	return h
 }
 
-// noLeaks checks, once the test and its cleanups are done (it is
+// docHostLeakCheck checks, once the test and its cleanups are done (it is
 // registered before them, so it runs after them), that no goroutine it
 // started is left: no fetch, connection or waiter outlives its caller.
-func noLeaks(t *testing.T) {
+func docHostLeakCheck(t *testing.T) {
 	current := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, current) })
 }

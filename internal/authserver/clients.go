@@ -13,7 +13,7 @@ import (
 // The client registry: how clients come to exist and where they may send
 // users. A client is registered by dynamic client registration
 // (register.go, RFC 7591) or names itself by the URL of its client ID
-// metadata document (cimd.go, fetched through fetch.go); metadata.go
+// metadata document (cimd.go, fetched through fetch.go); clientmeta.go
 // checks what either says, redirects.go holds the redirect URI policy.
 // The provider gets clients only through client and checks every
 // redirect URI with redirectAllowed and registeredRedirect.

@@ -15,7 +15,7 @@ import (
 // Dynamic client registration (RFC 7591) at POST /oauth/register: the
 // way Claude's connectors and the SDK clients make themselves known when
 // they have no client ID metadata document. Open to anyone (no initial
-// access token), so bounded: the body size, the metadata (metadata.go),
+// access token), so bounded: the body size, the metadata (clientmeta.go),
 // a token bucket per address, and the size of the client table (admit).
 // CORS is open, since browser-based clients register too; nothing here
 // rides on cookies.
@@ -45,7 +45,7 @@ type registrationAnswer struct {
 func (c *clientRegistry) register(w http.ResponseWriter, r *http.Request) {
 	registryCORS(w)
 	now := c.s.deps.Now()
-	if !c.limit.allow(r, now) {
+	if !c.limit.allow(registerBucket(r), now) {
 		c.s.deps.Logger.Info("authserver: registration refused: rate", "addr", r.RemoteAddr)
 		w.Header().Set("Retry-After", "60")
 		writeRegisterError(w, http.StatusTooManyRequests, &metadataError{Code: "temporarily_unavailable", Description: "too many registrations from this address"})

@@ -326,10 +326,10 @@ func TestRegisterRateLimitPerAddress(t *testing.T) {
 func TestAddrLimiter(t *testing.T) {
 	now := clientsTestStart
 	l := newAddrLimiter(time.Minute, 1, 2)
-	req := func(addr string) *http.Request {
+	req := func(addr string) string {
 		r := httptest.NewRequest(http.MethodPost, "/", nil)
 		r.RemoteAddr = addr
-		return r
+		return registerBucket(r)
 	}
 	if !l.allow(req("[2001:db8:1:2::1]:5"), now) {
 		t.Fatal("first registration of an address refused")
@@ -350,5 +350,27 @@ func TestAddrLimiter(t *testing.T) {
 	}
 	if !l.allow(req("[::ffff:192.0.2.2]:1"), now.Add(time.Minute)) || l.allow(req("192.0.2.2:9"), now.Add(time.Minute)) {
 		t.Error("an IPv4-mapped address is not the IPv4 address's bucket")
+	}
+}
+
+func TestRegisterTableFull(t *testing.T) {
+	s := newClientsServer(t, newClientsClock(), nil)
+	s.clients.maxClients = 1
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	body := `{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"none"}`
+	resp, first := postRegister(t, srv.URL, "application/json", body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first registration: %d %v", resp.StatusCode, first)
+	}
+	if err := s.store.PutGrant(context.Background(), &Grant{ID: "g", ClientID: first["client_id"].(string), CreatedAt: clientsTestStart}); err != nil {
+		t.Fatal(err)
+	}
+	resp, out := postRegister(t, srv.URL, "application/json", body)
+	if resp.StatusCode != http.StatusServiceUnavailable || out["error"] != "temporarily_unavailable" {
+		t.Fatalf("registration into a full table of used clients: %d %v, want 503", resp.StatusCode, out)
+	}
+	if _, err := s.clients.client(context.Background(), first["client_id"].(string)); err != nil {
+		t.Fatalf("the client with a grant was pruned: %v", err)
 	}
 }
