@@ -20,6 +20,11 @@ var (
 	// a second time. The Store has already revoked the grant it belonged
 	// to (RFC 9700 4.14.2, RFC 6749 4.1.2).
 	ErrReused = errors.New("authserver: token reused")
+	// ErrUnavailable: the Store could not be reached or could not keep
+	// the change (Redis down, a state file that cannot be written). The
+	// caller answers that it cannot serve now (503,
+	// temporarily_unavailable), never that the record is unknown.
+	ErrUnavailable = errors.New("authserver: store unavailable")
 )
 
 // Hash is the SHA-256 of a secret (a code, a refresh token, a client
@@ -102,8 +107,12 @@ type Passkey struct {
 }
 
 // Store keeps the authorization server's records. Every method is safe
-// for concurrent use and bounded in time (a Redis Store by its timeout);
-// a method that fails leaves the records as they were.
+// for concurrent use and bounded in time (a Redis Store by its client's
+// timeout); a method that fails leaves the records as they were, except
+// a revocation, which may hold although its call failed (a file Store
+// that could not write it keeps it in memory: refusing more is the safe
+// side). A Redis Store keeps a grant's Expires and LastUsed to the
+// millisecond.
 type Store interface {
 	// PutClient adds or replaces a client.
 	PutClient(ctx context.Context, c *Client) error

@@ -86,7 +86,7 @@ func (f *fileStore) change(op func() error) error {
 	err := f.write(st)
 	if err != nil {
 		f.undo()
-		return fmt.Errorf("authserver: state file %s: %w", f.path, err)
+		return fmt.Errorf("%w: state file %s: %w", ErrUnavailable, f.path, err)
 	}
 	f.saved = st
 	return opErr
@@ -189,3 +189,5 @@ func (f *fileStore) Seed(ctx context.Context) (seed []byte, err error) {
 func (f *fileStore) PutPasskey(ctx context.Context, p *Passkey) error {
 	return f.change(func() error { return f.memStore.PutPasskey(ctx, p) })
 }
+
+var _ Store = (*fileStore)(nil)

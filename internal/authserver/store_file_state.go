@@ -68,6 +68,11 @@ func parseState(data []byte) (*fileState, error) {
 		}
 		grants[g.ID] = true
 	}
+	for id := range st.Revoked {
+		if grants[id] {
+			return nil, fmt.Errorf("revoked: grant %q is also live", id)
+		}
+	}
 	for i, p := range st.Passkeys {
 		if p == nil || p.User == "" || len(p.ID) == 0 {
 			return nil, fmt.Errorf("passkeys[%d]: no user or no credential id", i)

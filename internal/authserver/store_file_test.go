@@ -116,6 +116,7 @@ func TestFileStoreRefusesBadFile(t *testing.T) {
 		{"twice", `{"version": 1, "grants": [{"id": "g"}, {"id": "g"}]}`, `grants[1]: id "g" twice`},
 		{"seed", `{"version": 1, "seed": "AAAA"}`, "seed: 3 bytes"},
 		{"trailing", `{"version": 1} {}`, "data after the document"},
+		{"both", `{"version": 1, "grants": [{"id": "g"}], "revoked": {"g": "2030-01-01T00:00:00Z"}}`, `grant "g" is also live`},
 	} {
 		path := filepath.Join(dir, c.name+".json")
 		if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {
@@ -160,8 +161,8 @@ func TestFileStoreFailedWriteRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := s.PutClient(ctx, &Client{ID: "lost"}); err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("PutClient on a full disk: %v, want an error naming the file", err)
+	if err := s.PutClient(ctx, &Client{ID: "lost"}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("PutClient on a full disk: %v, want ErrUnavailable naming the file", err)
 	}
 	if _, err := s.Client(ctx, "lost"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the failed client is still in memory: %v", err)

@@ -384,3 +384,5 @@ func clonePasskey(p *Passkey) *Passkey {
 	pp.ID, pp.Data = slices.Clone(p.ID), slices.Clone(p.Data)
 	return &pp
 }
+
+var _ Store = (*memStore)(nil)

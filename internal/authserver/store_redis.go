@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,8 +33,10 @@ import (
 //
 // Every call is bounded by the client's timeout (gateway.cluster's: the
 // cluster package sets dial, read, write and pool waits, no retries), on
-// top of the caller's ctx; a Redis that is down fails a call with its
-// error, at once or after that timeout, never later.
+// top of the caller's ctx, and fails with ErrUnavailable when Redis does
+// not answer. As in the cluster package, one such failure marks Redis
+// down: calls then fail at once for retryDown, after which one tries it
+// again (the revocation watch too, in the background).
 //
 // Locking: rmu guards the revoked map only, never held during I/O. The
 // subscriber goroutine (watchRevoked) is owned by the store: Close stops
@@ -46,6 +49,11 @@ type redisStore struct {
 	revokedFor time.Duration
 	stop       context.CancelFunc
 	done       chan struct{} // closed when watchRevoked returns
+
+	// downUntil is zero while Redis answers; after a call failed for
+	// want of it, the time (Unix ns, real clock) until which calls fail
+	// at once. The first call after it tries Redis again.
+	downUntil atomic.Int64
 
 	rmu       sync.Mutex           // guards the fields below
 	revoked   map[string]time.Time // grant id -> until when
@@ -100,19 +108,51 @@ func (s *redisStore) Close() error {
 	return nil
 }
 
-// call runs fn bounded by the store's timeout, mapping redis.Nil to
-// ErrNotFound and wrapping the rest.
+// retryDown is how long calls fail at once after one failed for want of
+// Redis; then one is let through to see whether it is back.
+const retryDown = time.Second
+
+// call runs fn bounded by the store's timeout, unless Redis was found
+// down less than retryDown ago: then it fails at once (ErrUnavailable).
 func (s *redisStore) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	if until := s.downUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		return fmt.Errorf("%w: redis did not answer a call just before", ErrUnavailable)
+	}
+	return s.try(ctx, fn)
+}
+
+// try is call without the down check, mapping redis.Nil to ErrNotFound.
+// A failure to reach Redis (unreached) is ErrUnavailable and marks Redis
+// down, unless the caller gave up first; any answer marks it up, and an
+// answer that is an error (a script's, LOADING) or a record that does
+// not decode is returned as it is.
+func (s *redisStore) try(parent context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
 	defer cancel()
 	err := fn(ctx)
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrReused):
+		s.downUntil.Store(0)
 		return err
 	case errors.Is(err, redis.Nil):
+		s.downUntil.Store(0)
 		return ErrNotFound
+	case !unreached(err):
+		return fmt.Errorf("authserver: redis: %w", err)
+	case parent.Err() == nil:
+		s.downUntil.Store(time.Now().Add(retryDown).UnixNano())
 	}
-	return fmt.Errorf("authserver: redis: %w", err)
+	return fmt.Errorf("%w: redis: %w", ErrUnavailable, err)
+}
+
+// unreached reports whether err says Redis could not be reached or did
+// not answer in time (a dial refused, a timeout, a connection closed or
+// none free in the pool), as opposed to an answer.
+func unreached(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 func hexHash(h Hash) string { return hex.EncodeToString(h[:]) }
@@ -209,9 +249,13 @@ func (s *redisStore) Clients(ctx context.Context) ([]*Client, error) {
 }
 
 func (s *redisStore) DeleteClient(ctx context.Context, id string) error {
+	args := s.revokeArgs()
 	return s.call(ctx, func(ctx context.Context) error {
-		args := append(s.revokeArgs(), id)
-		return deleteClientScript.Run(ctx, s.rdb, []string{redisPrefix + "client:" + id}, args...).Err()
+		gids, err := deleteClientScript.Run(ctx, s.rdb, []string{redisPrefix + "client:" + id}, append(args, id)...).StringSlice()
+		for _, gid := range gids {
+			s.noteRevoked(gid, time.UnixMilli(args[2].(int64)))
+		}
+		return err
 	})
 }
 
@@ -285,171 +329,6 @@ func (s *redisStore) CodeGrant(ctx context.Context, code Hash, grantID string) e
 	})
 }
 
-// joinHashes is a grant's replaced hashes as its Redis hash keeps them.
-func joinHashes(hs []Hash) string {
-	parts := make([]string, len(hs))
-	for i, h := range hs {
-		parts[i] = hexHash(h)
-	}
-	return strings.Join(parts, " ")
-}
-
-func (s *redisStore) PutGrant(ctx context.Context, g *Grant) error {
-	data, err := json.Marshal(g)
-	if err != nil {
-		return err
-	}
-	return s.call(ctx, func(ctx context.Context) error {
-		args := append(s.revokeArgs(), g.ID, data, g.ClientID, hexHash(g.Refresh), g.Expires.UnixMilli(),
-			g.LastUsed.UnixMilli(), joinHashes(g.Previous), s.ttlUntil(g.Expires).Milliseconds())
-		res, err := putGrantScript.Run(ctx, s.rdb, []string{redisPrefix + "grant:" + g.ID}, args...).Text()
-		if err == nil && res == "revoked" {
-			return ErrNotFound
-		}
-		return err
-	})
-}
-
-// grantOf decodes a grant's Redis hash: its JSON, with the fields the
-// scripts change (refresh, expires, lastUsed, previous) taken from their
-// own fields.
-func grantOf(f map[string]string) (*Grant, error) {
-	var g Grant
-	if err := json.Unmarshal([]byte(f["json"]), &g); err != nil {
-		return nil, fmt.Errorf("grant: %w", err)
-	}
-	var err error
-	if g.Refresh, err = parseHexHash(f["refresh"]); err != nil {
-		return nil, err
-	}
-	g.Previous = nil
-	for h := range strings.FieldsSeq(f["previous"]) {
-		p, err := parseHexHash(h)
-		if err != nil {
-			return nil, err
-		}
-		g.Previous = append(g.Previous, p)
-	}
-	exp, err1 := strconv.ParseInt(f["expires"], 10, 64)
-	used, err2 := strconv.ParseInt(f["lastUsed"], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("grant %s: %w", g.ID, err)
-	}
-	g.Expires, g.LastUsed = time.UnixMilli(exp), time.UnixMilli(used)
-	return &g, nil
-}
-
-func parseHexHash(s string) (Hash, error) {
-	var h Hash
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != len(h) {
-		return h, fmt.Errorf("not a hash: %q", s)
-	}
-	copy(h[:], b)
-	return h, nil
-}
-
-func (s *redisStore) Grant(ctx context.Context, id string) (*Grant, error) {
-	var g *Grant
-	err := s.call(ctx, func(ctx context.Context) error {
-		f, err := s.rdb.HGetAll(ctx, redisPrefix+"grant:"+id).Result()
-		if err != nil {
-			return err
-		}
-		if len(f) == 0 {
-			return ErrNotFound
-		}
-		g, err = grantOf(f)
-		return err
-	})
-	return g, err
-}
-
-func (s *redisStore) Grants(ctx context.Context) ([]*Grant, error) {
-	var out []*Grant
-	err := s.call(ctx, func(ctx context.Context) error {
-		ids, err := s.rdb.SMembers(ctx, redisPrefix+"grants").Result()
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		cmds := make([]*redis.MapStringStringCmd, len(ids))
-		if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, id := range ids {
-				cmds[i] = p.HGetAll(ctx, redisPrefix+"grant:"+id)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		var gone []any
-		for i, c := range cmds {
-			if len(c.Val()) == 0 {
-				gone = append(gone, ids[i]) // expired unused
-				continue
-			}
-			g, err := grantOf(c.Val())
-			if err != nil {
-				return err
-			}
-			out = append(out, g)
-		}
-		if len(gone) > 0 {
-			return s.rdb.SRem(ctx, redisPrefix+"grants", gone...).Err()
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b *Grant) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	return out, nil
-}
-
-func (s *redisStore) RevokeGrant(ctx context.Context, id string) error {
-	args := s.revokeArgs()
-	err := s.call(ctx, func(ctx context.Context) error {
-		return revokeScript.Run(ctx, s.rdb, nil, append(args, id)...).Err()
-	})
-	if err == nil {
-		// This replica knows at once; the others by the channel.
-		s.noteRevoked(id, time.UnixMilli(args[2].(int64)))
-	}
-	return err
-}
-
-func (s *redisStore) Rotate(ctx context.Context, old, next Hash, expires time.Time) (*Grant, error) {
-	var g *Grant
-	err := s.call(ctx, func(ctx context.Context) error {
-		o := hexHash(old)
-		keys := []string{redisPrefix + "refresh:" + o, redisPrefix + "prev:" + o}
-		args := append(s.revokeArgs(), o, hexHash(next), expires.UnixMilli(), s.ttlUntil(expires).Milliseconds(), maxPrevious)
-		res, err := rotateScript.Run(ctx, s.rdb, keys, args...).Slice()
-		if err != nil {
-			return err
-		}
-		switch res[0] {
-		case "reused":
-			if gid, ok := res[1].(string); ok {
-				s.noteRevoked(gid, time.UnixMilli(args[2].(int64)))
-			}
-			return ErrReused
-		case "ok":
-		default:
-			return ErrNotFound
-		}
-		flat, _ := res[1].([]any)
-		f := make(map[string]string, len(flat)/2)
-		for i := 0; i+1 < len(flat); i += 2 {
-			k, _ := flat[i].(string)
-			v, _ := flat[i+1].(string)
-			f[k] = v
-		}
-		g, err = grantOf(f)
-		return err
-	})
-	return g, err
-}
-
 func (s *redisStore) Seed(ctx context.Context) ([]byte, error) {
 	var seed []byte
 	err := s.call(ctx, func(ctx context.Context) error {
@@ -500,3 +379,5 @@ func (s *redisStore) Passkeys(ctx context.Context, user string) ([]*Passkey, err
 	})
 	return out, err
 }
+
+var _ Store = (*redisStore)(nil)

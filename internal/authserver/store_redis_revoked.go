@@ -56,10 +56,11 @@ func (s *redisStore) sweepRevokedLocked() {
 }
 
 // loadRevoked reads the revoked set, adding what this replica did not
-// know.
+// know. It asks Redis even when it is marked down: the watch finds it
+// back as soon as its subscription does.
 func (s *redisStore) loadRevoked(ctx context.Context) error {
 	var list []redis.Z
-	err := s.call(ctx, func(ctx context.Context) error {
+	err := s.try(ctx, func(ctx context.Context) error {
 		var err error
 		list, err = s.rdb.ZRangeByScoreWithScores(ctx, redisPrefix+"revoked", &redis.ZRangeBy{
 			Min: "(" + strconv.FormatInt(s.now().UnixMilli(), 10), Max: "+inf",

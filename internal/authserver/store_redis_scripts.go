@@ -36,6 +36,15 @@ local function revoke(p, gid, now, untilMs, keep)
 end
 `
 
+// luaExtend makes a set of grant ids live at least as long as the grant
+// just added or refreshed, so that the set goes when its last grant
+// expires unused instead of staying for good.
+const luaExtend = `
+local function extend(key, ttl)
+  if redis.call('PTTL', key) < tonumber(ttl) then redis.call('PEXPIRE', key, ttl) end
+end
+`
+
 // takeCodeScript: KEYS[1] the code. A first redemption marks it taken
 // and returns {"ok", request id}; a second revokes the grant recorded for
 // it and returns {"reused", its id or ""}; an unknown or expired code {"notfound"}.
@@ -66,7 +75,7 @@ return 1
 // expires (Unix ms), [10] last used (Unix ms), [11] the replaced hashes
 // (hex, space separated), [12] its TTL (ms). "revoked" when the grant was
 // revoked meanwhile (it stays so), else "ok".
-var putGrantScript = redis.NewScript(`
+var putGrantScript = redis.NewScript(luaExtend + `
 local p, now, gid = ARGV[1], tonumber(ARGV[2]), ARGV[5]
 local r = redis.call('ZSCORE', p .. 'revoked', gid)
 if r and tonumber(r) > now then return 'revoked' end
@@ -80,7 +89,9 @@ redis.call('HSET', KEYS[1], 'json', ARGV[6], 'client', ARGV[7], 'refresh', ARGV[
   'expires', ARGV[9], 'lastUsed', ARGV[10], 'previous', ARGV[11])
 redis.call('PEXPIRE', KEYS[1], ARGV[12])
 redis.call('SADD', p .. 'grants', gid)
+extend(p .. 'grants', ARGV[12])
 redis.call('SADD', p .. 'clientgrants:' .. ARGV[7], gid)
+extend(p .. 'clientgrants:' .. ARGV[7], ARGV[12])
 redis.call('SET', p .. 'refresh:' .. ARGV[8], gid, 'PX', ARGV[12])
 for h in string.gmatch(ARGV[11], '%S+') do
   redis.call('SET', p .. 'prev:' .. h, gid, 'PX', ARGV[12])
@@ -93,12 +104,12 @@ return 'ok'
 // [6] the new hash, [7] the new expiry (Unix ms), [8] the new TTL (ms),
 // [9] how many replaced hashes a grant keeps. {"ok", HGETALL of the
 // grant}, {"reused", grant id} (the grant revoked) or {"notfound"}.
-var rotateScript = redis.NewScript(luaRevoke + `
+var rotateScript = redis.NewScript(luaRevoke + luaExtend + `
 local p, now = ARGV[1], tonumber(ARGV[2])
 local gid = redis.call('GET', KEYS[1])
 if gid then
   local gk = p .. 'grant:' .. gid
-  local g = redis.call('HMGET', gk, 'refresh', 'expires', 'previous')
+  local g = redis.call('HMGET', gk, 'refresh', 'expires', 'previous', 'client')
   if g[1] ~= ARGV[5] or tonumber(g[2]) <= now then return {'notfound'} end
   local prev = {}
   for h in string.gmatch(g[3] or '', '%S+') do table.insert(prev, h) end
@@ -109,6 +120,8 @@ if gid then
   redis.call('HSET', gk, 'refresh', ARGV[6], 'expires', ARGV[7], 'lastUsed', ARGV[2],
     'previous', table.concat(prev, ' '))
   redis.call('PEXPIRE', gk, ARGV[8])
+  extend(p .. 'grants', ARGV[8])
+  if g[4] then extend(p .. 'clientgrants:' .. g[4], ARGV[8]) end
   redis.call('DEL', KEYS[1])
   redis.call('SET', p .. 'refresh:' .. ARGV[6], gid, 'PX', ARGV[8])
   for _, h in ipairs(prev) do redis.call('SET', p .. 'prev:' .. h, gid, 'PX', ARGV[8]) end
@@ -129,14 +142,15 @@ return 1
 `)
 
 // deleteClientScript: KEYS[1] the client; ARGV[5] its id. Its grants
-// are revoked.
+// are revoked; it returns their ids.
 var deleteClientScript = redis.NewScript(luaRevoke + `
 local p = ARGV[1]
 redis.call('DEL', KEYS[1])
 redis.call('SREM', p .. 'clients', ARGV[5])
-for _, gid in ipairs(redis.call('SMEMBERS', p .. 'clientgrants:' .. ARGV[5])) do
+local gids = redis.call('SMEMBERS', p .. 'clientgrants:' .. ARGV[5])
+for _, gid in ipairs(gids) do
   revoke(p, gid, ARGV[2], ARGV[3], ARGV[4])
 end
 redis.call('DEL', p .. 'clientgrants:' .. ARGV[5])
-return 1
+return gids
 `)

@@ -10,10 +10,19 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
+
+// noLeaks fails t if a goroutine started during it outlives its
+// cleanups (the stores' subscribers, the clients' connections): call it
+// first, so that its check runs after every other cleanup.
+func noLeaks(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+}
 
 // redisClient is a client as gateway.cluster's is: every wait bounded,
 // no retries.
@@ -59,6 +68,7 @@ func realRedisKind() storeUnderTest {
 }
 
 func TestRedisStoreContract(t *testing.T) {
+	noLeaks(t)
 	t.Run("miniredis", func(t *testing.T) { testStoreContract(t, miniredisKind()) })
 	t.Run("redis", func(t *testing.T) { testStoreContract(t, realRedisKind()) })
 }
@@ -69,6 +79,7 @@ func TestRedisStoreContract(t *testing.T) {
 // revocation on one is refused by the other's Revoked once the channel
 // told it (and by its own at once).
 func TestRedisStoreTwoReplicas(t *testing.T) {
+	noLeaks(t)
 	for _, c := range []struct {
 		name string
 		addr func(t *testing.T) string
@@ -188,6 +199,7 @@ func TestRedisStoreTwoReplicas(t *testing.T) {
 // calls, and a revocation made while this replica's subscription was
 // down reaches it (the load at resubscription).
 func TestRedisStoreDown(t *testing.T) {
+	noLeaks(t)
 	ctx := context.Background()
 	clock := testkit.NewClock(time.Now())
 	r := testkit.StartRedis(t)
@@ -214,9 +226,12 @@ func TestRedisStoreDown(t *testing.T) {
 		"Seed":        func() error { _, err := s.Seed(ctx); return err },
 	}
 	for name, call := range calls {
-		if err := call(); err == nil || errors.Is(err, ErrNotFound) {
-			t.Errorf("%s with Redis down: %v, want an error saying so", name, err)
+		if err := call(); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s with Redis down: %v, want ErrUnavailable", name, err)
 		}
+	}
+	if s.downUntil.Load() == 0 {
+		t.Error("Redis not marked down after failed calls: each would wait for it")
 	}
 	if !s.Revoked("g1") {
 		t.Error("Revoked forgot g1 while Redis is down")
@@ -232,6 +247,53 @@ func TestRedisStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the revocation made after the outage to reach the first store", func() bool { return s.Revoked("g3") })
+}
+
+// The sets indexing grants expire with the last grant in them, so a
+// client whose grants all expired unused leaves nothing behind.
+func TestRedisStoreSetsExpire(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	clock := testkit.NewClock(time.Now())
+	s := openRedisForTest(t, m.Addr(), clock)
+	short, long := testGrant("g1", "c1", "r1", clock.Now()), testGrant("g2", "c1", "r2", clock.Now())
+	short.Expires, long.Expires = clock.Now().Add(time.Hour), clock.Now().Add(2*time.Hour)
+	for _, g := range []*Grant{long, short} {
+		if err := s.PutGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refresh moves the sets' expiry with it.
+	if _, err := s.Rotate(ctx, secret("r1"), secret("r3"), clock.Now().Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{redisPrefix + "grants", redisPrefix + "clientgrants:c1"} {
+		if ttl := m.TTL(key); ttl != 3*time.Hour {
+			t.Errorf("%s lives %v, want 3h (its longest grant)", key, ttl)
+		}
+	}
+	m.FastForward(3 * time.Hour)
+	clock.Advance(3 * time.Hour)
+	for _, key := range m.Keys() {
+		t.Errorf("left after every grant expired: %s", key)
+	}
+}
+
+// Only a Redis that cannot be reached counts as down: a record that does
+// not decode is an error of its own, and the next call still asks Redis.
+func TestRedisStoreBadRecordIsNotDown(t *testing.T) {
+	ctx := context.Background()
+	m := miniredis.RunT(t)
+	s := openRedisForTest(t, m.Addr(), testkit.NewClock(time.Now()))
+	if err := m.Set(redisPrefix+"client:bad", "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client(ctx, "bad"); err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotFound) {
+		t.Errorf("a record that does not decode: %v", err)
+	}
+	if err := s.PutClient(ctx, &Client{ID: "good"}); err != nil {
+		t.Errorf("the call after a bad record: %v", err)
+	}
 }
 
 // OpenStore with a Redis client gives the Redis store; without, with a

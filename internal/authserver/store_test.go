@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -215,6 +216,32 @@ func testStoreContract(t *testing.T, kind storeUnderTest) {
 		kind.advance(clock, time.Hour)
 		if _, err := s.Rotate(ctx, secret("r6"), secret("r7"), clock.Now().Add(time.Hour)); !errors.Is(err, ErrNotFound) {
 			t.Errorf("expired refresh token: %v, want ErrNotFound", err)
+		}
+	})
+
+	// A grant remembers the last maxPrevious tokens it replaced: one of
+	// those again is reuse (the grant revoked); an older one is merely
+	// unknown.
+	t.Run("rotation window", func(t *testing.T) {
+		s := kind.open(t, testkit.NewClock(start))
+		if err := s.PutGrant(ctx, testGrant("g1", "c1", "t0", start)); err != nil {
+			t.Fatal(err)
+		}
+		expires := start.Add(time.Hour)
+		for i := range maxPrevious + 2 {
+			if _, err := s.Rotate(ctx, secret(fmt.Sprint("t", i)), secret(fmt.Sprint("t", i+1)), expires); err != nil {
+				t.Fatalf("rotation %d: %v", i, err)
+			}
+		}
+		g, err := s.Grant(ctx, "g1")
+		if err != nil || len(g.Previous) != maxPrevious || g.Previous[0] != secret("t2") {
+			t.Fatalf("after %d rotations: %d previous, %v", maxPrevious+2, len(g.Previous), err)
+		}
+		if _, err := s.Rotate(ctx, secret("t1"), secret("x"), expires); !errors.Is(err, ErrNotFound) || s.Revoked("g1") {
+			t.Errorf("a token older than the window: %v, revoked %v; want ErrNotFound, not revoked", err, s.Revoked("g1"))
+		}
+		if _, err := s.Rotate(ctx, secret("t2"), secret("x"), expires); !errors.Is(err, ErrReused) || !s.Revoked("g1") {
+			t.Errorf("the oldest token in the window: %v, revoked %v; want ErrReused", err, s.Revoked("g1"))
 		}
 	})
 

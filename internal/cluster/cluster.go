@@ -222,12 +222,12 @@ func (c *Cluster) Dropped() int64 { return c.dropped.Load() }
 
 // Redis is the client of gateway.cluster's Redis, for the other records
 // the gateway keeps there (the authorization server's store); nil without
-// one. Its calls are bounded as the Cluster's own (Timeout for dial,
-// read, write and pool wait, no retries), but they do not go through the
-// Cluster's health: their callers see Redis's errors themselves. Close
-// closes it.
+// one, or on a nil Cluster (one replica). Its calls are bounded as the
+// Cluster's own (Timeout for dial, read, write and pool wait, no
+// retries), but they do not go through the Cluster's health: their
+// callers see Redis's errors themselves. Close closes it.
 func (c *Cluster) Redis() redis.UniversalClient {
-	if c.rdb == nil {
+	if c == nil || c.rdb == nil {
 		return nil // not a nil *redis.Client in a non-nil interface
 	}
 	return c.rdb
