@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -32,6 +33,11 @@ func (d *decoder) auth(path string, raw json.RawMessage, dst **Auth) {
 		return
 	}
 	a.serverDefaults()
+	if a.Server != nil && d.editor.file != "" && !filepath.IsAbs(a.Server.StateFile) {
+		// Relative to the config file, not to wherever the gateway was
+		// started from.
+		a.Server.StateFile = filepath.Join(filepath.Dir(d.editor.file), a.Server.StateFile)
+	}
 	*dst = a
 }
 

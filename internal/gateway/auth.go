@@ -16,12 +16,20 @@ import (
 // auth.Gate; nil (no authentication) when there is no gateway.auth. It
 // fails when the config cannot be served as written (an API key file
 // that cannot be read, an issuer the auth package refuses): never served
-// open instead.
-func newAuthenticator(cfg *config.Config, log *slog.Logger) (auth.Authenticator, error) {
+// open instead. With gateway.auth.server, own is the gate's entry for
+// the gateway's own authorization server (authserver.go).
+func newAuthenticator(cfg *config.Config, log *slog.Logger, own *ownIssuer) (auth.Authenticator, error) {
 	if cfg.Gateway.Auth == nil {
 		return nil, nil
 	}
-	g, err := auth.New(authConfig(cfg), auth.Options{Logger: log})
+	ac := authConfig(cfg)
+	if s := cfg.Gateway.Auth.Server; s != nil && own != nil {
+		// Its tokens need no scope but those of the targets' own "auth":
+		// a client may narrow its scopes, and the resource in the token
+		// already says which target it is for.
+		ac.Issuers = append(ac.Issuers, own.issuer(s))
+	}
+	g, err := auth.New(ac, auth.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}

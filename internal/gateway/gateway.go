@@ -99,9 +99,14 @@ type Gateway struct {
 	// cluster is this replica among the others (cluster.go); nil: one
 	// replica.
 	cluster *cluster.Cluster
-	// authServer is gateway.auth.server's authorization server; nil: off.
-	// The admin API lists and revokes its clients and grants (admin.go).
+	// authServer is gateway.auth.server's, authStore its records
+	// (authserver.go); nil: none. The admin API lists and revokes its
+	// clients and grants (admin.go).
 	authServer *authserver.Server
+	authStore  authserver.Store
+	// own is the gate's issuer entry for authServer: each gate a reload
+	// builds trusts the same server.
+	own *ownIssuer
 }
 
 // Start starts every configured server (all or none), builds every
@@ -113,11 +118,12 @@ type Gateway struct {
 // is returned as the error. So is a gateway.auth block that cannot be
 // served (auth.go).
 func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
-	a, err := newAuthenticator(cfg, log)
+	own := &ownIssuer{}
+	a, err := newAuthenticator(cfg, log, own)
 	if err != nil {
 		return nil, err
 	}
-	g, err := start(cfg, log, a)
+	g, err := startOwn(cfg, log, a, own)
 	if err != nil {
 		closeAuth(a)
 	}
@@ -126,6 +132,12 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 
 // start is Start with Authenticator a (nil: none).
 func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway, error) {
+	return startOwn(cfg, log, a, &ownIssuer{})
+}
+
+// startOwn is start with own, the entry of a's gate for the gateway's
+// authorization server, pointed at it once it is built (authserver.go).
+func startOwn(cfg *config.Config, log *slog.Logger, a auth.Authenticator, own *ownIssuer) (*Gateway, error) {
 	pols, err := policy.FromConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -151,7 +163,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	for _, p := range problems {
 		log.Warn("server cannot start; serving it with errors and retrying", "server", p.Server, "err", p.Err)
 	}
-	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs, ring: ring, cluster: cl}
+	g := &Gateway{cfg: cfg, log: log, servers: map[string]servers.Server{}, endpoints: map[string]*aggregate.Endpoint{}, auth: a, policies: pols, certs: certs, ring: ring, cluster: cl, own: own}
 	backends := map[string]conn.Backend{}
 	for _, name := range cfg.Names() {
 		s, err := servers.New(cfg.Servers[name], Version, log)
@@ -179,6 +191,12 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 	hc.Auth = a
 	hc.Seal = ring
 	hc.Policies = handlerPolicies(pols)
+	if err := g.startAuthServer(cfg, ring, cl, own); err != nil { // authserver.go
+		g.closeAudit()
+		g.closeEndpoints()
+		g.stopServers()
+		return nil, err
+	}
 	ah := g.newAdmin() // admin.go
 	hc.Admin = mainAdmin(ah, cfg.Gateway.Admin.ListenAddr())
 	hc.Tracer = g.startTracing() // tracing.go
@@ -188,6 +206,7 @@ func start(cfg *config.Config, log *slog.Logger, a auth.Authenticator) (*Gateway
 		cl.OnRevoke(g.Handler.Revoked)
 	}
 	if err := g.listenAdmin(ah); err != nil {
+		g.closeAuthStore()
 		g.stopTracing()
 		g.closeAudit()
 		g.closeEndpoints()
@@ -229,7 +248,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	gw := cfg.Gateway
 	ln = newLimitListener(ln, gw.MaxConnections)
 	srv := &http.Server{
-		Handler:           g.traceHTTP(g.Handler), // tracing.go
+		Handler:           g.traceHTTP(g.withAuthServer(g.Handler)), // tracing.go, authserver.go
 		ReadHeaderTimeout: gw.HeaderTimeout,
 		IdleTimeout:       gw.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
@@ -285,6 +304,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
+	g.closeAuthStore() // authserver.go; before the cluster closes the Redis client it may use
 	if g.cluster != nil {
 		_ = g.cluster.Close()
 	}

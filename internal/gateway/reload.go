@@ -216,7 +216,7 @@ func (g *Gateway) prepare(cfg *config.Config) (*plan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if p.auth, err = newAuthenticator(cfg, g.log); err != nil {
+	if p.auth, err = newAuthenticator(cfg, g.log, g.own); err != nil {
 		return nil, err
 	}
 	for _, cp := range problems {
@@ -400,6 +400,10 @@ func restartKeys(a, b config.Gateway) []string {
 	var keys []string
 	if publicURL(a) != publicURL(b) {
 		keys = append(keys, "gateway.auth.publicUrl")
+	}
+	if !reflect.DeepEqual(authServerOf(a), authServerOf(b)) {
+		// The authorization server is built once (authserver.go).
+		keys = append(keys, "gateway.auth.server")
 	}
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	t := va.Type()
