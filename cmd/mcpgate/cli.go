@@ -103,7 +103,7 @@ when it builds in a git checkout; a build without .git (a container
 build) sets them at link time: -ldflags "-X main.version=V -X
 main.commit=REV -X main.buildTime=TIME".`,
 	}
-	commands = []*command{&serveCmd, &validateCmd, &stdioCmd, &benchCmd, &versionCmd}
+	commands = []*command{&serveCmd, &validateCmd, &stdioCmd, &benchCmd, &passwdCmd, &versionCmd}
 )
 
 // run is the whole command line: it returns the exit code. Only serve
@@ -122,6 +122,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bench(args[1:], stdout, stderr)
 	case "stdio":
 		return stdioBridge(args[1:], stdout, stderr)
+	case "passwd":
+		return passwd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return printVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

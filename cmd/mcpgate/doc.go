@@ -5,6 +5,7 @@
 //	mcpgate serve --config FILE [--listen ADDR] [--log-level LEVEL]
 //	mcpgate serve [--listen ADDR] [--log-level LEVEL] -- COMMAND [ARGS...]
 //	mcpgate validate --config FILE
+//	mcpgate passwd
 //	mcpgate version
 //
 // Exit status: 0 on success, 1 when the config has problems or the gateway

@@ -26,6 +26,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now is the clock (tests move it). Default time.Now.
 	Now func() time.Time
+	// TrustProxyHeaders is gateway.trustProxyHeaders: the sign-in
+	// throttle then counts failures by the address X-Forwarded-For
+	// names, not the proxy's.
+	TrustProxyHeaders bool
 }
 
 // Server is the gateway's own OAuth 2.1 authorization server
