@@ -93,10 +93,14 @@ func TestOAuthServerConsentCSRF(t *testing.T) {
 
 // TestOAuthServerBruteForce: wrong passwords for one user are limited: within a few dozen tries
 // the sign-in page answers 429, and from then on the right password is refused too (until the
-// window passes, which this test does not wait for). Every try before is refused without a
-// redirect.
+// window passes, which this test does not wait for), from a new browser as well, and so is
+// another user's from the same address. Every try before is refused without a redirect.
 func TestOAuthServerBruteForce(t *testing.T) {
-	g := startAuthGateway(t, nil)
+	const bob, bobPassword = "bob", "bob's own long password"
+	g := startAuthGateway(t, map[string]any{"users": []any{
+		map[string]any{"name": e2eUser, "passwordHash": passwordHash(t, e2ePassword)},
+		map[string]any{"name": bob, "passwordHash": passwordHash(t, bobPassword)},
+	}})
 	c := publicClient(t, g.meta, loopbackRedirect)
 	_, challenge := newPKCE()
 	ua := newUserAgent(t)
@@ -134,6 +138,13 @@ func TestOAuthServerBruteForce(t *testing.T) {
 	p = other.open(t, c.authorizeURL(g.resource("everything"), challenge, nil), g.base)
 	if r := other.signIn(t, p, e2eUser, e2ePassword, g.base); r.status != http.StatusTooManyRequests {
 		t.Errorf("the right password from a new browser while throttled: %d, want 429", r.status)
+	}
+	// Another user from the same address too: the guesses also count against the address, so
+	// spraying one password over many names gets no further.
+	third := newUserAgent(t)
+	p = third.open(t, c.authorizeURL(g.resource("everything"), challenge, nil), g.base)
+	if r := third.signIn(t, p, bob, bobPassword, g.base); r.status != http.StatusTooManyRequests {
+		t.Errorf("another user's right password from the guessing address: %d, want 429", r.status)
 	}
 }
 
