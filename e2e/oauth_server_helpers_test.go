@@ -34,9 +34,8 @@ const (
 
 // authGateway is a running gateway with gateway.auth.server on.
 type authGateway struct {
-	base   string // http://127.0.0.1:PORT: the gateway, its public URL and the issuer
-	config string // the config file's path
-	meta   asMetadata
+	base string // http://127.0.0.1:PORT: the gateway, its public URL and the issuer
+	meta asMetadata
 }
 
 // resource returns the canonical URL of server name: the resource a token for it names.
@@ -85,7 +84,16 @@ func startAuthGateway(t *testing.T, server map[string]any) *authGateway {
 	t.Helper()
 	requirePeers(t, everythingServer)
 	addr := testkit.FreeAddr(t)
-	base := "http://" + addr
+	path := writeGatewayConfig(t, authGatewayConfig(t, "http://"+addr, server))
+	if got := startGatewayFile(t, path, addr); got != "http://"+addr {
+		t.Fatalf("gateway at %s, want http://%s", got, addr)
+	}
+	return &authGateway{base: "http://" + addr, meta: fetchASMetadata(t, "http://"+addr)}
+}
+
+// authGatewayConfig is startAuthGateway's config for a gateway at base.
+func authGatewayConfig(t *testing.T, base string, server map[string]any) gatewayConfig {
+	t.Helper()
 	as := map[string]any{
 		"users":     []any{map[string]any{"name": e2eUser, "passwordHash": passwordHash(t, e2ePassword)}},
 		"stateFile": filepath.Join(t.TempDir(), "mcpgate-auth.json"),
@@ -93,20 +101,13 @@ func startAuthGateway(t *testing.T, server map[string]any) *authGateway {
 	for k, v := range server {
 		as[k] = v
 	}
-	cfg := gatewayConfig{
+	return gatewayConfig{
 		MCPServers: map[string]serverConfig{
 			"everything": {Command: everythingServer},
 			"other":      {Command: everythingServer},
 		},
 		Gateway: map[string]any{"auth": map[string]any{"publicUrl": base, "server": as}},
 	}
-	path := writeGatewayConfig(t, cfg)
-	if got := startGatewayFile(t, path, addr); got != base {
-		t.Fatalf("gateway at %s, want %s", got, base)
-	}
-	g := &authGateway{base: base, config: path}
-	g.meta = fetchASMetadata(t, base)
-	return g
 }
 
 // fetchASMetadata reads the RFC 8414 metadata at the issuer base and checks what every client
