@@ -189,13 +189,18 @@ func TestOAuthServerRedirectURIs(t *testing.T) {
 	})
 }
 
-// TestOAuthServerResourceBinding: a token is for one resource (RFC 8707). The gateway refuses
+// TestOAuthServerResourceBinding: every protected resource's metadata names the gateway's own
+// issuer, and a token is for one resource (RFC 8707). The gateway refuses
 // it at its other servers; the authorization server refuses a resource it does not protect,
 // and a token request naming another resource than the authorization did.
 func TestOAuthServerResourceBinding(t *testing.T) {
 	g := startAuthGateway(t, nil)
 	c := publicClient(t, g.meta, loopbackRedirect)
 	everything, other := g.resource("everything"), g.resource("other")
+	// Each protected resource's metadata (RFC 9728) names the gateway's own issuer.
+	for _, res := range []string{everything, other, g.base + "/mcp"} {
+		checkResourceMetadata(t, res, g.base)
+	}
 
 	tok := c.grant(t, everything)
 	if s := bearerStatus(t, everything, tok.AccessToken); s != http.StatusOK {
@@ -203,6 +208,19 @@ func TestOAuthServerResourceBinding(t *testing.T) {
 	}
 	if s := bearerStatus(t, other, tok.AccessToken); s != http.StatusUnauthorized {
 		t.Errorf("the token of %s at %s: %d, want 401", everything, other, s)
+	}
+	// The endpoint merging every server is a resource of its own: its token opens no single
+	// server, and a server's token does not open it.
+	all := g.base + "/mcp"
+	allTok := c.grant(t, all)
+	if s := bearerStatus(t, all, allTok.AccessToken); s != http.StatusOK {
+		t.Errorf("the token of %s there: %d, want 200", all, s)
+	}
+	if s := bearerStatus(t, everything, allTok.AccessToken); s != http.StatusUnauthorized {
+		t.Errorf("the token of %s at %s: %d, want 401", all, everything, s)
+	}
+	if s := bearerStatus(t, all, tok.AccessToken); s != http.StatusUnauthorized {
+		t.Errorf("the token of %s at %s: %d, want 401", everything, all, s)
 	}
 	// A refresh may not move the grant to another resource either.
 	if r := c.token(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken}, "resource": {other}}); r.status == http.StatusOK {
