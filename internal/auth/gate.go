@@ -136,10 +136,16 @@ type Options struct {
 	CacheSize int
 }
 
+// ExpiryLeeway is the clock skew allowed on a token's exp and nbf: a
+// token is accepted up to this long after it expired. Whoever must refuse
+// a token until it can no longer be accepted (a revoked grant's) counts
+// it in.
+const ExpiryLeeway = 60 * time.Second
+
 // Bounds and defaults.
 const (
 	// leeway is the clock skew allowed on exp and nbf.
-	leeway = 60 * time.Second
+	leeway = ExpiryLeeway
 	// introspectionTTL is the longest an introspection result is reused:
 	// a revoked token works at most this long after.
 	introspectionTTL = 60 * time.Second

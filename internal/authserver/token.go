@@ -87,16 +87,20 @@ func (p *provider) authenticate(w http.ResponseWriter, r *http.Request) (*Client
 	}
 	method := "client_secret_post"
 	switch {
+	case secret == "": // also Basic with an empty password, as some public clients send
+		method = "none"
 	case basic:
 		method = "client_secret_basic"
-	case secret == "":
-		method = "none"
 	}
 	want := c.AuthMethod
 	if want == "" {
 		want = "none"
 	}
-	if method != want {
+	// A confidential client's secret is taken by either method, whatever
+	// it registered: clients pick from the metadata's list, and both
+	// carry the same secret. A public client sends none; one that sends
+	// a secret, or a confidential one that sends none, is refused.
+	if (method == "none") != (want == "none") {
 		writeError(w, r, errInvalidClient, "the client authenticates with "+want)
 		return nil, false
 	}

@@ -82,6 +82,19 @@ func TestCodeFlowConfidential(t *testing.T) {
 		t.Fatalf("right secret: %d %v", status, body)
 	}
 	w.wantAccepted(body["access_token"].(string), memoryURL)
+	// Registered for Basic, the secret in the form is taken too.
+	q.Set("state", "again")
+	f3 := url.Values{"grant_type": {"authorization_code"}, "code": {w.code(q)}, "redirect_uri": {appRedir}, "code_verifier": {verifier},
+		"client_id": {confID}, "client_secret": {confSec}}
+	if status, body := w.post("/oauth/token", f3, nil); status != http.StatusOK {
+		t.Fatalf("secret in the form: %d %v", status, body)
+	}
+	// A public client presenting a secret is not one.
+	f4 := url.Values{"grant_type": {"authorization_code"}, "code": {w.code(authorizeParams())}, "redirect_uri": {appRedir}, "code_verifier": {verifier},
+		"client_id": {appID}, "client_secret": {"made-up"}}
+	if status, body := w.post("/oauth/token", f4, nil); status != http.StatusUnauthorized || body["error"] != "invalid_client" {
+		t.Fatalf("a public client with a secret: %d %v", status, body)
+	}
 }
 
 // TestTokenRefusals: each bad redemption is refused with its error.

@@ -119,6 +119,8 @@ func TestParseAuthServerProblems(t *testing.T) {
 			[]string{p + `refreshTokenTtl: 30m0s is shorter than accessTokenTtl (1h0m0s)`}},
 		{"state file", withServer(`, "stateFile": " "`), []string{p + `stateFile: empty file name`}},
 		{"passkeys type", withServer(`, "passkeys": 1`), []string{p + `passkeys: must be true or false`}},
+		{"also an oauth issuer", `{"mcpServers": {"memory": {"command": "m"}}, "gateway": {"auth": {"oauth": {"issuers": [{"issuer": "https://gw.example.com"}]}, "server": {"issuer": "https://gw.example.com"}}}}`,
+			[]string{p + `issuer: "https://gw.example.com" is also at gateway.auth.oauth.issuers[0]: the gateway trusts its own server without listing it`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

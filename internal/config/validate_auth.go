@@ -38,6 +38,15 @@ func (c *Config) checkAuth(ps *Problems) {
 	c.checkAPIKeys(ps, join(path, "apiKeys"))
 	if a.Server != nil {
 		a.Server.check(ps, join(path, "server"))
+		if a.OAuth != nil {
+			for i, is := range a.OAuth.Issuers {
+				if is.Issuer == a.Server.Issuer && is.Issuer != "" {
+					// Its keys would be fetched from itself, and two
+					// entries of one issuer are refused by the gate.
+					ps.add(join(join(path, "server"), "issuer"), "%q is also at %s: the gateway trusts its own server without listing it", is.Issuer, index(join(join(path, "oauth"), "issuers"), i))
+				}
+			}
+		}
 	}
 	if a.PublicURL != "" {
 		p := join(path, "publicUrl")

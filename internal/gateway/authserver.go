@@ -79,7 +79,7 @@ func (g *Gateway) startAuthServer(cfg *config.Config, ring *seal.Ring, cl *clust
 	defer cancel()
 	// The state file's path is already resolved against the config
 	// file's directory (config).
-	store, err := authserver.OpenStore(ctx, sc, "", clusterRedis(cl), time.Now)
+	store, err := authserver.OpenStore(ctx, storeSettings(sc), "", clusterRedis(cl), time.Now)
 	if err != nil {
 		return fmt.Errorf("gateway.auth.server: %w", err)
 	}
@@ -92,6 +92,15 @@ func (g *Gateway) startAuthServer(cfg *config.Config, ring *seal.Ring, cl *clust
 	own.srv.Store(srv)
 	g.log.Info("authorization server", "issuer", sc.Issuer, "metadata", strings.TrimRight(sc.Issuer, "/")+"/.well-known/oauth-authorization-server")
 	return nil
+}
+
+// storeSettings are the settings the Store is opened with: sc, but a
+// revoked grant remembered for as long as the gate may accept one of its
+// access tokens, their life and the gate's leeway on exp (the Store
+// remembers it for AccessTokenTTL).
+func storeSettings(sc config.AuthServer) config.AuthServer {
+	sc.AccessTokenTTL += auth.ExpiryLeeway
+	return sc
 }
 
 // authServerOf is gw's gateway.auth.server; nil without one.

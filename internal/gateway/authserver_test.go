@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/authserver"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -205,5 +206,27 @@ func TestOwnIssuerBeforeTheServer(t *testing.T) {
 	is := own.issuer(&config.AuthServer{Issuer: "https://gw.example.com"})
 	if is.Issuer != "https://gw.example.com" || !slices.Equal(is.Algorithms, []string{"EdDSA"}) || is.Keys == nil || is.Revoked == nil {
 		t.Fatalf("issuer entry %+v", is)
+	}
+}
+
+// TestRevokedOutlivesTheGatesLeeway: the Store the gateway opens keeps a
+// revoked grant as long as the gate may still accept one of its access
+// tokens: their life and the leeway on exp.
+func TestRevokedOutlivesTheGatesLeeway(t *testing.T) {
+	sc := *config.NewAuthServer()
+	sc.Issuer = "https://gw.example.com"
+	clk := testkit.NewClock(time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC))
+	store, err := authserver.OpenStore(t.Context(), storeSettings(sc), "", nil, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RevokeGrant(t.Context(), "g"); err != nil {
+		t.Fatal(err)
+	}
+	// A token issued at the revocation expires after AccessTokenTTL,
+	// and the gate takes it for ExpiryLeeway more.
+	clk.Advance(sc.AccessTokenTTL + auth.ExpiryLeeway - time.Second)
+	if !store.Revoked("g") {
+		t.Fatal("the revocation was forgotten while a token of the grant may still be accepted")
 	}
 }
