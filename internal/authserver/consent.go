@@ -46,7 +46,7 @@ func (l *loginPages) showConsent(w http.ResponseWriter, r *http.Request, req *Au
 		User:         user,
 		Client:       req.ClientID,
 		RedirectHost: displayHost(req.RedirectURI),
-		ResourceName: resourceName(req.Resource),
+		ResourceName: resourceLabel(req.Resource),
 		Resource:     req.Resource,
 		Scopes:       req.Scopes,
 		SwitchURL:    l.url("/oauth/login", req.ID) + "&switch=1",
@@ -71,7 +71,7 @@ func (l *loginPages) showConsent(w http.ResponseWriter, r *http.Request, req *Au
 	if l.passkeys != nil {
 		cv.PasskeysURL = l.url("/oauth/passkeys", req.ID)
 	}
-	l.render(w, http.StatusOK, "consent", &page{
+	l.render(w, http.StatusOK, "consent", &pageData{
 		Title:   "Allow access?",
 		Notice:  notice,
 		Action:  l.url("/oauth/consent", req.ID),
@@ -95,9 +95,9 @@ func (l *loginPages) consentPost(w http.ResponseWriter, r *http.Request) {
 	switch r.PostForm.Get("decision") {
 	case "allow":
 		req.User, req.AuthTime, req.Consented = user, at, true
-		ttl := req.CreatedAt.Add(authRequestLife).Sub(l.s.deps.Now())
+		ttl := req.CreatedAt.Add(loginRequestLife).Sub(l.s.deps.Now())
 		if ttl <= 0 {
-			ttl = authRequestLife // a clock moved back: the store's own expiry still bounds it
+			ttl = loginRequestLife // a clock moved back: the store's own expiry still bounds it
 		}
 		if err := l.s.store.PutAuthRequest(r.Context(), req, ttl); err != nil {
 			l.s.deps.Logger.Error("authserver: consent: store", "error", err)
@@ -115,10 +115,10 @@ func (l *loginPages) consentPost(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authRequestLife is how long an authorization request lives from
+// loginRequestLife is how long an authorization request lives from
 // /authorize: the consent keeps it no longer than the provider stored it
 // for.
-const authRequestLife = 10 * time.Minute
+const loginRequestLife = 10 * time.Minute
 
 func (l *loginPages) finishing() func(http.ResponseWriter, *http.Request, *AuthRequest) {
 	if l.finish != nil {
@@ -145,7 +145,7 @@ func (l *loginPages) asking(r *http.Request, req *AuthRequest) *asking {
 	if name == "" {
 		name = c.ID
 	}
-	return &asking{Client: name, Resource: resourceName(req.Resource)}
+	return &asking{Client: name, Resource: resourceLabel(req.Resource)}
 }
 
 // displayHost is what a person is shown of a URL: its host (port
@@ -165,12 +165,12 @@ func displayHost(uri string) string {
 	return ""
 }
 
-// resourceName names a protected resource by its URL, as the gateway
+// resourceLabel names a protected resource by its URL, as the gateway
 // lays them out: /servers/NAME/mcp is "the NAME server",
 // /endpoints/NAME/mcp "the NAME endpoint". Others (/mcp: the default endpoint, or with host
 // routing NAME.domain/mcp) are named by their host and path, which a
 // person recognizes from where they added the connector.
-func resourceName(resource string) string {
+func resourceLabel(resource string) string {
 	u, err := url.Parse(resource)
 	if err != nil || u.Host == "" {
 		return resource

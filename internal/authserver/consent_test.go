@@ -20,13 +20,13 @@ func TestConsentPageNamesEverything(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("consent page: %d\n%s", w.Code, w.Body)
 	}
-	checkHeaders(t, "consent page", w.Header())
+	checkPageHeaders(t, "consent page", w.Header())
 	body := w.Body.String()
 	for _, want := range []string{
 		`<form method="post" action="/oauth/consent?request=` + f.req.ID + `">`,
 		`<input type="hidden" name="csrf" value="` + f.req.CSRF + `">`,
 		`name="decision" value="allow"`, `name="decision" value="deny"`,
-		testClientName, "from claude.ai", "<dd>claude.ai</dd>", "the memory server", testResource, "<code>mcp</code>", "alice",
+		loginClientName, "from claude.ai", "<dd>claude.ai</dd>", "the memory server", loginResource, "<code>mcp</code>", "alice",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("consent page lacks %q", want)
@@ -60,7 +60,7 @@ func TestConsentAllowCallsFinish(t *testing.T) {
 	f := newLoginFixture(t, "", nil)
 	c := f.signIn(t, f.req, "bob", "battery staple")
 	w := f.post(f.l.url("/oauth/consent", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "decision": {"allow"}}, c)
-	if w.Code != http.StatusSeeOther || !strings.HasPrefix(w.Header().Get("Location"), testRedirect+"?code=") {
+	if w.Code != http.StatusSeeOther || !strings.HasPrefix(w.Header().Get("Location"), loginRedirect+"?code=") {
 		t.Fatalf("allow: %d, Location %q", w.Code, w.Header().Get("Location"))
 	}
 	if len(f.ended.finished) != 1 {
@@ -110,7 +110,7 @@ func TestConsentOfDeletedClient(t *testing.T) {
 	}
 }
 
-func TestResourceName(t *testing.T) {
+func TestResourceLabel(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://gw.example.com/servers/memory/mcp":     "the memory server",
 		"https://gw.example.com/gw/endpoints/notes/mcp": "the notes endpoint",
@@ -118,8 +118,8 @@ func TestResourceName(t *testing.T) {
 		"https://memory.gw.example.com/mcp":             "memory.gw.example.com/mcp",
 		"not a url":                                     "not a url",
 	} {
-		if got := resourceName(in); got != want {
-			t.Errorf("resourceName(%q) = %q, want %q", in, got, want)
+		if got := resourceLabel(in); got != want {
+			t.Errorf("resourceLabel(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -44,7 +44,7 @@ type loginPages struct {
 	passwords *passwords
 	throttle  *throttle
 	code      *signInCode // nil without cfg.SignInCode
-	passkeys  *passkeyRP  // nil without cfg.Passkeys
+	passkeys  *passkeyRP  // nil without cfg.Passkeys, or on an issuer that is an IP address
 
 	// finish and refuse end a request (tests replace them); nil: the
 	// provider's.
@@ -212,7 +212,7 @@ func (l *loginPages) signInPage(w http.ResponseWriter, r *http.Request) {
 // showSignIn renders the sign-in page of req with an error, the user
 // name typed kept.
 func (l *loginPages) showSignIn(w http.ResponseWriter, r *http.Request, status int, req *AuthRequest, errText, username string) {
-	p := &page{
+	p := &pageData{
 		Title:     "Sign in",
 		Error:     errText,
 		Action:    l.url("/oauth/login", req.ID),
@@ -225,7 +225,7 @@ func (l *loginPages) showSignIn(w http.ResponseWriter, r *http.Request, status i
 		p.CodeAction = p.Action
 	}
 	if l.passkeys != nil {
-		p.Passkey = l.passkeys.loginForm(req)
+		p.Passkey = l.passkeys.loginForm(r, req)
 	}
 	l.render(w, status, "signin", p, "")
 }
@@ -293,7 +293,7 @@ func (l *loginPages) signedInAs(w http.ResponseWriter, r *http.Request, req *Aut
 func (l *loginPages) tooMany(w http.ResponseWriter, req *AuthRequest, wait time.Duration) {
 	secs := int((wait + time.Second - 1) / time.Second)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	l.render(w, http.StatusTooManyRequests, "error", &page{
+	l.render(w, http.StatusTooManyRequests, "error", &pageData{
 		Title:   "Too many attempts",
 		Message: "Sign-in is paused after several failed attempts.",
 		Hint:    fmt.Sprintf("Try again in %s.", waitText(secs)),

@@ -69,8 +69,8 @@ type viewport struct {
 
 var viewports = []viewport{{"desktop", 1280, 860, false}, {"phone", 390, 844, true}}
 
-// browser starts headless Chromium at v's size, bounded to 90 s.
-func browser(t *testing.T, path string, v viewport) context.Context {
+// startChromium starts headless Chromium at v's size, bounded to 60 s.
+func startChromium(t *testing.T, path string, v viewport) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
@@ -121,7 +121,7 @@ func newBrowserFixtureWith(t *testing.T, edit func(*config.AuthServer)) *browser
 	if err != nil {
 		t.Fatal(err)
 	}
-	issuer := "http://localhost:" + portOf(ln.Addr())
+	issuer := "http://localhost:" + listenerPort(ln.Addr())
 	bf := &browserFixture{loginFixture: newLoginFixture(t, issuer, edit), url: issuer, callbacks: make(chan string, 10)}
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/callback" {
@@ -157,13 +157,13 @@ func (bf *browserFixture) request(t *testing.T) *AuthRequest {
 	}
 	req := bf.newRequest(t)
 	req.RedirectURI = c.RedirectURIs[0]
-	if err := bf.s.store.PutAuthRequest(context.Background(), req, authRequestLife); err != nil {
+	if err := bf.s.store.PutAuthRequest(context.Background(), req, loginRequestLife); err != nil {
 		t.Fatal(err)
 	}
 	return req
 }
 
-func portOf(a net.Addr) string {
+func listenerPort(a net.Addr) string {
 	_, port, _ := net.SplitHostPort(a.String())
 	return port
 }
@@ -182,10 +182,10 @@ func shot(t *testing.T, ctx context.Context, v viewport, name string) {
 	t.Logf("screenshot: %s", path)
 }
 
-// submit submits the form of the element sel and waits for the page
+// submitAndWait submits the form of the element sel and waits for the page
 // that answers it: the page being left is marked, so an element it has
 // too (an alert, a heading) is not taken for the answer's.
-func submit(sel string) chromedp.Action[chromedp.Void] {
+func submitAndWait(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.dataset.left = "1"; true`)); err != nil {
 			return err
@@ -197,8 +197,8 @@ func submit(sel string) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// text returns the text of the element sel.
-func text(t *testing.T, ctx context.Context, sel string) string {
+// pageText returns the text of the element sel.
+func pageText(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 	if err != nil {
@@ -218,7 +218,7 @@ func TestSignInAndConsentInChromium(t *testing.T) {
 	for _, v := range viewports {
 		t.Run(v.name, func(t *testing.T) {
 			bf := newBrowserFixture(t)
-			ctx := browser(t, path, v)
+			ctx := startChromium(t, path, v)
 			login := bf.url + bf.l.url("/oauth/login", bf.req.ID)
 			if err := chromedp.Do(ctx,
 				chromedp.Navigate(login),
@@ -230,12 +230,12 @@ func TestSignInAndConsentInChromium(t *testing.T) {
 			if err := chromedp.Do(ctx,
 				chromedp.SendKeys(chromedp.CSS(`#username`), "alice"),
 				chromedp.SendKeys(chromedp.CSS(`#password`), "wrong horse"),
-				submit(`#password`),
+				submitAndWait(`#password`),
 				chromedp.WaitVisible(chromedp.CSS(`.alert`)),
 			); err != nil {
 				t.Fatalf("wrong password: %v\n%s", err, bf.log.String())
 			}
-			if got := text(t, ctx, `.alert`); !strings.Contains(got, "Wrong user name or password") {
+			if got := pageText(t, ctx, `.alert`); !strings.Contains(got, "Wrong user name or password") {
 				t.Errorf("alert %q", got)
 			}
 			shot(t, ctx, v, "signin-error")
@@ -247,8 +247,8 @@ func TestSignInAndConsentInChromium(t *testing.T) {
 				t.Fatalf("sign-in: %v\n%s", err, bf.log.String())
 			}
 			shot(t, ctx, v, "consent")
-			page := text(t, ctx, `main`)
-			for _, want := range []string{testClientName, "claude.ai", "127.0.0.1:", "the memory server", testResource, "mcp", "alice"} {
+			page := pageText(t, ctx, `main`)
+			for _, want := range []string{loginClientName, "claude.ai", "127.0.0.1:", "the memory server", loginResource, "mcp", "alice"} {
 				if !strings.Contains(page, want) {
 					t.Errorf("consent page lacks %q:\n%s", want, page)
 				}
@@ -289,7 +289,7 @@ func TestSignInAndConsentInChromium(t *testing.T) {
 			); err != nil {
 				t.Fatal(err)
 			}
-			if got := text(t, ctx, `h1`); !strings.Contains(got, "expired") {
+			if got := pageText(t, ctx, `h1`); !strings.Contains(got, "expired") {
 				t.Errorf("expired page: %q", got)
 			}
 			shot(t, ctx, v, "error")
@@ -319,7 +319,7 @@ func TestSignInCodeInChromium(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			bf := newBrowserFixtureWith(t, func(c *config.AuthServer) { c.Users = nil; c.SignInCode = true })
 			code := regexp.MustCompile(`[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}`).FindString(bf.log.String())
-			ctx := browser(t, path, v)
+			ctx := startChromium(t, path, v)
 			login := bf.url + bf.l.url("/oauth/login", bf.req.ID)
 			if err := chromedp.Do(ctx, chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`#code`))); err != nil {
 				t.Fatal(err)
@@ -328,7 +328,7 @@ func TestSignInCodeInChromium(t *testing.T) {
 			for i := range throttleFree {
 				if err := chromedp.Do(ctx,
 					chromedp.SendKeys(chromedp.CSS(`#code`), "0000-0000-0000-000"+string(rune('0'+i))),
-					submit(`#code`),
+					submitAndWait(`#code`),
 					chromedp.WaitVisible(chromedp.CSS(`.alert`)),
 				); err != nil {
 					t.Fatalf("wrong code %d: %v", i, err)
@@ -336,11 +336,11 @@ func TestSignInCodeInChromium(t *testing.T) {
 			}
 			if err := chromedp.Do(ctx,
 				chromedp.SendKeys(chromedp.CSS(`#code`), strings.ToLower(code)),
-				submit(`#code`),
+				submitAndWait(`#code`),
 			); err != nil {
 				t.Fatal(err)
 			}
-			if got := text(t, ctx, `h1`); got != "Too many attempts" {
+			if got := pageText(t, ctx, `h1`); got != "Too many attempts" {
 				t.Fatalf("after %d wrong codes: %q", throttleFree, got)
 			}
 			shot(t, ctx, v, "throttled")
@@ -353,7 +353,7 @@ func TestSignInCodeInChromium(t *testing.T) {
 			); err != nil {
 				t.Fatalf("the code: %v\n%s", err, bf.log.String())
 			}
-			if got := text(t, ctx, `.foot`); !strings.Contains(got, "Signed in as owner") {
+			if got := pageText(t, ctx, `.foot`); !strings.Contains(got, "Signed in as owner") {
 				t.Errorf("signed in: %q", got)
 			}
 		})

@@ -63,9 +63,9 @@ type loginFixture struct {
 }
 
 const (
-	testClientName = "Claude"
-	testRedirect   = "https://claude.ai/api/mcp/auth_callback"
-	testResource   = "https://gw.example.com/servers/memory/mcp"
+	loginClientName = "Claude"
+	loginRedirect   = "https://claude.ai/api/mcp/auth_callback"
+	loginResource   = "https://gw.example.com/servers/memory/mcp"
 )
 
 // newLoginFixture builds a server at issuer (default
@@ -110,7 +110,7 @@ func newLoginFixture(t testing.TB, issuer string, edit func(*config.AuthServer))
 	}
 	ctx := context.Background()
 	if err := s.store.PutClient(ctx, &Client{
-		ID: "client-1", Name: testClientName, URI: "https://claude.ai/", RedirectURIs: []string{testRedirect},
+		ID: "client-1", Name: loginClientName, URI: "https://claude.ai/", RedirectURIs: []string{loginRedirect},
 		AuthMethod: "none", CreatedAt: f.clock.Now(),
 	}); err != nil {
 		t.Fatal(err)
@@ -124,11 +124,11 @@ func (f *loginFixture) newRequest(t testing.TB) *AuthRequest {
 	t.Helper()
 	req := &AuthRequest{
 		ID:       "req-" + rand.Text(),
-		ClientID: "client-1", RedirectURI: testRedirect, State: "st", Scopes: []string{"mcp"},
-		ResponseType: "code", CodeChallenge: "x", CodeChallengeMethod: "S256", Resource: testResource,
+		ClientID: "client-1", RedirectURI: loginRedirect, State: "st", Scopes: []string{"mcp"},
+		ResponseType: "code", CodeChallenge: "x", CodeChallengeMethod: "S256", Resource: loginResource,
 		CreatedAt: f.clock.Now(), CSRF: rand.Text(),
 	}
-	if err := f.s.store.PutAuthRequest(context.Background(), req, authRequestLife); err != nil {
+	if err := f.s.store.PutAuthRequest(context.Background(), req, loginRequestLife); err != nil {
 		t.Fatal(err)
 	}
 	return req
@@ -198,8 +198,8 @@ func loginCookie(t testing.TB, w *httptest.ResponseRecorder, name string) *http.
 	return nil
 }
 
-// checkHeaders asserts the headers every login page answer carries.
-func checkHeaders(t testing.TB, what string, h http.Header) {
+// checkPageHeaders asserts the headers every login page answer carries.
+func checkPageHeaders(t testing.TB, what string, h http.Header) {
 	t.Helper()
 	csp := h.Get("Content-Security-Policy")
 	for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'"} {
@@ -211,5 +211,14 @@ func checkHeaders(t testing.TB, what string, h http.Header) {
 		if got := h.Get(k); got != v {
 			t.Errorf("%s: %s = %q, want %q", what, k, got, v)
 		}
+	}
+}
+
+// registerPasskey stores a placeholder passkey of user (not one any
+// authenticator holds), so that the sign-in page offers passkeys.
+func (f *loginFixture) registerPasskey(t testing.TB, user string) {
+	t.Helper()
+	if err := f.s.store.PutPasskey(context.Background(), &Passkey{User: user, ID: []byte("placeholder"), Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
 	}
 }

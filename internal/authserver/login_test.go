@@ -18,11 +18,12 @@ import (
 // good, a form with code), as the provider's and peers' tests post them.
 func TestSignInPageFollowsTheFormContract(t *testing.T) {
 	f := newLoginFixture(t, "https://gw.example.com/auth", func(c *config.AuthServer) { c.SignInCode = true })
+	f.registerPasskey(t, "carol")
 	w := f.get("/auth/oauth/login?request=" + f.req.ID)
 	if w.Code != http.StatusOK {
 		t.Fatalf("GET sign-in: %d\n%s", w.Code, w.Body)
 	}
-	checkHeaders(t, "sign-in page", w.Header())
+	checkPageHeaders(t, "sign-in page", w.Header())
 	body := w.Body.String()
 	for _, want := range []string{
 		`<form method="post" action="/auth/oauth/login?request=` + f.req.ID + `">`,
@@ -30,14 +31,14 @@ func TestSignInPageFollowsTheFormContract(t *testing.T) {
 		`name="username"`, `name="password"`, `name="code"`,
 		`<label for="username">`, `<label for="password">`, `<label for="code">`,
 		`<meta name="viewport" content="width=device-width, initial-scale=1">`,
-		testClientName, "the memory server",
+		loginClientName, "the memory server",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("sign-in page lacks %q", want)
 		}
 	}
-	// Passkeys are on (a domain issuer): the page's one script runs by
-	// its hash, and nothing else may.
+	// Passkeys are on (a domain issuer) and someone has one: the page's
+	// one script runs by its hash, and nothing else may.
 	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(body, "<script>") || !strings.Contains(csp, "script-src "+f.l.pages.scriptHash) {
 		t.Errorf("passkey script or its CSP hash missing: CSP %q", csp)
 	}
@@ -102,7 +103,7 @@ func TestUnknownUserCostsOneComparison(t *testing.T) {
 			t.Errorf("user %q: %d hash comparisons, want 1", name, n)
 		}
 	}
-	if kind(f.l.passwords.dummy) != "argon2id" {
+	if hashKind(f.l.passwords.dummy) != "argon2id" {
 		t.Errorf("dummy hash %q: want one made like the first user's (argon2id)", f.l.passwords.dummy)
 	}
 }
@@ -199,7 +200,7 @@ func TestCrossSiteFormsRefused(t *testing.T) {
 			if w.Code != tc.want {
 				t.Errorf("%s %s: %d, want %d\n%s", tc.name, path, w.Code, tc.want, w.Body)
 			}
-			checkHeaders(t, tc.name, w.Header())
+			checkPageHeaders(t, tc.name, w.Header())
 		}
 	}
 	if n := strings.Count(f.log.String(), "form refused"); n != 2*(len(cases)-2) {
@@ -214,13 +215,13 @@ func TestCrossSiteFormsRefused(t *testing.T) {
 // page saying to connect again.
 func TestExpiredRequest(t *testing.T) {
 	f := newLoginFixture(t, "", nil)
-	f.clock.Advance(authRequestLife + time.Second)
+	f.clock.Advance(loginRequestLife + time.Second)
 	for _, path := range []string{f.l.url("/oauth/login", f.req.ID), f.l.url("/oauth/consent", "nope"), "/oauth/login"} {
 		w := f.get(path)
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "connect again") {
 			t.Errorf("GET %s: %d\n%s", path, w.Code, w.Body)
 		}
-		checkHeaders(t, path, w.Header())
+		checkPageHeaders(t, path, w.Header())
 	}
 }
 
@@ -238,7 +239,7 @@ func TestStart(t *testing.T) {
 		if w.Code != http.StatusSeeOther {
 			t.Fatalf("start: %d", w.Code)
 		}
-		checkHeaders(t, "start", w.Header())
+		checkPageHeaders(t, "start", w.Header())
 		return w.Header().Get("Location")
 	}
 	if got, want := start(nil), "/auth/oauth/login?request="+f.req.ID; got != want {

@@ -67,9 +67,9 @@ func cspHash(b []byte) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
-// page is what a template gets: the layout's fields, and the fields of
+// pageData is what a template gets: the layout's fields, and the fields of
 // the one page it is.
-type page struct {
+type pageData struct {
 	Title  string
 	Host   string // the issuer's host, whom the person is signing in to
 	Error  string
@@ -111,7 +111,7 @@ type passkeyForm struct {
 // render writes page name with status, after the headers every page has
 // (securityHeaders). formTo is the extra origin its forms may end up at
 // (the client's redirect URI, for the consent page), or "".
-func (l *loginPages) render(w http.ResponseWriter, status int, name string, p *page, formTo string) {
+func (l *loginPages) render(w http.ResponseWriter, status int, name string, p *pageData, formTo string) {
 	var buf bytes.Buffer
 	p.CSS = l.pages.css
 	p.Host = l.issuer.Host
@@ -193,5 +193,5 @@ func cspSource(uri string) string {
 // errorPage answers with the error page: title and message for the
 // person, hint on what to do next.
 func (l *loginPages) errorPage(w http.ResponseWriter, status int, title, message, hint string) {
-	l.render(w, status, "error", &page{Title: title, Message: message, Hint: hint}, "")
+	l.render(w, status, "error", &pageData{Title: title, Message: message, Hint: hint}, "")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
@@ -32,10 +33,47 @@ const (
 	passkeyCeremonyTTL = 10 * time.Minute
 )
 
-// passkeyRP is the relying party. Static after newPasskeyRP.
+// passkeyRP is the relying party. Static after newPasskeyRP but used,
+// which mu guards.
 type passkeyRP struct {
 	l  *loginPages
 	wa *webauthn.WebAuthn
+
+	mu sync.Mutex
+	// used holds the challenges of finished ceremonies until their state
+	// expires, so that an answer (and its state) posted again is refused:
+	// a ceremony counts once. Per replica: with several, the same answer
+	// posted to another replica within passkeyCeremonyTTL is not caught
+	// here (the passkey's sign counter is not kept).
+	used map[string]time.Time
+}
+
+// maxUsedChallenges bounds used: past it, finishing a ceremony waits
+// for expired ones to go (a flood of passkey posts is throttled per
+// address long before).
+const maxUsedChallenges = 10000
+
+// spend marks challenge used, or reports that it already was (or that
+// the table is full of live ones).
+func (p *passkeyRP) spend(challenge string) bool {
+	now := p.l.s.deps.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, seen := p.used[challenge]; seen {
+		return false
+	}
+	if len(p.used) >= maxUsedChallenges {
+		for c, until := range p.used {
+			if now.After(until) {
+				delete(p.used, c)
+			}
+		}
+		if len(p.used) >= maxUsedChallenges {
+			return false
+		}
+	}
+	p.used[challenge] = now.Add(passkeyCeremonyTTL)
+	return true
 }
 
 // newPasskeyRP returns the relying party of the issuer's host, or nil
@@ -60,7 +98,7 @@ func newPasskeyRP(l *loginPages) (*passkeyRP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &passkeyRP{l: l, wa: wa}, nil
+	return &passkeyRP{l: l, wa: wa, used: map[string]time.Time{}}, nil
 }
 
 // passkeyUser is a user as go-webauthn sees one.
@@ -127,13 +165,20 @@ func (p *passkeyRP) open(purpose, state string, req *AuthRequest) (*ceremony, er
 	if c.Request != req.ID {
 		return nil, errors.New("ceremony of another request")
 	}
+	if !p.spend(c.Session.Challenge) {
+		return nil, errors.New("ceremony already finished")
+	}
 	return &c, nil
 }
 
 // loginForm is the sign-in page's passkey form: a fresh challenge for
-// any of this site's passkeys. nil (no passkey button) if it cannot be
-// made.
-func (p *passkeyRP) loginForm(req *AuthRequest) *passkeyForm {
+// any of this site's passkeys. nil (no passkey button) while no one has
+// a passkey here (a button that can only fail would confuse the first
+// sign-in), or if it cannot be made.
+func (p *passkeyRP) loginForm(r *http.Request, req *AuthRequest) *passkeyForm {
+	if !p.anyRegistered(r) {
+		return nil
+	}
 	assertion, session, err := p.wa.BeginDiscoverableLogin()
 	if err != nil {
 		p.l.s.deps.Logger.Error("authserver: passkey login options", "error", err)
@@ -145,6 +190,16 @@ func (p *passkeyRP) loginForm(req *AuthRequest) *passkeyForm {
 		Options: string(opts),
 		State:   p.seal(passkeyLoginPurpose, ceremony{Request: req.ID, Session: *session}),
 	}
+}
+
+// anyRegistered reports whether some user who may sign in has a passkey.
+func (p *passkeyRP) anyRegistered(r *http.Request) bool {
+	for _, name := range p.l.passwords.names() {
+		if keys, err := p.l.s.store.Passkeys(r.Context(), name); err == nil && len(keys) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // passkeyLogin checks a passkey's answer to the sign-in page's
@@ -244,7 +299,7 @@ func (l *loginPages) showPasskeys(w http.ResponseWriter, r *http.Request, req *A
 	case n > 1:
 		count = "You have " + strconv.Itoa(n) + " passkeys here already."
 	}
-	l.render(w, http.StatusOK, "passkeys", &page{
+	l.render(w, http.StatusOK, "passkeys", &pageData{
 		Title:  "Add a passkey",
 		Error:  errText,
 		Action: l.url("/oauth/passkeys", req.ID),

@@ -79,7 +79,7 @@ func newPasswords(users []config.AuthUser) (*passwords, error) {
 // first configured one), or PasswordParams when there is none.
 func dummyHash(like string) (string, error) {
 	pw := rand.Text()
-	switch kind(like) {
+	switch hashKind(like) {
 	case "bcrypt":
 		cost, err := bcrypt.Cost([]byte(like))
 		if err != nil {
@@ -97,8 +97,8 @@ func dummyHash(like string) (string, error) {
 	return argon2id.CreateHash(pw, &PasswordParams)
 }
 
-// kind tells a hash's algorithm by its prefix ("" for none known).
-func kind(hash string) string {
+// hashKind tells a hash's algorithm by its prefix ("" for none known).
+func hashKind(hash string) string {
 	switch {
 	case strings.HasPrefix(hash, "$argon2id$"):
 		return "argon2id"
@@ -157,7 +157,7 @@ func (p *passwords) check(ctx context.Context, name, password string) (bool, err
 	}
 	p.compared()
 	var match bool
-	switch kind(hash) {
+	switch hashKind(hash) {
 	case "argon2id":
 		m, err := argon2id.ComparePasswordAndHash(password, hash)
 		match = err == nil && m

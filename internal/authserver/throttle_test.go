@@ -45,7 +45,7 @@ func TestThrottlePerUser(t *testing.T) {
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), "Too many attempts") {
 		t.Fatalf("throttled: %d, Retry-After %q\n%s", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
-	checkHeaders(t, "429 page", w.Header())
+	checkPageHeaders(t, "429 page", w.Header())
 	if compared != 0 {
 		t.Errorf("a throttled attempt compared %d hashes", compared)
 	}
