@@ -175,3 +175,32 @@ func TestOAuthServerClickjacking(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthServerConsentOnce: one authorization request gives one code. The consent form
+// posted again (a double click, a replayed post) issues no second code; were it to, one
+// consent would mint two grants. The first code still works.
+func TestOAuthServerConsentOnce(t *testing.T) {
+	g := startAuthGateway(t, nil)
+	c := publicClient(t, g.meta, loopbackRedirect)
+	resource := g.resource("everything")
+	verifier, challenge := newPKCE()
+	ua := newUserAgent(t)
+	login := ua.open(t, c.authorizeURL(resource, challenge, nil), g.base)
+	signedIn := ua.signIn(t, login, e2eUser, e2ePassword, g.base)
+	if signedIn.location == nil {
+		t.Fatalf("sign-in: %d: %s", signedIn.status, brief(signedIn.body))
+	}
+	consent := ua.open(t, signedIn.location.String(), g.base)
+	f := consent.form(t, "/oauth/consent")
+	first := ua.post(t, f.action, url.Values{"csrf": {f.csrf}, "decision": {"allow"}}, g.base)
+	second := ua.post(t, f.action, url.Values{"csrf": {f.csrf}, "decision": {"allow"}}, g.base)
+	if first.location == nil || first.location.Query().Get("code") == "" {
+		t.Fatalf("the consent: %d (Location %v), want a code", first.status, first.location)
+	}
+	if second.location != nil && second.location.Query().Has("code") {
+		t.Errorf("the consent posted again: another code (%d, Location %v); want none", second.status, second.location)
+	}
+	if tok := c.redeem(t, c.codeOf(t, first.location), verifier, resource); tok.status != http.StatusOK {
+		t.Errorf("the first code: %d: %s", tok.status, tok.body)
+	}
+}
