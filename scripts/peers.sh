@@ -9,6 +9,8 @@
 #                               Node 22 binary.
 #   .cache/peers/*.mjs          the e2e Node scripts (e2e/js), copied next to node_modules because
 #                               ES modules resolve packages relative to their own location.
+#   .cache/mcp-remote           mcp-remote (e2e/peers/mcp-remote), a client of the gateway's own
+#                               authorization server, in a tree of its own.
 #   .cache/bin/everything-server  the Go SDK conformance server, pinned as a tool in go.mod.
 #   .cache/redis                Debian's redis-server, unless one is on PATH (scripts/redis.sh).
 #
@@ -52,6 +54,26 @@ else
 fi
 "$node22" -e 'if (+process.versions.node.split(".")[0] < 22) process.exit(1)' ||
 	die "$node22 is not Node >= 22; the conformance suite needs it"
+
+# --- mcp-remote ----------------------------------------------------------------------------
+# A tree of its own: it brings its own TypeScript SDK and express, which must not replace the
+# pinned ones the other peers and scripts resolve from .cache/peers/node_modules.
+remote="$cache/mcp-remote"
+remote_stamp="$remote/.installed"
+remote_key="$(hash_of "$root/e2e/peers/mcp-remote/package.json" "$root/e2e/peers/mcp-remote/package-lock.json")"
+if [[ -f "$remote_stamp" && "$(cat "$remote_stamp")" == "$remote_key" && -f "$remote/node_modules/mcp-remote/dist/proxy.js" ]]; then
+	say "mcp-remote up to date ($remote/node_modules)"
+else
+	say "installing mcp-remote from e2e/peers/mcp-remote/package-lock.json into $remote"
+	mkdir -p "$remote"
+	rm -f "$remote_stamp"
+	cp "$root/e2e/peers/mcp-remote/package.json" "$root/e2e/peers/mcp-remote/package-lock.json" "$remote/"
+	(cd "$remote" && npm ci --no-audit --no-fund --cache "$cache/npm" --loglevel=error) ||
+		die "npm ci failed in $remote"
+	[[ -f "$remote/node_modules/mcp-remote/dist/proxy.js" ]] || die "npm ci succeeded but mcp-remote is missing"
+	echo "$remote_key" >"$remote_stamp"
+	say "mcp-remote installed"
+fi
 
 # --- Go conformance server -----------------------------------------------------------------
 go_stamp="$bin/.everything-server"

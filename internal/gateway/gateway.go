@@ -100,7 +100,8 @@ type Gateway struct {
 	// replica.
 	cluster *cluster.Cluster
 	// authServer is gateway.auth.server's, authStore its records
-	// (authserver.go); nil: none.
+	// (authserver.go); nil: none. The admin API lists and revokes its
+	// clients and grants (admin.go).
 	authServer *authserver.Server
 	authStore  authserver.Store
 	// own is the gate's issuer entry for authServer: each gate a reload
