@@ -4,8 +4,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -128,4 +130,62 @@ func tokenKeyID(t *testing.T, tok string) string {
 		t.Fatalf("access token %.20s... is not a JWT", tok)
 	}
 	return h.Kid
+}
+
+// tokenTraffic is a client using one access token without pause, through the proxy, while a
+// test changes the cluster under it: gate probes (a tools/list on a session that does not
+// exist: 404 when the token is accepted, 401 when it is refused), one after another.
+type tokenTraffic struct {
+	requests, refused, errors atomic.Int64
+	first                     atomic.Value // string: the first refusal or error
+	stop, done                chan struct{}
+}
+
+// startTokenTraffic starts sending probes with tok to url until end.
+func startTokenTraffic(url, tok string) *tokenTraffic {
+	tt := &tokenTraffic{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tt.done)
+		for {
+			select {
+			case <-tt.stop:
+				return
+			default:
+			}
+			tt.probe(url, tok)
+		}
+	}()
+	return tt
+}
+
+func (tt *tokenTraffic) probe(url, tok string) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(toolsListRequest(9)))
+	if err != nil {
+		panic(err) // a constant request: cannot fail
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Mcp-Session-Id", "no-such-session")
+	req.Header.Set("Mcp-Protocol-Version", mcpProtocolVersion)
+	resp, err := http.DefaultClient.Do(req)
+	tt.requests.Add(1)
+	if err != nil {
+		tt.errors.Add(1)
+		tt.first.CompareAndSwap(nil, err.Error())
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		tt.refused.Add(1)
+		tt.first.CompareAndSwap(nil, resp.Status)
+	}
+}
+
+// end stops the traffic and returns its figures.
+func (tt *tokenTraffic) end() (requests, failed int64, first any) {
+	close(tt.stop)
+	<-tt.done
+	return tt.requests.Load(), tt.refused.Load() + tt.errors.Load(), tt.first.Load()
 }

@@ -117,8 +117,8 @@ func TestOAuthClusterReplicaCrash(t *testing.T) {
 }
 
 // TestOAuthClusterKeyRotation: the seal key file rotates (add k2, promote k2, retire k1, as
-// TestClusterKeyRotation) while a client holds an access token signed by k1. Through add and
-// promote every replica accepts it; the tokens issued after the promotion are signed by k2.
+// TestClusterKeyRotation) while a client uses an access token signed by k1 without pause.
+// Through add and promote every replica accepts it, no request refused; the tokens issued after the promotion are signed by k2.
 // At the retirement the k1 token is refused by every replica as soon as each has reloaded the
 // keys: there is no grace for it (its key is gone from the ring, and with it from the gate's
 // keys); its refresh token, opaque and in Redis, is unaffected and brings a k2 token, which
@@ -152,6 +152,8 @@ func TestOAuthClusterKeyRotation(t *testing.T) {
 			t.Errorf("%s: the access token on each replica: %v, want 200", step, got)
 		}
 	}
+	// A client keeps using the k1 token through add and promote.
+	traffic := startTokenTraffic(c.resource, old.AccessToken)
 	k2 := newSealKey("k2", false)
 	writeSealKeys(t, keys, k1, k2) // add
 	reloaded(1)
@@ -165,6 +167,11 @@ func TestOAuthClusterKeyRotation(t *testing.T) {
 		t.Errorf("an access token issued after the promotion is signed by %q, want k2", kid)
 	}
 	acceptedEverywhere("k2 promoted, a token of k2", fresh.AccessToken)
+	requests, failed, first := traffic.end()
+	t.Logf("FIGURES key rotation (add, promote) under a client's traffic: %d requests with the k1 token, %d failed (first: %v)", requests, failed, first)
+	if requests == 0 || failed > 0 {
+		t.Errorf("%d of %d requests with the k1 token failed during add and promote (first: %v)", failed, requests, first)
+	}
 
 	writeSealKeys(t, keys, k2) // retire k1
 	reloaded(3)
