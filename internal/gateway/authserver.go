@@ -73,11 +73,15 @@ func (g *Gateway) startAuthServer(cfg *config.Config, ring *seal.Ring, cl *clust
 		return nil
 	}
 	sc := *cfg.Gateway.Auth.Server
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// The state file's path is already resolved against the config
-	// file's directory (config).
-	store, err := authserver.OpenStore(ctx, storeSettings(sc), "", cl.Redis(), time.Now)
+	// file's directory (config). The context is the Store's life, not
+	// a bound on opening it: a Redis Store watches the revocations of
+	// the other replicas until it ends, so one cancelled on return
+	// would leave this replica deaf to them (an access token of a grant
+	// revoked elsewhere accepted here until it expires). Close ends the
+	// watch; the calls of the open are bounded by the Redis client's
+	// timeouts.
+	store, err := authserver.OpenStore(context.Background(), storeSettings(sc), "", cl.Redis(), time.Now)
 	if err != nil {
 		return fmt.Errorf("gateway.auth.server: %w", err)
 	}
