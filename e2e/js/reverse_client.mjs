@@ -49,7 +49,8 @@ async function waitFor(check, ms, what) {
 // Phases all clients pass together: a log message of a stdio server carries nothing that ties it
 // to a request, so the gateway delivers it only while one session has requests at that server
 // (else it cannot know whose it is); the logging step runs one client at a time, after the
-// concurrent ones.
+// concurrent ones. A client that fails before a barrier still arrives at it (its finally block):
+// else the others would wait there forever, and the summary naming its error would never print.
 function barrier(n) {
   let waiting = 0;
   let release;
@@ -63,8 +64,16 @@ const mrtrDone = barrier(clientCount);
 const loggingDone = barrier(clientCount);
 let loggingTurn = Promise.resolve();
 
+// once returns f called at most once: a client's arrival at a barrier.
+function once(f) {
+  let done;
+  return () => (done ??= f());
+}
+
 async function runClient(i) {
   const report = { client: i, checks: [], asked: { sampling: 0, elicitation: 0, roots: 0 }, logs: 0, listChanged: 0, errors: [] };
+  const arriveMrtr = once(mrtrDone);
+  const arriveLogging = once(loggingDone);
   const fail = (msg) => report.errors.push(msg);
   const name = `client-${i}`;
   const client = new Client(
@@ -143,7 +152,7 @@ async function runClient(i) {
       fail(`asked: ${JSON.stringify(report.asked)}`);
     }
 
-    await mrtrDone();
+    await arriveMrtr();
     // logging/setLevel is the gateway's (the revision sets the level per request).
     const turn = loggingTurn.then(async () => {
       if (opts["no-logging"]) return;
@@ -153,7 +162,7 @@ async function runClient(i) {
     });
     loggingTurn = turn.catch(() => {});
     await turn;
-    await loggingDone();
+    await arriveLogging();
 
     // list_changed reaches the session from the listen the gateway holds for it.
     await expect("tool change", call("test_trigger_tool_change"), []);
@@ -164,6 +173,8 @@ async function runClient(i) {
   } catch (err) {
     fail(`${err?.name ?? "Error"}: ${err?.message ?? err}`);
   } finally {
+    arriveMrtr();
+    arriveLogging();
     await client.close().catch(() => {});
   }
   return report;

@@ -98,11 +98,7 @@ func (h *Handler) elsewhere(w http.ResponseWriter, r *http.Request, name string,
 		// then 404.
 		return here
 	}
-	if alive, known := cl.Alive(c.instance); known && !alive {
-		h.forwards.gone.Add(1)
-		return here // the owner is gone: 404, and the client initializes again
-	}
-	if h.forward(w, r, c.advertise) { // forward.go
+	if h.forwardToOwner(w, r, c.instance, c.advertise) { // forward.go
 		return forwarded
 	}
 	// The owner could not be reached, and its session is gone with it.

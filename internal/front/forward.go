@@ -32,7 +32,7 @@ type forwardStats struct {
 	forwarded   atomic.Uint64 // requests forwarded to their owner
 	failed      atomic.Uint64 // forwards whose owner could not be reached: 404
 	silent      atomic.Uint64 // forwards whose owner sent no headers in time: 504 (ownerwait.go)
-	gone        atomic.Uint64 // requests for a session whose owner had no heartbeat: 404
+	gone        atomic.Uint64 // requests for a session whose owner had no heartbeat, and whose dial failed: 404
 	resumed     atomic.Uint64 // portable sessions resumed here
 	storeErrors atomic.Uint64 // handoff records or revocations the store refused
 }
@@ -107,6 +107,26 @@ type (
 // reached, nothing was written and the caller answers 404: the owner is
 // gone, and so is the session.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise string) bool {
+	return h.forwardAs(w, r, advertise, false)
+}
+
+// forwardToOwner is forward to replica instance, at advertise, even when
+// its heartbeats say it is gone: a replica that misses three beats may be
+// dead, or only starved of CPU (a loaded node, a throttled pod, a long
+// pause), and only the dial tells them apart. Answered 404 (or its answer
+// to a server request, or its parked request, given up) on the
+// heartbeats alone, a session, an answer or a retry that its owner still
+// holds would be lost for good. A dead owner refuses the dial at once (an
+// address nobody answers at fails it within the dial timeout, 1 s), so
+// its clients still learn soon; that failure is counted as gone, not as
+// a failed forward, and not logged: the heartbeats said so already.
+func (h *Handler) forwardToOwner(w http.ResponseWriter, r *http.Request, instance, advertise string) bool {
+	alive, known := h.cfg.Cluster.Alive(instance)
+	return h.forwardAs(w, r, advertise, known && !alive)
+}
+
+// forwardAs is forward; gone: the heartbeats say the owner is gone.
+func (h *Handler) forwardAs(w http.ResponseWriter, r *http.Request, advertise string, gone bool) bool {
 	var failed error
 	ctx := context.WithValue(context.WithValue(r.Context(), ownerKey{}, advertise), forwardErrKey{}, &failed)
 	if isStandaloneGET(r) {
@@ -152,6 +172,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, advertise stri
 		}
 		clock.answerSilent(w)
 		return true
+	}
+	if gone {
+		h.forwards.gone.Add(1)
+		return false
 	}
 	h.forwards.failed.Add(1)
 	if ok, held := h.openFailures.Allow(time.Now()); ok {

@@ -101,3 +101,28 @@ func TestOwnerDiesMidForward(t *testing.T) {
 		t.Errorf("forwards: %+v, want two failed", f)
 	}
 }
+
+// An owner that missed its heartbeats (starved of CPU on a loaded node,
+// say) but lives still serves its sessions: the request is forwarded, not
+// answered 404 on the heartbeats alone, which would end a session its
+// owner holds (TestClusterTypeScriptReverseBridge under load saw it). Only
+// once the dial is refused too is the owner gone (TestOwnerGone).
+func TestOwnerMissingBeatsStillServes(t *testing.T) {
+	ring, cl := testRing(t), newMemCluster()
+	a := startReplica(t, cl, "a", ring, newFakeBackend())
+	b := startReplica(t, cl, "b", ring, newFakeBackend())
+	sid := initSession(t, a.srv)
+	cl.mu.Lock()
+	cl.dead["a"] = true // no heartbeat from a for three beats
+	cl.mu.Unlock()
+
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	resp, body := do(t, b.srv, http.MethodPost, mcpPath, ping, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a call on b for a's session, a late on its heartbeats: %d %s, want a's answer", resp.StatusCode, body)
+	}
+	testkit.WaitFor(t, "b counting the forward", func() bool { return b.h.Forwards().Forwarded == 1 })
+	if f := b.h.Forwards(); f.Gone != 0 || f.Failed != 0 {
+		t.Errorf("forwards: %+v, want one forwarded, none gone or failed", f)
+	}
+}

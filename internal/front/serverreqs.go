@@ -149,10 +149,6 @@ func (h *Handler) forwardAnswers(w http.ResponseWriter, r *http.Request, place [
 	if !ok || instance == h.cfg.Cluster.Instance() {
 		return false
 	}
-	if alive, known := h.cfg.Cluster.Alive(instance); known && !alive {
-		h.forwards.gone.Add(1)
-		return false
-	}
 	var body []byte
 	if batch {
 		body = append(body, '[')
@@ -168,7 +164,7 @@ func (h *Handler) forwardAnswers(w http.ResponseWriter, r *http.Request, place [
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	return h.forward(w, r, advertise)
+	return h.forwardToOwner(w, r, instance, advertise) // forward.go
 }
 
 // generalStream returns the Stream session s's connection is given for

@@ -174,7 +174,9 @@ func TestServerRequestAnswerForwardedToAsker(t *testing.T) {
 	ba.mu.Unlock()
 
 	// The asker gone: the answer is not forwarded (its request went with
-	// it), and the POST is still answered.
+	// it), and the POST is still answered. (Gone: no heartbeat, and its
+	// dial refused; heartbeats alone do not stop a forward, forward.go.)
+	b.srv.Close()
 	cl.mu.Lock()
 	cl.dead["b"] = true
 	cl.mu.Unlock()

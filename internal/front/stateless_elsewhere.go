@@ -43,12 +43,8 @@ func (h *Handler) retryElsewhere(w http.ResponseWriter, r *http.Request, msg *js
 	if !ok || instance == cl.Instance() {
 		return false
 	}
-	if alive, known := cl.Alive(instance); known && !alive {
-		h.forwards.gone.Add(1)
-		return false
-	}
 	// The body was read to find the request: the owner gets it again.
 	r.Body = io.NopCloser(bytes.NewReader(msg.Raw))
 	r.ContentLength = int64(len(msg.Raw))
-	return h.forward(w, r, advertise)
+	return h.forwardToOwner(w, r, instance, advertise) // forward.go
 }

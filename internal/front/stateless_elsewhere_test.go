@@ -73,6 +73,7 @@ func TestParkedRetryOwnerGoneOrForgedHop(t *testing.T) {
 		t.Fatalf("%d parked on a after refused retries, want 1 (still waiting)", n)
 	}
 
+	a.srv.Close() // gone: no heartbeat, and its dial refused (forward.go)
 	cl.mu.Lock()
 	cl.dead["a"] = true
 	cl.mu.Unlock()
