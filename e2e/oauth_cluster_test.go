@@ -209,10 +209,9 @@ func cleanlyUnavailable(status int, body string) bool {
 // persistence): a new registration and flow work on every replica; the old access token still
 // verifies (a JWT of the ring, not revoked), its client is unknown (invalid_client).
 //
-// Fails today, in internal/authserver: with Redis down, /oauth/authorize answers 400 "not
-// registered here" and the token endpoint 401 invalid_client (provider.go and token.go take
-// any error of the client lookup, ErrUnavailable too, for an unknown client: a client told
-// invalid_client may drop its registration), and /oauth/register answers 500 server_error.
+// A lookup the Store cannot make is answered 503 temporarily_unavailable (with Retry-After),
+// never as an unknown client or a bad token: a client told invalid_client may drop its
+// registration (internal/authserver TestStoreOutageIsTemporary).
 func TestOAuthClusterRedisDown(t *testing.T) {
 	c := startAuthCluster(t, 3, "")
 	issuer := c.meta.Issuer

@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -21,6 +22,11 @@ const (
 	errInvalidScope   = "invalid_scope"
 	errInvalidTarget  = "invalid_target"
 	errServerError    = "server_error"
+	// errUnavailable: the Store could not be reached (RFC 6749 4.1.2.1
+	// names it for /authorize; the token, revocation and registration
+	// endpoints answer it with 503, so a client retries rather than
+	// dropping a registration or a token that still works).
+	errUnavailable = "temporarily_unavailable"
 )
 
 // oauthError is an error answer of the token and revocation endpoints.
@@ -39,7 +45,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError answers an OAuth error: 401 with a Basic challenge for a
 // client that failed to authenticate by the header (RFC 6749 5.2), 500
-// for ours, else 400.
+// for ours, 503 with Retry-After while the Store is out of reach, else
+// 400.
 func writeError(w http.ResponseWriter, r *http.Request, code, description string) {
 	status := http.StatusBadRequest
 	switch code {
@@ -50,8 +57,24 @@ func writeError(w http.ResponseWriter, r *http.Request, code, description string
 		}
 	case errServerError:
 		status = http.StatusInternalServerError
+	case errUnavailable:
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	writeJSON(w, status, oauthError{Code: code, Description: description})
+}
+
+// retryAfterSeconds is the Retry-After of an answer the Store's outage
+// caused: Redis coming back, or a disk made writable, takes seconds.
+const retryAfterSeconds = "5"
+
+// storeErrorCode is the OAuth error for a failure of the Store: the
+// Store out of reach is temporarily_unavailable, anything else ours.
+func storeErrorCode(err error) string {
+	if errors.Is(err, ErrUnavailable) {
+		return errUnavailable
+	}
+	return errServerError
 }
 
 func noStore(w http.ResponseWriter) {

@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -97,6 +98,12 @@ func (p *provider) authorize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	client, err := p.s.clients.client(r.Context(), q.Get("client_id"))
+	if errors.Is(err, ErrUnavailable) {
+		p.s.deps.Logger.Error("authorize: looking up the client", "client_id", q.Get("client_id"), "err", err)
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		authorizePage(w, http.StatusServiceUnavailable, "Sign-in is unavailable for a moment. Try again shortly.")
+		return
+	}
 	if err != nil {
 		p.s.deps.Logger.Info("authorize refused: unknown client", "client_id", q.Get("client_id"), "err", err)
 		authorizePage(w, http.StatusBadRequest, "The application asking to sign in is not registered here.")
@@ -148,7 +155,7 @@ func (p *provider) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := p.s.store.PutAuthRequest(r.Context(), req, requestTTL); err != nil {
 		p.s.deps.Logger.Error("authorize: storing the request", "err", err)
-		fail(errServerError, "the request could not be stored")
+		fail(storeErrorCode(err), "the request could not be stored")
 		return
 	}
 	p.s.login.start(w, r, req)
@@ -250,7 +257,7 @@ func (p *provider) finish(w http.ResponseWriter, r *http.Request, req *AuthReque
 	code := newSecret()
 	if err := p.s.store.PutCode(r.Context(), hashOf(code), req.ID, codeTTL); err != nil {
 		p.s.deps.Logger.Error("authorize: storing the code", "err", err)
-		p.refuse(w, r, req, errServerError, "the code could not be stored")
+		p.refuse(w, r, req, storeErrorCode(err), "the code could not be stored")
 		return
 	}
 	// The request now has its code: a second consent of it is refused
@@ -259,7 +266,7 @@ func (p *provider) finish(w http.ResponseWriter, r *http.Request, req *AuthReque
 	ttl := req.CreatedAt.Add(requestTTL).Sub(p.s.deps.Now())
 	if err := p.s.store.PutAuthRequest(r.Context(), req, max(ttl, codeTTL)); err != nil {
 		p.s.deps.Logger.Error("authorize: storing the code", "err", err)
-		p.refuse(w, r, req, errServerError, "the code could not be stored")
+		p.refuse(w, r, req, storeErrorCode(err), "the code could not be stored")
 		return
 	}
 	p.s.deps.Logger.Info("authorization code issued", "user", req.User, "client_id", req.ClientID, "resource", req.Resource)

@@ -97,6 +97,11 @@ func (c *clientRegistry) register(w http.ResponseWriter, r *http.Request) {
 		c.s.deps.Logger.Warn("authserver: registration refused: client table full", "addr", r.RemoteAddr, "max", c.maxClients)
 		writeRegisterError(w, http.StatusServiceUnavailable, &metadataError{Code: "temporarily_unavailable", Description: "no room for another client"})
 		return
+	case errors.Is(err, ErrUnavailable):
+		c.s.deps.Logger.Error("authserver: registration not stored", "err", err)
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		writeRegisterError(w, http.StatusServiceUnavailable, &metadataError{Code: errUnavailable, Description: "the client could not be stored; try again"})
+		return
 	case err != nil:
 		c.s.deps.Logger.Error("authserver: registration not stored", "err", err)
 		writeRegisterError(w, http.StatusInternalServerError, &metadataError{Code: "server_error", Description: "the client could not be stored"})

@@ -35,7 +35,7 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 		// Not answered 200: the client would drop a token that still
 		// works, believing it revoked (RFC 7009 2.2.1 lets us say so).
 		p.s.deps.Logger.Error("revoke: finding a refresh token's grant", "err", err)
-		writeError(w, r, errServerError, "the token could not be checked; try again")
+		writeError(w, r, storeErrorCode(err), "the token could not be checked; try again")
 		return
 	} else if g != nil && g.ClientID == c.ID {
 		gid = g.ID
@@ -43,7 +43,7 @@ func (p *provider) revoke(w http.ResponseWriter, r *http.Request) {
 	if gid != "" {
 		if err := p.s.store.RevokeGrant(ctx, gid); err != nil {
 			p.s.deps.Logger.Error("revoke: revoking a grant", "err", err)
-			writeError(w, r, errServerError, "the grant could not be revoked")
+			writeError(w, r, storeErrorCode(err), "the grant could not be revoked")
 			return
 		}
 		p.s.deps.Logger.Info("grant revoked by its client", "client_id", c.ID)

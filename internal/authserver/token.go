@@ -81,6 +81,12 @@ func (p *provider) authenticate(w http.ResponseWriter, r *http.Request) (*Client
 		return nil, false
 	}
 	c, err := p.s.clients.client(r.Context(), id)
+	if errors.Is(err, ErrUnavailable) {
+		// Not invalid_client: a client told so may drop its registration.
+		p.s.deps.Logger.Error("token: looking up the client", "err", err)
+		writeError(w, r, errUnavailable, "the client could not be looked up; try again")
+		return nil, false
+	}
 	if err != nil {
 		writeError(w, r, errInvalidClient, "unknown client")
 		return nil, false
@@ -139,7 +145,7 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 		return
 	case err != nil:
 		p.s.deps.Logger.Error("token: redeeming a code", "err", err)
-		writeError(w, r, errServerError, "the code could not be checked")
+		writeError(w, r, storeErrorCode(err), "the code could not be checked")
 		return
 	}
 	req, err := p.s.store.AuthRequest(ctx, reqID)
@@ -184,7 +190,7 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 	}
 	if err := p.s.store.PutGrant(ctx, g); err != nil {
 		p.s.deps.Logger.Error("token: storing a grant", "err", err)
-		writeError(w, r, errServerError, "the grant could not be stored")
+		writeError(w, r, storeErrorCode(err), "the grant could not be stored")
 		return
 	}
 	if err := p.s.store.CodeGrant(ctx, h, g.ID); errors.Is(err, ErrReused) {
@@ -198,7 +204,7 @@ func (p *provider) redeemCode(w http.ResponseWriter, r *http.Request, c *Client)
 		// grant: give nothing out for it.
 		p.revokeQuietly(ctx, g.ID)
 		p.s.deps.Logger.Error("token: recording the code's grant", "err", err)
-		writeError(w, r, errServerError, "the grant could not be stored")
+		writeError(w, r, storeErrorCode(err), "the grant could not be stored")
 		return
 	}
 	if err := p.s.store.DeleteAuthRequest(ctx, req.ID); err != nil {
@@ -230,7 +236,7 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		return
 	case err != nil:
 		p.s.deps.Logger.Error("token: finding a refresh token's grant", "err", err)
-		writeError(w, r, errServerError, "the refresh token could not be checked")
+		writeError(w, r, storeErrorCode(err), "the refresh token could not be checked")
 		return
 	}
 	var scopes []string
@@ -272,7 +278,7 @@ func (p *provider) refresh(w http.ResponseWriter, r *http.Request, c *Client) {
 		return
 	case err != nil:
 		p.s.deps.Logger.Error("token: rotating a refresh token", "err", err)
-		writeError(w, r, errServerError, "the refresh token could not be checked")
+		writeError(w, r, storeErrorCode(err), "the refresh token could not be checked")
 		return
 	}
 	if g.ID != found.ID || found.Refresh != h {
