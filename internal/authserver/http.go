@@ -116,9 +116,8 @@ func postOnly(h http.HandlerFunc) http.Handler {
 // back to its client: the client or its redirect URI is unknown.
 func authorizePage(w http.ResponseWriter, status int, msg string) {
 	noStore(w)
+	securityHeaders(w) // as the login pages': no framing, no Referer, no sniffing
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
-	w.Header().Set("X-Frame-Options", "DENY")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Sign-in refused</title></head><body><h1>Sign-in refused</h1><p>%s</p></body></html>`, html.EscapeString(msg))
 }

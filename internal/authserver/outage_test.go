@@ -112,3 +112,26 @@ func TestStoreOutageIsTemporary(t *testing.T) {
 		t.Errorf("the refresh token once the Store is back: %d %v", status, body)
 	}
 }
+
+// TestAuthorizePageHeaders: the page /authorize shows when it cannot
+// send the user agent back (an unknown client, a redirect URI not
+// registered) carries the login pages' security headers: it names the
+// request in its URL, so no Referer, and no framing.
+func TestAuthorizePageHeaders(t *testing.T) {
+	w := newWorld(t, nil, nil, nil)
+	q := authorizeParams()
+	q.Set("redirect_uri", "https://evil.example/cb")
+	rec := w.authorize(q)
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("authorize with a redirect URI not registered: %d, want 400", rec.Code)
+	}
+	for header, want := range map[string]string{"X-Frame-Options": "DENY", "Cache-Control": "no-store",
+		"Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"} {
+		if got := rec.Header().Get(header); got != want {
+			t.Errorf("%s %q, want %q", header, got, want)
+		}
+	}
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy %q, want frame-ancestors 'none'", csp)
+	}
+}
