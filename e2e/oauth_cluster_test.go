@@ -204,7 +204,8 @@ func cleanlyUnavailable(status int, body string) bool {
 // TestOAuthClusterRedisDown: Redis stops (SIGKILL). The access tokens issued before keep
 // working on every replica (checked in process: the ring's keys, the revocations in memory);
 // what needs Redis fails cleanly: the sign-in of a login begun before, a new authorization
-// request, a refresh, a registration. Redis started again (the testkit's Redis keeps nothing
+// request, a refresh, a registration. A replica restarted meanwhile starts, refusing tokens
+// until it has read the revoked set from Redis. Redis started again (the testkit's Redis keeps nothing
 // on disk: it comes back empty, every client and grant gone, as any Redis without
 // persistence): a new registration and flow work on every replica; the old access token still
 // verifies (a JWT of the ring, not revoked), its client is unknown (invalid_client).
@@ -256,12 +257,35 @@ func TestOAuthClusterRedisDown(t *testing.T) {
 	status, body, _ := registerClient(t, c.meta, map[string]any{"client_name": "while-down", "redirect_uris": []string{loopbackRedirect}, "token_endpoint_auth_method": "none"})
 	check("a registration", status, body)
 
+	// A replica restarted while Redis is down starts (Redis is optional), and refuses the
+	// access tokens it cannot know were not revoked; the others go on accepting them.
+	c.replicas[2].restart(t)
+	if got := c.probeOnEach(t, tok.AccessToken); got[0] != http.StatusNotFound || got[1] != http.StatusNotFound || got[2] != http.StatusUnauthorized {
+		t.Errorf("Redis down, r2 restarted: the token from before on each replica: %v, want accepted (404, no session) on r0 and r1, refused (401) on r2", got)
+	}
+
 	c.redis.Start()
+	testkit.WaitFor(t, "r2, started while Redis was down, to accept the token once Redis is back", func() bool {
+		return c.probeOnEach(t, tok.AccessToken)[2] == http.StatusNotFound
+	})
 	var fresh oauthClient
 	testkit.WaitFor(t, "a registration to succeed once Redis is back", func() bool {
 		var status int
 		status, _, fresh = registerClient(t, c.meta, map[string]any{"client_name": "after", "redirect_uris": []string{loopbackRedirect}, "token_endpoint_auth_method": "none"})
 		return status == http.StatusCreated
+	})
+	// The Redis client of each replica may answer its last dial error for a second more
+	// (503 with Retry-After meanwhile): a new authorization request answered by every replica
+	// in turn (three in a row through the round-robin proxy) says each reads Redis again.
+	_, freshChallenge := newPKCE()
+	inARow := 0
+	testkit.WaitFor(t, "an authorization request of the new client to work on every replica", func() bool {
+		if p := newUserAgent(t).get(t, fresh.authorizeURL(c.resource, freshChallenge, nil)); p.status == http.StatusSeeOther {
+			inARow++
+		} else {
+			inARow = 0
+		}
+		return inARow == len(c.replicas)
 	})
 	next := fresh.grant(t, c.resource)
 	if got := c.statusOnEach(t, next.AccessToken); !allAre(got, http.StatusOK) {

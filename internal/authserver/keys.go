@@ -49,11 +49,18 @@ type keyRing struct {
 }
 
 func newKeyRing(ctx context.Context, ring *seal.Ring, store Store) (*keyRing, error) {
+	k := &keyRing{ring: ring, cache: map[string]*signingKey{}}
+	if !ring.Random() {
+		// The ring's keys sign: the Store (perhaps Redis, perhaps down
+		// now) has nothing to give.
+		return k, nil
+	}
 	seed, err := store.Seed(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("authserver: the store's seed: %w", err)
 	}
-	return &keyRing{ring: ring, seed: seed, cache: map[string]*signingKey{}}, nil
+	k.seed = seed
+	return k, nil
 }
 
 // keys returns the key that signs now and every key that verifies

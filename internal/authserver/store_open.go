@@ -17,8 +17,9 @@ import (
 // a revoked grant must be remembered.
 //
 // A Redis Store loads the revoked grants and subscribes to new
-// revocations until ctx ends or Close is called; it fails when Redis
-// does not answer within the client's timeouts. A file Store fails when
+// revocations until ctx ends or Close is called; Redis out of reach at
+// start is no error (the Store's calls fail with ErrUnavailable, and
+// every grant counts as revoked, until Redis answers). A file Store fails when
 // the state file exists but cannot be read or trusted (the error names
 // the file and what is wrong). Without a state file name (tests), the
 // records live in memory only.

@@ -57,6 +57,7 @@ type redisStore struct {
 
 	rmu       sync.Mutex           // guards the fields below
 	revoked   map[string]time.Time // grant id -> until when
+	loaded    bool                 // the whole set was read once
 	nextSweep time.Time
 }
 
@@ -87,7 +88,11 @@ func openRedisStore(ctx context.Context, rdb redis.UniversalClient, now func() t
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	ps := rdb.Subscribe(sctx, revokedChannel)
 	cancel()
-	if err := s.loadRevoked(ctx); err != nil {
+	// Redis out of reach at start (down, or too slow to answer) is not
+	// fatal: the gateway serves what needs no Store, this Store's calls
+	// fail with ErrUnavailable until Redis answers, and Revoked refuses
+	// every grant until the watch below has loaded the set.
+	if err := s.loadRevoked(ctx); err != nil && !errors.Is(err, ErrUnavailable) {
 		_ = ps.Close()
 		return nil, err
 	}

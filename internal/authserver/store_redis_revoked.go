@@ -27,9 +27,16 @@ const resubscribeWait = time.Second
 // notice is repaired within it.
 const resyncEvery = 30 * time.Second
 
+// Revoked answers true for every grant until the set has been loaded
+// once: a replica that started while Redis was down cannot know which
+// grants were revoked before, and refuses their access tokens (only on
+// it, only until Redis answers) rather than accept a revoked one.
 func (s *redisStore) Revoked(id string) bool {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
+	if !s.loaded {
+		return true
+	}
 	until, ok := s.revoked[id]
 	return ok && s.now().Before(until)
 }
@@ -75,6 +82,9 @@ func (s *redisStore) loadRevoked(ctx context.Context) error {
 			s.noteRevoked(id, time.UnixMilli(int64(z.Score)))
 		}
 	}
+	s.rmu.Lock()
+	s.loaded = true
+	s.rmu.Unlock()
 	return nil
 }
 

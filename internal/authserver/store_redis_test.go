@@ -205,9 +205,11 @@ func TestRedisStoreTwoReplicas(t *testing.T) {
 
 // With Redis stopped, every call returns an error, none hangs (the test
 // has no deadline of its own: a hang is the test binary's timeout), and
-// Revoked still answers from memory; once Redis is back, so are the
-// calls, and a revocation made while this replica's subscription was
-// down reaches it (the load at resubscription).
+// Revoked still answers from memory; a store opened meanwhile opens,
+// refusing every grant until it has read the revoked set; once Redis is
+// back, so are the calls, the late store learns the set, and a
+// revocation made while this replica's subscription was down reaches it
+// (the load at resubscription).
 func TestRedisStoreDown(t *testing.T) {
 	noLeaks(t)
 	ctx := context.Background()
@@ -246,17 +248,30 @@ func TestRedisStoreDown(t *testing.T) {
 	if !s.Revoked("g1") {
 		t.Error("Revoked forgot g1 while Redis is down")
 	}
-	if _, err := openRedisStore(ctx, redisClient(t, r.Addr), clock.Now, revokedFor); err == nil {
-		t.Error("a store opened with Redis down: no error")
+	late, err := openRedisStore(ctx, redisClient(t, r.Addr), clock.Now, revokedFor)
+	if err != nil {
+		t.Fatalf("a store opened with Redis down: %v, want it open (its calls failing until Redis is back)", err)
+	}
+	t.Cleanup(func() { _ = late.Close() })
+	if !late.Revoked("g1") || !late.Revoked("never-revoked") {
+		t.Error("a store opened with Redis down accepts grants it cannot know were not revoked")
+	}
+	if _, err := late.Client(ctx, "c1"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a call of a store opened with Redis down: %v, want ErrUnavailable", err)
 	}
 
 	r.Start()
+	testkit.WaitFor(t, "the store opened while Redis was down to load the revoked set", func() bool {
+		return !late.Revoked("never-revoked")
+	})
+
 	other := openRedisForTest(t, r.Addr, clock)
 	testkit.WaitFor(t, "calls to work again", func() bool { return s.PutClient(ctx, &Client{ID: "back"}) == nil })
 	if err := other.RevokeGrant(ctx, "g3"); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the revocation made after the outage to reach the first store", func() bool { return s.Revoked("g3") })
+	testkit.WaitFor(t, "the revocation made after the outage to reach the store opened during it", func() bool { return late.Revoked("g3") })
 }
 
 // The sets indexing grants expire with the last grant in them, so a
