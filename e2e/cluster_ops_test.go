@@ -105,10 +105,18 @@ func TestClusterOps(t *testing.T) {
 	remote := connectSDK(t, ctx, "http://"+r0.addr+"/servers/remote/mcp", "2025-06-18")
 	remoteID := remote.cs.ID()
 	portable := &clusterClient{server: "remote", c: remote, sid: remoteID}
-	if code := pingOn(t, r1, "remote", remoteID); code != http.StatusOK {
-		t.Fatalf("a ping of r0's portable session on r1: %d", code)
-	}
-	s, ok := listedOn(t, r1, remoteID)
+	// r0 stores the session's handoff record in Redis once initialize is answered, off the
+	// client's path: a ping that reaches r1 before it lands is forwarded to r0 (served all
+	// the same), and the next one resumes the session on r1.
+	var s opsSession
+	ok := false
+	testkit.WaitFor(t, "r1 to resume r0's portable session", func() bool {
+		if code := pingOn(t, r1, "remote", remoteID); code != http.StatusOK {
+			t.Fatalf("a ping of r0's portable session on r1: %d", code)
+		}
+		s, ok = listedOn(t, r1, remoteID)
+		return ok
+	})
 	if !ok || s.Owner == nil || s.Owner.Instance != "r0" || s.Owner.Advertise != r0.addr || s.Owner.Self || !s.Portable {
 		t.Errorf("r1 lists r0's portable session as %+v (listed %v), want owner r0, portable", s, ok)
 	}
