@@ -121,7 +121,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	concurrency := fs.Int("concurrency", 1, "run `C` callers per session, each with one call in flight")
 	size := fs.Int("size", 0, "make each message `BYTES` long (default: a short unique message)")
 	openParallel := fs.Int("open-parallel", 64, "open `P` sessions at a time (1: one after another)")
-	duration := fs.Duration("duration", 10*time.Second, "measure for `D`")
+	duration := fs.Duration("duration", 10*time.Second, "measure for `D` (and until one call begun in it has ended)")
 	warmup := fs.Duration("warmup", time.Second, "run for `D` before measuring (not counted in throughput or latency)")
 	version := fs.String("version", protocol.LatestSessionVersion, "speak protocol version `V` (asked for in initialize; "+protocol.StatelessVersion+": stateless, no initialize)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")

@@ -502,3 +502,23 @@ func TestRunNotEchoing(t *testing.T) {
 		}
 	})
 }
+
+// TestRunWindowOutlastsOneCall: every call takes longer than the measured
+// window (a large payload, a busy machine): the window lasts until one
+// call begun in it has ended, so the run measures it instead of nothing.
+func TestRunWindowOutlastsOneCall(t *testing.T) {
+	const window = 30 * time.Millisecond
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+		time.Sleep(3 * window) // the fixture's slowness, not the test's wait
+		reply, _, _ := echoserver.AppendReply(nil, msg)
+		writeReply(w, r, reply)
+	})
+	o := Options{URL: srv.URL, Sessions: 1, Concurrency: 1, Duration: window, Version: "2025-06-18"}
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Calls == 0 || res.Errors != 0 || res.Elapsed < 3*window {
+		t.Fatalf("calls %d errors %d elapsed %v: want the call begun in the window measured", res.Calls, res.Errors, res.Elapsed)
+	}
+}

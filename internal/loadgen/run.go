@@ -17,7 +17,7 @@ type Options struct {
 	URL         string        // the MCP endpoint, e.g. http://127.0.0.1:8080/servers/echo/mcp; required
 	Sessions    int           // sessions opened; default 32
 	Concurrency int           // callers per session, each with one call in flight; default 1
-	Duration    time.Duration // measured; default 10s
+	Duration    time.Duration // measured, and until one call begun in it ended; default 10s
 	Warmup      time.Duration // driven as measured but not recorded; default 0
 	// Version is the protocol version asked for in initialize; default
 	// "2025-11-25". A version of the stateless revision (see [Stateless])
@@ -147,6 +147,10 @@ type caller struct {
 	measured uint64 // calls
 	bytes    uint64 // message bytes of the measured calls
 	firstErr error
+	// endedInWindow is called after each call begun in the measured
+	// window ends, however it ended (it closes the run's first channel
+	// once).
+	endedInWindow func()
 
 	calls, errors, crossed, notEchoed atomic.Uint64
 }
@@ -199,11 +203,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Size > 0 {
 		filler = newFiller(o.Size)
 	}
+	first := make(chan struct{}) // closed as the first call begun in the window ends
+	var firstOnce sync.Once
+	endedInWindow := func() { firstOnce.Do(func() { close(first) }) }
 	callersMu.Lock()
 	for i, s := range sessions {
 		for j := range o.Concurrency {
 			callers = append(callers, &caller{
-				sess: s, size: o.Size, filler: filler,
+				sess: s, size: o.Size, filler: filler, endedInWindow: endedInWindow,
 				prefix: fmt.Appendf(nil, "%s-s%d-c%d-", nonce, i, j),
 			})
 		}
@@ -222,6 +229,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		phase.Store(phaseMeasure)
 		phaseName.Store("measuring")
 		ctxErr = sleep(ctx, o.Duration)
+		if ctxErr == nil {
+			// The window lasts until one call begun in it has ended
+			// too: shorter than one call (a large payload, a busy
+			// machine), it would measure nothing. Past CallTimeout every
+			// call begun in it has ended.
+			t := time.NewTimer(o.CallTimeout)
+			select {
+			case <-first:
+			case <-t.C:
+			case <-ctx.Done():
+				ctxErr = ctx.Err()
+			}
+			t.Stop()
+		}
 	}
 	mEnd = time.Now()
 	phase.Store(phaseStop)
@@ -270,6 +291,9 @@ func (c *caller) run(ctx context.Context, phase *atomic.Int32, timeout time.Dura
 		err := c.sess.call(cctx, id, msg, unique, &sc)
 		d := time.Since(t0)
 		cancel()
+		if p == phaseMeasure {
+			c.endedInWindow()
+		}
 		switch {
 		case err == nil:
 			if p == phaseMeasure && phase.Load() == phaseMeasure {
