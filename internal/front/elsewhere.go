@@ -274,13 +274,52 @@ func (h *Handler) withHandoff(ctx context.Context, s *session.Session) context.C
 // that is slow or down delays no reply. A newer record stored by another
 // replica meanwhile is kept, and this replica fetches it (statesync.go).
 func (h *Handler) publishHandoff(s *session.Session) {
+	h.unstored.Store(s.ID, s) // until the store confirms a record (StoreHandoffs)
 	h.closers.add()
 	go func() {
 		defer h.closers.done()
-		if stored, err := h.storeHandoff(context.Background(), s); err == nil && !stored {
+		stored, err := h.storeHandoff(context.Background(), s)
+		if err != nil {
+			return
+		}
+		h.unstored.CompareAndDelete(s.ID, s)
+		if !stored {
 			h.queueState(s.ID, false)
 		}
 	}()
+}
+
+// StoreHandoffs stores, as this replica begins to stop, the handoff
+// records of the sessions it holds that the store has not confirmed (a
+// store that failed, or is still slow to answer), so that another
+// replica can resume them once this one is gone: a portable session
+// opened just before a rolling restart reached this replica, its record
+// lost with it, would be lost too (the other replicas forward its
+// requests here, then answer 404). Bounded by ctx; it returns how many
+// records were stored and how many the store refused.
+func (h *Handler) StoreHandoffs(ctx context.Context) (stored, failed int) {
+	if h.cfg.Cluster == nil {
+		return 0, 0
+	}
+	h.unstored.Range(func(id, v any) bool {
+		s := v.(*session.Session)
+		if h.store.Lookup(s.ID) != s {
+			h.unstored.CompareAndDelete(id, v) // ended: it needs no record
+			return true
+		}
+		if ctx.Err() != nil {
+			failed++
+			return true
+		}
+		if _, err := h.storeHandoff(ctx, s); err != nil {
+			failed++
+			return true
+		}
+		stored++
+		h.unstored.CompareAndDelete(id, v)
+		return true
+	})
+	return stored, failed
 }
 
 // storeHandoff writes session s's handoff record, and reports whether

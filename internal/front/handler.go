@@ -155,6 +155,7 @@ type Handler struct {
 	resuming         map[string]chan struct{} // guarded by resumeMu: the resumes running, closed when done
 	streamBase       uint64                   // this replica's stream numbers (sharedstreams.go)
 	stateSync        stateSync                // newer handoff states for the sessions held (statesync.go)
+	unstored         sync.Map                 // session id -> *session.Session whose handoff record the store has not confirmed (elsewhere.go)
 
 	draining atomic.Bool
 	closing  atomic.Bool   // Close began: no session may enter the store

@@ -135,7 +135,11 @@ func (h *Handler) syncState(id string, rewrite bool) {
 	// connection if the backend registered already, else by caughtUp.)
 	ctx := context.Background() // the store bounds each call
 	if rewrite {
-		if stored, err := h.storeHandoff(ctx, s); err != nil || stored {
+		stored, err := h.storeHandoff(ctx, s)
+		if err == nil {
+			h.unstored.CompareAndDelete(id, s)
+		}
+		if err != nil || stored {
 			return // the store is down again, or held nothing newer
 		}
 	}

@@ -46,6 +46,23 @@ var (
 	_ limits.Shared = (*cluster.Cluster)(nil)
 )
 
+// storeHandoffs stores, before the listener closes, the handoff records
+// of the portable sessions the store has not confirmed, for at most
+// limit (within ctx): the other replicas resume them from those once
+// this one is gone.
+func (g *Gateway) storeHandoffs(ctx context.Context, limit time.Duration) {
+	if g.cluster == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if stored, failed := g.Handler.StoreHandoffs(ctx); failed > 0 {
+		g.log.Warn("draining: handoff records not stored; other replicas cannot resume those sessions", "stored", stored, "failed", failed)
+	} else if stored > 0 {
+		g.log.Info("draining: stored the handoff records the store had not confirmed", "stored", stored)
+	}
+}
+
 // holdOwned keeps a draining replica's listener open while it holds
 // sessions no other replica can serve (stdio servers', legacy ones), for
 // at most hold: the other replicas forward their requests here, and a

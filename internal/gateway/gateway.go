@@ -281,7 +281,8 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	g.log.Info("shutting down", "drain_timeout", gw.DrainTimeout)
 	g.Handler.Drain()
 	drainCtx, cancel := context.WithTimeout(context.Background(), gw.DrainTimeout)
-	g.holdOwned(gw.DrainTimeout * 3 / 4) // cluster.go; the last quarter finishes the requests in flight
+	g.storeHandoffs(drainCtx, gw.DrainTimeout/4) // cluster.go
+	g.holdOwned(gw.DrainTimeout * 3 / 4)         // cluster.go; the last quarter finishes the requests in flight
 	if err := srv.Shutdown(drainCtx); err != nil {
 		servers, endpoints := g.pending()
 		g.log.Warn("drain timeout: closing the requests still in flight", "err", err,
