@@ -91,12 +91,15 @@ func TestAuthServerThroughGateway(t *testing.T) {
 	}
 	// The one who may sign in: no users configured, so the owner of the
 	// one-time code (the gate refuses a user the config does not know).
+	// The request names its one code (the last answer's: one request
+	// answers once).
+	const code = "a-code-of-the-test"
 	req.User, req.AuthTime, req.Consented = "owner", time.Now(), true
+	req.Code = authserver.Hash(sha256.Sum256([]byte(code)))
 	if err := gw.authStore.PutAuthRequest(ctx, req, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	const code = "a-code-of-the-test"
-	if err := gw.authStore.PutCode(ctx, authserver.Hash(sha256.Sum256([]byte(code))), req.ID, time.Minute); err != nil {
+	if err := gw.authStore.PutCode(ctx, req.Code, req.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	var tok struct {
