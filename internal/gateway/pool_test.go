@@ -107,3 +107,26 @@ func TestPoolAdminMetricsReload(t *testing.T) {
 		t.Errorf("/admin/servers after the reload: %+v, want a pool of 3", sv)
 	}
 }
+
+// TestPoolBehindEndpoint: an endpoint whose member is a pool opens its
+// member sessions through the same placement: two endpoint sessions reach
+// two processes, each keeping its own.
+func TestPoolBehindEndpoint(t *testing.T) {
+	srv := fakeServer("pool", testkit.FakeOptions{})
+	srv.Processes = 2
+	cfg := newConfig(srv)
+	cfg.Endpoints["e"] = config.NewEndpoint("e", []string{"pool"})
+	g := startGateway(t, cfg)
+	a, b := g.endpointClient("e"), g.endpointClient("e")
+	a.connect(t)
+	b.connect(t)
+	pa, pb := pidVia(t, a, "pool__pid"), pidVia(t, b, "pool__pid")
+	if pa == pb {
+		t.Errorf("both endpoint sessions on process %s", pa)
+	}
+	for range 3 {
+		if pid := pidVia(t, a, "pool__pid"); pid != pa {
+			t.Errorf("endpoint session moved from %s to %s", pa, pid)
+		}
+	}
+}

@@ -59,7 +59,14 @@ func poolPIDs(s *shared) []string {
 // object) and returns it with the PID of the process it is pinned to.
 func poolSession(t *testing.T, s Server, caps string) (conn.Conn, string) {
 	t.Helper()
-	c, err := s.Open(context.Background(), newStream())
+	return poolSessionWith(t, s, caps, newStream())
+}
+
+// poolSessionWith is poolSession with general as the session's stream
+// for messages not tied to a request.
+func poolSessionWith(t *testing.T, s Server, caps string, general conn.Stream) (conn.Conn, string) {
+	t.Helper()
+	c, err := s.Open(context.Background(), general)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -337,5 +344,81 @@ func TestPoolTranslatedStatelessSpread(t *testing.T) {
 	s.trans.mu.Unlock()
 	if n != 2 {
 		t.Errorf("%d translation processes, want 2", n)
+	}
+}
+
+// TestPoolNotificationsPerProcess: a session hears its own process only.
+// One list_changed of a process reaches each session pinned to it once,
+// and no session of another process; a logging level a session sets is
+// its process's, not the others'.
+func TestPoolNotificationsPerProcess(t *testing.T) {
+	s, _ := newPool(t, 2, config.ProtocolSessions)
+	ga, gb := newRecorder(), newRecorder()
+	a, pa := poolSessionWith(t, s, `{}`, ga)
+	b, pb := poolSessionWith(t, s, `{}`, gb)
+	if pa == pb {
+		t.Fatalf("both sessions on process %s", pa)
+	}
+	if got := toolText(sessionCall(t, a, "list_changed", `{}`)); got != "ok" {
+		t.Fatalf("list_changed: %q", got)
+	}
+	count := func(r *recorder) int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		n := 0
+		for _, m := range r.sends {
+			if strings.Contains(m, "notifications/tools/list_changed") {
+				n++
+			}
+		}
+		return n
+	}
+	// The broadcast precedes the tool's reply on the process's stdout,
+	// and the reader delivers it before it reads the reply.
+	if n := count(ga); n != 1 {
+		t.Errorf("the changing process's session got %d list_changed, want 1", n)
+	}
+	if n := count(gb); n != 0 {
+		t.Errorf("the other process's session got %d list_changed, want 0", n)
+	}
+
+	out := newStream()
+	handle(t, a, `{"jsonrpc":"2.0","id":"lv","method":"logging/setLevel","params":{"level":"debug"}}`, out)
+	if reply := string(out.next(t)); !strings.Contains(reply, `"result"`) {
+		t.Fatalf("setLevel: %s", reply)
+	}
+	if got := toolText(sessionCall(t, a, "level", `{}`)); got != "debug" {
+		t.Errorf("the level on a's process is %q, want debug", got)
+	}
+	if got := toolText(sessionCall(t, b, "level", `{}`)); got == "debug" {
+		t.Errorf("b's process got a's level %q", got)
+	}
+	handle(t, b, `{"jsonrpc":"2.0","id":"lv","method":"logging/setLevel","params":{"level":"error"}}`, out)
+	if reply := string(out.next(t)); !strings.Contains(reply, `"result"`) {
+		t.Fatalf("setLevel: %s", reply)
+	}
+	if a, b := toolText(sessionCall(t, a, "level", `{}`)), toolText(sessionCall(t, b, "level", `{}`)); a != "debug" || b != "error" {
+		t.Errorf("levels after b's setLevel error: a's process %q, b's %q; want debug and error", a, b)
+	}
+}
+
+// TestPlaceKeyOrder: the order a new session's process is chosen in.
+func TestPlaceKeyOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		better, not placeKey
+	}{
+		{"up before down", placeKey{down: false, sessions: 9, capable: 9}, placeKey{down: true}},
+		{"fewer capable sessions", placeKey{capable: 0, sessions: 5}, placeKey{capable: 1, sessions: 0}},
+		{"no capable session", placeKey{shared: false, sessions: 5}, placeKey{shared: true, sessions: 0}},
+		{"fewer sessions", placeKey{sessions: 1, inFlight: 9}, placeKey{sessions: 2}},
+		{"fewer in flight", placeKey{sessions: 1, inFlight: 0}, placeKey{sessions: 1, inFlight: 1}},
+	} {
+		if !tc.better.less(tc.not) || tc.not.less(tc.better) {
+			t.Errorf("%s: %+v should come before %+v", tc.name, tc.better, tc.not)
+		}
+	}
+	if k := (placeKey{sessions: 1}); k.less(k) {
+		t.Error("a key comes before itself")
 	}
 }
