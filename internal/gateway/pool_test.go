@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/testkit"
@@ -127,6 +130,40 @@ func TestPoolBehindEndpoint(t *testing.T) {
 	for range 3 {
 		if pid := pidVia(t, a, "pool__pid"); pid != pa {
 			t.Errorf("endpoint session moved from %s to %s", pa, pid)
+		}
+	}
+}
+
+// TestStatusPagePoolInChromium: the status page shows each process of a
+// pool on a line of its own: its pid, state, sessions and requests in
+// flight.
+func TestStatusPagePoolInChromium(t *testing.T) {
+	browser := testkit.Chromium(t)
+	srv := fakeServer("pool", testkit.FakeOptions{})
+	srv.Processes = 2
+	cfg := newConfig(srv)
+	cfg.Gateway.Admin = config.NewAdmin()
+	cfg.Gateway.Admin.Token = adminToken
+	g := startGateway(t, cfg)
+	a, b := g.client("pool"), g.client("pool")
+	a.connect(t)
+	b.connect(t)
+	pa, pb := pidOf(t, a), pidOf(t, b)
+	ctx := testkit.Browse(t, browser, 1400, 900)
+	const cell = `#servers tr[data-server="pool"] td.pool`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(g.URL+"/status?token="+adminToken),
+		chromedp.WaitVisible(chromedp.CSS(cell+` div:nth-child(2)`)),
+	); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(cell)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#0 ", "#1 ", pa + " ready, 1 sessions", pb + " ready, 1 sessions"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the pool's cell lacks %q:\n%s", want, text)
 		}
 	}
 }

@@ -422,3 +422,30 @@ func TestPlaceKeyOrder(t *testing.T) {
 		t.Error("a key comes before itself")
 	}
 }
+
+// FuzzDeclaresCapability: whatever a client's first message holds,
+// reading its capabilities never panics, and only an initialize request
+// declaring sampling, elicitation or roots counts.
+func FuzzDeclaresCapability(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"sampling":{}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":null}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":[]}}`,
+		`{"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"sampling":{}}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"capabilities":{"sampling":{}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initi\u0061lize","params":{"capabilities":{"sampling":{}}}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		msg, err := jsonrpc.Parse(raw)
+		if err != nil {
+			return
+		}
+		got := declaresCapability(&msg)
+		if got && (msg.Kind != jsonrpc.KindRequest || msg.MethodName() != "initialize") {
+			t.Fatalf("%s counts as declaring a capability", raw)
+		}
+	})
+}
