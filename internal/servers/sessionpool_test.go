@@ -449,3 +449,36 @@ func FuzzDeclaresCapability(f *testing.F) {
 		}
 	})
 }
+
+// TestPoolRestartAndReady: the admin's Restart restarts every process of
+// the pool; the server is ready while one of its processes is.
+func TestPoolRestartAndReady(t *testing.T) {
+	s, _ := newPool(t, 2, config.ProtocolSessions)
+	testkit.WaitFor(t, "both processes ready", func() bool {
+		in := s.Info()
+		return len(in.Pool) == 2 && in.Pool[0].State == "ready" && in.Pool[1].State == "ready"
+	})
+	before := poolPIDs(s)
+	if err := s.Restart("test"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "both processes restarted and ready", func() bool {
+		in := s.Info()
+		return in.Pool[0].Restarts == 1 && in.Pool[1].Restarts == 1 && in.Pool[0].State == "ready" && in.Pool[1].State == "ready"
+	})
+	if after := poolPIDs(s); after[0] == before[0] || after[1] == before[1] {
+		t.Errorf("pids %v after the restart, %v before", after, before)
+	}
+	// One process down (killed, backing off or starting again): still
+	// ready while the other is.
+	pid, _ := strconv.Atoi(poolPIDs(s)[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the killed process seen down", func() bool {
+		return s.Info().Pool[0].State != "ready" || s.Info().Pool[0].Restarts == 2
+	})
+	if ready, text := s.Ready(); !ready {
+		t.Errorf("Ready with one of two processes up: %v %q", ready, text)
+	}
+}
