@@ -382,7 +382,31 @@ func TestPoolNotificationsPerProcess(t *testing.T) {
 		t.Errorf("the other process's session got %d list_changed, want 0", n)
 	}
 
+	// A subscription is its process's: a's process tells a; b's process
+	// changing the same URI tells nobody (b did not subscribe, and a's
+	// process did not change it).
 	out := newStream()
+	handle(t, a, `{"jsonrpc":"2.0","id":"sub","method":"resources/subscribe","params":{"uri":"file:///x"}}`, out)
+	if reply := string(out.next(t)); !strings.Contains(reply, `"result"`) {
+		t.Fatalf("subscribe: %s", reply)
+	}
+	updated := func(r *recorder) int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		n := 0
+		for _, m := range r.sends {
+			if strings.Contains(m, "notifications/resources/updated") {
+				n++
+			}
+		}
+		return n
+	}
+	sessionCall(t, b, "touch", `{"uri":"file:///x"}`)
+	sessionCall(t, a, "touch", `{"uri":"file:///x"}`)
+	if na, nb := updated(ga), updated(gb); na != 1 || nb != 0 {
+		t.Errorf("resources/updated: %d to the subscriber, %d to the other process's session; want 1 and 0", na, nb)
+	}
+
 	handle(t, a, `{"jsonrpc":"2.0","id":"lv","method":"logging/setLevel","params":{"level":"debug"}}`, out)
 	if reply := string(out.next(t)); !strings.Contains(reply, `"result"`) {
 		t.Fatalf("setLevel: %s", reply)
@@ -400,54 +424,6 @@ func TestPoolNotificationsPerProcess(t *testing.T) {
 	if a, b := toolText(sessionCall(t, a, "level", `{}`)), toolText(sessionCall(t, b, "level", `{}`)); a != "debug" || b != "error" {
 		t.Errorf("levels after b's setLevel error: a's process %q, b's %q; want debug and error", a, b)
 	}
-}
-
-// TestPlaceKeyOrder: the order a new session's process is chosen in.
-func TestPlaceKeyOrder(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		better, not placeKey
-	}{
-		{"up before down", placeKey{down: false, sessions: 9, capable: 9}, placeKey{down: true}},
-		{"fewer capable sessions", placeKey{capable: 0, sessions: 5}, placeKey{capable: 1, sessions: 0}},
-		{"no capable session", placeKey{shared: false, sessions: 5}, placeKey{shared: true, sessions: 0}},
-		{"fewer sessions", placeKey{sessions: 1, inFlight: 9}, placeKey{sessions: 2}},
-		{"fewer in flight", placeKey{sessions: 1, inFlight: 0}, placeKey{sessions: 1, inFlight: 1}},
-	} {
-		if !tc.better.less(tc.not) || tc.not.less(tc.better) {
-			t.Errorf("%s: %+v should come before %+v", tc.name, tc.better, tc.not)
-		}
-	}
-	if k := (placeKey{sessions: 1}); k.less(k) {
-		t.Error("a key comes before itself")
-	}
-}
-
-// FuzzDeclaresCapability: whatever a client's first message holds,
-// reading its capabilities never panics, and only an initialize request
-// declaring sampling, elicitation or roots counts.
-func FuzzDeclaresCapability(f *testing.F) {
-	for _, seed := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"sampling":{}}}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":null}}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":[]}}`,
-		`{"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"sampling":{}}}}`,
-		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"capabilities":{"sampling":{}}}}`,
-		`{"jsonrpc":"2.0","id":1,"method":"initi\u0061lize","params":{"capabilities":{"sampling":{}}}}`,
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		msg, err := jsonrpc.Parse(raw)
-		if err != nil {
-			return
-		}
-		got := declaresCapability(&msg)
-		if got && (msg.Kind != jsonrpc.KindRequest || msg.MethodName() != "initialize") {
-			t.Fatalf("%s counts as declaring a capability", raw)
-		}
-	})
 }
 
 // TestPoolRestartAndReady: the admin's Restart restarts every process of
