@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
-	"github.com/mcpgate/mcpgate/internal/eras"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mux"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -43,6 +42,11 @@ import (
 //     once it is restarted and initialized again); the others serve on.
 //   - Process 0 is shared.p: what has one answer for the server (Tools,
 //     InitRefused, the reverse bridge's decision) asks it.
+//
+// Locking: sessionPool.mu guards the counts; pin reads each process's
+// Mux state (Pending, State) under it, and nothing takes sessionPool.mu
+// under a Mux's lock. A pinnedConn's mu is taken before sessionPool.mu,
+// and never held while its client handles a message.
 
 // poolProc is one process of the pool and what placement counts of it.
 type poolProc struct {
@@ -170,13 +174,21 @@ func declaresCapability(msg *jsonrpc.Message) bool {
 	}
 	var m struct {
 		Params struct {
-			Capabilities json.RawMessage `json:"capabilities"`
+			Capabilities map[string]json.RawMessage `json:"capabilities"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(msg.Raw, &m) != nil {
 		return false
 	}
-	return eras.ParseCapSet(m.Params.Capabilities) != 0
+	// Any mode of elicitation counts (eras.ParseCapSet counts form mode
+	// only, for what a translation process declares): a server may ask
+	// a client in url mode too.
+	for _, k := range []string{"sampling", "elicitation", "roots"} {
+		if v := m.Params.Capabilities[k]; len(v) > 0 && string(v) != "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // Handle implements conn.Conn.

@@ -38,12 +38,29 @@ func FuzzDeclaresCapability(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"sampling":{}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":null}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":{"url":{}}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":[]}}`,
 		`{"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"sampling":{}}}}`,
 		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"capabilities":{"sampling":{}}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"initi\u0061lize","params":{"capabilities":{"sampling":{}}}}`,
 	} {
 		f.Add([]byte(seed))
+	}
+	for raw, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"sampling":{}}}}`:            true,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":{"url":{}}}}}`: true,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"roots":{}}}}`:               true,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":null}}}`:       false,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"experimental":{}}}}`:        false,
+		`{"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"sampling":{}}}}`:                   false,
+	} {
+		msg, err := jsonrpc.Parse([]byte(raw))
+		if err != nil {
+			f.Fatal(err)
+		}
+		if got := declaresCapability(&msg); got != want {
+			f.Errorf("declaresCapability(%s) = %v, want %v", raw, got, want)
+		}
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		msg, err := jsonrpc.Parse(raw)
