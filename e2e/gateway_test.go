@@ -27,6 +27,7 @@ type serverConfig struct {
 	Env       map[string]string `json:"env,omitempty"`
 	Isolation string            `json:"isolation,omitempty"`
 	Protocol  string            `json:"protocol,omitempty"`
+	Processes int               `json:"processes,omitempty"`
 }
 
 // listeningAddr finds the address in the gateway's "msg=listening" log line (slog text format;

@@ -80,10 +80,24 @@ type Server struct {
 	// own, for a server whose processes are per session.
 	Processes int `json:"processes"`
 	Pending   int `json:"pending"` // requests in flight upstream
+	// Pool is each process of a shared server with "processes" above 1,
+	// in pool order (PID, Restarts, LastExit and Stderr above are the
+	// first's); omitted otherwise.
+	Pool []Process `json:"pool,omitempty"`
 	// Tools are the names of its tools (shared process only; null when
 	// not known), ToolsError why they are not.
 	Tools      []string `json:"tools"`
 	ToolsError string   `json:"toolsError,omitempty"`
+}
+
+// Process is one process of a shared server's pool.
+type Process struct {
+	PID      int    `json:"pid"` // 0: not running
+	State    string `json:"state"`
+	Restarts uint64 `json:"restarts"`
+	LastExit string `json:"lastExit"`
+	Sessions int    `json:"sessions"` // sessions pinned to it
+	Pending  int    `json:"pending"`  // requests in flight to it
 }
 
 // Session is one live session. ID is the first 8 characters of its id,

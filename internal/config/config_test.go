@@ -71,7 +71,7 @@ func TestNewServerInherits(t *testing.T) {
 	g := Defaults()
 	g.RequestTimeout, g.MaxLineBytes = time.Second, 100
 	want := &Server{Name: "n", Prefix: "n", Type: TypeStdio, Isolation: IsolationShared, Timeout: time.Second, MaxLineBytes: 100,
-		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, StderrBytesPerSec: 65536,
+		InitTimeout: 120 * time.Second, StdinTimeout: 30 * time.Second, MaxProcesses: 64, Processes: 1, StderrBytesPerSec: 65536,
 		StderrLevel: "info", Protocol: ProtocolAuto}
 	if got := g.NewServer("n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("NewServer = %+v, want %+v", got, want)

@@ -48,6 +48,12 @@ func (d *decoder) serverField(key, p string, v json.RawMessage, s *Server) bool 
 		d.duration(p, v, &s.StdinTimeout)
 	case "maxProcesses":
 		d.integer(p, v, &s.MaxProcesses)
+	case "processes":
+		// 0 is written by a user here, not a literal Server's default:
+		// refused now (Validate reads 0 as 1).
+		if d.integer(p, v, &s.Processes) && s.Processes == 0 {
+			d.problems.add(p, "must be from 1 to %d, not 0", MaxPoolProcesses)
+		}
 	case "stderrBytesPerSec":
 		d.integer(p, v, &s.StderrBytesPerSec)
 	case "stderrLevel":

@@ -199,7 +199,7 @@ func TestParseSetsEverything(t *testing.T) {
 	// Server defaults come from the gateway block, wherever it is written.
 	wantInherits := &Server{Name: "inherits", Prefix: "inherits", Type: "stdio", Command: "a", Isolation: IsolationShared,
 		Timeout: 2 * time.Minute, MaxLineBytes: 2048, InitTimeout: DefaultInitTimeout,
-		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, StderrBytesPerSec: DefaultStderrBytesPerSec,
+		StdinTimeout: DefaultStdinTimeout, MaxProcesses: DefaultMaxProcesses, Processes: 1, StderrBytesPerSec: DefaultStderrBytesPerSec,
 		StderrLevel: "info", Protocol: ProtocolAuto}
 	if got := cfg.Servers["inherits"]; !reflect.DeepEqual(got, wantInherits) {
 		t.Errorf("inherits =\n %+v\nwant\n %+v", got, wantInherits)
@@ -223,6 +223,7 @@ func TestParseSetsEverything(t *testing.T) {
 		PingInterval:      10 * time.Second,
 		StdinTimeout:      5 * time.Second,
 		MaxProcesses:      9,
+		Processes:         1,
 		StderrBytesPerSec: 100,
 		StderrLevel:       "debug",
 		Protocol:          ProtocolAuto,
@@ -320,6 +321,9 @@ func FuzzParse(f *testing.F) {
 		for name, s := range cfg.Servers {
 			if s.Name != name || (s.Command == "" && !s.remote()) {
 				t.Fatalf("server %q: %+v has no command and is not remote", name, s)
+			}
+			if s.Processes < 1 || s.Processes > MaxPoolProcesses || (s.Processes > 1 && (s.Isolation != IsolationShared || s.Type != TypeStdio)) {
+				t.Fatalf("server %q: processes %d accepted (isolation %q, type %q)", name, s.Processes, s.Isolation, s.Type)
 			}
 		}
 		if err := cfg.Validate(); err != nil {

@@ -42,9 +42,12 @@ func Defaults() Gateway {
 
 // Per-server defaults of the keys that have no gateway-wide setting.
 const (
-	DefaultInitTimeout       = 120 * time.Second
-	DefaultStdinTimeout      = 30 * time.Second
-	DefaultMaxProcesses      = 64
+	DefaultInitTimeout  = 120 * time.Second
+	DefaultStdinTimeout = 30 * time.Second
+	DefaultMaxProcesses = 64
+	// MaxPoolProcesses bounds a shared server's "processes": more would
+	// only share the same cores, each holding its own memory.
+	MaxPoolProcesses         = 64
 	DefaultStderrBytesPerSec = 64 << 10
 )
 
@@ -63,6 +66,7 @@ func (g *Gateway) NewServer(name string) *Server {
 		InitTimeout:       DefaultInitTimeout,
 		StdinTimeout:      DefaultStdinTimeout,
 		MaxProcesses:      DefaultMaxProcesses,
+		Processes:         1,
 		StderrBytesPerSec: DefaultStderrBytesPerSec,
 		StderrLevel:       "info",
 		Protocol:          ProtocolAuto,

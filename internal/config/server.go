@@ -166,6 +166,13 @@ type Server struct {
 	// apart, as a shared server's, and not counted. Default 64.
 	MaxProcesses int
 
+	// Processes is how many processes of the command serve a shared stdio
+	// server's sessions (key "processes"), each initialized by the gateway
+	// once: a session is pinned to one for its life, placed on the least
+	// loaded when it initializes. Only with isolation "shared", at most
+	// MaxPoolProcesses. Default 1; 0 (a literal Server) counts as 1.
+	Processes int
+
 	// StderrBytesPerSec bounds how many bytes of a stdio server's stderr
 	// are logged per second (key "stderrBytesPerSec"); the excess is
 	// counted and summarised in one line. Default 65536.

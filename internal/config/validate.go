@@ -217,6 +217,7 @@ func (s *Server) check(ps *Problems, path string) {
 	positive(ps, join(path, "timeout"), s.Timeout)
 	atLeast(ps, join(path, "maxInFlight"), int64(s.MaxInFlight), 0)
 	atLeast(ps, join(path, "prewarm"), int64(s.Prewarm), 0)
+	s.checkProcesses(ps, join(path, "processes"))
 	if s.Prewarm > 0 && s.Isolation != IsolationSession {
 		ps.add(join(path, "prewarm"), `only valid with "isolation": "session" (a shared server has one process)`)
 	}
@@ -231,6 +232,22 @@ func (s *Server) check(ps *Problems, path string) {
 		if u, err := url.Parse(r.URI); err != nil || !strings.EqualFold(u.Scheme, "file") {
 			ps.add(p, "%q is not a file:// URI", r.URI)
 		}
+	}
+}
+
+// checkProcesses records problems with s.Processes (key path p): an
+// integer from 1 to MaxPoolProcesses, above 1 only for a shared stdio
+// server (a session's process or a remote's upstream session is one per
+// session already). 0 is a literal Server's default, 1.
+func (s *Server) checkProcesses(ps *Problems, p string) {
+	switch {
+	case s.Processes < 0 || s.Processes > MaxPoolProcesses:
+		ps.add(p, "must be from 1 to %d, not %d", MaxPoolProcesses, s.Processes)
+	case s.Processes <= 1:
+	case s.Isolation == IsolationSession:
+		ps.add(p, `%d is only valid with "isolation": "shared" (a session-mode server has a process per session)`, s.Processes)
+	case s.Type != TypeStdio:
+		ps.add(p, `%d is only valid for "stdio" servers (a remote's sessions each have an upstream session)`, s.Processes)
 	}
 }
 

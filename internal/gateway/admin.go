@@ -156,6 +156,9 @@ func (s adminSource) Servers() []admin.Server {
 		info := sv.Info()
 		as.PID, as.Restarts, as.LastExit, as.Stderr = info.PID, info.Restarts, info.LastExit, info.Stderr
 		as.Processes, as.Pending = info.Processes, info.Pending
+		for _, p := range info.Pool {
+			as.Pool = append(as.Pool, admin.Process{PID: p.PID, State: p.State, Restarts: p.Restarts, LastExit: p.LastExit, Sessions: p.Sessions, Pending: p.Pending})
+		}
 		out = append(out, as)
 	}
 	return append(out, disabledAdmin(cfg)...)

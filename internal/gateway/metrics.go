@@ -92,6 +92,7 @@ func (s *metricsSource) Servers() []metrics.Server {
 			ms.Up, text = srv.Ready()
 			ms.State = stateLabel(ms.Up, text)
 			ms.Counters = counters(srv.Counters())
+			ms.Processes = poolMetrics(srv.Info().Pool)
 		}
 		out = append(out, ms)
 	}
@@ -117,6 +118,17 @@ func stateLabel(ready bool, text string) string {
 		return metrics.StateBackoff
 	}
 	return metrics.StateFailed
+}
+
+// poolMetrics is each process of a server's pool ("processes"), in pool
+// order; nil without a pool.
+func poolMetrics(pool []servers.ProcessInfo) []metrics.Process {
+	var out []metrics.Process
+	for _, p := range pool {
+		out = append(out, metrics.Process{Up: p.State == "ready", Sessions: p.Sessions, Pending: p.Pending,
+			Restarts: p.Restarts, Forwarded: p.Counters.Mux.Forwarded})
+	}
+	return out
 }
 
 func counters(c servers.Counters) *metrics.Counters {

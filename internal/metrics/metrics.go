@@ -49,9 +49,23 @@ type Server struct {
 	State   string // one of States
 	Up      bool   // ready (a per-session server counts as up, as /readyz has it)
 	Pending int    // requests in flight upstream, queued ones included
-	// Counters are its shared process's counters; nil for a server
-	// without one (per-session, remote).
+	// Counters are its shared process's counters (summed over its
+	// processes with "processes" above 1); nil for a server without one
+	// (per-session, remote).
 	Counters *Counters
+	// Processes are its shared processes one by one, for a server with
+	// "processes" above 1; nil otherwise.
+	Processes []Process
+}
+
+// Process is one process of a shared server's pool ("processes"), labelled
+// by its index in the pool.
+type Process struct {
+	Up        bool   // ready
+	Sessions  int    // sessions pinned to it
+	Pending   int    // requests in flight to it
+	Restarts  uint64 // its starts after the first
+	Forwarded uint64 // client requests written to it
 }
 
 // Counters are the counters of a server's shared process (its

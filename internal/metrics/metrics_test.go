@@ -107,6 +107,39 @@ mcpgate_server_state{server="b",state="starting"} 0
 `), "mcpgate_server_state"); err != nil {
 		t.Error(err)
 	}
+	// A pool ("processes" above 1): each process by its index.
+	pool := newScrapeCollector(&fakeSource{servers: []Server{{Name: "c", State: StateReady, Up: true, Counters: &Counters{Restarts: 1}, Processes: []Process{
+		{Up: true, Sessions: 3, Pending: 2, Forwarded: 10},
+		{Up: false, Sessions: 1, Restarts: 1, Forwarded: 4},
+	}}}})
+	if err := testutil.CollectAndCompare(pool, strings.NewReader(`
+# HELP mcpgate_server_process_up 1 when the process of the server's pool ("processes" above 1) is ready, else 0.
+# TYPE mcpgate_server_process_up gauge
+mcpgate_server_process_up{process="0",server="c"} 1
+mcpgate_server_process_up{process="1",server="c"} 0
+# HELP mcpgate_server_process_sessions Sessions pinned to the process of the server's pool.
+# TYPE mcpgate_server_process_sessions gauge
+mcpgate_server_process_sessions{process="0",server="c"} 3
+mcpgate_server_process_sessions{process="1",server="c"} 1
+# HELP mcpgate_server_process_pending_requests Requests in flight to the process of the server's pool, queued ones included.
+# TYPE mcpgate_server_process_pending_requests gauge
+mcpgate_server_process_pending_requests{process="0",server="c"} 2
+mcpgate_server_process_pending_requests{process="1",server="c"} 0
+# HELP mcpgate_server_process_restarts_total Starts of the process of the server's pool after its first.
+# TYPE mcpgate_server_process_restarts_total counter
+mcpgate_server_process_restarts_total{process="0",server="c"} 0
+mcpgate_server_process_restarts_total{process="1",server="c"} 1
+# HELP mcpgate_server_process_forwarded_total Client requests written to the process of the server's pool.
+# TYPE mcpgate_server_process_forwarded_total counter
+mcpgate_server_process_forwarded_total{process="0",server="c"} 10
+mcpgate_server_process_forwarded_total{process="1",server="c"} 4
+`), "mcpgate_server_process_up", "mcpgate_server_process_sessions", "mcpgate_server_process_pending_requests",
+		"mcpgate_server_process_restarts_total", "mcpgate_server_process_forwarded_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "mcpgate_server_process_up"); n != 0 {
+		t.Errorf("%d process samples for servers without a pool", n)
+	}
 	// No audit log: no audit metric.
 	src.audit = false
 	if n := testutil.CollectAndCount(c, "mcpgate_audit_dropped_total"); n != 0 {

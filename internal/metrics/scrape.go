@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // This file is the collector of what is read at scrape time from a
 // Source: gauges of the state now, and counters kept elsewhere (the
@@ -46,6 +50,12 @@ var (
 		"1 for the server's state (starting, ready, backoff, failed, per-session), 0 for the others.", []string{"server", "state"}, nil)
 	pendingDesc = prometheus.NewDesc("mcpgate_server_pending_requests",
 		"Requests in flight to the server, queued ones included, over all its processes.", []string{"server"}, nil)
+	procLabels       = []string{"server", "process"}
+	procUpDesc       = prometheus.NewDesc("mcpgate_server_process_up", "1 when the process of the server's pool (\"processes\" above 1) is ready, else 0.", procLabels, nil)
+	procSessDesc     = prometheus.NewDesc("mcpgate_server_process_sessions", "Sessions pinned to the process of the server's pool.", procLabels, nil)
+	procPendDesc     = prometheus.NewDesc("mcpgate_server_process_pending_requests", "Requests in flight to the process of the server's pool, queued ones included.", procLabels, nil)
+	procRestDesc     = prometheus.NewDesc("mcpgate_server_process_restarts_total", "Starts of the process of the server's pool after its first.", procLabels, nil)
+	procFwdDesc      = prometheus.NewDesc("mcpgate_server_process_forwarded_total", "Client requests written to the process of the server's pool.", procLabels, nil)
 	auditDroppedDesc = prometheus.NewDesc("mcpgate_audit_dropped_total",
 		"Audit log lines dropped because the log's queue was full.", nil, nil)
 )
@@ -57,7 +67,8 @@ func newScrapeCollector(src Source) *scrapeCollector { return &scrapeCollector{s
 
 // Describe implements prometheus.Collector.
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sessionsDesc, inFlightDesc, upDesc, stateDesc, pendingDesc, auditDroppedDesc} {
+	for _, d := range []*prometheus.Desc{sessionsDesc, inFlightDesc, upDesc, stateDesc, pendingDesc, auditDroppedDesc,
+		procUpDesc, procSessDesc, procPendDesc, procRestDesc, procFwdDesc} {
 		ch <- d
 	}
 	for _, cd := range counterDescs {
@@ -81,6 +92,14 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, cd := range counterDescs {
 				ch <- prometheus.MustNewConstMetric(cd.desc, prometheus.CounterValue, float64(cd.get(s.Counters)), s.Name)
 			}
+		}
+		for i, p := range s.Processes {
+			idx := strconv.Itoa(i)
+			ch <- prometheus.MustNewConstMetric(procUpDesc, prometheus.GaugeValue, bit(p.Up), s.Name, idx)
+			ch <- prometheus.MustNewConstMetric(procSessDesc, prometheus.GaugeValue, float64(p.Sessions), s.Name, idx)
+			ch <- prometheus.MustNewConstMetric(procPendDesc, prometheus.GaugeValue, float64(p.Pending), s.Name, idx)
+			ch <- prometheus.MustNewConstMetric(procRestDesc, prometheus.CounterValue, float64(p.Restarts), s.Name, idx)
+			ch <- prometheus.MustNewConstMetric(procFwdDesc, prometheus.CounterValue, float64(p.Forwarded), s.Name, idx)
 		}
 	}
 	if n, ok := c.src.AuditDropped(); ok {

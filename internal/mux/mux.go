@@ -104,6 +104,19 @@ type Stats struct {
 	TasksForgotten uint64
 }
 
+// Plus returns the sum of s and o, field by field: the counters of
+// several processes as one server's.
+func (s Stats) Plus(o Stats) Stats {
+	return Stats{
+		Forwarded: s.Forwarded + o.Forwarded, TimedOut: s.TimedOut + o.TimedOut, Garbage: s.Garbage + o.Garbage,
+		UnknownReplies: s.UnknownReplies + o.UnknownReplies, Unroutable: s.Unroutable + o.Unroutable,
+		OversizedLines: s.OversizedLines + o.OversizedLines, DroppedProgress: s.DroppedProgress + o.DroppedProgress,
+		QueueFull: s.QueueFull + o.QueueFull, DroppedSends: s.DroppedSends + o.DroppedSends,
+		DroppedNotifications: s.DroppedNotifications + o.DroppedNotifications, LivenessFailures: s.LivenessFailures + o.LivenessFailures,
+		ServerRequestsOverLimit: s.ServerRequestsOverLimit + o.ServerRequestsOverLimit, TasksForgotten: s.TasksForgotten + o.TasksForgotten,
+	}
+}
+
 // maxQueuedPerClient bounds the requests one session may have waiting for
 // an upstream slot (maxInFlight); more are refused with an error at once,
 // so one client cannot hold unbounded memory in the queue.

@@ -39,44 +39,89 @@ type Info struct {
 	Processes int
 	// Pending is the requests in flight upstream.
 	Pending int
+	// Pool is each process of a shared server with "processes" above 1
+	// (PID, Restarts, LastExit and Stderr above are its first's); nil
+	// otherwise.
+	Pool []ProcessInfo
 }
 
-// sessionsProc returns the process that serves the sessions (see Ready),
-// or nil.
-func (s *shared) sessionsProc() *proc {
+// ProcessInfo is one process of a shared server's pool.
+type ProcessInfo struct {
+	PID      int    // 0 when it is not running
+	State    string // "ready", or Ready's words: "starting", "backing off: ..."
+	Restarts uint64 // its starts after the first
+	LastExit string // why it last exited when the gateway did not ask it to
+	Sessions int    // sessions pinned to it (0 for a 2026-07-28 server's)
+	Pending  int    // its requests in flight
+	Counters Counters
+}
+
+// servingProcs returns the processes that serve the sessions (see
+// Ready): the sessions' pool, or the 2026-07-28 processes when sessions
+// take the reverse bridge; nil when closed or none runs.
+func (s *shared) servingProcs() []*proc {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	closed, reverse, modern := s.closed, s.reverse, s.modern
+	s.mu.Unlock()
 	switch {
-	case s.closed:
+	case closed:
 		return nil
-	case s.p != nil && !s.reverse:
-		return s.p
+	case s.p != nil && !reverse:
+		return s.sessionsProcs()
 	}
-	return s.modern
+	return modern
 }
 
 // Info implements Server.
 func (s *shared) Info() Info {
 	in := Info{Pending: s.Pending()}
-	if p := s.sessionsProc(); p != nil && p.st != nil {
-		st := p.st
+	procs := s.servingProcs()
+	if len(procs) > 0 && procs[0].st != nil {
+		st := procs[0].st
 		in.PID, in.Restarts, in.LastExit, in.Stderr = st.PID(), st.Stats().Restarts, st.LastExit(), st.RecentStderr()
+	}
+	if len(procs) > 1 {
+		var sessions []int
+		if s.pool != nil && len(procs) == len(s.pool.procs) && procs[0] == s.p {
+			sessions = s.pool.counts()
+		}
+		for i, p := range procs {
+			pi := ProcessInfo{Pending: p.m.Pending(), Counters: Counters{Mux: p.m.Stats()}}
+			if ready, text := stateText(p.m.State()); ready {
+				pi.State = "ready"
+			} else {
+				pi.State = text
+			}
+			if p.st != nil {
+				pi.PID, pi.Restarts, pi.LastExit = p.st.PID(), p.st.Stats().Restarts, p.st.LastExit()
+				pi.Counters.Restarts = pi.Restarts
+			}
+			if sessions != nil {
+				pi.Sessions = sessions[i]
+			}
+			in.Pool = append(in.Pool, pi)
+		}
 	}
 	return in
 }
 
-// Restart implements Server.
+// Restart implements Server: every process that serves the sessions that
+// is running now is restarted (each fails only its own requests).
 func (s *shared) Restart(reason string) error {
-	p := s.sessionsProc()
-	if p == nil || p.st == nil {
+	procs := s.servingProcs()
+	if len(procs) == 0 || procs[0].st == nil {
 		return ErrNoProcess
 	}
-	st := p.st
-	gen, running := st.Generation()
-	if !running {
+	restarted := 0
+	for _, p := range procs {
+		if gen, running := p.st.Generation(); running {
+			p.st.Restart(gen, reason)
+			restarted++
+		}
+	}
+	if restarted == 0 {
 		return errors.New("the process is not running now (it is starting or backing off)")
 	}
-	st.Restart(gen, reason)
 	return nil
 }
 

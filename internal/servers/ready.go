@@ -14,9 +14,12 @@ import (
 // PerSession implements Server: one process serves every session.
 func (s *shared) PerSession() bool { return false }
 
-// Ready implements Server from the mux State of the process that serves
-// the sessions: the gateway-initialized one, or the 2026-07-28 one when
-// the sessions take the reverse bridge.
+// Ready implements Server from the mux State of the processes that serve
+// the sessions: the gateway-initialized ones, or the 2026-07-28 ones when
+// the sessions take the reverse bridge. With several (config
+// "processes"), the server is ready while one of them is, and otherwise
+// in the best state of theirs (starting before backing off before
+// failed): a session is placed on a process that is up.
 func (s *shared) Ready() (bool, string) {
 	s.mu.Lock()
 	closed, reverse, mp := s.closed, s.reverse, s.modern
@@ -25,28 +28,55 @@ func (s *shared) Ready() (bool, string) {
 	case closed:
 		return false, "failed: the gateway is shutting down"
 	case s.p != nil && !reverse:
-		return stateText(s.p.m.State())
+		return stateText(bestState(s.sessionsProcs()))
 	case mp != nil:
-		return stateText(mp.m.State())
+		return stateText(bestState(mp))
 	}
 	return true, "" // the reverse bridge's process starts on demand
 }
 
-// FirstStart implements Server from the process that serves the
-// sessions, as Ready does.
+// bestState returns the state of procs that serves best: ready, starting,
+// backing off, failed, in that order.
+func bestState(procs []*proc) mux.State {
+	rank := func(ph mux.Phase) int {
+		switch ph {
+		case mux.Ready:
+			return 0
+		case mux.Starting:
+			return 1
+		case mux.BackingOff:
+			return 2
+		}
+		return 3
+	}
+	var best mux.State
+	for i, p := range procs {
+		if st := p.m.State(); i == 0 || rank(st.Phase) < rank(best.Phase) {
+			best = st
+		}
+	}
+	return best
+}
+
+// FirstStart implements Server from the processes that serve the
+// sessions, as Ready does: true while none of them has been ready.
 func (s *shared) FirstStart() bool {
 	s.mu.Lock()
 	closed, reverse, mp := s.closed, s.reverse, s.modern
 	s.mu.Unlock()
+	procs := mp
 	switch {
 	case closed:
 		return false
 	case s.p != nil && !reverse:
-		return s.p.m.FirstStart()
-	case mp != nil:
-		return mp.m.FirstStart()
+		procs = s.sessionsProcs()
 	}
-	return false
+	for _, p := range procs {
+		if !p.m.FirstStart() {
+			return false
+		}
+	}
+	return len(procs) > 0
 }
 
 // stateText words a mux State for Ready.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,9 +47,11 @@ type shared struct {
 	conn.OwnerBound
 
 	// Static after construction.
-	p        *proc  // the sessions' process; nil when pinned to 2026-07-28
-	name     string // server name
-	protocol string // config.Protocol*, ProtocolLegacy read as ProtocolSessions; "" counts as auto
+	p        *proc        // the sessions' process (the pool's first); nil when pinned to 2026-07-28
+	pool     *sessionPool // the sessions' processes (config "processes"), p first; nil with one
+	size     int          // config "processes": the pool's size, and the stateless requests' processes
+	name     string       // server name
+	protocol string       // config.Protocol*, ProtocolLegacy read as ProtocolSessions; "" counts as auto
 	spawn    func() (*proc, error)
 	timeout  time.Duration // a request's (config "timeout"): a reverse session's, input rounds included
 	trans    *translation  // the translated stateless requests' processes
@@ -63,9 +66,9 @@ type shared struct {
 	mu sync.Mutex
 	// guarded by mu:
 	closed       bool
-	modern       *proc // the stateless requests' process; nil before it starts and after a fallback
-	sessionsOnly error // auto: why stateless requests are translated; once set, for good
-	probed       bool  // a probe of modern succeeded once
+	modern       []*proc // the stateless requests' processes (size of them); nil before they start and after a fallback
+	sessionsOnly error   // auto: why stateless requests are translated; once set, for good
+	probed       bool    // a probe of modern succeeded once
 	// reverse: p refused initialize and the server speaks 2026-07-28
 	// alone (auto); p is stopped and sessions take the reverse bridge.
 	reverse bool
@@ -74,11 +77,26 @@ type shared struct {
 func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared, error) {
 	// A server pinned to 2026-07-28 has no sessions' process: its
 	// sessions of the older eras are served by the reverse bridge.
+	size := max(cfg.Processes, 1) // a literal Server's 0 is 1
 	var p *proc
+	var pool *sessionPool
 	if cfg.Protocol != config.ProtocolModern {
-		var err error
-		if p, err = start(cfg, opts, sharedPipeBytes, log); err != nil {
+		procs, err := startN(size, func(i int) (*proc, error) {
+			o := opts
+			if size > 1 {
+				o.Logger = log.With("process", i)
+			}
+			return start(cfg, o, sharedPipeBytes, o.Logger)
+		})
+		if err != nil {
 			return nil, err
+		}
+		p = procs[0]
+		if size > 1 {
+			pool = &sessionPool{}
+			for _, q := range procs {
+				pool.procs = append(pool.procs, &poolProc{p: q})
+			}
 		}
 	}
 	modernOpts := opts
@@ -90,10 +108,11 @@ func newShared(cfg *config.Server, opts mux.Options, log *slog.Logger) (*shared,
 		proto = config.ProtocolSessions
 	}
 	s := &shared{
-		p: p, name: cfg.Name, protocol: proto, timeout: cfg.Timeout, log: log,
+		p: p, pool: pool, size: size, name: cfg.Name, protocol: proto, timeout: cfg.Timeout, log: log,
 		spawn: func() (*proc, error) { return start(cfg, modernOpts, sharedPipeBytes, modernLog) },
 		trans: newTranslation(cfg, opts, log),
 	}
+	s.trans.base = size
 	if s.protocol == config.ProtocolModern {
 		if _, err := s.modernProc(); err != nil {
 			return nil, err
@@ -118,7 +137,45 @@ func (s *shared) Open(ctx context.Context, general conn.Stream) (conn.Conn, erro
 			return s.OpenStateless(ctx, general, protocol.StatelessVersion, nil)
 		}, general, s.timeout, s.log.With("bridge", "reverse")), nil
 	}
+	if s.pool != nil {
+		return &pinnedConn{pool: s.pool, general: general}, nil
+	}
 	return s.p.m.Join(general), nil
+}
+
+// startN starts n processes with start(i), in order; on an error it stops
+// those it started.
+func startN(n int, start func(i int) (*proc, error)) ([]*proc, error) {
+	procs := make([]*proc, 0, n)
+	for i := range n {
+		p, err := start(i)
+		if err != nil {
+			var wg sync.WaitGroup
+			for _, q := range procs {
+				wg.Go(q.stop)
+			}
+			wg.Wait()
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// sessionsProcs returns the processes that serve the sessions (p, or the
+// pool's), nil when p is nil.
+func (s *shared) sessionsProcs() []*proc {
+	if s.pool == nil {
+		if s.p == nil {
+			return nil
+		}
+		return []*proc{s.p}
+	}
+	procs := make([]*proc, len(s.pool.procs))
+	for i, pp := range s.pool.procs {
+		procs[i] = pp.p
+	}
+	return procs
 }
 
 // modernOnly reports, for "auto", that the sessions' process refused
@@ -153,7 +210,7 @@ func (s *shared) modernOnly(ctx context.Context) bool {
 	s.log.Info("the server refuses initialize and speaks "+protocol.StatelessVersion+": its sessions of the older eras take the reverse bridge", "server", s.name)
 	go func() {
 		defer s.stops.Done()
-		s.p.stop()
+		stopAll(s.sessionsProcs())
 	}()
 	return true
 }
@@ -200,7 +257,9 @@ func (s *shared) openStateless(ctx context.Context, general conn.Stream, version
 	return s.trans.open(general, version, caps, credential{})
 }
 
-// modernProc returns the second process, starting it on first use; nil
+// modernProc returns the process for a stateless request: of the
+// processes for them (config "processes" of them, all started on first
+// use), the one with the fewest requests in flight, an up one first; nil
 // when stateless requests are translated.
 func (s *shared) modernProc() (*proc, error) {
 	if s.protocol == config.ProtocolSessions {
@@ -214,12 +273,12 @@ func (s *shared) modernProc() (*proc, error) {
 	case s.sessionsOnly != nil:
 		return nil, nil
 	case s.modern != nil:
-		return s.modern, nil
+		return fewestInFlight(s.modern), nil
 	}
-	// Spawning under mu: concurrent first requests wait for this one
-	// process rather than each starting one. A command that cannot be run
-	// does not fail here (it is retried with backoff; see start).
-	p, err := s.spawn()
+	// Spawning under mu: concurrent first requests wait for these
+	// processes rather than each starting some. A command that cannot be
+	// run does not fail here (it is retried with backoff; see start).
+	procs, err := startN(s.size, func(int) (*proc, error) { return s.spawn() })
 	if err != nil {
 		if s.protocol == config.ProtocolModern {
 			return nil, err
@@ -228,8 +287,32 @@ func (s *shared) modernProc() (*proc, error) {
 		s.log.Warn("no process for stateless requests; they are translated", "server", s.name, "err", err)
 		return nil, nil
 	}
-	s.modern = p
-	return p, nil
+	s.modern = procs
+	return fewestInFlight(procs), nil
+}
+
+// fewestInFlight returns the process of procs with the fewest requests in
+// flight, an up one before one that is down.
+func fewestInFlight(procs []*proc) *proc {
+	var best *proc
+	var bestDown bool
+	var bestN int
+	for _, p := range procs {
+		down, n := !p.usable(), p.m.Pending()
+		if best == nil || (bestDown && !down) || (down == bestDown && n < bestN) {
+			best, bestDown, bestN = p, down, n
+		}
+	}
+	return best
+}
+
+// stopAll stops procs in parallel and waits for them.
+func stopAll(procs []*proc) {
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(p.stop)
+	}
+	wg.Wait()
 }
 
 // openModern joins the stateless request to p once p's probe found a
@@ -282,21 +365,23 @@ func (s *shared) openModern(ctx context.Context, p *proc, general conn.Stream, v
 	return nil, nil
 }
 
-// fallBack makes stateless requests go to the sessions' process for the
-// rest of the Server's life, and stops p in the background.
+// fallBack makes stateless requests be translated for the rest of the
+// Server's life, and stops the processes for them (p among them) in the
+// background.
 func (s *shared) fallBack(p *proc, why error) {
 	s.mu.Lock()
-	if s.closed || s.modern != p {
+	if s.closed || !slices.Contains(s.modern, p) {
 		s.mu.Unlock()
 		return // closing, or another request fell back already
 	}
+	procs := s.modern
 	s.modern, s.sessionsOnly = nil, why
 	s.stops.Add(1)
 	s.mu.Unlock()
 	s.log.Info("stateless requests are translated for a server of the session eras", "server", s.name, "reason", why)
 	go func() {
 		defer s.stops.Done()
-		p.stop()
+		stopAll(procs)
 	}()
 }
 
@@ -310,12 +395,10 @@ func (s *shared) Close() {
 	s.modern = nil
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	if mp != nil {
-		wg.Go(mp.stop)
-	}
+	wg.Go(func() { stopAll(mp) })
 	wg.Go(s.trans.close)
-	if s.p != nil && !reverse {
-		s.p.stop()
+	if !reverse {
+		stopAll(s.sessionsProcs())
 	}
 	wg.Wait()
 	s.stops.Wait()
@@ -323,14 +406,14 @@ func (s *shared) Close() {
 
 func (s *shared) Pending() int {
 	var n int
-	if s.p != nil {
-		n = s.p.m.Pending()
+	for _, p := range s.sessionsProcs() {
+		n += p.m.Pending()
 	}
 	s.mu.Lock()
 	mp := s.modern
 	s.mu.Unlock()
-	if mp != nil {
-		n += mp.m.Pending()
+	for _, p := range mp {
+		n += p.m.Pending()
 	}
 	return n + s.trans.pending()
 }

@@ -13,22 +13,23 @@ type Counters struct {
 	Restarts uint64
 }
 
-// Counters implements Server: the sessions' process, static after
-// construction, or the 2026-07-28 one of a server pinned to that
-// revision (it has no other).
+// Counters implements Server: the sum over the processes that serve the
+// sessions (the pool's, config "processes"), or the 2026-07-28 ones of a
+// server pinned to that revision (it has no other). Each process's own
+// counters are in Info's Pool.
 func (s *shared) Counters() Counters {
-	p := s.p
-	if p == nil {
+	procs := s.sessionsProcs()
+	if procs == nil {
 		s.mu.Lock()
-		p = s.modern
+		procs = s.modern
 		s.mu.Unlock()
 	}
-	if p == nil {
-		return Counters{}
-	}
-	c := Counters{Mux: p.m.Stats()}
-	if p.st != nil {
-		c.Restarts = p.st.Stats().Restarts
+	var c Counters
+	for _, p := range procs {
+		c.Mux = c.Mux.Plus(p.m.Stats())
+		if p.st != nil {
+			c.Restarts += p.st.Stats().Restarts
+		}
 	}
 	return c
 }

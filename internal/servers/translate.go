@@ -30,7 +30,10 @@ import (
 //   - A stateless request goes to a process initialized with the client
 //     capabilities it declared (capSet: sampling, elicitation, roots, each
 //     present or not), the least busy of those not waiting for a client's
-//     answer.
+//     answer (the fewest connections, each one request in flight). With
+//     config "processes" N, a set grows to N such processes, one more
+//     each time every one of them has a request in flight; they run as
+//     long as the Server, like a set's first.
 //   - When every process of its set that is up waits for one (a request
 //     parked for input), an extra process of the set is started, while
 //     the server has fewer than max extra processes (over all sets);
@@ -84,6 +87,7 @@ type translation struct {
 	spawn func(set capSet, extra bool, cred credential) (*proc, error)
 	log   *slog.Logger
 	max   int           // maxExtras; a field for tests
+	base  int           // a set's processes that are not extras: config "processes" (0 counts as 1)
 	idle  time.Duration // translatorIdle; a field for tests
 
 	wake chan struct{} // capacity 1: the reaper looks again
@@ -163,13 +167,16 @@ func (t *translation) acquire(set capSet, cred credential) (*translator, error) 
 	}
 	var free, least *translator
 	var leastLoad load
-	extras := 0
+	extras, bases := 0, 0
 	for _, tp := range t.procs {
 		if tp.extra {
 			extras++
 		}
 		if tp.set != set || tp.cred != cred.key {
 			continue
+		}
+		if !tp.extra {
+			bases++
 		}
 		l := tp.load()
 		if l.free() && (free == nil || tp.conns < free.conns) {
@@ -179,9 +186,20 @@ func (t *translation) acquire(set capSet, cred credential) (*translator, error) 
 			least, leastLoad = tp, l
 		}
 	}
-	if free != nil {
+	if free != nil && (free.conns == 0 || bases >= max(t.base, 1)) {
 		free.conns++
 		return free, nil
+	}
+	if free != nil {
+		// Every free process of set has a request in flight and the set
+		// has fewer than "processes": one more, not an extra (it is
+		// never stopped when idle).
+		p, err := t.spawn(set, false, cred)
+		if err != nil {
+			free.conns++
+			return free, nil
+		}
+		return t.addLocked(p, set, cred, false), nil
 	}
 	// No free process of set: none yet, or each down or waiting for input
 	// (then the least busy is down only if all are).
@@ -192,15 +210,7 @@ func (t *translation) acquire(set capSet, cred credential) (*translator, error) 
 		extra := least != nil
 		p, err := t.spawn(set, extra, cred)
 		if err == nil {
-			tp := &translator{p: p, set: set, cred: cred.key, extra: extra, conns: 1}
-			p.m.Join(&relay{t: t, tp: tp})
-			t.procs = append(t.procs, tp)
-			if tp.idleStop() && !t.reaping {
-				t.reaping = true
-				t.wg.Add(1)
-				go t.reap()
-			}
-			return tp, nil
+			return t.addLocked(p, set, cred, extra), nil
 		}
 		if least == nil {
 			return nil, err
@@ -209,6 +219,20 @@ func (t *translation) acquire(set capSet, cred credential) (*translator, error) 
 	}
 	least.conns++
 	return least, nil
+}
+
+// addLocked adds the new process p of set and cred to the pool, with the
+// connection it was spawned for counted. Called with mu held.
+func (t *translation) addLocked(p *proc, set capSet, cred credential, extra bool) *translator {
+	tp := &translator{p: p, set: set, cred: cred.key, extra: extra, conns: 1}
+	p.m.Join(&relay{t: t, tp: tp})
+	t.procs = append(t.procs, tp)
+	if tp.idleStop() && !t.reaping {
+		t.reaping = true
+		t.wg.Add(1)
+		go t.reap()
+	}
+	return tp
 }
 
 // idleStop reports whether tp is stopped when idle: an extra, or any
