@@ -201,7 +201,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	var lastAt time.Duration
 	res, err := loadgen.Run(ctx, loadgen.Options{
 		Window: window,
-		URL: *url, Sessions: *sessions, Concurrency: *concurrency, Size: *size, OpenParallel: *openParallel,
+		URL:    *url, Sessions: *sessions, Concurrency: *concurrency, Size: *size, OpenParallel: *openParallel,
 		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header),
 		Progress: func(p loadgen.Progress) {
 			rate := float64(p.Calls-lastCalls) / (p.Elapsed - lastAt).Seconds()
