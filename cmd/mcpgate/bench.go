@@ -200,9 +200,8 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	var lastCalls uint64
 	var lastAt time.Duration
 	res, err := loadgen.Run(ctx, loadgen.Options{
-		Window: window,
-		URL:    *url, Sessions: *sessions, Concurrency: *concurrency, Size: *size, OpenParallel: *openParallel,
-		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header),
+		URL: *url, Sessions: *sessions, Concurrency: *concurrency, Size: *size, OpenParallel: *openParallel,
+		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header), Window: window,
 		Progress: func(p loadgen.Progress) {
 			rate := float64(p.Calls-lastCalls) / (p.Elapsed - lastAt).Seconds()
 			lastCalls, lastAt = p.Calls, p.Elapsed
