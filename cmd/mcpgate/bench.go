@@ -264,9 +264,6 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintf(stderr, "mcpgate bench: stopped early: %v\n", err)
 		return exitFailure
-	case procErr != nil:
-		fmt.Fprintf(stderr, "mcpgate bench: %v\n", procErr)
-		return exitFailure
 	case res.NotEchoed > 0:
 		// One line, instead of every reply counted as crossed: the server
 		// is not one this command can check, which is no routing bug.
@@ -275,6 +272,9 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	case res.Errors > 0 || res.Crossed > 0:
 		fmt.Fprintf(stderr, "mcpgate bench: %d errors, %d crossed replies; first error: %s\n", res.Errors, res.Crossed, res.FirstError)
+		return exitFailure
+	case procErr != nil:
+		fmt.Fprintf(stderr, "mcpgate bench: %v\n", procErr)
 		return exitFailure
 	}
 	return exitOK
