@@ -2,7 +2,7 @@
 # bench-lib.sh holds the helpers of scripts/bench.sh, which sources it:
 # starting and stopping the servers measured, running one `mcpgate bench`,
 # reading its JSON, and the markdown tables. Everything here works on the
-# globals bench.sh sets (dir, gate, echo_bin, node, supergateway, the
+# globals bench.sh sets (dir, gate, load, echo_bin, node, supergateway, the
 # BENCH_* settings) and on its tables:
 #
 #   result[KEY]  the JSON of one measured run ("" if it printed none)
@@ -166,7 +166,7 @@ measure() {
 	# session startup runs, whose window holds no steady load.
 	[[ -n ${proc:-} && $key != op/* ]] && set -- "$@" --proc "$proc"
 	say "$key: ${*}"
-	result[$key]=$("$gate" bench --url "$url" --json "$@" 2>"$err") || code=$?
+	result[$key]=$("$load" bench --url "$url" --json "$@" 2>"$err") || code=$?
 	cat "$err" >>"$dir/bench-client.log"
 	if ((code != 0)); then
 		local why
@@ -276,7 +276,7 @@ profile() {
 		return
 	fi
 	say "profile $v: 32 sessions for ${secs_run}s, CPU profile of ${secs_prof}s"
-	"$gate" bench --url "$url" --json --sessions 32 --version "$v" --duration "${secs_run}s" --warmup 500ms \
+	"$load" bench --url "$url" --json --sessions 32 --version "$v" --duration "${secs_run}s" --warmup 500ms \
 		>"$pdir/bench.json" 2>>"$dir/bench-client.log" &
 	local bpid=$!
 	pids+=("$bpid")

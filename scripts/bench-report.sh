@@ -192,7 +192,7 @@ processes_table() {
 profiles_section() {
 	local v
 	for v in $versions; do
-		echo "${prof[$v]:-**$v**: not profiled (BENCH_PROFILE=0)}"
+		echo "${prof[$v]:-**$v**: not profiled (BENCH_PROFILE=0, or BENCH_GATEWAY set)}"
 		echo
 	done
 }

@@ -27,6 +27,9 @@
 #   BENCH_SG_PORT [38741]                     supergateway's port (the first
 #                                             free one from there)
 #   BENCH_DIR [.cache/bench]                  build and log directory
+#   BENCH_GATEWAY [unset]                     a gateway binary to measure
+#                                             instead of this tree's (another
+#                                             branch's build); no profiles then
 #
 # Runs, each protocol version's clients separately:
 #   baseline      `mcpgate bench` straight at `mcpecho --http`, every reply one
@@ -105,12 +108,19 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 say "building into $dir"
 go build -o "$dir/mcpgate" ./cmd/mcpgate
 go build -o "$dir/mcpecho" ./cmd/mcpecho
-gate=$dir/mcpgate
+# The load tool is always this tree's `mcpgate bench`; the gateway measured
+# is this tree's too unless BENCH_GATEWAY names another build.
+load=$dir/mcpgate
+gate=${BENCH_GATEWAY:-$dir/mcpgate}
 echo_bin=$dir/mcpecho
+if [[ -n ${BENCH_GATEWAY:-} && $profiling != 0 ]]; then
+	say "BENCH_GATEWAY is set: no profiles (they need this tree's -tags pprof build)"
+	profiling=0
+fi
 if [[ $profiling != 0 ]]; then
 	go build -tags pprof -o "$dir/mcpgate-pprof" ./cmd/mcpgate
 fi
-if ! "$gate" bench --help >/dev/null 2>&1; then
+if ! "$load" bench --help >/dev/null 2>&1; then
 	say "this mcpgate has no bench subcommand (cmd/mcpgate/cli.go must dispatch to bench)"
 	exit 1
 fi
@@ -301,7 +311,7 @@ memory() {
 	local gpid=$PID log=$dir/bench-idle.log
 	mem_before=$(rss_kib "$gpid") mem_held=0 mem_ok=1
 	: >"$log"
-	"$gate" bench --url "http://$ADDR/servers/echo/mcp" --idle "$idle" --streams "$streams" --hold 600s --json \
+	"$load" bench --url "http://$ADDR/servers/echo/mcp" --idle "$idle" --streams "$streams" --hold 600s --json \
 		>"$dir/idle.json" 2>"$log" &
 	local bpid=$!
 	pids+=("$bpid")
@@ -339,10 +349,10 @@ if [[ $profiling != 0 ]]; then
 	done
 fi
 
-# The command as run: the BENCH_* settings given (but not BENCH_DIR, a
-# local path), BENCH_DURATION always.
+# The command as run: the BENCH_* settings given (but not BENCH_DIR and
+# BENCH_GATEWAY, local paths), BENCH_DURATION always.
 cmd="BENCH_DURATION=$duration"
-for v in $(compgen -e | grep '^BENCH_' | grep -vx 'BENCH_DURATION\|BENCH_DIR' | sort); do
+for v in $(compgen -e | grep '^BENCH_' | grep -vx 'BENCH_DURATION\|BENCH_DIR\|BENCH_GATEWAY' | sort); do
 	cmd+=" $v=\"${!v}\""
 done
 cmd+=" scripts/bench.sh${1:+ $1}"
@@ -359,7 +369,7 @@ with one call in flight; each protocol version's clients separately). baseline: 
 every reply one JSON body (the limit); streamed: the same with \`--sse-replies\` (a priming
 event, then the reply, on an SSE stream), for information; shared and session: the gateway
 wrapping \`mcpecho\` over stdio; $sg_line.$(stateless_line)
-$tbxark_why.
+$tbxark_why.$([[ -z ${BENCH_GATEWAY:-} ]] || printf '\nThe gateway measured is another build (BENCH_GATEWAY): %s.' "$("$gate" version 2>&1 | head -1)")
 
 $(throughput_table)
 
