@@ -250,20 +250,22 @@ fetch() {
 	fi
 }
 
-# profile VERSION: profile the gateway (shared mode, the -tags pprof build,
-# MCPGATE_PPROF_DIR) while 32 sessions of VERSION call echo: the
-# allocations profile is read before and after a CPU profile of the
-# run's middle, and prof[VERSION] gets a markdown summary: the top
-# functions by cumulative CPU, per call, and the allocations per call
-# (objects and bytes between the two allocation snapshots, divided by the
-# calls made in between: the run's calls/s times the time between).
+# profile KEY TITLE MEMBERS ARGS...: profile the gateway (shared mode, the
+# -tags pprof build, MCPGATE_PPROF_DIR; MEMBERS are more of the server's
+# config members, as gateway_config takes them) under `mcpgate bench ARGS`: the allocations profile is
+# read before and after a CPU profile of the run's middle, and prof[KEY]
+# gets a markdown summary headed TITLE: the top functions by cumulative
+# and by own CPU, per call, and the allocations per call (objects and
+# bytes between the two allocation snapshots, divided by the calls made
+# in between: the run's calls/s times the time between).
 profile() {
-	local v=$1 pdir=$dir/pprof-$1 secs_run secs_prof
+	local key=$1 title=$2 members=$3 pdir=$dir/pprof-$1 secs_run secs_prof
+	shift 3
 	rm -rf "$pdir"
 	mkdir -p "$pdir"
 	secs_prof=$(secs "$duration")
 	secs_run=$((secs_prof + 3))
-	start "gateway-pprof-$v" env MCPGATE_PPROF_DIR="$pdir" "$dir/mcpgate-pprof" serve --config "$(gateway_config pprof shared)" --listen 127.0.0.1:0
+	start "gateway-pprof-$key" env MCPGATE_PPROF_DIR="$pdir" "$dir/mcpgate-pprof" serve --config "$(gateway_config "pprof-$key" shared "$members")" --listen 127.0.0.1:0
 	local gpid=$PID url=http://$ADDR/servers/echo/mcp paddr=""
 	for _ in $(seq 50); do
 		[[ -s $pdir/$gpid ]] && break
@@ -271,12 +273,12 @@ profile() {
 	done
 	paddr=$(cat "$pdir/$gpid" 2>/dev/null || true)
 	if [[ -z $paddr ]]; then
-		prof[$v]="not profiled: the -tags pprof gateway wrote no profile address"
+		prof[$key]="**$title**: not profiled: the -tags pprof gateway wrote no profile address"
 		stop "$gpid"
 		return
 	fi
-	say "profile $v: 32 sessions for ${secs_run}s, CPU profile of ${secs_prof}s"
-	"$load" bench --url "$url" --json --sessions 32 --version "$v" --duration "${secs_run}s" --warmup 500ms \
+	say "profile $key: $* for ${secs_run}s, CPU profile of ${secs_prof}s"
+	"$load" bench --url "$url" --json "$@" --duration "${secs_run}s" --warmup 500ms \
 		>"$pdir/bench.json" 2>>"$dir/bench-client.log" &
 	local bpid=$!
 	pids+=("$bpid")
@@ -292,42 +294,49 @@ profile() {
 	local rate
 	rate=$(field calls_per_sec "$(cat "$pdir/bench.json")")
 	if [[ -z $rate || ! -s $pdir/cpu.pb.gz || ! -s $pdir/allocs-1.pb.gz ]]; then
-		prof[$v]="not profiled: the load run or a profile failed (see $pdir/log)"
+		prof[$key]="**$title**: not profiled: the load run or a profile failed (see $pdir/log)"
 		return
 	fi
-	local calls_prof calls_alloc objects bytes
+	local calls_prof calls_alloc objects bytes base=(-base "$pdir/allocs-0.pb.gz" "$pdir/allocs-1.pb.gz")
 	calls_prof=$(awk -v r="$rate" -v s="$secs_prof" 'BEGIN { printf "%.0f", r * s }')
 	calls_alloc=$(awk -v r="$rate" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", r * (b - a) }')
-	objects=$(go tool pprof -top -nodecount=1 -sample_index=alloc_objects -base "$pdir/allocs-0.pb.gz" "$pdir/allocs-1.pb.gz" 2>/dev/null |
+	objects=$(go tool pprof -top -nodecount=1 -sample_index=alloc_objects "${base[@]}" 2>/dev/null |
 		sed -nE 's/.* of ([0-9]+) total.*/\1/p')
-	bytes=$(go tool pprof -top -nodecount=1 -unit=B -sample_index=alloc_space -base "$pdir/allocs-0.pb.gz" "$pdir/allocs-1.pb.gz" 2>/dev/null |
+	bytes=$(go tool pprof -top -nodecount=1 -unit=B -sample_index=alloc_space "${base[@]}" 2>/dev/null |
 		sed -nE 's/.* of ([0-9.]+)B total.*/\1/p')
 	local sites
-	sites=$(go tool pprof -top -nodecount=5 -sample_index=alloc_objects -base "$pdir/allocs-0.pb.gz" "$pdir/allocs-1.pb.gz" 2>/dev/null |
+	sites=$(go tool pprof -top -nodecount=6 -sample_index=alloc_objects "${base[@]}" 2>/dev/null |
 		awk '$2 ~ /%$/ && $1 ~ /^[0-9]+$/ { f = $6; for (i = 7; i <= NF; i++) f = f " " $i; printf "%s`%s` %s", (n++ ? ", " : ""), f, $2 }')
-	local top
-	top=$(go tool pprof -top -cum -nodecount=14 "$pdir/cpu.pb.gz" 2>/dev/null | awk -v c="$calls_prof" '
-		/Total samples =/ { for (i = 1; i <= NF; i++) if ($i == "=") { t = $(i + 1); break } }
-		$5 ~ /%$/ && $4 ~ /s$/ {
-			cum = $4; u = 1
-			if (cum ~ /ms$/) { sub(/ms$/, "", cum); u = 1e-3 } else if (cum ~ /us$/ || cum ~ /µs$/) { sub(/[uµ]s$/, "", cum); u = 1e-6 } else sub(/s$/, "", cum)
-			f = $6; for (i = 7; i <= NF; i++) f = f " " $i
-			printf "| `%s` | %s | %.1f |\n", f, $5, cum * u * 1e6 / c
-		}
-		END { }')
 	local total
 	total=$(go tool pprof -top -nodecount=1 "$pdir/cpu.pb.gz" 2>/dev/null | sed -nE 's/.*Total samples = ([0-9.]+m?s).*/\1/p')
-	prof[$v]=$(
-		awk -v v="$v" -v r="$rate" -v c="$calls_prof" -v t="$total" -v o="${objects:-0}" -v b="${bytes:-0}" -v ca="$calls_alloc" -v s="$secs_prof" 'BEGIN {
+	prof[$key]=$(
+		awk -v title="$title" -v r="$rate" -v c="$calls_prof" -v t="$total" -v o="${objects:-0}" -v b="${bytes:-0}" -v ca="$calls_alloc" -v s="$secs_prof" 'BEGIN {
 			tt = t; u = 1; if (tt ~ /ms$/) { sub(/ms$/, "", tt); u = 1e-3 } else sub(/s$/, "", tt)
-			printf "**%s**, 32 sessions, %.0f calls/s while profiled for %ds: the gateway used %.1f µs of CPU per call in the profile; ", v, r, s, tt * u * 1e6 / c
-			if (ca > 0) printf "%.0f objects and %.1f KB allocated per call.", o / ca, b / ca / 1000
-			printf "\n" }'
+			printf "**%s**: %.0f calls/s while profiled for %ds; the gateway used %.1f µs of CPU per call in the profile", title, r, s, tt * u * 1e6 / c
+			if (ca > 0) printf ", and allocated %.0f objects and %.1f KB per call", o / ca, b / ca / 1000
+			printf ".\n" }'
 		echo
-		echo "| function (top by cumulative CPU) | cum % | cum µs per call |"
-		echo "| --- | ---: | ---: |"
-		echo "$top"
+		echo "| top by cumulative CPU | cum % | µs per call | | top by own CPU | flat % | µs per call |"
+		echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
+		paste -d'|' <(pprof_top "$pdir/cpu.pb.gz" "$calls_prof" -cum) <(pprof_top "$pdir/cpu.pb.gz" "$calls_prof") |
+			sed -E 's/^/| /; s/$/ |/; s/\|/| |/4'
 		echo
-		echo "Most objects allocated: $sites."
+		echo "Most objects allocated by: $sites."
 	)
+}
+
+# pprof_top PROFILE CALLS [-cum]: the 10 top functions of a CPU profile, by
+# own CPU (or cumulative, with -cum), one "function | % | µs per call" a
+# line.
+pprof_top() {
+	local col=1 pct=2
+	[[ ${3:-} == -cum ]] && col=4 pct=5
+	go tool pprof -top ${3:+"$3"} -nodecount=10 "$1" 2>/dev/null | awk -v c="$2" -v col="$col" -v pct="$pct" '
+		$5 ~ /%$/ && $4 ~ /s$/ {
+			v = $col; u = 1
+			if (v ~ /ms$/) { sub(/ms$/, "", v); u = 1e-3 } else if (v ~ /[uµ]s$/) { sub(/[uµ]s$/, "", v); u = 1e-6 } else sub(/s$/, "", v)
+			f = $6; for (i = 7; i <= NF; i++) f = f " " $i
+			sub(/^github\.com\/mcpgate\/mcpgate\/internal\//, "", f)
+			printf " `%s` | %s | %.1f \n", f, $pct, v * u * 1e6 / c
+		}'
 }

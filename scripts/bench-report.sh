@@ -188,11 +188,11 @@ processes_table() {
 	notes "${keys[@]}"
 }
 
-# profiles_section: the profile summary of each version.
+# profiles_section: the profile summaries.
 profiles_section() {
-	local v
-	for v in $versions; do
-		echo "${prof[$v]:-**$v**: not profiled (BENCH_PROFILE=0, or BENCH_GATEWAY set)}"
+	local k
+	for k in $versions payload; do
+		echo "${prof[$k]:-**$k**: not profiled (BENCH_PROFILE=0, or BENCH_GATEWAY set)}"
 		echo
 	done
 }

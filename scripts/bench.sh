@@ -341,12 +341,15 @@ memory() {
 }
 memory
 
-# Profiles of the gateway in shared mode, 32 sessions, one per version.
+# Profiles of the gateway in shared mode: 32 sessions of each version, and
+# 1 MiB echoes.
 declare -A prof
 if [[ $profiling != 0 ]]; then
 	for v in $versions; do
-		profile "$v"
+		profile "$v" "$v, 32 sessions" "" --sessions 32 --version "$v"
 	done
+	profile payload "1 MiB echoes, 2025-11-25, 1 session (\`mcpecho --scan\`)" '"args": ["--scan"]' \
+		--sessions 1 --size 1048576 --version 2025-11-25
 fi
 
 # The command as run: the BENCH_* settings given (but not BENCH_DIR and
