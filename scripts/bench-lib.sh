@@ -306,7 +306,7 @@ profile() {
 		sed -nE 's/.* of ([0-9.]+)B total.*/\1/p')
 	local sites
 	sites=$(go tool pprof -top -nodecount=6 -sample_index=alloc_objects "${base[@]}" 2>/dev/null |
-		awk '$2 ~ /%$/ && $1 ~ /^[0-9]+$/ { f = $6; for (i = 7; i <= NF; i++) f = f " " $i; printf "%s`%s` %s", (n++ ? ", " : ""), f, $2 }')
+		awk '$2 ~ /%$/ && $1 ~ /^[0-9]+$/ { f = $6; for (i = 7; i <= NF; i++) f = f " " $i; if (f ~ /^internal\//) f = f " (std)"; printf "%s`%s` %s", (n++ ? ", " : ""), f, $2 }')
 	local total
 	total=$(go tool pprof -top -nodecount=1 "$pdir/cpu.pb.gz" 2>/dev/null | sed -nE 's/.*Total samples = ([0-9.]+m?s).*/\1/p')
 	prof[$key]=$(
@@ -337,6 +337,7 @@ pprof_top() {
 			if (v ~ /ms$/) { sub(/ms$/, "", v); u = 1e-3 } else if (v ~ /[uµ]s$/) { sub(/[uµ]s$/, "", v); u = 1e-6 } else sub(/s$/, "", v)
 			f = $6; for (i = 7; i <= NF; i++) f = f " " $i
 			sub(/^github\.com\/mcpgate\/mcpgate\/internal\//, "", f)
+			if (f ~ /^internal\//) f = f " (std)" # not a path of this repository
 			printf " `%s` | %s | %.1f \n", f, $pct, v * u * 1e6 / c
 		}'
 }
