@@ -1,7 +1,8 @@
+# shellcheck shell=bash
 # bench-lib.sh holds the helpers of scripts/bench.sh, which sources it:
 # starting and stopping the servers measured, running one `mcpgate bench`,
 # reading its JSON, and the markdown tables. Everything here works on the
-# globals bench.sh sets (dir, gate, echo_bin, node, supergateway, the
+# globals bench.sh sets (dir, gate, load, echo_bin, node, supergateway, the
 # BENCH_* settings) and on its tables:
 #
 #   result[KEY]  the JSON of one measured run ("" if it printed none)
@@ -9,9 +10,12 @@
 #   skipped[MODE/VERSION]  why a mode's throughput rows of a version were
 #                not run
 #   pids         processes bench.sh started, stopped by pid on exit
+#   proc         the pid whose CPU time per call runs measure (the server
+#                or gateway being measured), "" for none
 #
 # KEYs are tp/MODE/VERSION/SESSIONS (throughput), pl/MODE/SIZE/SESSIONS
-# (payload) and op/MODE (session startup).
+# (payload), pr/PROCESSES/VERSION (processes scaling) and op/MODE (session
+# startup). The tables and the targets are in scripts/bench-report.sh.
 
 # say MESSAGE: progress on stderr, with the seconds since the script started.
 say() { echo "bench: [${SECONDS}s] $*" >&2; }
@@ -69,7 +73,8 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # if it did not come up in 10 s. It takes a fixed port and prints nothing
 # parseable with --logLevel none, so readiness is its port accepting.
 # Logging is off because at "info" it logs every message in full, which no
-# one measuring it would leave on.
+# one measuring it would leave on. $sg_echo_args, if set, are added to
+# mcpecho's command line.
 start_supergateway() {
 	local port=$sg_port log=$dir/supergateway.log
 	while listening "$port"; do
@@ -77,7 +82,7 @@ start_supergateway() {
 		((port < sg_port + 20)) || { say "no free port in $sg_port-$((sg_port + 19)) for supergateway"; return 1; }
 	done
 	: >"$log"
-	"$node" "$supergateway" --stdio "$echo_bin" --outputTransport streamableHttp --stateful \
+	"$node" "$supergateway" --stdio "$echo_bin${sg_echo_args:+ $sg_echo_args}" --outputTransport streamableHttp --stateful \
 		--port "$port" --logLevel none >>"$log" 2>&1 &
 	PID=$!
 	pids+=("$PID")
@@ -116,13 +121,14 @@ sample_child_rss() {
 	done
 }
 
-# gateway_config NAME ISOLATION [MAXPROCESSES [PREWARM]]: write a gateway
-# config serving mcpecho as "echo" to $dir/gateway-NAME.json and print its
-# path. maxSessions leaves room for the idle-memory run.
+# gateway_config NAME ISOLATION [MEMBERS]: write a gateway config serving
+# mcpecho as "echo" to $dir/gateway-NAME.json and print its path. MEMBERS
+# are more JSON members of the server's entry, e.g. '"args": ["--scan"]'
+# or '"maxProcesses": 72, "prewarm": 8'. maxSessions leaves room for the
+# idle-memory run.
 gateway_config() {
 	local file=$dir/gateway-$1.json extra=""
-	[[ -n ${3:-} ]] && extra+=", \"maxProcesses\": $3"
-	[[ -n ${4:-} ]] && extra+=", \"prewarm\": $4"
+	[[ -n ${3:-} ]] && extra=", $3"
 	cat >"$file" <<JSON
 {
   "mcpServers": {"echo": {"command": "$echo_bin", "isolation": "$2"$extra}},
@@ -132,17 +138,35 @@ JSON
 	echo "$file"
 }
 
+# processes_support GATE: "yes" if the gateway GATE accepts the key
+# mcpServers.NAME.processes (it validates a config that sets it to 2),
+# else "no: " and the line of its answer that says why (the key unknown to
+# an older build). The probe config goes to $dir.
+processes_support() {
+	local file=$dir/processes-probe.json out
+	printf '{"mcpServers": {"echo": {"command": "%s", "isolation": "shared", "processes": 2}}}\n' "${echo_bin:-mcpecho}" >"$file"
+	if out=$("$1" validate --config "$file" 2>&1); then
+		echo yes
+	else
+		echo "no: $( (grep -m1 processes <<<"$out" || head -1 <<<"$out") | sed "s|$file: ||")"
+	fi
+}
+
 # --- measuring --------------------------------------------------------------
 
 # measure KIND KEY URL ARGS...: one `mcpgate bench --url URL --json ARGS`
-# run; its JSON goes to result[KEY], and if it fails, why to note[KEY]. A
+# run (with --proc $proc if proc is set); its JSON goes to result[KEY],
+# and if it fails, why to note[KEY]. A
 # failed run of ours (KIND ours: the baseline or the gateway) fails the
 # script; a peer's (KIND peer) is only reported in its row.
 measure() {
 	local kind=$1 key=$2 url=$3 code=0 err=$dir/bench-last.err
 	shift 3
+	# The CPU of the process served (and its children) per call, but for
+	# session startup runs, whose window holds no steady load.
+	[[ -n ${proc:-} && $key != op/* ]] && set -- "$@" --proc "$proc"
 	say "$key: ${*}"
-	result[$key]=$("$gate" bench --url "$url" --json "$@" 2>"$err") || code=$?
+	result[$key]=$("$load" bench --url "$url" --json "$@" 2>"$err") || code=$?
 	cat "$err" >>"$dir/bench-client.log"
 	if ((code != 0)); then
 		local why
@@ -176,6 +200,7 @@ label() {
 	case ${p[0]} in
 	tp) echo "${p[1]}, ${p[2]}, ${p[3]} session$( ((p[3] == 1)) || echo s)" ;;
 	pl) echo "${p[1]}, $(size_name "${p[2]}"), ${p[3]} session$( ((p[3] == 1)) || echo s)" ;;
+	pr) echo "processes: ${p[1]}, ${p[2]}, 32 sessions" ;;
 	*) echo "${p[1]/-prewarm/ with prewarm $prewarm}" ;;
 	esac
 }
@@ -202,198 +227,117 @@ stateless_line() {
 	return 0
 }
 
-# --- tables ------------------------------------------------------------------
 
-# notes KEY...: a list item for each run that failed or had errors or
-# crossed replies, with its first error, so that no error goes unexplained.
-notes() {
-	local k r e x
-	for k in "$@"; do
-		r=${result[$k]:-}
-		e=$(field errors "$r") x=$(field crossed "$r")
-		if ((${e:-0} + ${x:-0} > 0)); then
-			echo "- $(label "$k"): $e errors, $x crossed; first: \`$(first_error "$r" | tr '`' "'")\`"
-		fi
-		if [[ -n ${note[$k]:-} ]]; then
-			echo "- $(label "$k"): \`$(tr '`' "'" <<<"${note[$k]}")\`"
-		fi
-	done
-	return 0
+# --- profiles ----------------------------------------------------------------
+
+# secs DURATION: whole seconds in a duration such as 10s, 1500ms or 1m (at
+# least 1).
+secs() {
+	awk -v d="$1" 'BEGIN {
+		n = d + 0
+		if (d ~ /ms$/) n /= 1000; else if (d ~ /m$/) n *= 60; else if (d ~ /h$/) n *= 3600
+		n = int(n); print (n < 1 ? 1 : n) }'
 }
 
-throughput_table() {
-	echo "| mode | version | sessions | calls/s | p50 µs | p99 µs | calls/s vs baseline | p50 vs baseline | errors | crossed |"
-	echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	local v n mode keys=()
-	for v in $versions; do
-		for n in $sessions_list; do
-			local base=${result[tp/baseline/$v/$n]:-}
-			for mode in $throughput_modes; do
-				local k=tp/$mode/$v/$n
-				local r=${result[$k]:-}
-				[[ -n $r || -n ${note[$k]:-} ]] || continue # not run
-				keys+=("$k")
-				if [[ -z $(field calls_per_sec "$r") ]]; then
-					echo "| $mode | $v | $n | failed | | | | | | |"
-					continue
-				fi
-				awk -v m="$mode" -v ver="$v" -v n="$n" -v c="$(field calls_per_sec "$r")" \
-					-v p="$(field p50_us "$r")" -v q="$(field p99_us "$r")" \
-					-v bc="$(field calls_per_sec "$base")" -v bp="$(field p50_us "$base")" \
-					-v e="$(field errors "$r")" -v x="$(field crossed "$r")" 'BEGIN {
-					ratio = (bc > 0) ? sprintf("%.2f", c / bc) : "-"
-					delta = (bp != "") ? sprintf("%+.0f µs", p - bp) : "-"
-					printf "| %s | %s | %d | %.0f | %.0f | %.0f | %s | %s | %d | %d |\n", m, ver, n, c, p, q, ratio, delta, e, x
-				}'
-			done
-		done
-	done
-	echo
-	notes "${keys[@]}"
-	for v in $versions; do
-		for mode in $throughput_modes; do
-			[[ -n ${skipped[$mode/$v]:-} ]] && echo "- $mode, $v: ${skipped[$mode/$v]}"
-		done
-	done
-	return 0
-}
-
-payload_table() {
-	echo "| mode | size | sessions | calls/s | MB/s each way | p50 µs | p99 µs | MB/s vs baseline | errors | crossed |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	local s n mode keys=()
-	for s in $sizes; do
-		for n in $size_sessions; do
-			local base=${result[pl/baseline/$s/$n]:-}
-			for mode in $payload_modes; do
-				local k=pl/$mode/$s/$n
-				local r=${result[$k]:-}
-				[[ -n $r || -n ${note[$k]:-} ]] || continue
-				keys+=("$k")
-				if [[ -z $(field calls_per_sec "$r") ]]; then
-					echo "| $mode | $(size_name "$s") | $n | failed | | | | | | |"
-					continue
-				fi
-				awk -v m="$mode" -v s="$(size_name "$s")" -v n="$n" -v c="$(field calls_per_sec "$r")" \
-					-v mb="$(field mb_per_sec "$r")" -v p="$(field p50_us "$r")" -v q="$(field p99_us "$r")" \
-					-v bmb="$(field mb_per_sec "$base")" -v e="$(field errors "$r")" -v x="$(field crossed "$r")" 'BEGIN {
-					ratio = (bmb > 0) ? sprintf("%.2f", mb / bmb) : "-"
-					printf "| %s | %s | %d | %.0f | %.1f | %.0f | %.0f | %s | %d | %d |\n", m, s, n, c, mb, p, q, ratio, e, x
-				}'
-			done
-		done
-	done
-	echo
-	notes "${keys[@]}"
-}
-
-startup_table() {
-	echo "| mode | prewarm | sessions opened | open p50 ms | open p99 ms | errors | crossed |"
-	echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-	local row mode pw k r keys=()
-	for row in "shared -" "session 0" "session-prewarm $prewarm" "supergateway -"; do
-		read -r mode pw <<<"$row"
-		k=op/$mode
-		r=${result[$k]:-}
-		[[ -n $r || -n ${note[$k]:-} ]] || continue
-		keys+=("$k")
-		if [[ -z $(field opened "$r") ]]; then
-			echo "| ${mode%-prewarm} | $pw | failed | | | | |"
-			continue
-		fi
-		awk -v m="${mode%-prewarm}" -v pw="$pw" -v o="$(field opened "$r")" -v p="$(field open_p50_us "$r")" \
-			-v q="$(field open_p99_us "$r")" -v e="$(field errors "$r")" -v x="$(field crossed "$r")" 'BEGIN {
-			printf "| %s | %s | %d | %.2f | %.2f | %d | %d |\n", m, pw, o, p / 1000, q / 1000, e, x
-		}'
-	done
-	echo
-	notes "${keys[@]}"
-}
-
-memory_table() {
-	echo "| sessions | with GET stream | opened | failed | streams opened | RSS before | RSS holding | KiB per session |"
-	echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-	awk -v n="$idle" -v s="$streams" -v o="$(field opened "$mem_json")" -v f="$(field failed "$mem_json")" \
-		-v so="$(field streams "$mem_json")" -v b="$mem_before" -v h="$mem_held" 'BEGIN {
-		printf "| %d | %d | %s | %s | %s | %d KiB | %d KiB | %.1f |\n", n, s, o, f, so, b, h, (h - b) / n
-	}'
-}
-
-# --- targets -----------------------------------------------------------------
-
-# compare KEY_A KEY_B FIELD: print "A B" (FIELD of each run) if both runs
-# measured it; return 1 otherwise.
-compare() {
-	local a b
-	a=$(field "$3" "${result[$1]:-}") b=$(field "$3" "${result[$2]:-}")
-	[[ -n $a && -n $b ]] || return 1
-	echo "$a $b"
-}
-
-# target TEXT MEASURED MET: one row of the targets table; an empty
-# MEASURED means a run it needs is missing or failed.
-target() {
-	if [[ -z $2 ]]; then
-		echo "| $1 | not measured | not measured |"
+# fetch URL FILE: save URL (a loopback profile endpoint) in FILE, with
+# curl, else with go tool pprof (slower to start; its copies go to $pdir);
+# failures are logged to $pdir/log and leave FILE empty.
+fetch() {
+	if command -v curl >/dev/null; then
+		curl -sS --max-time 120 -o "$2" "$1" 2>>"$pdir/log" || : >"$2"
 	else
-		echo "| $1 | $2 | $3 |"
+		PPROF_TMPDIR=$pdir go tool pprof -proto "$1" >"$2" 2>>"$pdir/log" || : >"$2"
 	fi
 }
 
-# targets_table: the issue's performance targets, judged on this run.
-targets_table() {
-	local v=2025-11-25 m=() line n
-	echo "| target | measured | met |"
-	echo "| --- | --- | --- |"
-
-	if read -r -a m < <(compare "tp/shared/$v/32" "tp/baseline/$v/32" calls_per_sec); then
-		line=$(awk -v a="${m[0]}" -v b="${m[1]}" 'BEGIN { r = a / b; printf "%.2f (%.0f vs %.0f calls/s)\t%s", r, a, b, (r >= 0.8 ? "yes" : "no") }')
-	else line=""; fi
-	target "shared, 32 sessions, $v: calls/s ≥ 0.8 × baseline" "${line%$'\t'*}" "${line#*$'\t'}"
-
-	if read -r -a m < <(compare "tp/shared/$v/32" "tp/supergateway/$v/32" calls_per_sec); then
-		local e
-		e=$(field errors "${result[tp/supergateway/$v/32]}")
-		line=$(awk -v a="${m[0]}" -v b="${m[1]}" -v e="$e" 'BEGIN {
-			r = (b > 0) ? a / b : 0
-			printf "%.2fx (%.0f vs %.0f calls/s%s)\t%s", r, a, b, (e > 0 ? sprintf("; supergateway had %d errors", e) : ""), (b > 0 && r >= 1.5 ? "yes" : "no") }')
-	else line=""; fi
-	target "shared vs supergateway, 32 sessions, $v: ≥ 1.5x calls/s" "${line%$'\t'*}" "${line#*$'\t'}"
-
-	if read -r -a m < <(compare "tp/shared/$v/1" "tp/baseline/$v/1" p50_us); then
-		line=$(awk -v a="${m[0]}" -v b="${m[1]}" 'BEGIN { d = a - b; printf "%+.0f µs (%.0f vs %.0f µs)\t%s", d, a, b, (d <= 50 ? "yes" : "no") }')
-	else line=""; fi
-	target "1 session, $v: shared p50 − baseline p50 ≤ 50 µs" "${line%$'\t'*}" "${line#*$'\t'}"
-
-	for n in 1 8; do
-		if read -r -a m < <(compare "pl/shared/1048576/$n" "pl/baseline/1048576/$n" mb_per_sec); then
-			line=$(awk -v a="${m[0]}" -v b="${m[1]}" 'BEGIN { r = a / b; printf "%.2f (%.1f vs %.1f MB/s)\t%s", r, a, b, (r >= 0.8 ? "yes" : "no") }')
-		else line=""; fi
-		target "1 MiB messages, $n session$([[ $n == 1 ]] || echo s), $v: shared MB/s ≥ 0.8 × baseline" "${line%$'\t'*}" "${line#*$'\t'}"
+# profile KEY TITLE MEMBERS ARGS...: profile the gateway (shared mode, the
+# -tags pprof build, MCPGATE_PPROF_DIR; MEMBERS are more of the server's
+# config members, as gateway_config takes them) under `mcpgate bench ARGS`: the allocations profile is
+# read before and after a CPU profile of the run's middle, and prof[KEY]
+# gets a markdown summary headed TITLE: the top functions by cumulative
+# and by own CPU, per call, and the allocations per call (objects and
+# bytes between the two allocation snapshots, divided by the calls made
+# in between: the run's calls/s times the time between).
+profile() {
+	local key=$1 title=$2 members=$3 pdir=$dir/pprof-$1 secs_run secs_prof
+	shift 3
+	rm -rf "$pdir"
+	mkdir -p "$pdir"
+	secs_prof=$(secs "$duration")
+	secs_run=$((secs_prof + 3))
+	start "gateway-pprof-$key" env MCPGATE_PPROF_DIR="$pdir" "$dir/mcpgate-pprof" serve --config "$(gateway_config "pprof-$key" shared "$members")" --listen 127.0.0.1:0
+	local gpid=$PID url=http://$ADDR/servers/echo/mcp paddr=""
+	for _ in $(seq 50); do
+		[[ -s $pdir/$gpid ]] && break
+		sleep 0.1
 	done
+	paddr=$(cat "$pdir/$gpid" 2>/dev/null || true)
+	if [[ -z $paddr ]]; then
+		prof[$key]="**$title**: not profiled: the -tags pprof gateway wrote no profile address"
+		stop "$gpid"
+		return
+	fi
+	say "profile $key: $* for ${secs_run}s, CPU profile of ${secs_prof}s"
+	"$load" bench --url "$url" --json "$@" --duration "${secs_run}s" --warmup 500ms \
+		>"$pdir/bench.json" 2>>"$dir/bench-client.log" &
+	local bpid=$!
+	pids+=("$bpid")
+	sleep 1.5 # the sessions open and warm up
+	local t0 t1
+	t0=$(date +%s.%N)
+	fetch "http://$paddr/debug/pprof/allocs" "$pdir/allocs-0.pb.gz"
+	fetch "http://$paddr/debug/pprof/profile?seconds=$secs_prof" "$pdir/cpu.pb.gz"
+	fetch "http://$paddr/debug/pprof/allocs" "$pdir/allocs-1.pb.gz"
+	t1=$(date +%s.%N)
+	wait "$bpid" || true
+	stop "$gpid"
+	local rate
+	rate=$(field calls_per_sec "$(cat "$pdir/bench.json")")
+	if [[ -z $rate || ! -s $pdir/cpu.pb.gz || ! -s $pdir/allocs-1.pb.gz ]]; then
+		prof[$key]="**$title**: not profiled: the load run or a profile failed (see $pdir/log)"
+		return
+	fi
+	local calls_prof calls_alloc objects bytes base=(-base "$pdir/allocs-0.pb.gz" "$pdir/allocs-1.pb.gz")
+	calls_prof=$(awk -v r="$rate" -v s="$secs_prof" 'BEGIN { printf "%.0f", r * s }')
+	calls_alloc=$(awk -v r="$rate" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", r * (b - a) }')
+	objects=$(go tool pprof -top -nodecount=1 -sample_index=alloc_objects "${base[@]}" 2>/dev/null |
+		sed -nE 's/.* of ([0-9]+) total.*/\1/p')
+	bytes=$(go tool pprof -top -nodecount=1 -unit=B -sample_index=alloc_space "${base[@]}" 2>/dev/null |
+		sed -nE 's/.* of ([0-9.]+)B total.*/\1/p')
+	local sites
+	sites=$(go tool pprof -top -nodecount=6 -sample_index=alloc_objects "${base[@]}" 2>/dev/null |
+		awk '$2 ~ /%$/ && $1 ~ /^[0-9]+$/ { f = $6; for (i = 7; i <= NF; i++) f = f " " $i; if (f ~ /^internal\//) f = f " (std)"; printf "%s`%s` %s", (n++ ? ", " : ""), f, $2 }')
+	local total
+	total=$(go tool pprof -top -nodecount=1 "$pdir/cpu.pb.gz" 2>/dev/null | sed -nE 's/.*Total samples = ([0-9.]+m?s).*/\1/p')
+	prof[$key]=$(
+		awk -v title="$title" -v r="$rate" -v c="$calls_prof" -v t="$total" -v o="${objects:-0}" -v b="${bytes:-0}" -v ca="$calls_alloc" -v s="$secs_prof" 'BEGIN {
+			tt = t; u = 1; if (tt ~ /ms$/) { sub(/ms$/, "", tt); u = 1e-3 } else sub(/s$/, "", tt)
+			printf "**%s**: %.0f calls/s while profiled for %ds; the gateway used %.1f µs of CPU per call in the profile", title, r, s, tt * u * 1e6 / c
+			if (ca > 0) printf ", and allocated %.0f objects and %.1f KB per call", o / ca, b / ca / 1000
+			printf ".\n" }'
+		echo
+		echo "| top by cumulative CPU | cum % | µs per call | | top by own CPU | flat % | µs per call |"
+		echo "| --- | ---: | ---: | --- | --- | ---: | ---: |"
+		paste -d'|' <(pprof_top "$pdir/cpu.pb.gz" "$calls_prof" -cum) <(pprof_top "$pdir/cpu.pb.gz" "$calls_prof") |
+			sed -E 's/^/| /; s/$/ |/; s/\|/| |/4'
+		echo
+		echo "Most objects allocated by: $sites."
+	)
+}
 
-	if [[ $mem_ok == 1 ]]; then
-		line=$(awk -v n="$idle" -v b="$mem_before" -v h="$mem_held" 'BEGIN { k = (h - b) / n; printf "%.1f KiB\t%s", k, (k <= 8 ? "yes" : "no") }')
-	else line=""; fi
-	target "idle memory at $idle sessions: ≤ 8 KiB per session" "${line%$'\t'*}" "${line#*$'\t'}"
-
-	# Every run of the gateway: throughput, payload and startup rows, and
-	# the idle run's sessions.
-	local k runs=0 bad=0 errs=0 crossed=0
-	for k in "${!result[@]}"; do
-		[[ $k =~ ^(tp|pl|op)/(shared|session|session-prewarm)(/|$) ]] || continue
-		runs=$((runs + 1))
-		if [[ -z $(field errors "${result[$k]}") ]]; then
-			bad=$((bad + 1))
-			continue
-		fi
-		errs=$((errs + $(field errors "${result[$k]}")))
-		crossed=$((crossed + $(field crossed "${result[$k]}")))
-	done
-	local idle_failed
-	idle_failed=$(field failed "$mem_json")
-	errs=$((errs + ${idle_failed:-0}))
-	[[ $mem_ok == 1 ]] || bad=$((bad + 1))
-	line="$errs errors, $crossed crossed in $runs runs and the idle run$( ((bad == 0)) || echo "; $bad run(s) failed")"
-	target "the gateway's rows: zero errors and zero crossed" "$line" "$( ((errs + crossed + bad == 0)) && echo yes || echo no)"
+# pprof_top PROFILE CALLS [-cum]: the 10 top functions of a CPU profile, by
+# own CPU (or cumulative, with -cum), one "function | % | µs per call" a
+# line.
+pprof_top() {
+	local col=1 pct=2
+	[[ ${3:-} == -cum ]] && col=4 pct=5
+	go tool pprof -top ${3:+"$3"} -nodecount=10 "$1" 2>/dev/null | awk -v c="$2" -v col="$col" -v pct="$pct" '
+		$5 ~ /%$/ && $4 ~ /s$/ {
+			v = $col; u = 1
+			if (v ~ /ms$/) { sub(/ms$/, "", v); u = 1e-3 } else if (v ~ /[uµ]s$/) { sub(/[uµ]s$/, "", v); u = 1e-6 } else sub(/s$/, "", v)
+			f = $6; for (i = 7; i <= NF; i++) f = f " " $i
+			sub(/^github\.com\/mcpgate\/mcpgate\/internal\//, "", f)
+			if (f ~ /^internal\//) f = f " (std)" # not a path of this repository
+			printf " `%s` | %s | %.1f \n", f, $pct, v * u * 1e6 / c
+		}'
 }

@@ -8,11 +8,18 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_DURATION [10s], BENCH_WARMUP [1s]   each measured run
+#   BENCH_QUICK [unset]                       1: a check of the script in
+#                                             about two minutes (2s runs,
+#                                             fewer rows, 1000 idle sessions)
 #   BENCH_SESSIONS ["1 32 256"],
-#   BENCH_VERSIONS ["2025-11-25 2025-06-18 2026-07-28"]
-#                                             throughput rows
+#   BENCH_VERSIONS ["2025-11-25 2026-07-28"]  throughput rows
 #   BENCH_SIZES ["65536 1048576"], BENCH_SIZE_SESSIONS ["1 8"]
 #                                             payload rows (bytes per message)
+#   BENCH_BURN [2ms]                          CPU each echo costs the child in
+#                                             the processes rows (mcpecho --burn)
+#   BENCH_PROCESSES_VERSIONS ["2025-11-25 2026-07-28"]
+#                                             processes rows: 32 sessions each
+#   BENCH_PROFILE [1]                         0: no profile summaries
 #   BENCH_OPEN [64], BENCH_PREWARM [8]        session startup: sessions opened
 #                                             one after another; the prewarm row
 #   BENCH_IDLE [10000], BENCH_STREAMS [1000]  idle memory: sessions held, and
@@ -20,6 +27,9 @@
 #   BENCH_SG_PORT [38741]                     supergateway's port (the first
 #                                             free one from there)
 #   BENCH_DIR [.cache/bench]                  build and log directory
+#   BENCH_GATEWAY [unset]                     a gateway binary to measure
+#                                             instead of this tree's (another
+#                                             branch's build); no profiles then
 #
 # Runs, each protocol version's clients separately:
 #   baseline      `mcpgate bench` straight at `mcpecho --http`, every reply one
@@ -31,6 +41,10 @@
 #                 scripts/peers.sh) in its stateful Streamable HTTP mode, one
 #                 `mcpecho` per session; its errors show in its rows but do
 #                 not fail the script
+# Every throughput, payload and processes run also reads, with `mcpgate
+# bench --proc PID`, the CPU time (utime+stime) and context switches of the
+# process served (mcpecho, the gateway or supergateway's Node) and of its
+# children over the measured window, per call: the CPU table.
 # 2026-07-28 is the stateless revision: no initialize and no session; each
 # client opens with one server/discover, then makes stateless calls. The
 # gateway's shared mode sends them to a second `mcpecho`, which speaks the
@@ -39,34 +53,46 @@
 # process per session needs a session), and `--sse-replies` does not apply
 # to them (always one JSON body), so those rows are skipped with a note.
 # supergateway 4.0.0 serves them with a fresh `mcpecho` per request.
-# Then payload sizes (baseline, shared, supergateway; 2025-11-25), the cost
-# of opening a session (shared, session, session with prewarm,
-# supergateway), the gateway's memory per idle session, and the issue's
-# targets judged on this run. It exits 1 if a run of the baseline or the
-# gateway failed or had errors. All traffic stays on 127.0.0.1; every wait
-# is bounded; only processes it started are stopped, by pid.
+# Then payload sizes (baseline, shared, supergateway; 2025-11-25) with
+# `mcpecho --scan`, which answers echoes without parsing them, so that
+# MB/s is the gateway's; `processes: 1` against `processes: 2` with
+# `mcpecho --burn` (a CPU-bound child), if this gateway build accepts the
+# key (else one line says it was skipped); the cost of opening a session
+# (shared, session, session with prewarm, supergateway); the gateway's
+# memory per idle session; a CPU profile and the allocations of the
+# gateway (built with -tags pprof) per version; and issue 22's targets
+# judged on this run. It exits 1 if a run of the baseline or the gateway
+# failed or had errors. All traffic stays on 127.0.0.1; every wait is
+# bounded; only processes it started are stopped, by pid.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # shellcheck source=scripts/bench-lib.sh
 source scripts/bench-lib.sh
+# shellcheck source=scripts/bench-report.sh
+source scripts/bench-report.sh
 write=0
 case "${1:-}" in
 --write) write=1 ;;
 "") ;;
 *) echo "usage: scripts/bench.sh [--write]" >&2; exit 2 ;;
 esac
-duration=${BENCH_DURATION:-10s}
-warmup=${BENCH_WARMUP:-1s}
-sessions_list=${BENCH_SESSIONS:-1 32 256}
-versions=${BENCH_VERSIONS:-2025-11-25 2025-06-18 2026-07-28}
-sizes=${BENCH_SIZES:-65536 1048576}
-size_sessions=${BENCH_SIZE_SESSIONS:-1 8}
-open=${BENCH_OPEN:-64}
+quick=${BENCH_QUICK:-}
+q() { [[ -n $quick && $quick != 0 ]] && echo "$1" || echo "$2"; }
+duration=${BENCH_DURATION:-$(q 2s 10s)}
+warmup=${BENCH_WARMUP:-$(q 500ms 1s)}
+sessions_list=${BENCH_SESSIONS:-$(q "1 32" "1 32 256")}
+versions=${BENCH_VERSIONS:-2025-11-25 2026-07-28}
+sizes=${BENCH_SIZES:-$(q 1048576 "65536 1048576")}
+size_sessions=${BENCH_SIZE_SESSIONS:-$(q 1 "1 8")}
+burn=${BENCH_BURN:-2ms}
+processes_versions=${BENCH_PROCESSES_VERSIONS:-2025-11-25 2026-07-28}
+profiling=${BENCH_PROFILE:-1}
+open=${BENCH_OPEN:-$(q 16 64)}
 prewarm=${BENCH_PREWARM:-8}
-idle=${BENCH_IDLE:-10000}
-streams=${BENCH_STREAMS:-1000}
+idle=${BENCH_IDLE:-$(q 1000 10000)}
+streams=${BENCH_STREAMS:-$(q 100 1000)}
 sg_port=${BENCH_SG_PORT:-38741}
 dir=${BENCH_DIR:-$root/.cache/bench}
 mkdir -p "$dir"
@@ -78,12 +104,23 @@ payload_modes="baseline shared supergateway"
 # Each side holds thousands of sockets in the memory run.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 say "building into $dir"
 go build -o "$dir/mcpgate" ./cmd/mcpgate
 go build -o "$dir/mcpecho" ./cmd/mcpecho
-gate=$dir/mcpgate
+# The load tool is always this tree's `mcpgate bench`; the gateway measured
+# is this tree's too unless BENCH_GATEWAY names another build.
+load=$dir/mcpgate
+gate=${BENCH_GATEWAY:-$dir/mcpgate}
 echo_bin=$dir/mcpecho
-if ! "$gate" bench --help >/dev/null 2>&1; then
+if [[ -n ${BENCH_GATEWAY:-} && $profiling != 0 ]]; then
+	say "BENCH_GATEWAY is set: no profiles (they need this tree's -tags pprof build)"
+	profiling=0
+fi
+if [[ $profiling != 0 ]]; then
+	go build -tags pprof -o "$dir/mcpgate-pprof" ./cmd/mcpgate
+fi
+if ! "$load" bench --help >/dev/null 2>&1; then
 	say "this mcpgate has no bench subcommand (cmd/mcpgate/cli.go must dispatch to bench)"
 	exit 1
 fi
@@ -103,6 +140,7 @@ sg_ok=1
 
 # Processes this script started, stopped by pid on exit.
 pids=()
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
 	for p in "${pids[@]}"; do
 		kill "$p" 2>/dev/null || true
@@ -124,12 +162,16 @@ ours() { measure ours "$1" "$url" "${@:2}"; }
 # peer KEY ARGS...: one run of supergateway, started afresh for it so that
 # one row's trouble (a crash, children left behind) does not become the
 # next row's.
+# shellcheck disable=SC2317 # called as RUN by throughput, payload, opening
 peer() {
 	if ! start_supergateway; then
 		note[$1]="supergateway did not start"
 		return
 	fi
+	local outer=$proc
+	proc=$PID
 	measure peer "$1" "http://$ADDR/mcp" "${@:2}"
+	proc=$outer
 	kill -0 "$PID" 2>/dev/null || note[$1]="supergateway exited during the run"
 	stop "$PID"
 }
@@ -169,19 +211,23 @@ opening() {
 # The baseline is the limit: the same echo tool served directly, every reply
 # one JSON body. "streamed" is extra information: the same server answering
 # with an SSE stream (priming event, then the reply), as a server that
-# always streams would.
+# always streams would. The payload rows run against `mcpecho --scan`, in
+# the baseline as behind the gateway.
 start mcpecho "$echo_bin" --http 127.0.0.1:0
-url=http://$ADDR/mcp
+url=http://$ADDR/mcp proc=$PID
 throughput ours baseline
-payload ours baseline
 stop "$PID"
 start mcpecho "$echo_bin" --http 127.0.0.1:0 --sse-replies
-url=http://$ADDR/mcp
+url=http://$ADDR/mcp proc=$PID
 throughput ours streamed
+stop "$PID"
+start mcpecho-scan "$echo_bin" --http 127.0.0.1:0 --scan
+url=http://$ADDR/mcp proc=$PID
+payload ours baseline
 stop "$PID"
 
 start gateway-shared "$gate" serve --config "$(gateway_config shared shared)" --listen 127.0.0.1:0
-url=http://$ADDR/servers/echo/mcp
+url=http://$ADDR/servers/echo/mcp proc=$PID
 throughput ours shared
 # Stateless requests went natively to a second mcpecho if the gateway still
 # runs two (after a failed probe it stops the second and translates).
@@ -196,16 +242,19 @@ for v in $versions; do
 	fi
 	break
 done
-payload ours shared
 opening ours shared
+stop "$PID"
+start gateway-scan "$gate" serve --config "$(gateway_config scan shared '"args": ["--scan"]')" --listen 127.0.0.1:0
+url=http://$ADDR/servers/echo/mcp proc=$PID
+payload ours shared
 stop "$PID"
 
 # Session mode runs one process per session: its cap (maxProcesses,
 # default 64) is raised to the most sessions open at once.
 most=$open
 for n in $sessions_list; do most=$((n > most ? n : most)); done
-start gateway-session "$gate" serve --config "$(gateway_config session session "$most")" --listen 127.0.0.1:0
-url=http://$ADDR/servers/echo/mcp
+start gateway-session "$gate" serve --config "$(gateway_config session session "\"maxProcesses\": $most")" --listen 127.0.0.1:0
+url=http://$ADDR/servers/echo/mcp proc=$PID
 throughput ours session
 # While its sessions open, note what one child costs: that memory is the
 # child's, not part of the gateway's per-session cost.
@@ -221,8 +270,8 @@ stop "$PID"
 
 # With prewarm, the pool is full (10 s at most) before the first session
 # opens; it refills as sessions take from it (maxProcesses leaves room).
-start gateway-prewarm "$gate" serve --config "$(gateway_config prewarm session $((open + prewarm)) "$prewarm")" --listen 127.0.0.1:0
-url=http://$ADDR/servers/echo/mcp
+start gateway-prewarm "$gate" serve --config "$(gateway_config prewarm session "\"maxProcesses\": $((open + prewarm)), \"prewarm\": $prewarm")" --listen 127.0.0.1:0
+url=http://$ADDR/servers/echo/mcp proc=""
 for _ in $(seq 100); do
 	(($(children "$PID" | wc -w) >= prewarm)) && break
 	sleep 0.1
@@ -230,9 +279,28 @@ done
 opening ours session-prewarm
 stop "$PID"
 
+# processes: N with a child whose every echo burns $burn of CPU: does a
+# second process double what one can serve? Only if this build has the key.
+processes_ok=$(processes_support "$gate")
+if [[ $processes_ok == yes ]]; then
+	for v in $processes_versions; do
+		for np in 1 2; do
+			start "gateway-processes-$np" "$gate" serve --config "$(gateway_config "processes-$np" shared "\"args\": [\"--burn\", \"$burn\"], \"processes\": $np")" --listen 127.0.0.1:0
+			url=http://$ADDR/servers/echo/mcp proc=$PID
+			ours "pr/$np/$v" --sessions 32 --version "$v" --duration "$duration" --warmup "$warmup"
+			stop "$PID"
+		done
+	done
+else
+	say "processes rows: skipped: processes not supported by this build ($processes_ok)"
+fi
+
 if ((sg_ok)); then
+	proc="" # peer() measures the supergateway it starts
 	throughput peer supergateway
+	sg_echo_args=--scan
 	payload peer supergateway
+	sg_echo_args=""
 	opening peer supergateway
 fi
 
@@ -243,7 +311,7 @@ memory() {
 	local gpid=$PID log=$dir/bench-idle.log
 	mem_before=$(rss_kib "$gpid") mem_held=0 mem_ok=1
 	: >"$log"
-	"$gate" bench --url "http://$ADDR/servers/echo/mcp" --idle "$idle" --streams "$streams" --hold 600s --json \
+	"$load" bench --url "http://$ADDR/servers/echo/mcp" --idle "$idle" --streams "$streams" --hold 600s --json \
 		>"$dir/idle.json" 2>"$log" &
 	local bpid=$!
 	pids+=("$bpid")
@@ -273,31 +341,64 @@ memory() {
 }
 memory
 
-# The command as run: the BENCH_* settings given (but not BENCH_DIR, a
-# local path), BENCH_DURATION always.
+# Profiles of the gateway in shared mode: 32 sessions of each version, and
+# 1 MiB echoes.
+declare -A prof
+if [[ $profiling != 0 ]]; then
+	for v in $versions; do
+		profile "$v" "$v, 32 sessions" "" --sessions 32 --version "$v"
+	done
+	profile payload "1 MiB echoes, 2025-11-25, 1 session (\`mcpecho --scan\`)" '"args": ["--scan"]' \
+		--sessions 1 --size 1048576 --version 2025-11-25
+fi
+
+# The command as run: the BENCH_* settings given (but not BENCH_DIR and
+# BENCH_GATEWAY, local paths), BENCH_DURATION always.
 cmd="BENCH_DURATION=$duration"
-for v in $(compgen -e | grep '^BENCH_' | grep -vx 'BENCH_DURATION\|BENCH_DIR' | sort); do
+for v in $(compgen -e | grep '^BENCH_' | grep -vx 'BENCH_DURATION\|BENCH_DIR\|BENCH_GATEWAY' | sort); do
 	cmd+=" $v=\"${!v}\""
 done
 cmd+=" scripts/bench.sh${1:+ $1}"
 machine="$(nproc) cores, $(awk '/^MemTotal:/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(sed -nE 's/^model name\s*:\s*//p' /proc/cpuinfo | head -1), $(uname -sr), $(go version | cut -d' ' -f3)"
 sg_line="supergateway $sg_want (stateful Streamable HTTP, one \`mcpecho\` per session, \`--logLevel none\`)"
 ((sg_ok)) || sg_line="supergateway: not run (the peers could not be installed)"
+tbxark_why="TBXark/mcp-proxy not run: the Go module proxy this project installs Go programs from answers 403 (\"This module version is not available.\") to \`go list -m -versions github.com/TBXark/mcp-proxy\`, and no other registry reached here carries it"
 report=$(
 	cat <<MD
 Measured $(date -u +%Y-%m-%dT%H:%MZ) on $machine with \`$cmd\`
-(each run: $warmup warmup, then $duration measured; one caller per session, each
+(load average $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end: the machine is shared, so read
+the ratios, and CPU per call rather than calls/s; each run: $warmup warmup, then $duration measured; one caller per session, each
 with one call in flight; each protocol version's clients separately). baseline: \`mcpecho --http\` served directly,
 every reply one JSON body (the limit); streamed: the same with \`--sse-replies\` (a priming
 event, then the reply, on an SSE stream), for information; shared and session: the gateway
 wrapping \`mcpecho\` over stdio; $sg_line.$(stateless_line)
+$tbxark_why.$([[ -z ${BENCH_GATEWAY:-} ]] || printf '\nThe gateway measured is another build (BENCH_GATEWAY): %s.' "$("$gate" version 2>&1 | head -1)")
 
 $(throughput_table)
 
+CPU per call, from the same runs: the CPU time (utime+stime in \`/proc/PID/stat\`) that the
+process served used over the measured window, divided by the calls measured
+(\`mcpgate bench --proc PID\`); for the gateway and supergateway also their children (the
+\`mcpecho\` processes: live ones, plus those that ended and were waited for), and context
+switches (voluntary and involuntary, summed over the threads in \`/proc/PID/task/*/status\`).
+A busy machine slows a process's calls but hardly changes what each costs it, so these
+ratios hold where calls/s do not.
+
+$(cpu_table)
+
 Payload: every message of the given size (its unique part first, then filler), echoed
-back; MB/s is message bytes per second each way (10^6 bytes), protocol 2025-11-25.
+back; MB/s is message bytes per second each way (10^6 bytes), protocol 2025-11-25. The
+server is \`mcpecho --scan\` in every row (directly, behind the gateway and behind
+supergateway): it answers the echo from a scan of the request's bytes without parsing it,
+so a megabyte costs it little more than a copy and MB/s measures what is in between.
 
 $(payload_table)
+
+\`processes\`: the gateway in shared mode with \`processes: 1\` and \`processes: 2\`, its child
+\`mcpecho --burn $burn\` (each echo spends $burn of CPU time in a busy loop, so one process
+serves at most $(awk -v b="$(secs "$burn")" -v d="$burn" 'BEGIN { s = d + 0; if (d ~ /ms$/) s /= 1000; else if (d ~ /us$|µs$/) s /= 1e6; printf "%.0f", 1 / s }') calls/s), 32 sessions.
+
+$(processes_table)
 
 Session startup: $open sessions opened one after another, each timed from its initialize
 POST to the reply of its first tools/call (after notifications/initialized). One \`mcpecho\`
@@ -310,7 +411,14 @@ Memory of the gateway (shared mode) holding idle sessions, from VmRSS:
 
 $(memory_table)
 
-Targets (issue "Performance"), judged on the runs above:
+Profiles of the gateway (shared mode, built with \`-tags pprof\`, \`MCPGATE_PPROF_DIR\`), 32
+sessions calling echo: a CPU profile of the run's middle and the allocations between two
+snapshots of the allocation profile, per call (calls from the run's calls/s; with the
+profiling on, calls are slower than in the rows above).
+
+$(profiles_section)
+
+Targets (issue 22), judged on the runs above:
 
 $(targets_table)
 MD

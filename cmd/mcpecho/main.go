@@ -12,6 +12,11 @@
 // 2026-07-28 (server/discover, and requests naming their version in
 // params._meta, answered without initialize or session).
 //
+// --scan answers echo requests shaped as `mcpgate bench` sends them from a
+// scan of their bytes instead of parsing them (payload benchmarks then
+// measure what is between client and fixture); --burn D makes each echo
+// cost D of CPU time (a server bounded by its CPU).
+//
 // The server itself is internal/echoserver; this is flags, signals and
 // putting stdin and stdout into Go's poller.
 package main
@@ -34,6 +39,10 @@ import (
 	"github.com/mcpgate/mcpgate/internal/echoserver"
 )
 
+// maxBurn bounds --burn: a call that costs more than a second of CPU is a
+// mistake, not a benchmark.
+const maxBurn = time.Second
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
@@ -43,6 +52,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio")
 	sseReplies := fs.Bool("sse-replies", false, "with -http: answer 2025-11-25 requests with an SSE stream (priming event, then the reply) instead of one JSON body")
+	scan := fs.Bool("scan", false, "answer tools/call echo requests written as `mcpgate bench` writes them from a scan of their bytes, without parsing them (for payload benchmarks)")
+	burn := fs.Duration("burn", 0, "spend `D` of CPU time (a busy loop, not a sleep) on each tools/call echo before answering")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -53,6 +64,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcpecho: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if *burn < 0 || *burn > maxBurn {
+		fmt.Fprintf(stderr, "mcpecho: --burn %s is not between 0 and %s\n", *burn, maxBurn)
+		return 2
+	}
+	opts := echoserver.Options{Scan: *scan, Burn: *burn}
 	if *addr == "" {
 		in, out := stdin, stdout
 		if f, ok := stdin.(*os.File); ok {
@@ -65,7 +81,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			defer restore()
 			out = p
 		}
-		if err := echoserver.ServeStdio(in, out); err != nil {
+		if err := echoserver.ServeStdioWith(in, out, opts); err != nil {
 			fmt.Fprintf(stderr, "mcpecho: %v\n", err)
 			return 1
 		}
@@ -73,7 +89,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serveHTTP(ctx, *addr, *sseReplies, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
+	if err := serveHTTP(ctx, *addr, *sseReplies, opts, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "mcpecho: %v\n", err)
 		return 1
 	}
@@ -131,13 +147,14 @@ var pinned struct {
 }
 
 // serveHTTP serves the fixture at /mcp on addr until ctx ends.
-func serveHTTP(ctx context.Context, addr string, sseReplies bool, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, addr string, sseReplies bool, opts echoserver.Options, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	h := echoserver.NewHandler()
 	h.SSEReplies = sseReplies
+	h.Options = opts
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

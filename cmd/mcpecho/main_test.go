@@ -136,6 +136,36 @@ func TestUsage(t *testing.T) {
 	if code := run([]string{"--bogus"}, strings.NewReader(""), io.Discard, &stderr); code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
+	for _, burn := range []string{"-1ms", "2s"} {
+		stderr.Reset()
+		if code := run([]string{"--burn", burn}, strings.NewReader(""), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), "--burn "+burn) {
+			t.Errorf("--burn %s: exit %d, %q; want 2 naming the flag and value", burn, code, stderr.String())
+		}
+	}
+}
+
+// TestStdioScanBurn: the real process with --scan and --burn answers an
+// echo as it does without them.
+func TestStdioScanBurn(t *testing.T) {
+	cmd := child(t, "--scan", "--burn", "200us")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"scanned"}}}`+"\n")
+	br := bufio.NewReader(stdout)
+	for _, want := range []string{`"protocolVersion":"2025-11-25"`, `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"scanned"}]}}` + "\n"} {
+		line, err := br.ReadString('\n')
+		if err != nil || !strings.Contains(line, want) {
+			t.Fatalf("reply %q, %v; want it to contain %s", line, err, want)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
 }
 
 // TestStdioMegabyte sends a 1 MiB message through the real process's pipes

@@ -21,7 +21,7 @@ import (
 var benchCmd = command{
 	name: "bench",
 	synopses: []string{
-		"bench --url URL [--sessions N] [--concurrency C] [--size BYTES] [--duration D] [--warmup D] [--open-parallel P] [--json]",
+		"bench --url URL [--sessions N] [--concurrency C] [--size BYTES] [--duration D] [--warmup D] [--open-parallel P] [--proc PID] [--json]",
 		"bench --url URL --idle N [--streams M] [--hold D] [--json]",
 	},
 	summary: "load-test an MCP endpoint (the gateway or a server) and check every reply",
@@ -42,6 +42,14 @@ way. Opening a session (initialize, notifications/initialized and a first
 tools/call with a short message) is timed per session and reported as
 open latency; --open-parallel 1 opens the sessions one after another, so
 that each open measures startup rather than contention.
+
+With --proc PID it also reads, from /proc, the CPU time (utime+stime)
+and context switches (voluntary and involuntary, over its threads) of
+process PID and of its children at the start and the end of the
+measured window, and reports them per call measured: what a call costs
+the server or gateway at PID (and its stdio children), a figure that a
+busy machine disturbs far less than calls per second. PID must be on
+this machine (Linux).
 
 --version 2026-07-28 (the stateless revision) has no initialize and no
 session: each of the N sessions is then a client that opens with one
@@ -99,6 +107,7 @@ type benchJSON struct {
 	Crossed    uint64  `json:"crossed"`
 	NotEchoed  uint64  `json:"not_echoed"`
 	FirstError string  `json:"first_error,omitempty"`
+	*procJSON
 }
 
 // idleJSON is the --json output of an idle run.
@@ -128,6 +137,7 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	idle := fs.Int("idle", 0, "idle mode: open `N` sessions and hold them instead of calling")
 	streams := fs.Int("streams", 0, "idle mode: `M` of the sessions also hold a GET stream open")
 	hold := fs.Duration("hold", 0, "idle mode: hold the sessions for `D` (default: until interrupted)")
+	procPID := fs.Int("proc", 0, "report the CPU time and context switches per call of process `PID` and its children over the measured window (from /proc)")
 	header := headerFlags{}
 	fs.Var(header, "header", "send the header `'Name: value'` on every request (repeatable)")
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
@@ -160,8 +170,10 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, c, "--size must be between 0 and %d", loadgen.MaxSize)
 	case *openParallel <= 0:
 		return usageError(stderr, c, "--open-parallel must be positive")
-	case *idle > 0 && (set["size"] || set["open-parallel"]):
-		return usageError(stderr, c, "--size and --open-parallel do not apply to --idle")
+	case *idle > 0 && (set["size"] || set["open-parallel"] || set["proc"]):
+		return usageError(stderr, c, "--size, --open-parallel and --proc do not apply to --idle")
+	case set["proc"] && *procPID <= 0:
+		return usageError(stderr, c, "--proc must be a process id, got %d", *procPID)
 	case *idle > 0 && loadgen.Stateless(*version):
 		return usageError(stderr, c, "--idle holds sessions, and protocol version %s has none", *version)
 	}
@@ -179,11 +191,17 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		}, *asJSON, stdout, stderr)
 	}
 
+	var proc *procWindow
+	var window func(bool)
+	if *procPID > 0 {
+		proc = &procWindow{pid: *procPID}
+		window = proc.window
+	}
 	var lastCalls uint64
 	var lastAt time.Duration
 	res, err := loadgen.Run(ctx, loadgen.Options{
 		URL: *url, Sessions: *sessions, Concurrency: *concurrency, Size: *size, OpenParallel: *openParallel,
-		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header),
+		Duration: *duration, Warmup: *warmup, Version: *version, Header: http.Header(header), Window: window,
 		Progress: func(p loadgen.Progress) {
 			rate := float64(p.Calls-lastCalls) / (p.Elapsed - lastAt).Seconds()
 			lastCalls, lastAt = p.Calls, p.Elapsed
@@ -200,8 +218,17 @@ func bench(args []string, stdout, stderr io.Writer) int {
 	if res.Calls > 0 {
 		perCall = float64(res.PayloadBytes) / float64(res.Calls)
 	}
+	var pj *procJSON
+	var procErr error
+	if proc != nil {
+		var v procJSON
+		if v, procErr = proc.result(res.Calls); procErr == nil {
+			pj = &v
+		}
+	}
 	if *asJSON {
 		out, _ := json.Marshal(benchJSON{
+			procJSON: pj,
 			Sessions: res.Sessions, Concurrency: res.Concurrency, DurationS: res.Elapsed.Seconds(),
 			Calls: res.Calls, CallsPerSec: res.CallsPerSec,
 			BytesPerCall: perCall, MBPerSec: res.BytesPerSec / 1e6,
@@ -227,6 +254,10 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		if res.NotEchoed > 0 {
 			fmt.Fprintf(tw, "not echoed\t%d\n", res.NotEchoed)
 		}
+		if pj != nil {
+			fmt.Fprintf(tw, "pid %d\t%.1f µs CPU per call\t%.2f context switches per call\n", pj.PID, pj.CPUusPerCall, pj.SwitchesPerCall)
+			fmt.Fprintf(tw, "its %d children\t%.1f µs CPU per call\t%.2f context switches per call\n", pj.Children, pj.ChildrenCPUusPerCall, pj.ChildrenSwitchesPerCall)
+		}
 		_ = tw.Flush()
 	}
 	switch {
@@ -241,6 +272,9 @@ func bench(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	case res.Errors > 0 || res.Crossed > 0:
 		fmt.Fprintf(stderr, "mcpgate bench: %d errors, %d crossed replies; first error: %s\n", res.Errors, res.Crossed, res.FirstError)
+		return exitFailure
+	case procErr != nil:
+		fmt.Fprintf(stderr, "mcpgate bench: %v\n", procErr)
 		return exitFailure
 	}
 	return exitOK

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -176,6 +179,8 @@ func TestBenchUsage(t *testing.T) {
 		{"--url", "http://x/mcp", "--open-parallel", "0"},
 		{"--url", "http://x/mcp", "--idle", "2", "--size", "100"},
 		{"--url", "http://x/mcp", "--idle", "2", "--version", "2026-07-28"},
+		{"--url", "http://x/mcp", "--proc", "-3"},
+		{"--url", "http://x/mcp", "--idle", "2", "--proc", "1"},
 	} {
 		r := runBench(t, args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, "usage: mcpgate bench") {
@@ -237,5 +242,42 @@ func TestBenchNotEchoing(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestBenchProc measures this test process (the fixture runs in it, over
+// httptest) with --proc: its CPU time and context switches per call are
+// read from /proc around the measured window and reported in the JSON and
+// the table. A process that is not there fails the run, naming the flag.
+func TestBenchProc(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc is Linux's")
+	}
+	noLeaks(t)
+	srv, _ := echoFixture(t, nil)
+	pid := strconv.Itoa(os.Getpid())
+	r := runBench(t, "--url", srv.URL, "--sessions", "2", "--duration", "300ms", "--warmup", "10ms", "--json", "--proc", pid)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out["proc_pid"] != float64(os.Getpid()) || out["proc_cpu_us_per_call"].(float64) <= 0 || out["proc_switches_per_call"].(float64) <= 0 {
+		t.Errorf("--proc result %s", r.stdout)
+	}
+	for _, k := range []string{"proc_children", "proc_children_cpu_us_per_call", "proc_children_switches_per_call"} {
+		if _, ok := out[k]; !ok {
+			t.Errorf("no %q in %s", k, r.stdout)
+		}
+	}
+	r = runBench(t, "--url", srv.URL, "--sessions", "1", "--duration", "100ms", "--warmup", "0s", "--proc", pid)
+	if r.code != exitOK || !strings.Contains(r.stdout, "µs CPU per call") {
+		t.Errorf("table with --proc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBench(t, "--url", srv.URL, "--sessions", "1", "--duration", "100ms", "--warmup", "0s", "--proc", "1073741824")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "--proc 1073741824") {
+		t.Errorf("--proc of no process: exit %d, want 1 naming it\n%s", r.code, r.stderr)
 	}
 }

@@ -23,6 +23,12 @@
 // (hooks.go): big (a reply of megabytes), pretty (an indented reply) and
 // progress (many notifications/progress before the reply, on stdio).
 //
+// [Options] change what an echo costs, for benchmarks: Scan answers echoes
+// written as `mcpgate bench` writes them from a scan of their bytes (a
+// megabyte message costs little more than its copy, so payload benchmarks
+// measure the gateway, not this parser), and Burn makes every echo spend a
+// given CPU time in a busy loop (a server bounded by its CPU).
+//
 // It lives in its own package, rather than in cmd/mcpecho, so that the tests
 // of internal/loadgen can run the real fixture in an httptest server.
 //

@@ -33,7 +33,7 @@ func TestHooks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _, replied := appendReply(nil, []byte(tt.msg), tt.lines)
+			got, _, replied := appendReply(nil, []byte(tt.msg), tt.lines, nil)
 			if !replied || string(got) != tt.want {
 				t.Errorf("appendReply(%s, %v)\n = %s\nwant %s", tt.msg, tt.lines, got, tt.want)
 			}
@@ -62,7 +62,7 @@ func FuzzAppendReplyLines(f *testing.F) {
 		if bytes.IndexByte(msg, '\n') >= 0 {
 			return // not a line: ServeStdio never passes one
 		}
-		out, _, replied := appendReply(nil, msg, true)
+		out, _, replied := appendReply(nil, msg, true, nil)
 		if !replied {
 			return
 		}

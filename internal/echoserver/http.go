@@ -39,6 +39,8 @@ type Handler struct {
 	// stream (a priming event, then the reply) instead of a JSON body: the
 	// style a server that always streams would use. Set before serving.
 	SSEReplies bool
+	// Options change what an echo costs (Scan, Burn). Set before serving.
+	Options Options
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession // guarded by mu
@@ -116,6 +118,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := body.Bytes()
+	if h.Options.Scan && h.scanned(w, r, msg) {
+		return
+	}
 	m, err := jsonrpc.Parse(msg)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
@@ -125,7 +130,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.initialize(w, msg)
 		return
 	}
-	if r.Header.Get("Mcp-Session-Id") == "" && stateless(w, r, msg, &m) {
+	if r.Header.Get("Mcp-Session-Id") == "" && stateless(w, r, msg, &m, &h.Options) {
 		return
 	}
 	s := h.lookup(w, r)
@@ -144,7 +149,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		stream := strconv.FormatUint(h.streams.Add(1), 10)
 		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-0", Retry: time.Second})
 		rp := replyBufs.Get().(*[]byte)
-		reply, _, _ := AppendReply((*rp)[:0], msg)
+		reply, _, _ := h.Options.reply((*rp)[:0], msg, false)
 		out, _ = sse.AppendEvent(out, sse.Event{ID: stream + "-1", Event: "message", Data: reply})
 		*rp = reply[:0]
 		replyBufs.Put(rp)
@@ -153,12 +158,41 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		hdr.Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 	} else {
-		out, _, _ = AppendReply(out, msg)
+		out, _, _ = h.Options.reply(out, msg, false)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	}
 	_, _ = w.Write(out)
 	*bp = out[:0]
+}
+
+// scanned answers msg, an echo of a session's that Options.Scan answers
+// from a scan, with one JSON body, and reports true; it reports false,
+// having written nothing, for any other message, a POST without a session
+// header and a session that gets SSE replies: those are parsed as usual.
+func (h *Handler) scanned(w http.ResponseWriter, r *http.Request, msg []byte) bool {
+	if r.Header.Get("Mcp-Session-Id") == "" {
+		return false
+	}
+	bp := replyBufs.Get().(*[]byte)
+	defer replyBufs.Put(bp)
+	out, ok := appendScanned((*bp)[:0], msg)
+	*bp = out[:0]
+	if !ok {
+		return false
+	}
+	s := h.lookup(w, r)
+	if s == nil {
+		return true
+	}
+	if h.SSEReplies && s.version >= primingVersion {
+		return false
+	}
+	h.Options.spend()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	_, _ = w.Write(out)
+	return true
 }
 
 var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -190,7 +224,7 @@ func (h *Handler) initialize(w http.ResponseWriter, msg []byte) {
 // CodeHeaderMismatch; 400, -32602 for a missing _meta version), then the
 // version (400, CodeUnsupportedVersion). Mcp-Name and clientCapabilities
 // are not checked. The reply is always one JSON body.
-func stateless(w http.ResponseWriter, r *http.Request, msg []byte, m *jsonrpc.Message) bool {
+func stateless(w http.ResponseWriter, r *http.Request, msg []byte, m *jsonrpc.Message, o *Options) bool {
 	header := r.Header.Get("Mcp-Protocol-Version")
 	legacyHeader := header == "" || slices.Contains(Versions, header)
 	if m.Kind != jsonrpc.KindRequest {
@@ -202,7 +236,7 @@ func stateless(w http.ResponseWriter, r *http.Request, msg []byte, m *jsonrpc.Me
 	}
 	bp := replyBufs.Get().(*[]byte)
 	defer replyBufs.Put(bp)
-	out, version, _ := AppendReply((*bp)[:0], msg)
+	out, version, _ := o.reply((*bp)[:0], msg, false)
 	*bp = out[:0]
 	if version == "" && legacyHeader {
 		return false

@@ -93,13 +93,14 @@ func Negotiate(requested string) string {
 // get the replies of the session eras, unchanged. server/discover is
 // answered in either case.
 func AppendReply(dst, msg []byte) (out []byte, version string, replied bool) {
-	return appendReply(dst, msg, false)
+	return appendReply(dst, msg, false, nil)
 }
 
 // appendReply is AppendReply; with lines (stdio, where a message is a
 // line) it also appends the notifications a request sends before its
-// reply, each with its newline (hooks.go).
-func appendReply(dst, msg []byte, lines bool) (out []byte, version string, replied bool) {
+// reply, each with its newline (hooks.go). An echo spends o's Burn (o may
+// be nil: no options).
+func appendReply(dst, msg []byte, lines bool, o *Options) (out []byte, version string, replied bool) {
 	m, err := jsonrpc.Parse(msg)
 	if err != nil {
 		return jsonrpc.AppendErrorResponse(dst, nil, jsonrpc.Code(err), err.Error()), "", true
@@ -131,6 +132,7 @@ func appendReply(dst, msg []byte, lines bool) (out []byte, version string, repli
 		case p.message == nil:
 			return jsonrpc.AppendErrorResponse(dst, id, codeInvalidParams, "arguments.message must be a string"), version, true
 		}
+		o.spend()
 		dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 		dst = append(dst, id...)
 		if stateless {

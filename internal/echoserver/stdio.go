@@ -41,7 +41,10 @@ const flushBytes = 64 << 10
 // process once, to read, answer and write on one thread, instead of also
 // waking a writer (see cmd/mcpecho, which puts its stdin and stdout into
 // Go's poller for this).
-func ServeStdio(in io.Reader, out io.Writer) error {
+func ServeStdio(in io.Reader, out io.Writer) error { return ServeStdioWith(in, out, Options{}) }
+
+// ServeStdioWith is ServeStdio with options.
+func ServeStdioWith(in io.Reader, out io.Writer, o Options) error {
 	w := newStdioWriter(out)
 	var wg sync.WaitGroup
 	var werr error
@@ -69,7 +72,7 @@ func ServeStdio(in io.Reader, out io.Writer) error {
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			var replied bool
-			if batch, _, replied = appendReply(batch, line, true); replied {
+			if batch, _, replied = o.reply(batch, line, true); replied {
 				batch = append(batch, '\n')
 			}
 		}

@@ -522,3 +522,36 @@ func TestRunWindowOutlastsOneCall(t *testing.T) {
 		t.Fatalf("calls %d errors %d elapsed %v: want the call begun in the window measured", res.Calls, res.Errors, res.Elapsed)
 	}
 }
+
+// TestRunWindow: Window is called once as the measured window opens and
+// once as it closes, around every measured call: calls answered while it
+// is open are the ones counted.
+func TestRunWindow(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	var inWindow atomic.Bool
+	var answeredOutside atomic.Int64
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request, msg []byte) {
+		reply, _, _ := echoserver.AppendReply(nil, msg)
+		if !inWindow.Load() {
+			answeredOutside.Add(1)
+		}
+		writeReply(w, r, reply)
+	})
+	res, err := Run(t.Context(), Options{URL: srv.URL, Sessions: 2, Duration: 200 * time.Millisecond, Warmup: 50 * time.Millisecond,
+		Window: func(open bool) {
+			inWindow.Store(open)
+			mu.Lock()
+			events = append(events, fmt.Sprint(open))
+			mu.Unlock()
+		}})
+	if err != nil || res.Calls == 0 {
+		t.Fatalf("Run = %d calls, %v", res.Calls, err)
+	}
+	if strings.Join(events, ",") != "true,false" {
+		t.Fatalf("Window calls %v, want [true false]", events)
+	}
+	if answeredOutside.Load() == 0 {
+		t.Fatal("no call was answered outside the window (the sessions' first calls and warmup are)")
+	}
+}

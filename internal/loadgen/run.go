@@ -40,6 +40,12 @@ type Options struct {
 	// one goroutine while sessions open and calls run.
 	Progress         func(Progress)
 	ProgressInterval time.Duration
+	// Window, if set, is called from Run's goroutine just before the
+	// measured window opens (true) and just after it closes (false), for a
+	// caller that measures something else over exactly that window (the
+	// CPU time a server used). It is not called if the run ends before the
+	// window opens.
+	Window func(open bool)
 }
 
 // Progress is a snapshot of a run, for live reporting.
@@ -225,6 +231,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var mStart, mEnd time.Time
 	ctxErr := sleep(ctx, o.Warmup)
 	if ctxErr == nil {
+		if o.Window != nil {
+			o.Window(true)
+		}
 		mStart = time.Now()
 		phase.Store(phaseMeasure)
 		phaseName.Store("measuring")
@@ -246,6 +255,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	mEnd = time.Now()
 	phase.Store(phaseStop)
+	if o.Window != nil && !mStart.IsZero() {
+		o.Window(false)
+	}
 	wg.Wait()
 
 	res := Result{Sessions: len(sessions), Concurrency: o.Concurrency, Open: opens.hist}
