@@ -160,6 +160,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		body = http.MaxBytesReader(w, r.Body, limit)
 	}
 	b, err := readAll(body, r.ContentLength)
+	if err == nil {
+		// Read to its end: closed, net/http does not look for more to
+		// discard before the reply (an io.CopyN, and its LimitReader, per
+		// request).
+		r.Body.Close()
+	}
 	if deadline && err == nil {
 		setReadDeadline(w, time.Time{})
 	}
