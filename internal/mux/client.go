@@ -24,12 +24,12 @@ type Client struct {
 	closed   bool
 	closeErr error            // why it closed, for its requests: errSessionClosed or CloseWith's reason
 	calls    map[idKey]*call  // the client's raw id -> its call in flight
-	long     map[string]*call // the same, for ids too long for an idKey
+	long     map[string]*call // the same, for ids too long for an idKey (made on first use)
 	latest   *call            // the most recent call in flight, for attribution
 	written  int              // calls written upstream and not finished (not queued ones)
 	caps     capability       // shared mode: client capabilities declared in initialize
 	queue    []*call          // calls waiting for an upstream slot (MaxInFlight)
-	subs     map[string]bool  // resource URIs subscribed
+	subs     map[string]bool  // resource URIs subscribed (made on first use)
 	level    int              // logging level asked for; -1 none
 	version  string           // negotiated protocol version
 	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
@@ -49,7 +49,7 @@ type Client struct {
 // Join adds a client session; messages not tied to one of its requests go to
 // general.
 func (m *Mux) Join(general conn.Stream) *Client {
-	c := &Client{m: m, general: general, calls: map[idKey]*call{}, long: map[string]*call{}, subs: map[string]bool{}, level: -1}
+	c := &Client{m: m, general: general, calls: map[idKey]*call{}, level: -1}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	m.mu.Lock()
 	m.clients[c] = struct{}{}

@@ -131,7 +131,7 @@ func (c *Client) close(why error) {
 	}
 	// Released: the undo hook of a subscribe failed below must not
 	// release them again.
-	c.subs = map[string]bool{}
+	c.subs = nil
 	next := m.dequeueLocked()
 	m.mu.Unlock()
 	// Every request gets exactly one answer: its client hears first, the
