@@ -106,6 +106,20 @@ func (a *Auditor) Track(release func()) func() {
 	}
 }
 
+// Enter counts a POST carrying a request as in flight until Leave, and
+// reports whether it did (only with an Observer): Track without a closure
+// to allocate, for a caller that can defer Leave itself.
+func (a *Auditor) Enter() bool {
+	if a == nil || a.obs == nil {
+		return false
+	}
+	a.obs.inFlight.Add(1)
+	return true
+}
+
+// Leave ends the count of a POST Enter counted.
+func (a *Auditor) Leave() { a.obs.inFlight.Add(-1) }
+
 // InFlight returns the POSTs being tracked (Track); 0 without an
 // Observer.
 func (a *Auditor) InFlight() int64 {

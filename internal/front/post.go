@@ -46,6 +46,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *
 		return
 	}
 	defer release()
+	if h.enter(msgs) { // observe.go
+		defer h.cfg.Audit.Leave()
+	}
 	if stateless {
 		h.stateless(w, r, name, be, msgs, batch)
 		return
