@@ -100,7 +100,9 @@ func (c *Client) close(why error) {
 		return
 	}
 	c.closed, c.closeErr = true, why
-	c.stop() // wakes its requests waiting for the server
+	if c.stop != nil {
+		c.stop() // wakes its requests waiting for the server
+	}
 	delete(m.clients, c)
 	m.forgetTasksLocked(c)
 	// The server's level follows the sessions still there (also after a
