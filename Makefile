@@ -17,7 +17,7 @@ help:
 test: peers vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	# Allocation counts need the race detector off (it makes sync.Pool drop items).
-	$(GO) test -count=1 -run 'NoAllocs' ./internal/jsonrpc/ ./internal/mux/
+	$(GO) test -count=1 -run 'NoAllocs' ./internal/jsonrpc/ ./internal/mux/ ./internal/conn/ ./internal/audit/
 
 ## vet: go vet ./...
 vet:

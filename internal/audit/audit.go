@@ -134,8 +134,15 @@ func (a *Auditor) baseLine(r *http.Request, target Target, start time.Time) line
 // it may outlive m's body (a legacy request's line is written when its
 // reply comes).
 func (a *Auditor) describe(l *line, m *jsonrpc.Message) {
+	a.describeIn(l, m)
+	l.ID = json.RawMessage(bytes.Clone(l.ID))
+}
+
+// describeIn is describe of a line that does not outlive m's body: its id
+// is m's bytes.
+func (a *Auditor) describeIn(l *line, m *jsonrpc.Message) {
 	l.Method = m.MethodName()
-	l.ID = json.RawMessage(bytes.Clone(m.Bytes(m.ID)))
+	l.ID = json.RawMessage(m.Bytes(m.ID))
 	l.BytesIn = len(m.Raw)
 	switch l.Method {
 	case protocol.MethodToolsCall, protocol.MethodPromptsGet, protocol.MethodResourcesRead, protocol.MethodResourcesSubscribe, protocol.MethodResourcesUnsubscribe:
@@ -165,12 +172,15 @@ func (a *Auditor) emit(l *line) {
 	if a.lines == nil {
 		return // observing only: no audit log
 	}
-	b, err := json.Marshal(l)
+	// A copy goes to Marshal, so that l itself does not escape: without
+	// an audit log the caller's line stays on its stack.
+	c := *l
+	b, err := json.Marshal(&c)
 	if err != nil {
 		// Arguments that are not valid JSON cannot come (the message was
 		// parsed), but a line must never be lost to them.
-		l.Arguments = nil
-		b, _ = json.Marshal(l)
+		c.Arguments = nil
+		b, _ = json.Marshal(&c)
 	}
 	a.log(append(b, '\n'))
 }

@@ -24,8 +24,11 @@ import (
 const auditCapture = 64 << 10
 
 // Exchange is the ResponseWriter of an audited POST: it counts the bytes
-// out and keeps the head and tail of the body. It is used by the POST's
-// goroutine only.
+// out and finds the replies in the body. A JSON body written whole in its
+// first Write (how the front writes one) is read for its replies there
+// and nothing of it is kept; any other body (an SSE stream, a JSON body
+// in pieces) has its head and tail kept and read at Finish. It is used by
+// the POST's goroutine only.
 type Exchange struct {
 	http.ResponseWriter
 	a      *Auditor
@@ -36,7 +39,14 @@ type Exchange struct {
 	out    int64
 	head   []byte
 	tail   []byte // the last auditCapture bytes past head, when over
-	msgs   []jsonrpc.Message
+	// whole: the body was one JSON value in the first Write, its replies
+	// read into found (nothing kept); broken: more than whitespace came
+	// after it, so the body is not valid JSON and has no replies.
+	whole, broken bool
+	found         []auditReply
+	foundBuf      [1]auditReply // found's room for a single reply
+	idBuf         [16]byte      // its id's room, when short
+	msgs          []jsonrpc.Message
 	// refused is the outcome of a POST a limit refused (Refused); "" else.
 	refused string
 	// skip: the lines of the POST's requests are logged elsewhere (a
@@ -87,9 +97,20 @@ func (aw *Exchange) Write(b []byte) (int, error) {
 	if aw.status == 0 {
 		aw.status = http.StatusOK
 	}
+	first := aw.out == 0 && aw.head == nil
 	n, err := aw.ResponseWriter.Write(b)
 	aw.out += int64(n)
 	b = b[:n]
+	switch {
+	case aw.whole:
+		if len(bytes.TrimSpace(b)) > 0 {
+			aw.broken = true
+		}
+		return n, err
+	case first && n > 0 && !aw.streamed() && aw.readWhole(b):
+		aw.whole = true
+		return n, err
+	}
 	if room := auditCapture - len(aw.head); room > 0 {
 		k := min(room, len(b))
 		aw.head = append(aw.head, b[:k]...)
@@ -104,6 +125,41 @@ func (aw *Exchange) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// streamed reports whether the body is an SSE stream.
+func (aw *Exchange) streamed() bool {
+	return strings.HasPrefix(aw.Header().Get("Content-Type"), "text/event-stream")
+}
+
+// readWhole reads the replies of b, a JSON body's first Write, into found,
+// and reports whether b was a whole JSON value (else found stays empty and
+// the body is kept as it comes). The id of a single reply goes in idBuf
+// when it fits: b is the caller's, not to be kept.
+func (aw *Exchange) readWhole(b []byte) bool {
+	if len(b) > auditCapture {
+		// Longer than what is kept: its replies are not read (errors
+		// are short, and parsing a large reply only to learn that is
+		// not worth its cost), however it continues.
+		return true
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		if !json.Valid(b) {
+			return false
+		}
+		aw.found = aw.replies(b, nil)
+		return true
+	}
+	rep, ok := aw.a.parseReply(b, aw.idBuf[:0])
+	if !ok {
+		// Not a whole response: maybe the first piece of one, read at
+		// Finish with the rest (an object that is whole and no
+		// response has no replies there either).
+		return false
+	}
+	aw.found = append(aw.foundBuf[:0], rep)
+	return true
+}
+
 // Finish logs the lines of the POST: one per request, or one for a POST
 // refused before its messages were read.
 func (aw *Exchange) Finish() {
@@ -113,7 +169,7 @@ func (aw *Exchange) Finish() {
 	base := aw.a.baseLine(aw.r, aw.target, aw.start)
 	base.DurationMs = durationMs(aw.a.now().Sub(aw.start))
 	base.Status, base.BytesOut = aw.status, aw.out
-	replies := aw.replies()
+	replies := aw.body()
 	if aw.msgs == nil {
 		base.BytesIn = int(max(aw.r.ContentLength, 0))
 		aw.outcome(&base, nil, replies)
@@ -126,7 +182,7 @@ func (aw *Exchange) Finish() {
 			continue
 		}
 		l := base
-		aw.a.describe(&l, m)
+		aw.a.describeIn(&l, m) // emitted here, while the POST's body lives
 		aw.outcome(&l, l.ID, replies)
 		aw.a.emit(&l)
 	}
@@ -160,47 +216,57 @@ type auditReply struct {
 	denied  bool // a policy's refusal (observe.go)
 }
 
-// replies are the JSON-RPC replies found in what was kept of the body:
-// a JSON body (object or array), or the data lines of an SSE stream.
-func (aw *Exchange) replies() []auditReply {
-	var out []auditReply
-	add := func(b []byte) {
-		b = bytes.TrimSpace(b)
-		if len(b) > 0 && b[0] == '[' {
-			var arr []json.RawMessage
-			if json.Unmarshal(b, &arr) == nil {
-				for _, e := range arr {
-					if rep, ok := aw.a.parseReply(e); ok {
-						out = append(out, rep)
-					}
-				}
-			}
-			return
+// body are the JSON-RPC replies of the body: those read as it was written
+// (a whole JSON body), or those found in what was kept of it: a JSON body
+// (object or array), or the data lines of an SSE stream.
+func (aw *Exchange) body() []auditReply {
+	if aw.whole {
+		if aw.broken {
+			return nil
 		}
-		if rep, ok := aw.a.parseReply(b); ok {
-			out = append(out, rep)
-		}
+		return aw.found
 	}
-	ct := aw.Header().Get("Content-Type")
-	if !strings.HasPrefix(ct, "text/event-stream") {
+	if !aw.streamed() {
 		if aw.tail == nil {
-			add(aw.head)
+			return aw.replies(aw.head, nil)
 		}
-		return out
+		return nil
 	}
+	var out []auditReply
 	for _, part := range [][]byte{aw.head, aw.tail} {
 		for line := range bytes.SplitSeq(part, []byte("\n")) {
 			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				add(data)
+				out = aw.replies(data, out)
 			}
 		}
 	}
 	return out
 }
 
-// parseReply reads a reply's id and error code; false if b is not a
-// response.
-func (a *Auditor) parseReply(b []byte) (auditReply, bool) {
+// replies appends to out the replies of b, one JSON-RPC message or a
+// batch of them.
+func (aw *Exchange) replies(b []byte, out []auditReply) []auditReply {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(b, &arr) == nil {
+			for _, e := range arr {
+				if rep, ok := aw.a.parseReply(e, nil); ok {
+					out = append(out, rep)
+				}
+			}
+		}
+		return out
+	}
+	if rep, ok := aw.a.parseReply(b, nil); ok {
+		out = append(out, rep)
+	}
+	return out
+}
+
+// parseReply reads a reply's id (appended to idBuf: a copy) and error
+// code; false if b is not a response.
+func (a *Auditor) parseReply(b, idBuf []byte) (auditReply, bool) {
 	// The envelope's one validating pass (no allocation); only an error's
 	// code and message are decoded.
 	m, err := jsonrpc.Parse(b)
@@ -208,7 +274,7 @@ func (a *Auditor) parseReply(b []byte) (auditReply, bool) {
 		return auditReply{}, false
 	}
 	id := m.Bytes(m.ID)
-	rep := auditReply{id: bytes.Clone(id), hasID: len(id) > 0 && string(id) != "null"}
+	rep := auditReply{id: append(idBuf, id...), hasID: len(id) > 0 && string(id) != "null"}
 	if m.IsError {
 		var e struct {
 			Error struct {

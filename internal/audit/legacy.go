@@ -43,7 +43,7 @@ func (a *Auditor) Replied(p *Pending, msg []byte) {
 	} else if len(msg) <= auditCapture {
 		// A bigger reply is a result: errors are short, and parsing a
 		// large reply only to learn that is not worth its cost.
-		if rep, ok := a.parseReply(msg); ok && rep.isError {
+		if rep, ok := a.parseReply(msg, nil); ok && rep.isError {
 			l.Outcome, l.Code, l.denied = OutcomeError, rep.code, rep.denied
 		}
 	}

@@ -44,46 +44,190 @@ var errNotObject = errors.New("is not an object")
 
 // ReadParams reads msg's params (a message without params has none). The
 // error says which member is ambiguous or malformed, for a -32602 reply.
+// It reads what StrictMembers would, in one validating pass over the
+// message (RFC 7493: a name twice in any object, at any depth, is an
+// error) and a walk of the members it needs: nothing is decoded but the
+// strings returned, and Arguments are msg's own bytes (not copied).
 func ReadParams(msg *jsonrpc.Message) (CallParams, error) {
 	var cp CallParams
-	top, err := StrictMembers(msg.Raw, WatchedTop)
+	if !jsontext.Value(msg.Raw).IsValid() {
+		if k := jsontext.Value(bytes.TrimSpace(msg.Raw)).Kind(); k != '{' {
+			return cp, errors.New("mcpgate: the request " + errNotObject.Error())
+		}
+		return cp, errors.New("mcpgate: the request is not a valid JSON object (a member named twice?)")
+	}
+	var params []byte
+	err := eachMember(msg.Raw, WatchedTop, func(name, val []byte) {
+		if string(name) == "params" {
+			params = val
+		}
+	})
 	if err != nil {
 		return cp, errors.New("mcpgate: the request " + err.Error())
 	}
-	raw, ok := top["params"]
-	if !ok {
+	if params == nil {
 		return cp, nil
 	}
-	params, err := StrictMembers(raw, WatchedParams)
+	var name, uri, ref []byte
+	err = eachMember(params, WatchedParams, func(k, val []byte) {
+		switch string(k) {
+		case "name":
+			name = val
+		case "uri":
+			uri = val
+		case "arguments":
+			cp.Arguments = val
+		case "ref":
+			ref = val
+		}
+	})
 	if err != nil {
 		return cp, errors.New("mcpgate: params " + err.Error())
 	}
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{"name", &cp.Name}, {"uri", &cp.URI}} {
-		if v, ok := params[f.key]; ok && json.Unmarshal(v, f.dst) != nil {
-			return cp, errors.New("mcpgate: params." + f.key + " must be a string")
-		}
+	if cp.Name, err = stringValue(name); err != nil {
+		return cp, errors.New("mcpgate: params.name must be a string")
 	}
-	if v, ok := params["arguments"]; ok {
-		cp.Arguments = v
+	if cp.URI, err = stringValue(uri); err != nil {
+		return cp, errors.New("mcpgate: params.uri must be a string")
 	}
-	if v, ok := params["ref"]; ok {
-		ref, err := StrictMembers(v, WatchedRef)
-		if err != nil {
-			return cp, errors.New("mcpgate: params.ref " + err.Error())
+	if ref == nil {
+		return cp, nil
+	}
+	var rt, rn, ru []byte
+	err = eachMember(ref, WatchedRef, func(k, val []byte) {
+		switch string(k) {
+		case "type":
+			rt = val
+		case "name":
+			rn = val
+		case "uri":
+			ru = val
 		}
-		for _, f := range []struct {
-			key string
-			dst *string
-		}{{"type", &cp.Ref.Type}, {"name", &cp.Ref.Name}, {"uri", &cp.Ref.URI}} {
-			if v, ok := ref[f.key]; ok && json.Unmarshal(v, f.dst) != nil {
-				return cp, errors.New("mcpgate: params.ref." + f.key + " must be a string")
-			}
-		}
+	})
+	if err != nil {
+		return cp, errors.New("mcpgate: params.ref " + err.Error())
+	}
+	if cp.Ref.Type, err = stringValue(rt); err != nil {
+		return cp, errors.New("mcpgate: params.ref.type must be a string")
+	}
+	if cp.Ref.Name, err = stringValue(rn); err != nil {
+		return cp, errors.New("mcpgate: params.ref.name must be a string")
+	}
+	if cp.Ref.URI, err = stringValue(ru); err != nil {
+		return cp, errors.New("mcpgate: params.ref.uri must be a string")
 	}
 	return cp, nil
+}
+
+// errNotString is stringValue's error.
+var errNotString = errors.New("not a string")
+
+// stringValue decodes the JSON value v, a member ReadParams read: ""
+// when absent or null (as decoding into a string leaves it), else it
+// must be a string.
+func stringValue(v []byte) (string, error) {
+	switch {
+	case v == nil || string(v) == "null":
+		return "", nil
+	case v[0] != '"':
+		return "", errNotString
+	case bytes.IndexByte(v, '\\') < 0:
+		return string(v[1 : len(v)-1]), nil
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", errNotString
+	}
+	return s, nil
+}
+
+// eachMember calls f with each member of the JSON object obj (valid
+// JSON, as ReadParams checked: no name twice), its name unescaped and
+// its value as it is, refusing a name equal to one of watched in another
+// case; errNotObject if obj is not an object.
+func eachMember(obj []byte, watched []string, f func(name, val []byte)) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return errNotObject
+	}
+	for i++; ; {
+		i = skipSpace(obj, i)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+		if i >= len(obj) || obj[i] != '"' {
+			return nil // the closing brace (obj is valid)
+		}
+		end := skipValue(obj, i)
+		name := obj[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(obj[i:end], &s) != nil {
+				return errors.New("is not a valid JSON object")
+			}
+			name = []byte(s)
+		}
+		for _, w := range watched {
+			if string(name) != w && strings.EqualFold(string(name), w) {
+				return errors.New("has a member " + strconv.Quote(string(name)) + ": write " + strconv.Quote(w))
+			}
+		}
+		i = skipSpace(obj, end)
+		i = skipSpace(obj, i+1) // past ':'
+		end = skipValue(obj, i)
+		f(name, obj[i:end:end])
+		i = end
+	}
+}
+
+// skipSpace returns the index of the first byte at or after i that is
+// not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for i++; i < len(b); i++ {
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipValue(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\n', '\r', '\t':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // StrictMembers decodes the JSON object raw by member name (unescaped),

@@ -79,10 +79,16 @@ type Exchange[S any] struct {
 	pass   bool // the server speaks the revision: nothing is translated
 	// seal: pass, and the server's requestState is sealed for the origin
 	// (passstate.go).
-	seal   bool
-	digest [32]byte // of the request, for its retries' requestState
-	first  []byte   // the id the connection replies with
-	token  []byte   // the progress token the connection uses (the first attempt's)
+	seal bool
+	// request is the first attempt's bytes (its POST's body, not copied:
+	// the POST lasts until the request is first parked or answered);
+	// digest is taken of it when first parked (digested), for its
+	// retries' requestState.
+	request  []byte
+	digest   [32]byte
+	digested bool
+	first    []byte // the id the connection replies with
+	token    []byte // the progress token the connection uses (the first attempt's)
 
 	mu       sync.Mutex
 	st       conn.Stream // the current attempt's stream

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/seal"
 )
@@ -109,6 +110,12 @@ func (p *Parking[S]) park(x *Exchange[S], deadline time.Time) string {
 
 	plain := make([]byte, 0, handleLen+sha256.Size+placeBlockLen)
 	plain = append(plain, handle[:]...)
+	if !x.digested {
+		// Computed when first sealed, while the request's POST (its
+		// body) is still being answered; a request never parked never
+		// pays for it.
+		x.digest, x.digested = requestDigest(x.method, x.request), true
+	}
 	plain = append(plain, x.digest[:]...)
 	plain = p.appendPlace(plain) // parking_place.go
 	return p.Ring.Seal(parkedPurpose, plain, time.Until(deadline))
@@ -193,8 +200,10 @@ func (p *Parking[S]) Unpark(msg *jsonrpc.Message, target, owner string) (*Exchan
 	p.init()
 	// Expired, sealed by a retired key, or forged: the same answer.
 	plain, err := p.Ring.Open(parkedPurpose, state)
-	digest := requestDigest(msg)
-	if err != nil || !parkedShape(len(plain)) || !bytes.Equal(plain[handleLen:handleLen+sha256.Size], digest[:]) {
+	if err != nil || !parkedShape(len(plain)) {
+		return nil, invalid(errBadState.Error())
+	}
+	if digest := requestDigest(msg.MethodName(), msg.Raw); !bytes.Equal(plain[handleLen:handleLen+sha256.Size], digest[:]) {
 		return nil, invalid(errBadState.Error())
 	}
 	e := p.takeFor(hex.EncodeToString(plain[:handleLen]), target, owner)
@@ -267,20 +276,37 @@ func retryParams(msg *jsonrpc.Message) (string, map[string]json.RawMessage, erro
 }
 
 // requestDigest is the digest a requestState binds: the method and the
-// params without inputResponses, requestState and _meta, in a canonical
-// form (keys sorted, whitespace gone), so a retry that re-encodes the same
-// request matches.
-func requestDigest(msg *jsonrpc.Message) [32]byte {
-	var p struct {
-		Params map[string]any `json:"params"`
+// params of request raw (parsed: valid JSON) without inputResponses, requestState and _meta, in a canonical form (RFC
+// 8785: members sorted at every depth, whitespace gone, numbers and
+// strings in one spelling), so a retry that re-encodes the same request
+// matches. Absent params are those of {}. It reads the bytes as they are:
+// the members kept are copied once into the canonical form, nothing is
+// decoded into Go values.
+func requestDigest(method string, raw []byte) [32]byte {
+	params := find(raw, wholeValue(raw), "params")
+	obj := make([]byte, 0, 2+max(params.End-params.Start, 0))
+	obj = append(obj, '{')
+	w := objectAt(raw, params)
+	for m, ok := w.next(); ok; m, ok = w.next() {
+		if keyIs(raw, m, "inputResponses") || keyIs(raw, m, "requestState") || keyIs(raw, m, "_meta") {
+			continue
+		}
+		if len(obj) > 1 {
+			obj = append(obj, ',')
+		}
+		obj = append(obj, raw[m.key.Start:m.val.End]...)
 	}
-	_ = json.Unmarshal(msg.Raw, &p) // a parsed message: valid JSON
-	delete(p.Params, "inputResponses")
-	delete(p.Params, "requestState")
-	delete(p.Params, "_meta")
-	canon, _ := json.Marshal(p.Params)
+	obj = append(obj, '}')
+	canon := jsontext.Value(obj)
+	if canon.Canonicalize() != nil {
+		// A member named twice inside the params (Parse checks the
+		// envelope): the request is ambiguous, and its digest is of the
+		// members as they came, so only a retry spelled the same
+		// matches.
+		canon = jsontext.Value(obj)
+	}
 	h := sha256.New()
-	h.Write([]byte(msg.MethodName()))
+	h.Write([]byte(method))
 	h.Write([]byte{0})
 	h.Write(canon)
 	var d [32]byte

@@ -81,7 +81,7 @@ func (p *Parking[S]) Serve(ctx context.Context, sc conn.StatelessConn, msg *json
 	x := &Exchange[S]{p: p, conn: sc, origin: origin, st: st, method: req.Method, logs: req.LogLevel != "",
 		id: id, first: id, token: token, curToken: token, mrtr: inputMethods[req.Method]}
 	if x.mrtr {
-		x.digest = requestDigest(msg)
+		x.request = msg.Raw // its digest is taken if it is parked (park)
 	}
 	sc.Handle(ctx, &up, x)
 	return x, nil

@@ -108,7 +108,9 @@ func (h *Handler) check(r *http.Request, msgs []jsonrpc.Message) (release func()
 // stateless revision): it returns the release to call once the POST is
 // answered, or answers the refusal itself and returns false.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, msgs []jsonrpc.Message, batch bool) (func(), bool) {
-	release, ref := h.check(r, msgs)
+	// Not check: post counts the POST in flight itself (enter), with no
+	// closure to allocate.
+	release, ref := admission.From(r.Context()).AdmitRequest(msgs, h.store)
 	if ref != nil {
 		var id []byte
 		if !batch && len(msgs) == 1 {

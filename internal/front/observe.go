@@ -30,6 +30,13 @@ func (h *Handler) track(release func(), msgs []jsonrpc.Message) func() {
 	return h.cfg.Audit.Track(release)
 }
 
+// enter counts a POST of msgs the limits admitted as in flight (InFlight),
+// when it carries a request and there is an Observer: the caller then
+// calls Config.Audit.Leave once it is answered. track, without a closure.
+func (h *Handler) enter(msgs []jsonrpc.Message) bool {
+	return countRequests(msgs) > 0 && h.cfg.Audit.Enter()
+}
+
 // InFlight returns the POSTs being answered that carry requests, of
 // either era (a legacy POST until its replies are on its session's
 // stream) and of the stateless revision. It is 0 without

@@ -22,9 +22,9 @@ type recorder struct {
 	recs []audit.Record
 }
 
-func (r *recorder) Request(rec *audit.Record) {
+func (r *recorder) Request(rec audit.Record) {
 	r.mu.Lock()
-	r.recs = append(r.recs, *rec)
+	r.recs = append(r.recs, rec)
 	r.mu.Unlock()
 }
 
@@ -148,7 +148,7 @@ func TestIsDenial(t *testing.T) {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(*audit.Record) {}
+func (nopObserver) Request(audit.Record) {}
 
 // BenchmarkPOSTObserved is BenchmarkPOST with an Observer (what metrics
 // cost a request): the audit code path without an audit log.

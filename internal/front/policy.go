@@ -70,7 +70,7 @@ func guard(be conn.Backend, target string, current func(key string) conn.Policy)
 func (tp *targetPolicy) layer(ctx context.Context, general conn.Stream) (conn.Stream, conn.Middleware) {
 	p := conn.Principal(ctx)
 	return tp.updates(p, general), func(c conn.Conn) conn.Conn {
-		return &guardedConn{Conn: c, policy: tp.policy, target: tp.target, principal: p, lists: map[conn.Stream]map[*listStream]struct{}{}}
+		return &guardedConn{Conn: c, policy: tp.policy, target: tp.target, principal: p}
 	}
 }
 
@@ -82,7 +82,7 @@ type guardedConn struct {
 	principal *auth.Principal // the session's, for requests without one in their context
 
 	mu    sync.Mutex
-	lists map[conn.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on
+	lists map[conn.Stream]map[*listStream]struct{} // list requests in flight, by the stream they answer on (made on first use)
 }
 
 // Handle refuses a request naming an item the principal may not use, and

@@ -116,6 +116,9 @@ func (l *listStream) filter(reply []byte) []byte {
 // track registers l as answering on l.Stream, for Abandon, and returns it.
 func (c *guardedConn) track(l *listStream) *listStream {
 	c.mu.Lock()
+	if c.lists == nil {
+		c.lists = map[conn.Stream]map[*listStream]struct{}{}
+	}
 	if c.lists[l.Stream] == nil {
 		c.lists[l.Stream] = map[*listStream]struct{}{}
 	}

@@ -46,6 +46,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, name string, be *
 		return
 	}
 	defer release()
+	if h.enter(msgs) { // observe.go
+		defer h.cfg.Audit.Leave()
+	}
 	if stateless {
 		h.stateless(w, r, name, be, msgs, batch)
 		return
@@ -160,6 +163,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		body = http.MaxBytesReader(w, r.Body, limit)
 	}
 	b, err := readAll(body, r.ContentLength)
+	if err == nil {
+		// Read to its end: closed, net/http does not look for more to
+		// discard before the reply (an io.CopyN, and its LimitReader, per
+		// request).
+		r.Body.Close()
+	}
 	if deadline && err == nil {
 		setReadDeadline(w, time.Time{})
 	}

@@ -49,7 +49,7 @@ func (g *Gateway) exportCluster(m *metrics.Metrics) {
 // requestObserver hands the front's records to the metrics.
 type requestObserver struct{ m *metrics.Metrics }
 
-func (o requestObserver) Request(r *audit.Record) {
+func (o requestObserver) Request(r audit.Record) {
 	o.m.Request(&metrics.Request{
 		Target: r.Target, Kind: r.Kind, Method: r.Method, Outcome: r.Outcome,
 		Duration: r.Duration, BytesIn: int64(r.BytesIn), BytesOut: r.BytesOut,

@@ -15,21 +15,22 @@ import (
 type Client struct {
 	m       *Mux
 	general conn.Stream
-	// ctx is canceled by Close: requests of the session waiting for the
-	// server (to be ready, for a level change) end at once.
-	ctx  context.Context
-	stop context.CancelFunc
-
 	// guarded by m.mu:
+	//
+	// ctx is canceled by Close: requests of the session waiting for the
+	// server (to be ready, for a level change) end at once. Made on
+	// first use (lifetime); nil until then.
+	ctx      context.Context
+	stop     context.CancelFunc
 	closed   bool
 	closeErr error            // why it closed, for its requests: errSessionClosed or CloseWith's reason
 	calls    map[idKey]*call  // the client's raw id -> its call in flight
-	long     map[string]*call // the same, for ids too long for an idKey
+	long     map[string]*call // the same, for ids too long for an idKey (made on first use)
 	latest   *call            // the most recent call in flight, for attribution
 	written  int              // calls written upstream and not finished (not queued ones)
 	caps     capability       // shared mode: client capabilities declared in initialize
 	queue    []*call          // calls waiting for an upstream slot (MaxInFlight)
-	subs     map[string]bool  // resource URIs subscribed
+	subs     map[string]bool  // resource URIs subscribed (made on first use)
 	level    int              // logging level asked for; -1 none
 	version  string           // negotiated protocol version
 	init     []byte           // exclusive mode: the client's initialize, replayed after a restart
@@ -46,11 +47,27 @@ type Client struct {
 	initHeld    int
 }
 
+// lifetime returns a context that ends when c is closed (already ended if
+// it is), made on first use: only a request that waits (for the server to
+// be ready, for a logging level) needs one, and a 2026-07-28 request joins
+// a Client of its own.
+func (c *Client) lifetime() context.Context {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.ctx == nil {
+		c.ctx, c.stop = context.WithCancel(context.Background())
+		if c.closed {
+			c.stop()
+		}
+	}
+	return c.ctx
+}
+
 // Join adds a client session; messages not tied to one of its requests go to
 // general.
 func (m *Mux) Join(general conn.Stream) *Client {
-	c := &Client{m: m, general: general, calls: map[idKey]*call{}, long: map[string]*call{}, subs: map[string]bool{}, level: -1}
-	c.ctx, c.stop = context.WithCancel(context.Background())
+	c := &Client{m: m, general: general, calls: map[idKey]*call{}, level: -1}
 	m.mu.Lock()
 	m.clients[c] = struct{}{}
 	m.mu.Unlock()

@@ -14,6 +14,9 @@ func (c *Client) lookupLocked(id []byte) *call {
 
 func (c *Client) addLocked(cl *call) {
 	if cl.long != "" {
+		if c.long == nil {
+			c.long = map[string]*call{}
+		}
 		c.long[cl.long] = cl
 	} else {
 		c.calls[cl.key] = cl

@@ -100,7 +100,9 @@ func (c *Client) close(why error) {
 		return
 	}
 	c.closed, c.closeErr = true, why
-	c.stop() // wakes its requests waiting for the server
+	if c.stop != nil {
+		c.stop() // wakes its requests waiting for the server
+	}
 	delete(m.clients, c)
 	m.forgetTasksLocked(c)
 	// The server's level follows the sessions still there (also after a
@@ -131,7 +133,7 @@ func (c *Client) close(why error) {
 	}
 	// Released: the undo hook of a subscribe failed below must not
 	// release them again.
-	c.subs = map[string]bool{}
+	c.subs = nil
 	next := m.dequeueLocked()
 	m.mu.Unlock()
 	// Every request gets exactly one answer: its client hears first, the

@@ -415,6 +415,9 @@ func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out conn.S
 	forward := false
 	switch {
 	case on && !c.subs[p.URI]:
+		if c.subs == nil {
+			c.subs = map[string]bool{}
+		}
 		c.subs[p.URI] = true
 		m.subs[p.URI]++
 		forward = m.subs[p.URI] == 1

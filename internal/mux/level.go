@@ -40,7 +40,8 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 	defer cancel()
 	// Client.Close ends the wait (for the server, for another session's
 	// change, for the server's answer) at once.
-	defer context.AfterFunc(c.ctx, cancel)()
+	life := c.lifetime()
+	defer context.AfterFunc(life, cancel)()
 	if err := c.waitReady(ctx); err != nil {
 		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error()))
 		return
@@ -62,7 +63,7 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 	}
 	if err != nil {
 		var re *rpcError
-		if c.ctx.Err() != nil {
+		if life.Err() != nil {
 			out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, c.closedErr().Error()))
 			return
 		}

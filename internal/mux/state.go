@@ -289,6 +289,7 @@ func (m *Mux) readyLocked() bool { return m.running && m.readyGen == m.gen }
 // and after startWaitLocked while it is still starting.
 func (c *Client) waitReady(ctx context.Context) error {
 	m := c.m
+	var life context.Context // c.lifetime(), once it must wait
 	var timer *time.Timer
 	var wait time.Duration
 	for {
@@ -319,6 +320,7 @@ func (c *Client) waitReady(ctx context.Context) error {
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
+			life = c.lifetime()
 		}
 		select {
 		case <-ready:
@@ -326,7 +328,7 @@ func (c *Client) waitReady(ctx context.Context) error {
 			return ctx.Err()
 		case <-m.ctx.Done():
 			return errClosed
-		case <-c.ctx.Done():
+		case <-life.Done():
 			return c.closedErr()
 		case <-timer.C:
 			m.mu.Lock()
