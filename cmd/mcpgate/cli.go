@@ -217,12 +217,15 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "", "write logs as `FORMAT` (text or json) instead of the config's\ngateway.logFormat (default \"text\")")
 	watch := fs.Bool("watch", true, "with --config, reload the file when it changes (SIGHUP always reloads it)")
 	project := fs.String("project", "", projectUsage)
+	processes := fs.Int("processes", 0, "with -- COMMAND, run `N` processes of it, each session pinned to one\n(a shared server's \"processes\"; default 1)")
 	if code, done := parseFlags(c, fs, args, stdout, stderr); done {
 		return code
 	}
 	rest := fs.Args()
 	consumed := len(args) - len(rest)
 	dashdash := consumed > 0 && args[consumed-1] == "--"
+	processesSet := false
+	fs.Visit(func(f *flag.Flag) { processesSet = processesSet || f.Name == "processes" })
 	switch {
 	case *configPath != "" && dashdash:
 		return usageError(stderr, c, "use --config FILE or -- COMMAND, not both")
@@ -234,6 +237,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, c, "need --config FILE or -- COMMAND [ARGS...]")
 	case *project != "" && *configPath == "":
 		return usageError(stderr, c, "--project needs --config FILE (Claude Code's ~/.claude.json)")
+	case processesSet && !dashdash:
+		return usageError(stderr, c, "--processes needs -- COMMAND (in a config file, set mcpServers.NAME.processes)")
+	case processesSet && (*processes < 1 || *processes > config.MaxPoolProcesses):
+		return usageError(stderr, c, "--processes: must be from 1 to %d, not %d", config.MaxPoolProcesses, *processes)
 	}
 	if *listen != "" {
 		if err := config.CheckListen(*listen); err != nil {
@@ -262,6 +269,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		cfg = config.Default()
 		s := cfg.Gateway.NewServer("default")
 		s.Command, s.Args = rest[0], rest[1:]
+		if processesSet {
+			s.Processes = *processes
+		}
 		// The only server: a gateway without it serves nothing, so a
 		// missing command is reported at once.
 		s.Critical = true

@@ -99,3 +99,31 @@ func TestServeCommandAtBareMCP(t *testing.T) {
 		t.Fatalf("GET /sse: %d %q", sresp.StatusCode, buf[:n])
 	}
 }
+
+// TestServeCommandProcesses: `serve --processes N -- COMMAND` gives its
+// one server a pool of N processes; the flag is refused without a
+// COMMAND (a config file sets the key) and out of range, naming it.
+func TestServeCommandProcesses(t *testing.T) {
+	call := stubGateway(t, nil)
+	if r := runCLI("serve", "--processes", "3", "--", "some-server", "--flag"); r.code != 0 {
+		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
+	}
+	if s := call.cfg.Servers["default"]; s == nil || s.Processes != 3 || s.Command != "some-server" {
+		t.Fatalf("server %+v, want some-server with 3 processes", s)
+	}
+	if r := runCLI("serve", "--", "some-server"); r.code != 0 || call.cfg.Servers["default"].Processes != 1 {
+		t.Errorf("without --processes: code %d, processes %d, want the default 1", r.code, call.cfg.Servers["default"].Processes)
+	}
+	cfgPath := writeFile(t, "mcpgate.json", `{"mcpServers": {"a": {"command": "x"}}}`)
+	for _, args := range [][]string{
+		{"serve", "--processes", "2", "--config", cfgPath},
+		{"serve", "--processes", "0", "--", "x"},
+		{"serve", "--processes", "65", "--", "x"},
+		{"serve", "--processes", "-1", "--", "x"},
+	} {
+		r := runCLI(args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--processes") {
+			t.Errorf("%q: code %d, stderr %q; want a usage error naming --processes", args, r.code, r.stderr)
+		}
+	}
+}
