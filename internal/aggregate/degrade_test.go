@@ -210,6 +210,7 @@ func TestSlowMemberLeftOut(t *testing.T) {
 	a := fakeMember(t, "a", testkit.FakeOptions{})
 	b := fakeMember(t, "b", testkit.FakeOptions{Catalog: testkit.CatalogOptions{ListDelay: time.Hour}})
 	b.Timeout = 300 * time.Millisecond
+	waitReady(t, a, b) // the timeout bounds a start too: the test is of the list
 	log, logs := newLog(t)
 	e := newEndpoint(t, Options{Logger: log}, a, b)
 	cl := connect(t, e, `{}`)
@@ -236,6 +237,7 @@ func TestSlowMemberLeftOut(t *testing.T) {
 func TestMemberTimeoutAnswersCall(t *testing.T) {
 	a := fakeMember(t, "a", testkit.FakeOptions{})
 	a.Timeout = 200 * time.Millisecond
+	waitReady(t, a) // the timeout bounds a start too: the test is of the call
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	cl.tools()

@@ -335,3 +335,16 @@ func (cl *client) tools() []string {
 	keys, _ := cl.listAll("tools/list", "tools", "name")
 	return keys
 }
+
+// waitReady waits until each member's shared process is ready (its
+// initialize answered), for tests whose short Timeout is about a call or
+// a list, not about a start on a busy machine.
+func waitReady(t *testing.T, members ...Member) {
+	t.Helper()
+	for _, m := range members {
+		if m.State == nil {
+			continue
+		}
+		testkit.WaitFor(t, m.Name+" to be ready", func() bool { ok, _ := m.State(); return ok })
+	}
+}

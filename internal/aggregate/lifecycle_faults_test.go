@@ -546,6 +546,7 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 func TestFaultTimeoutThenSameID(t *testing.T) {
 	a := fakeMember(t, "a", testkit.FakeOptions{})
 	a.Timeout = 300 * time.Millisecond
+	waitReady(t, a) // the timeout bounds a start too: the test is of the call
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	cl.tools()

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
@@ -13,8 +14,12 @@ import (
 func TestFault6_GarbageAndHugeLines(t *testing.T) {
 	base := takeBaseline()
 	mBad, mOK := marker(t, "garbage"), marker(t, "ok")
-	cfg := newConfig(chaosServer("garbage", testkit.ChaosOptions{Marker: mBad, GarbageLines: 1000, HugeLineBytes: 50 << 20}),
-		fakeServer("ok", testkit.FakeOptions{Marker: mOK}))
+	garbage := chaosServer("garbage", testkit.ChaosOptions{Marker: mBad, GarbageLines: 1000, HugeLineBytes: 50 << 20})
+	// Skipping 50 MB under the race detector on a busy machine takes
+	// seconds: the call waits for it (the point is that it is answered,
+	// and the heap is measured once the line is behind the gateway).
+	garbage.Timeout = time.Minute
+	cfg := newConfig(garbage, fakeServer("ok", testkit.FakeOptions{Marker: mOK}))
 	g := startGateway(t, cfg)
 	healthy := g.client("ok")
 	healthy.connect(t)
