@@ -79,3 +79,26 @@ func TestStoreHandoffsStoreStillDown(t *testing.T) {
 		t.Fatalf("StoreHandoffs once the store is back: stored %d, failed %d; want 2, 0", stored, failed)
 	}
 }
+
+// TestUnstoredForgetsEndedSessions: a session whose record the store
+// refused, then ended by its client, is not held until the replica
+// stops (a Redis outage would otherwise keep every session opened
+// during it).
+func TestUnstoredForgetsEndedSessions(t *testing.T) {
+	ring, cl := testRing(t), newMemCluster()
+	a := startReplica(t, cl, "a", ring, &portableBackend{fakeBackend: newFakeBackend()})
+	cl.mu.Lock()
+	cl.down = true
+	cl.mu.Unlock()
+	sid := initSession(t, a.srv)
+	testkit.WaitFor(t, "a's failed write counted", func() bool { return a.h.Forwards().StoreErrors > 0 })
+	if resp, body := do(t, a.srv, http.MethodDelete, mcpPath, "", "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v0618); resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	held := 0
+	a.h.unstored.Range(func(any, any) bool { held++; return true })
+	if held != 0 {
+		t.Errorf("%d ended sessions still held for StoreHandoffs", held)
+	}
+}
+

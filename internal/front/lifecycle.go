@@ -109,6 +109,7 @@ func (h *Handler) Close() {
 // established session's end is logged first (sessionlog.go): stopping its
 // process may take a while.
 func (h *Handler) end(s *session.Session, reason string) {
+	h.unstored.CompareAndDelete(s.ID, s) // an ended session needs no record stored (elsewhere.go)
 	h.logEnded(s, reason)
 	if c := s.TakeValue(); c != nil {
 		c.CloseWith(reason) // as complete as Close (conn.Conn)
