@@ -297,6 +297,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	log := newLogger(stderr, &cfg.Gateway)
 	logNotes(log, cfg)
+	setMemoryLimit(log, os.Getenv("GOMEMLIMIT"), os.DirFS("/")) // memlimit.go
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer exitOnSecondSignal(ctx, stop, log)()
