@@ -16,13 +16,8 @@
 //   - the reader, the only reader of the child's stdout and the only caller of
 //     the other Handler methods, so Handler calls never overlap. It never
 //     waits for the writer: stdout is read even while stdin is full;
-//   - the writer, which writes to the child's stdin what senders queued
-//     in a bounded queue (Send waits for room until its ctx ends; TrySend
-//     never waits). A sender that finds stdin free and nothing queued
-//     writes its message itself, in one non-blocking write, under the same
-//     lock the writer holds (stdin.go): at low load a message costs no
-//     hand-off between goroutines. What the pipe cannot take at once is
-//     left to the writer, the only one that waits for the child;
+//   - the writer, the only writer of the child's stdin, fed by a bounded queue
+//     (Send waits for room until its ctx ends; TrySend never waits);
 //   - the stderr logger, which reads stderr to its end whatever the log
 //     budget, keeps the last lines for the ExitError, and logs at most
 //     StderrBytesPerSec, each line at the level it names (stderr_level.go);

@@ -2,13 +2,19 @@ package stdio
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
+
+// coalesceBytes bounds how much the writer gathers from the queue into one
+// write to stdin.
+const coalesceBytes = 64 << 10
 
 // proc is one process generation.
 type proc struct {
@@ -18,32 +24,12 @@ type proc struct {
 	cmd     *exec.Cmd
 	pid     int // also the process group id
 	started time.Time
-	queue   chan *[]byte  // Send -> writer
-	kick    chan struct{} // capacity 1: a direct write left p.rest to the writer
-	stdin   *os.File      // written under stdinMu; closed by closeStdin
-	// stdinRaw is stdin's raw connection, and directWriteFn the method
-	// value writeNow passes to it, both made once (stdin.go).
-	stdinRaw      syscall.RawConn
-	directWriteFn func(fd uintptr)
+	queue   chan *[]byte // Send -> writer
+	stdin   *os.File     // owned by the writer; closed by closeStdin
+	// writeDeadline is stdin's write deadline as last set (writer only).
+	writeDeadline time.Time
 	stdout        *os.File // owned by the reader
 	stderr        *os.File // owned by the stderr logger
-
-	// stdinMu is held by whoever writes to stdin: the writer, for as long
-	// as its write takes, or a sender for one non-blocking write(2)
-	// (stdin.go). Senders only TryLock it, so none ever waits for the
-	// child.
-	stdinMu sync.Mutex
-	// guarded by stdinMu:
-	writeDeadline time.Time // stdin's write deadline as last set (the writer's)
-	rest          *[]byte   // a direct write's message whose bytes from restOff are unwritten: the writer's first
-	restOff       int
-	directBuf     []byte // writeNow's arguments and results
-	directN       int
-	directErr     error
-	// unwritten counts messages accepted and not yet written: queued, or a
-	// direct write's rest. A sender adds its message before queueing it;
-	// the writer subtracts what it wrote before it lets stdinMu go.
-	unwritten atomic.Int64
 
 	stdinOnce sync.Once
 	stopWrite chan struct{} // closed by closeStdin: the writer must quit
@@ -111,7 +97,6 @@ func (s *Stdio) startProc() (*proc, error) {
 		pid:       cmd.Process.Pid,
 		started:   time.Now(),
 		queue:     make(chan *[]byte, SendQueueLen),
-		kick:      make(chan struct{}, 1),
 		stdin:     inW,
 		stdout:    outR,
 		stderr:    errR,
@@ -121,8 +106,6 @@ func (s *Stdio) startProc() (*proc, error) {
 		errDone:   make(chan struct{}),
 		finished:  make(chan struct{}),
 	}
-	p.stdinRaw, _ = inW.SyscallConn() // fails only for a nil *os.File
-	p.directWriteFn = p.directWrite
 	s.mu.Lock()
 	s.gen++
 	p.gen = s.gen
@@ -195,6 +178,205 @@ func (p *proc) kill(reason string, stuck bool) bool {
 	p.s.log.Warn("upstream killed", "pid", p.pid, "gen", p.gen, "reason", reason)
 	p.signalLocked(syscall.SIGKILL)
 	return true
+}
+
+// writeLoop is the only writer of stdin. It gathers what is queued into one
+// write, and on any end (stop, write error, stuck) drops and counts the rest.
+func (p *proc) writeLoop() {
+	s := p.s
+	defer s.wg.Done()
+	var batch []*[]byte
+	var wbuf []byte
+	for {
+		select {
+		case b := <-p.queue:
+			batch = append(batch[:0], b)
+		case <-p.stopWrite:
+			p.dropQueued()
+			return
+		}
+		size := len(*batch[0])
+	gather:
+		for size < coalesceBytes {
+			select {
+			case b := <-p.queue:
+				batch = append(batch, b)
+				size += len(*b)
+			default:
+				break gather
+			}
+		}
+		out := *batch[0]
+		if len(batch) > 1 {
+			wbuf = wbuf[:0]
+			for _, b := range batch {
+				wbuf = append(wbuf, *b...)
+			}
+			out = wbuf
+		}
+		err := p.write(out)
+		for i, b := range batch {
+			putBuf(b)
+			batch[i] = nil
+		}
+		if cap(wbuf) > 4*coalesceBytes {
+			wbuf = nil // a burst of big messages must not pin memory
+		}
+		if err != nil {
+			s.dropped.Add(uint64(len(batch)))
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				if p.kill(fmt.Sprintf("stuck: stdin not read for %v", s.cfg.StuckTimeout), true) {
+					s.stuck.Add(1)
+				}
+			case p.stopped():
+				// We closed it: nothing to report.
+			default:
+				// The child closed its stdin (EPIPE) but may run on: it can
+				// never get another message, so it must not stay published
+				// for Send with its callers waiting on it.
+				reason := "stdin closed by the server"
+				if !errors.Is(err, syscall.EPIPE) {
+					reason = "stdin write failed: " + err.Error()
+				}
+				if p.kill(reason, false) {
+					s.killed.Add(1)
+				}
+			}
+			p.closeStdin()
+			p.dropQueued()
+			return
+		}
+		s.sent.Add(uint64(len(batch)))
+		s.writes.Add(1)
+	}
+}
+
+// stuckTicks is how many times per StuckTimeout a blocked write checks for
+// progress: the stuck kill comes at most StuckTimeout/stuckTicks late.
+const stuckTicks = 8
+
+// write writes out to stdin. The child is stuck when it took no byte from
+// the pipe for StuckTimeout (os.ErrDeadlineExceeded): a slow reader of a
+// big message is not stuck, a child that reads nothing is. Progress is
+// checked every StuckTimeout/stuckTicks by how many bytes the pipe holds,
+// not by whether a write went through: bytes that filled the pipe's free
+// room are no sign of a reader, and a pipe gains room only a page at a
+// time, so a child reading short lines slowly could leave the writer
+// blocked for long while it does read.
+//
+// The common write goes straight through: it costs one write system call.
+// The deadline that bounds a blocked write is set again only when less than
+// half a tick of it is left, and the pipe is first measured when a write
+// has blocked for a tick: the bytes of that first tick count as progress
+// (the fill level before the write is not known), so a stuck child is
+// killed at most one tick late, never early.
+func (p *proc) write(out []byte) error {
+	stuckAfter := p.s.cfg.StuckTimeout
+	tick := max(stuckAfter/stuckTicks, time.Millisecond)
+	now := time.Now()
+	if p.writeDeadline.Sub(now) < tick/2 {
+		p.writeDeadline = now.Add(tick)
+		if err := p.stdin.SetWriteDeadline(p.writeDeadline); err != nil {
+			return err
+		}
+	}
+	n, err := p.stdin.Write(out)
+	if err == nil || n == len(out) {
+		return nil
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	out = out[n:]
+	lastProgress := time.Now()
+	if n == 0 {
+		lastProgress = now // nothing went in: no sign of a reader
+	}
+	before, known := pipeUnread(p.stdin)
+	for {
+		deadline := time.Now().Add(tick)
+		if stuck := lastProgress.Add(stuckAfter); stuck.Before(deadline) {
+			deadline = stuck
+		}
+		p.writeDeadline = deadline
+		if err := p.stdin.SetWriteDeadline(deadline); err != nil {
+			return err
+		}
+		n, err := p.stdin.Write(out)
+		out = out[n:]
+		if err == nil || len(out) == 0 {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		now := time.Now()
+		after, ok := pipeUnread(p.stdin)
+		took := n > 0 // without a count, any write is the best sign there is
+		if known && ok {
+			took = after < before+n
+		}
+		before, known = after, ok
+		if took {
+			lastProgress = now
+		} else if now.Sub(lastProgress) >= stuckAfter {
+			return err
+		}
+	}
+}
+
+// fSetPipeSize is Linux's F_SETPIPE_SZ (F_LINUX_SPECIFIC_BASE + 7).
+const fSetPipeSize = 1031
+
+// setPipeSize asks for a pipe capacity of n bytes. It is best effort: a
+// refusal (over the system's limit) leaves the capacity the pipe has.
+func setPipeSize(f *os.File, n int) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSize, uintptr(n))
+		})
+	}
+}
+
+// pipeUnread returns how many bytes written to the pipe f have not been
+// read yet (FIONREAD works on either end of a Linux pipe).
+func pipeUnread(f *os.File) (int, bool) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil || errno != 0 {
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (p *proc) stopped() bool {
+	select {
+	case <-p.stopWrite:
+		return true
+	default:
+		return false
+	}
+}
+
+// dropQueued discards what is queued now. Sends that slip in later find the
+// process unpublished or stopWrite closed, or are collected with the channel.
+func (p *proc) dropQueued() {
+	for {
+		select {
+		case b := <-p.queue:
+			putBuf(b)
+			p.s.dropped.Add(1)
+		default:
+			return
+		}
+	}
 }
 
 // readLoop is the only reader of stdout and the only caller of the Handler

@@ -135,7 +135,6 @@ type Stats struct {
 	OversizedLines uint64 // stdout lines delivered to Handler.Oversized
 	Sent           uint64 // messages written to stdin
 	Writes         uint64 // write calls on stdin (Sent/Writes = coalescing)
-	Direct         uint64 // messages of Sent written whole by their sender, without the writer goroutine
 	QueueFull      uint64 // Sends that found the queue full and had to wait, TrySends refused
 	Dropped        uint64 // queued messages discarded because their process ended
 	Stuck          uint64 // processes killed for not reading stdin
@@ -166,7 +165,7 @@ type Stdio struct {
 	closed bool
 
 	restarts, spawnFailures, lines, oversized atomic.Uint64
-	sent, writes, direct, queueFull, dropped  atomic.Uint64
+	sent, writes, queueFull, dropped          atomic.Uint64
 	stuck, killed                             atomic.Uint64
 	stderrDroppedLines, stderrDroppedBytes    atomic.Uint64
 
@@ -233,16 +232,13 @@ func StartStdio(cfg StdioConfig, h Handler) (*Stdio, error) {
 }
 
 // Send queues one message (without its newline; Send adds it) for the stdin
-// of the current process, or writes it at once when stdin is free and
-// nothing queued waits: never waiting for the child, and never ahead of a
-// message whose Send returned before this one began. It copies msg, so the
-// caller may reuse it at once.
+// of the current process. It copies msg, so the caller may reuse it at once.
 // A message containing '\n' or '\r' is compacted (jsonrpc.AppendCompact:
 // whitespace outside strings removed) so that it stays one line; one that
 // still has one, inside a string (invalid JSON), is refused with ErrNewline.
-// A nil error means queued, not delivered: a message still queued (or in
-// part unwritten) when its process dies is dropped and counted (the
-// Handler's Exited already tells the owner). Send blocks only while the queue of SendQueueLen messages is full,
+// A nil error means queued, not delivered: a message still queued when its
+// process dies is dropped and counted (the Handler's Exited already tells the
+// owner). Send blocks only while the queue of SendQueueLen messages is full,
 // and returns ErrNotRunning when no process is up, ErrClosed after Close,
 // and ctx.Err() if ctx ends while the queue is full. A process whose stdin
 // stays blocked is killed after StuckTimeout, which also ends the wait.
@@ -285,7 +281,7 @@ func (s *Stdio) TrySendGen(gen uint64, msg []byte) error {
 
 // send queues msg for generation gen (0: any), waiting for room until ctx
 // ends if block is set.
-func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) (err error) {
+func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) error {
 	s.mu.Lock()
 	closed, p := s.closed, s.cur
 	s.mu.Unlock()
@@ -308,14 +304,6 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) (e
 		*b = append(*b, msg...)
 	}
 	*b = append(*b, '\n')
-	// Written here when stdin is free and nothing before it waits (stdin.go).
-	if took, err := p.writeDirect(b); took {
-		if err != nil {
-			return s.stoppedErr()
-		}
-		return nil
-	}
-	p.unwritten.Add(1)
 	select {
 	case p.queue <- b:
 		return nil
@@ -323,7 +311,6 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) (e
 	}
 	s.queueFull.Add(1)
 	if !block {
-		p.unwritten.Add(-1)
 		putBuf(b)
 		return ErrQueueFull
 	}
@@ -331,24 +318,18 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) (e
 	case p.queue <- b:
 		return nil
 	case <-p.stopWrite:
-		err = s.stoppedErr()
+		putBuf(b)
+		if s.isClosed() {
+			return ErrClosed
+		}
+		return ErrNotRunning
 	case <-s.closing:
-		err = ErrClosed
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	p.unwritten.Add(-1)
-	putBuf(b)
-	return err
-}
-
-// stoppedErr is Send's error for a process whose stdin was closed: ErrClosed
-// after Close, else ErrNotRunning.
-func (s *Stdio) stoppedErr() error {
-	if s.isClosed() {
+		putBuf(b)
 		return ErrClosed
+	case <-ctx.Done():
+		putBuf(b)
+		return ctx.Err()
 	}
-	return ErrNotRunning
 }
 
 // lineBreaks are the bytes that may end a line for the server: '\n', and
@@ -433,7 +414,6 @@ func (s *Stdio) Stats() Stats {
 		OversizedLines:     s.oversized.Load(),
 		Sent:               s.sent.Load(),
 		Writes:             s.writes.Load(),
-		Direct:             s.direct.Load(),
 		QueueFull:          s.queueFull.Load(),
 		Dropped:            s.dropped.Load(),
 		Stuck:              s.stuck.Load(),
