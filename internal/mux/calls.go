@@ -107,9 +107,24 @@ func (m *Mux) registerLocked(c *call) {
 		m.newest.next = c
 	} else {
 		m.oldest = c
-		m.expiry.Reset(m.opts.Timeout)
+		// A timer still set for an earlier call's deadline is left alone:
+		// every call has the same timeout, so that deadline comes first,
+		// and expire sets the timer for the oldest call then. Resetting it
+		// for each call of a session that makes one at a time would touch
+		// the runtime's timers, and wake its poller, once per call.
+		if m.expiryAt == 0 {
+			m.armExpiryLocked(c.deadline, m.opts.Timeout)
+		}
 	}
 	m.newest = c
+}
+
+// armExpiryLocked sets the expiry timer to fire in d, at deadline (since
+// m.epoch). Called with mu held.
+func (m *Mux) armExpiryLocked(deadline, d time.Duration) {
+	m.expiry.Reset(d)
+	m.expiryAt = deadline
+	m.expiryArms++
 }
 
 // registerUntimedLocked adds c to the pending table without a place in the
@@ -172,6 +187,7 @@ func (m *Mux) expireLoop() {
 func (m *Mux) expire() {
 	now := time.Since(m.epoch)
 	m.mu.Lock()
+	m.expiryAt = 0 // it fired
 	var expired []*call
 	for c := m.oldest; c != nil && c.deadline <= now; c = m.oldest {
 		delete(m.pending, c.upID)
@@ -179,7 +195,7 @@ func (m *Mux) expire() {
 		expired = append(expired, c)
 	}
 	if m.oldest != nil {
-		m.expiry.Reset(m.oldest.deadline - now)
+		m.armExpiryLocked(m.oldest.deadline, m.oldest.deadline-now)
 	}
 	next := m.dequeueLocked()
 	m.mu.Unlock()

@@ -211,6 +211,8 @@ type Mux struct {
 	level      int               // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
 	oldest     *call             // deadline list, oldest first
 	newest     *call
+	expiryAt   time.Duration // the deadline (since epoch) expiry is set for; 0 when it is not set
+	expiryArms uint64        // times expiry was set (tests)
 
 	epoch  time.Time   // deadlines count from here (monotonic)
 	expiry *time.Timer // fires at the oldest call's deadline; owned by expireLoop
