@@ -101,4 +101,3 @@ func TestUnstoredForgetsEndedSessions(t *testing.T) {
 		t.Errorf("%d ended sessions still held for StoreHandoffs", held)
 	}
 }
-

@@ -84,7 +84,10 @@ func TestBackoffResetsOnlyAfterServedOrStable(t *testing.T) {
 	cfg := fakeConfig(t, testkit.FakeOptions{RawEcho: true})
 	cfg.Restart = true
 	cfg.MinBackoff, cfg.MaxBackoff = 5*time.Millisecond, time.Minute
-	cfg.StableAfter = time.Second
+	// Long enough that no run meant to be short becomes stable because a
+	// busy machine made the child slow to act on its crash (1.3 s seen at
+	// a load average of 11 with a 1 s window).
+	cfg.StableAfter = 5 * time.Second
 	s, r := start(t, cfg)
 	waits := func() []time.Duration {
 		var ds []time.Duration
