@@ -341,6 +341,18 @@ memory() {
 }
 memory
 
+# The floor of the stdio hop on this machine: one line at a time to a
+# child that echoes it and back (BenchmarkRoundTrip in
+# internal/upstream/stdio: Send, the child, the reader, the waiting caller
+# woken), no HTTP and no gateway. A call at one session through the gateway
+# pays it on top of the direct server's path, so it bounds the p50 added.
+stdio_hop_us="" stdio_hop_sleeps=""
+say "stdio hop: go test -bench RoundTrip ./internal/upstream/stdio/"
+if hop=$(go test -run '^$' -bench '^BenchmarkRoundTrip$' -benchtime "$(secs "$duration")s" ./internal/upstream/stdio/ 2>>"$dir/bench-client.log"); then
+	read -r stdio_hop_us stdio_hop_sleeps < <(awk '/^BenchmarkRoundTrip/ { for (i = 1; i < NF; i++) { if ($(i+1) == "ns/op") ns = $i; if ($(i+1) == "sleeps/op") sl = $i }; printf "%.0f %s\n", ns / 1000, sl }' <<<"$hop")
+fi
+[[ -n $stdio_hop_us ]] || say "stdio hop: not measured (see $dir/bench-client.log)"
+
 # Profiles of the gateway in shared mode: 32 sessions of each version, and
 # 1 MiB echoes.
 declare -A prof
@@ -417,6 +429,8 @@ snapshots of the allocation profile, per call (calls from the run's calls/s; wit
 profiling on, calls are slower than in the rows above).
 
 $(profiles_section)
+
+$(stdio_hop_line)
 
 Targets (issue 22), judged on the runs above:
 
