@@ -91,7 +91,6 @@ func TestOpenErrorRetryAfter(t *testing.T) {
 	}
 }
 
-
 // A stalled upload gets 408 and its connection closed within
 // BodyReadTimeout; an announced length over the limit gets 413 unread.
 func TestStalledAndOversizedBodies(t *testing.T) {
