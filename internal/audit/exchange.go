@@ -116,7 +116,11 @@ func (aw *Exchange) Write(b []byte) (int, error) {
 		aw.head = append(aw.head, b[:k]...)
 		b = b[k:]
 	}
-	if len(b) > 0 {
+	if len(b) >= auditCapture {
+		// Only its end can be the tail: a 1 MiB event is not copied whole
+		// to keep its last bytes.
+		aw.tail = append(aw.tail[:0], b[len(b)-auditCapture:]...)
+	} else if len(b) > 0 {
 		aw.tail = append(aw.tail, b...)
 		if len(aw.tail) > auditCapture {
 			aw.tail = append(aw.tail[:0], aw.tail[len(aw.tail)-auditCapture:]...)

@@ -109,6 +109,27 @@ func TestExchangeOutcomesStream(t *testing.T) {
 	}
 }
 
+// TestExchangeOutcomesAfterBigEvent: the final reply of a stream that
+// carried a 1 MiB event before it is still found in what is kept, whether
+// the big event came in one Write (its end alone is kept, not a copy of
+// all of it) or in pieces.
+func TestExchangeOutcomesAfterBigEvent(t *testing.T) {
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x"}}`
+	first := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"
+	big := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"" + strings.Repeat("b", 1<<20) + "\"}}\n\n"
+	final := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32603,\"message\":\"x\"}}\n\n"
+	body := []byte(first + big + final)
+	for _, cuts := range [][]int{
+		{len(first), len(first) + len(big)}, // the big event in one Write
+		{len(first) + 100, len(first) + len(big)/2},
+		{len(first) + len(big) + 5},
+	} {
+		if got := strings.Join(exchangeOutcomes(t, "text/event-stream", []string{call}, body, cuts), ","); got != "error -32603" {
+			t.Errorf("cuts %v: outcomes %q, want %q", cuts, got, "error -32603")
+		}
+	}
+}
+
 // TestExchangeObservedNoAllocs: observing (no audit log) a POST answered
 // with one JSON body costs the Exchange and the record nothing beyond the
 // Exchange itself: the body is not copied, the reply's short id goes in

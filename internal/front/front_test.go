@@ -91,54 +91,6 @@ func TestOpenErrorRetryAfter(t *testing.T) {
 	}
 }
 
-// The body buffer grows as bytes arrive; an announced length is not
-// allocated up front.
-func TestReadAllDoesNotTrustContentLength(t *testing.T) {
-	body, err := readAll(strings.NewReader("0123456789"), 4<<20)
-	if err != nil || string(body) != "0123456789" || cap(body) > initialBodyBuf {
-		t.Fatalf("%q cap %d err %v", body, cap(body), err)
-	}
-	big := strings.Repeat("y", 100<<10)
-	if body, err = readAll(strings.NewReader(big), -1); err != nil || string(body) != big {
-		t.Fatalf("unknown length: %d bytes, err %v", len(body), err)
-	}
-}
-
-// A big body grows its buffer by doubling, to the announced length and no
-// further: a 1 MiB body costs a handful of allocations and reads (with
-// append's own 1.25x growth it took about twenty of each).
-func TestReadAllGrowsGeometrically(t *testing.T) {
-	big := strings.Repeat("z", 1<<20)
-	for _, announced := range []int64{int64(len(big)), -1} {
-		reads := 0
-		body, err := readAll(countReads{strings.NewReader(big), &reads}, announced)
-		if err != nil || string(body) != big {
-			t.Fatalf("announced %d: %d bytes, err %v", announced, len(body), err)
-		}
-		if announced >= 0 && cap(body) > len(big)+1<<10 {
-			t.Errorf("announced %d: buffer of %d bytes", announced, cap(body))
-		}
-		r := strings.NewReader(big)
-		allocs := testing.AllocsPerRun(3, func() {
-			r.Reset(big)
-			_, _ = readAll(r, announced)
-		})
-		if allocs > 14 || reads > 14 { // 512 bytes doubled to 2 MiB when no length is announced
-			t.Errorf("announced %d: %v allocations and %d reads for a 1 MiB body", announced, allocs, reads)
-		}
-	}
-}
-
-type countReads struct {
-	r *strings.Reader
-	n *int
-}
-
-func (c countReads) Read(p []byte) (int, error) {
-	*c.n++
-	return c.r.Read(p)
-}
-
 // A stalled upload gets 408 and its connection closed within
 // BodyReadTimeout; an announced length over the limit gets 413 unread.
 func TestStalledAndOversizedBodies(t *testing.T) {

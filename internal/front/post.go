@@ -2,7 +2,6 @@ package front
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -194,42 +193,6 @@ func setReadDeadline(w http.ResponseWriter, t time.Time) bool {
 		}
 	}
 }
-
-// readAll reads rd to its end into a buffer that starts at most
-// initialBodyBuf long, whatever length was announced, and doubles as bytes
-// arrive (up to the announced length): a body costs a few reads and copies
-// in all, and a peer that announces much and sends little gets little.
-// (append's own growth slows to 1.25x for big slices: a 1 MiB body took
-// twenty copies.)
-func readAll(rd io.Reader, announced int64) ([]byte, error) {
-	size := int64(512)
-	if announced >= 0 {
-		size = min(announced+1, initialBodyBuf) // +1: room to see EOF without growing
-	}
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			more := len(buf)
-			if announced >= 0 && int64(len(buf)) < announced+1 {
-				more = int(min(int64(more), announced+1-int64(len(buf))))
-			}
-			grown := make([]byte, len(buf), len(buf)+more) // exact: slices.Grow may add a quarter
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := rd.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-}
-
-// initialBodyBuf is the most a body buffer starts with.
-const initialBodyBuf = 16 << 10
 
 // initialize creates the session, opens its connection to the server and
 // answers the client's initialize. It waits for the reply before writing

@@ -1,7 +1,9 @@
 package front
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -157,8 +159,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 	// (returning from the handler sends it with the end of the response).
 	buf := *bp
 	defer func() { *bp = buf[:0] }() // keep what the buffer grew to
+	var err error
 	for _, ev := range pending {
-		buf = appendEvent(buf, ev, idField)
+		if buf, err = writeEvent(w, buf, ev, idField); err != nil {
+			return
+		}
 		ans.saw(ev)
 		after = max(after, ev.Seq) // an error of the handler's own has seq 0
 	}
@@ -178,7 +183,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session.Sess
 			h.log.Warn("SSE stream fell behind its buffer; events were dropped", "session", logID(s.ID), "stream", st.ID(), "dropped", st.Dropped())
 		}
 		for _, ev := range evs {
-			buf = appendEvent(buf, ev, idField)
+			if buf, err = writeEvent(w, buf, ev, idField); err != nil {
+				return
+			}
 			ans.saw(ev)
 			after = ev.Seq
 		}
@@ -261,6 +268,33 @@ func appendEvent(buf []byte, ev session.Event, idField func(dst []byte, seq uint
 	// The event type is a constant, so AppendEvent cannot fail.
 	buf, _ = sse.AppendEvent(buf, sse.Event{Event: "message", Data: ev.Data})
 	return buf
+}
+
+// directEvent is the size from which an event's data is written as it is
+// rather than copied into the write buffer.
+const directEvent = 64 << 10
+
+// writeEvent is appendEvent for a stream written to w: the data of a big
+// event (a 1 MiB reply) goes to w as it is, after what buf held and the
+// event's fields, instead of being copied into buf first; its end stays
+// in buf for the next write. Data with a line break takes appendEvent's
+// way, which splits it into data lines (a reply the gateway spliced has
+// none). It returns buf, emptied or grown, and w's error.
+func writeEvent(w io.Writer, buf []byte, ev session.Event, idField func(dst []byte, seq uint64) []byte) ([]byte, error) {
+	if len(ev.Data) < directEvent || bytes.IndexByte(ev.Data, '\n') >= 0 || bytes.IndexByte(ev.Data, '\r') >= 0 {
+		return appendEvent(buf, ev, idField), nil
+	}
+	if ev.Seq != 0 {
+		buf = idField(buf, ev.Seq)
+	}
+	buf = append(buf, "event: message\ndata: "...)
+	if _, err := w.Write(buf); err != nil {
+		return buf[:0], err
+	}
+	if _, err := w.Write(ev.Data); err != nil {
+		return buf[:0], err
+	}
+	return append(buf[:0], "\n\n"...), nil
 }
 
 // appendID appends the id field of event seq on stream: the ids are built

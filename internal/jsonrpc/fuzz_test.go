@@ -54,7 +54,7 @@ func FuzzParse(f *testing.F) {
 		if !lax(b) {
 			t.Fatal("Parse accepted invalid JSON")
 		}
-		for _, s := range []Span{m.ID, m.Method, m.ProgressToken, m.CancelRequestID} {
+		for _, s := range []Span{m.ID, m.Method, m.ProgressToken, m.CancelRequestID, m.Task} {
 			if s.Present() && (s.Start < 0 || s.Start >= s.End || s.End > len(b)) {
 				t.Fatalf("span %+v out of bounds for %d bytes", s, len(b))
 			}

@@ -83,6 +83,9 @@ type Message struct {
 	// CancelRequestID is params.requestId when Method is
 	// "notifications/cancelled", if present and a string or number.
 	CancelRequestID Span
+	// Task is params.task (a request asking to run as a task), if present,
+	// whatever its type.
+	Task Span
 	// IsError reports a response carrying "error".
 	IsError bool
 }

@@ -274,15 +274,15 @@ func (w *walker) parse() (Message, error) {
 			return m, fmt.Errorf(`%w: "id" may be null only in an error response`, ErrInvalidRequest)
 		}
 		m.Kind, m.IsError = KindResponse, hasError
-		m.CancelRequestID = Span{}
+		m.CancelRequestID, m.Task = Span{}, Span{}
 	default:
 		return m, fmt.Errorf(`%w: missing "method" (request or notification) or "id" (response)`, ErrInvalidRequest)
 	}
 	return m, nil
 }
 
-// params walks the params object at w.i, looking only at _meta.progressToken
-// and requestId. requestId is kept whatever the method (which may come
+// params walks the params object at w.i, looking only at _meta.progressToken,
+// requestId and task. requestId is kept whatever the method (which may come
 // later); parse drops it unless the method is notifications/cancelled.
 func (w *walker) params(m *Message) error {
 	var names nameSet
@@ -291,7 +291,7 @@ func (w *walker) params(m *Message) error {
 		if err != nil || !ok {
 			return err
 		}
-		switch lookup(name, escaped, "_meta", "requestId", protocol.MetaProgressToken) {
+		switch lookup(name, escaped, "_meta", "requestId", protocol.MetaProgressToken, "task") {
 		case "_meta":
 			if w.peek() == '{' {
 				err = w.meta(m)
@@ -302,6 +302,8 @@ func (w *walker) params(m *Message) error {
 			m.CancelRequestID, err = w.idLike(2)
 		case protocol.MetaProgressToken:
 			w.token, err = w.idLike(2)
+		case "task":
+			_, m.Task, err = w.value(2)
 		default:
 			err = w.skip(2)
 		}

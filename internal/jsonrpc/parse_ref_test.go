@@ -300,7 +300,7 @@ func (d *refDecoder) parse(b []byte) (Message, error) {
 			return m, fmt.Errorf(`%w: "id" may be null only in an error response`, ErrInvalidRequest)
 		}
 		m.Kind, m.IsError = KindResponse, hasError
-		m.CancelRequestID = Span{}
+		m.CancelRequestID, m.Task = Span{}, Span{}
 	default:
 		return m, fmt.Errorf(`%w: missing "method" (request or notification) or "id" (response)`, ErrInvalidRequest)
 	}
@@ -334,6 +334,8 @@ func (d *refDecoder) params(m *Message) error {
 			m.CancelRequestID, err = d.readIDLike()
 		case "progressToken":
 			d.token, err = d.readIDLike()
+		case "task":
+			_, m.Task, err = d.readValue()
 		default:
 			err = d.skip()
 		}
@@ -401,7 +403,7 @@ func FuzzParseAgreesWithReference(f *testing.F) {
 				t.Fatalf("Parse: %v; the reference accepts it", err)
 			}
 			if m.Kind != want.Kind || m.ID != want.ID || m.Method != want.Method ||
-				m.ProgressToken != want.ProgressToken || m.CancelRequestID != want.CancelRequestID ||
+				m.ProgressToken != want.ProgressToken || m.CancelRequestID != want.CancelRequestID || m.Task != want.Task ||
 				m.IsError != want.IsError || &m.Raw[0] != &b[0] || len(m.Raw) != len(b) {
 				t.Fatalf("Parse = %+v, the reference %+v", m, want)
 			}

@@ -18,8 +18,15 @@ func TestParseValid(t *testing.T) {
 		method   string // unquoted
 		progress string
 		cancel   string
+		task     string
 		isError  bool
 	}{
+		{name: "task-augmented request", in: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","task":{"ttl":6000}}}`,
+			kind: KindRequest, id: `1`, method: "tools/call", task: `{"ttl":6000}`},
+		{name: "task with an escaped name, null", in: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"\u0074ask":null}}`,
+			kind: KindRequest, id: `1`, method: "tools/call", task: `null`},
+		{name: "task only in params", in: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"task":1},"_meta":{"task":2}}}`,
+			kind: KindRequest, id: `1`, method: "tools/call"},
 		{name: "request", in: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
 			kind: KindRequest, id: `1`, method: "tools/list"},
 		{name: "request with params array", in: `{"jsonrpc":"2.0","id":"a","method":"m","params":[1,2]}`,
@@ -89,6 +96,9 @@ func TestParseValid(t *testing.T) {
 			}
 			if got := string(m.Bytes(m.CancelRequestID)); got != tt.cancel {
 				t.Errorf("CancelRequestID = %q, want %q", got, tt.cancel)
+			}
+			if got := string(m.Bytes(m.Task)); got != tt.task {
+				t.Errorf("Task = %q, want %q", got, tt.task)
 			}
 			if m.IsError != tt.isError {
 				t.Errorf("IsError = %v, want %v", m.IsError, tt.isError)

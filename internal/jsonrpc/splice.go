@@ -1,8 +1,8 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"fmt"
-	"slices"
 )
 
 // Edit replaces Raw[Span] with Value.
@@ -45,16 +45,44 @@ func Splice(dst, raw []byte, edits ...Edit) []byte {
 		size += len(e.Value) - e.Span.Len()
 	}
 
-	dst = slices.Grow(dst, size)
+	if cap(dst)-len(dst) < size {
+		return spliceNew(dst, raw, edits, order)
+	}
 	pos := 0
-	for k, i := range order {
-		e := edits[i]
-		if e.Span.Start < pos || k > 0 && e.Span.Start == edits[order[k-1]].Span.Start {
-			panic(fmt.Sprintf("jsonrpc: Splice: span [%d:%d] overlaps another edit", e.Span.Start, e.Span.End))
-		}
+	for k := range order {
+		e := checked(edits, order, k, pos)
 		dst = append(dst, raw[pos:e.Span.Start]...)
 		dst = append(dst, e.Value...)
 		pos = e.Span.End
 	}
 	return append(dst, raw[pos:]...)
+}
+
+// spliceNew is Splice into a new buffer: bytes.Join allocates it exactly
+// and, unlike slices.Grow, does not zero what it is about to fill (a
+// megabyte cleared and then overwritten, for every large reply).
+func spliceNew(dst, raw []byte, edits []Edit, order []int) []byte {
+	var space [2*8 + 2][]byte
+	parts := space[:0]
+	if len(order) > 8 {
+		parts = make([][]byte, 0, 2*len(order)+2)
+	}
+	parts = append(parts, dst)
+	pos := 0
+	for k := range order {
+		e := checked(edits, order, k, pos)
+		parts = append(parts, raw[pos:e.Span.Start], e.Value)
+		pos = e.Span.End
+	}
+	return bytes.Join(append(parts, raw[pos:]), nil)
+}
+
+// checked returns the k-th edit in order, and panics if it overlaps the
+// one before (which ended at pos).
+func checked(edits []Edit, order []int, k, pos int) Edit {
+	e := edits[order[k]]
+	if e.Span.Start < pos || k > 0 && e.Span.Start == edits[order[k-1]].Span.Start {
+		panic(fmt.Sprintf("jsonrpc: Splice: span [%d:%d] overlaps another edit", e.Span.Start, e.Span.End))
+	}
+	return e
 }

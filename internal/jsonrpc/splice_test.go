@@ -1,6 +1,8 @@
 package jsonrpc
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +45,12 @@ func TestSplice(t *testing.T) {
 			if string(got) != "prefix:"+tt.want {
 				t.Fatalf("Splice with dst = %s", got)
 			}
+			// With room in dst it appends in place; without, into a new
+			// buffer (spliceNew): both give the same bytes.
+			roomy := append(make([]byte, 0, 512), "prefix:"...)
+			if got = Splice(roomy, raw, tt.edits...); string(got) != "prefix:"+tt.want || &got[0] != &roomy[0] {
+				t.Fatalf("Splice into a dst with room = %s (in place: %v)", got, &got[0] == &roomy[0])
+			}
 		})
 	}
 	if string(raw) != `{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"_meta":{"progressToken":"abc"}}}` {
@@ -81,6 +89,14 @@ func TestSplicePanics(t *testing.T) {
 					t.Fatal("no panic")
 				}
 			}()
+			Splice(make([]byte, 0, 64), raw, edits...) // the in-place path checks too
+		})
+		t.Run(name+", new buffer", func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
 			Splice(nil, raw, edits...)
 		})
 	}
@@ -98,5 +114,24 @@ func TestSpliceNoAllocs(t *testing.T) {
 		dst = Splice(dst[:0], raw, Edit{m.ID, id}, Edit{m.ProgressToken, tok})
 	}); n != 0 {
 		t.Errorf("Splice allocated %v times", n)
+	}
+}
+
+// A large message spliced into nothing costs one allocation of exactly its
+// size (the reply the mux hands to a session).
+func TestSpliceNewBufferExact(t *testing.T) {
+	raw := []byte(`{"jsonrpc":"2.0","id":17,"result":{"text":"` + strings.Repeat("x", 1<<20) + `"}}`)
+	m, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := []byte(`"client:17"`)
+	var got []byte
+	if n := testing.AllocsPerRun(5, func() { got = Splice(nil, raw, Edit{m.ID, id}) }); n != 1 {
+		t.Errorf("Splice allocated %v times", n)
+	}
+	want := len(raw) + len(id) - m.ID.Len()
+	if len(got) != want || cap(got) > want+8<<10 || !bytes.Equal(got[len(got)-100:], raw[len(raw)-100:]) {
+		t.Fatalf("len %d cap %d, want %d", len(got), cap(got), want)
 	}
 }

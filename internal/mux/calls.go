@@ -2,7 +2,6 @@ package mux
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
@@ -240,9 +239,3 @@ func (m *Mux) finish(id uint64, f func(*call)) bool {
 	m.write(next)
 	return true
 }
-
-// bufPool holds buffers for messages on their way upstream.
-var bufPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooled keeps rare huge messages from pinning memory in the pool.
-const maxPooled = 256 << 10

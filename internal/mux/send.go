@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/buffers"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/protocol"
 	"github.com/mcpgate/mcpgate/internal/upstream"
@@ -147,20 +148,19 @@ func (m *Mux) writeJob(ctx context.Context, j job) {
 }
 
 // spliceJob returns j's request with its id and progress token rewritten to
-// j.upID, in a pooled buffer: give it back with putBuf.
+// j.upID, in a pooled buffer sized for it: give it back with putBuf once
+// the upstream has taken it (Send and TrySend copy what they queue).
 func spliceJob(j job) (*[]byte, []byte) {
 	var num [20]byte
 	id := appendUint(num[:0], j.upID)
-	bp := bufPool.Get().(*[]byte)
+	bp := buffers.Get(len(j.msg) + 2*len(id))
 	return bp, jsonrpc.Splice((*bp)[:0], j.msg, jsonrpc.Edit{Span: j.id, Value: id}, jsonrpc.Edit{Span: j.token, Value: id})
 }
 
-// putBuf returns buf (grown from *bp by spliceJob) to the pool.
+// putBuf gives back buf, spliced into *bp by spliceJob.
 func putBuf(bp *[]byte, buf []byte) {
-	if cap(buf) <= maxPooled {
-		*bp = buf[:0]
-		bufPool.Put(bp)
-	}
+	*bp = buf
+	buffers.Put(bp)
 }
 
 // writeFailed fails call id after its write failed.

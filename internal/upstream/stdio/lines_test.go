@@ -130,3 +130,59 @@ func FuzzLineReader(f *testing.F) {
 		}
 	})
 }
+
+// A 1 MiB line is read straight into the reader's buffer, which grows by
+// doubling: a reader that has it all takes a handful of reads (a 64 KiB
+// window took sixteen, and a copy of every one), and the next small line
+// comes from the same buffer.
+func TestLineReaderBigLineFewReads(t *testing.T) {
+	big := strings.Repeat("b", 1<<20)
+	reads := 0
+	lr := newLineReader(countingReader{strings.NewReader(big + "\nsmall\n"), &reads}, readBufSize, DefaultMaxLineBytes)
+	line, size, over, err := lr.next()
+	if err != nil || over || size != len(big) || string(line) != big {
+		t.Fatalf("big line: %d bytes, over %v, err %v", size, over, err)
+	}
+	if reads > 7 {
+		t.Errorf("%d reads for a 1 MiB line", reads)
+	}
+	if line, _, _, err = lr.next(); err != nil || string(line) != "small" {
+		t.Fatalf("next line %q, err %v", line, err)
+	}
+	if len(lr.buf) > keepLineBuf {
+		t.Errorf("buffer of %d bytes kept after the line", len(lr.buf))
+	}
+}
+
+// A line bigger than keepLineBuf does not pin its buffer: the reader goes
+// back to its first size once the line is handed out, keeping what it read
+// after it.
+func TestLineReaderShrinksAfterHugeLine(t *testing.T) {
+	huge := strings.Repeat("h", keepLineBuf+10)
+	lr := newLineReader(strings.NewReader(huge+"\nafter\nlast"), readBufSize, DefaultMaxLineBytes)
+	if line, _, _, err := lr.next(); err != nil || len(line) != len(huge) {
+		t.Fatalf("huge line: %d bytes, err %v", len(line), err)
+	}
+	for _, want := range []string{"after", "last"} {
+		line, _, _, err := lr.next()
+		if err != nil || string(line) != want {
+			t.Fatalf("got %q, err %v; want %q", line, err, want)
+		}
+		if len(lr.buf) != readBufSize {
+			t.Errorf("buffer of %d bytes after the huge line, want %d", len(lr.buf), readBufSize)
+		}
+	}
+	if _, _, _, err := lr.next(); err != io.EOF {
+		t.Fatalf("err %v, want EOF", err)
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n *int
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	*c.n++
+	return c.r.Read(p)
+}

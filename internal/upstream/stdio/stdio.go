@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/buffers"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/upstream"
 )
@@ -293,7 +294,7 @@ func (s *Stdio) send(ctx context.Context, gen uint64, msg []byte, block bool) er
 		// nothing queued now would be written.
 		return ErrNotRunning
 	}
-	b := getBuf()
+	b := buffers.Get(len(msg) + 1) // the writer gives it back once written
 	if hasLineBreak(msg) {
 		*b = jsonrpc.AppendCompact(*b, msg)
 		if hasLineBreak(*b) {
@@ -446,21 +447,8 @@ func (s *Stdio) Close() error {
 	return nil
 }
 
-// Buffers for queued messages. Big ones are not kept: one 5 MiB message must
-// not pin 5 MiB per pooled slot.
-const maxPooledBuf = 64 << 10
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) > maxPooledBuf {
-		return
-	}
-	*b = (*b)[:0]
-	bufPool.Put(b)
-}
+// putBuf gives back a queued message's buffer (from buffers.Get in send).
+func putBuf(b *[]byte) { buffers.Put(b) }
 
 // Interface guard: the multiplexer takes a Stdio as its upstream.
 var _ upstream.Upstream = (*Stdio)(nil)
