@@ -273,23 +273,26 @@ func TestChildClosedStdinKilled(t *testing.T) {
 // at a time, so progress is what the child took, not what could be written.
 func TestSlowLineReaderNotStuck(t *testing.T) {
 	cfg := shConfig(t, `while read -r l; do echo "$l"; sleep 0.05; done`)
-	cfg.StuckTimeout = 400 * time.Millisecond
+	// The child reads a line every 50 ms, a fork of sleep apart; on a
+	// machine at a load average of 10 a fork took over 400 ms now and then,
+	// which a stuck timeout that short took for a child that stopped.
+	cfg.StuckTimeout = 1500 * time.Millisecond
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
-	line := bytes.Repeat([]byte("l"), 99)
-	for range 700 { // 70 KB: more than the pipe holds
+	line := bytes.Repeat([]byte("l"), 49)
+	for range 1400 { // 70 KB: more than the pipe holds
 		if err := s.Send(context.Background(), line); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// 40 lines take 2 s (5*StuckTimeout) and free less than one page.
-	r.waitFor("40 lines read", func(evs []event) bool {
+	// 70 lines take 3.5 s (over twice StuckTimeout) and free less than one page.
+	r.waitFor("70 lines read", func(evs []event) bool {
 		for _, e := range evs {
 			if e.kind == "exited" {
 				t.Fatalf("Exited(%d, %v) after %d lines", e.gen, e.err, countLines(evs))
 			}
 		}
-		return countLines(evs) >= 40
+		return countLines(evs) >= 70
 	})
 	if st := s.Stats(); st.Stuck != 0 {
 		t.Fatalf("stats %+v", st)
