@@ -42,12 +42,13 @@ func TestImportsPointOneWay(t *testing.T) {
 		"internal/admin":           {"internal/auth"},
 		"internal/authserver":      {"internal/config", "internal/seal"},
 		"internal/gateway":         {"internal/admin", "internal/aggregate", "internal/authserver", "internal/audit", "internal/auth", "internal/cluster", "internal/config", "internal/conn", "internal/front", "internal/limits", "internal/logfile", "internal/metrics", "internal/policy", "internal/seal", "internal/servers", "internal/tracing"},
-		"cmd/mcpgate":              {"internal/authserver", "internal/config", "internal/gateway", "internal/loadgen", "internal/procstat", "internal/bridge", "internal/upstream/remote", "internal/protocol"},
+		"cmd/mcpgate":              {"internal/authserver", "internal/config", "internal/gateway", "internal/loadgen", "internal/memlimit", "internal/procstat", "internal/bridge", "internal/upstream/remote", "internal/protocol"},
 		"internal/upstream/remote": {"internal/jsonrpc", "internal/eras", "internal/sse", "internal/upstream", "internal/protocol"},
 		"internal/bridge":          {"internal/jsonrpc", "internal/eras", "internal/upstream/remote", "internal/protocol"},
 		"internal/echoserver":      {"internal/jsonrpc", "internal/sse"},
 		"internal/loadgen":         {"internal/jsonrpc", "internal/sse"},
 		"internal/procstat":        {},
+		"internal/memlimit":        {},
 		"cmd/mcpecho":              {"internal/echoserver"},
 	}
 	forbiddenStd := map[string][]string{
