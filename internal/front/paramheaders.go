@@ -77,7 +77,7 @@ type paramTools struct {
 	// headers has nothing to be checked against, and checkParamHeaders
 	// neither decodes its params nor takes mu.
 	annotated atomic.Bool
-	joined atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
+	joined    atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
 
 	fetched map[string]time.Time     // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
 	flights map[string]chan struct{} // guarded by mu: each target's list under way, closed when it ends
