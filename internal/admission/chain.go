@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -39,6 +40,10 @@ type Request struct {
 
 	limiter  *limits.Limiter // Limit; nil: no limits
 	limitKey string          // the principal's key (PrincipalKey)
+
+	// exchange is room for the request's audit.Exchange (Audit), in the
+	// allocation of its context (With); nil for a Request made elsewhere.
+	exchange *audit.Exchange
 }
 
 type requestKey struct{}
@@ -48,6 +53,14 @@ type requestKey struct{}
 type requestContext struct {
 	context.Context
 	req Request
+}
+
+// auditedContext is a requestContext with the room for the request's
+// audit Exchange (WithExchange), which would else be an allocation of its
+// own on every audited or observed POST.
+type auditedContext struct {
+	requestContext
+	x audit.Exchange
 }
 
 func (c *requestContext) Value(key any) any {
@@ -62,6 +75,15 @@ func (c *requestContext) Value(key any) any {
 func With(ctx context.Context, req Request) (context.Context, *Request) {
 	c := &requestContext{Context: ctx, req: req}
 	return c, &c.req
+}
+
+// WithExchange is With for a front whose requests may be audited
+// (an Auditor is set): the context also holds the room for the request's
+// audit Exchange, which the Audit stage then uses.
+func WithExchange(ctx context.Context, req Request) (context.Context, *Request) {
+	c := &auditedContext{requestContext: requestContext{Context: ctx, req: req}}
+	c.req.exchange = &c.x
+	return &c.requestContext, &c.req
 }
 
 // From returns the Request ctx carries; nil outside a chain.

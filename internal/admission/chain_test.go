@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/auth"
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -98,5 +100,77 @@ func TestLimitStage(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil))
 	if first != nil || second == nil || !strings.Contains(second.Msg, "in flight") {
 		t.Errorf("first %v, second %v; want the second refused for the principal's in-flight limit", first, second)
+	}
+}
+
+// The Audit stage answers on an Exchange that lives in the request's
+// context (WithExchange's one allocation), and writes the POST's line as
+// one of its own would; a Request made without it gets an Exchange of its
+// own.
+func TestAuditExchangeInContext(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	a := audit.New(lockedWriter{&mu, &buf}, false)
+	var inContext, own bool
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		x, ok := w.(*audit.Exchange)
+		if !ok {
+			t.Fatal("not answered on an Exchange")
+		}
+		req := From(r.Context())
+		inContext, own = x == req.exchange, req.exchange == nil
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	})
+	resolve := func(with bool) Stage {
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				req := Request{Key: "x", Kind: "server", Name: "x"}
+				if with {
+					ctx, _ := WithExchange(r.Context(), req)
+					r = r.WithContext(ctx)
+				} else {
+					r = r.WithContext(context.WithValue(r.Context(), requestKey{}, &req))
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	}
+	all := func(*http.Request) bool { return true }
+	Chain(resolve(true), Audit(a, all))(serve).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader("{}")))
+	if !inContext {
+		t.Error("the Exchange is not the one in the request's context")
+	}
+	Chain(resolve(false), Audit(a, all))(serve).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader("{}")))
+	if !own {
+		t.Error("a Request made without WithExchange has room for an Exchange")
+	}
+	a.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(buf.String(), `"target":"x"`); n != 2 {
+		t.Errorf("%d lines for 2 audited POSTs:\n%s", n, buf.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestWithExchangeFrom: WithExchange's context is With's, with room.
+func TestWithExchangeFrom(t *testing.T) {
+	ctx, req := WithExchange(context.Background(), Request{Key: "x", Kind: "server", Name: "x"})
+	if From(ctx) != req || req.exchange == nil {
+		t.Fatalf("From = %p, WithExchange gave %p (room %p)", From(ctx), req, req.exchange)
+	}
+	if _, req := With(context.Background(), Request{}); req.exchange != nil {
+		t.Error("With made room for an Exchange")
 	}
 }

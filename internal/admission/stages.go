@@ -63,7 +63,12 @@ func Audit(a *audit.Auditor, audited func(*http.Request) bool) Stage {
 				next.ServeHTTP(w, r)
 				return
 			}
-			x := a.Begin(w, r, audit.Target{Kind: req.Kind, Name: req.Name})
+			var x *audit.Exchange
+			if req.exchange != nil && req.exchange.ResponseWriter == nil {
+				x = a.BeginIn(req.exchange, w, r, audit.Target{Kind: req.Kind, Name: req.Name})
+			} else {
+				x = a.Begin(w, r, audit.Target{Kind: req.Kind, Name: req.Name})
+			}
 			defer x.Finish()
 			next.ServeHTTP(x, r)
 		})

@@ -57,7 +57,15 @@ type Exchange struct {
 // Begin starts the audit of a POST of r to target, answered on w: the
 // caller answers on the Exchange and calls Finish once it is answered.
 func (a *Auditor) Begin(w http.ResponseWriter, r *http.Request, target Target) *Exchange {
-	return &Exchange{ResponseWriter: w, a: a, start: a.now(), r: r, target: target}
+	return a.BeginIn(new(Exchange), w, r, target)
+}
+
+// BeginIn is Begin with the Exchange in x, memory the caller allocated
+// with something else it needs per request (admission keeps it in the
+// request's context, one allocation for both). x must be unused.
+func (a *Auditor) BeginIn(x *Exchange, w http.ResponseWriter, r *http.Request, target Target) *Exchange {
+	*x = Exchange{ResponseWriter: w, a: a, start: a.now(), r: r, target: target}
+	return x
 }
 
 // SetMessages tells the messages the POST carries, as they are handled:

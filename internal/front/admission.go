@@ -66,7 +66,11 @@ func (h *Handler) resolved(next http.Handler) http.Handler {
 		if name, ok := strings.CutPrefix(key, endpointKeyPrefix); ok {
 			req.Kind, req.Name = "endpoint", name
 		}
-		ctx, _ := admission.With(r.Context(), req)
+		with := admission.With
+		if h.cfg.Audit != nil { // an audit log or an Observer: POSTs get an audit.Exchange
+			with = admission.WithExchange
+		}
+		ctx, _ := with(r.Context(), req)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

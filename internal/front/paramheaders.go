@@ -72,7 +72,12 @@ type paramTools struct {
 
 	total  int           // guarded by mu: the tools in byTarget, all keys together
 	resets atomic.Uint64 // targets whose entries were dropped at maxParamTools, maxParamKeys or maxParamTotal
-	joined atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
+	// annotated: some relayed list had a tool with Mcp-Param annotations
+	// (set by observe, never cleared). Until then a call without Mcp-Param
+	// headers has nothing to be checked against, and checkParamHeaders
+	// neither decodes its params nor takes mu.
+	annotated atomic.Bool
+	joined    atomic.Uint64 // calls that waited for a list of the gateway's under way (paramfetch.go)
 
 	fetched map[string]time.Time     // guarded by mu: when each target was last listed by the gateway (paramfetch.go)
 	flights map[string]chan struct{} // guarded by mu: each target's list under way, closed when it ends
@@ -106,6 +111,9 @@ func (p *paramTools) observe(target string, reply []byte) {
 			params = nil // an invalid tool: clients exclude it and send no headers
 		}
 		entries = append(entries, entry{tool.Name, params})
+		if len(params) > 0 {
+			p.annotated.Store(true)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -180,6 +188,11 @@ func (p *paramTools) forget(target string) {
 // spec has send none) and be serves stateless requests (paramfetch.go).
 func (h *Handler) checkParamHeaders(ctx context.Context, target string, be conn.Backend, header http.Header, msg *jsonrpc.Message, req eras.Request) *eras.Problem {
 	if req.Method != protocol.MethodToolsCall {
+		return nil
+	}
+	if !h.paramTools.annotated.Load() && !hasParamHeader(header) {
+		// No tool is known to ask for headers, and the client sends none
+		// (it would fetch no list): nothing to check.
 		return nil
 	}
 	p, err := conn.ReadParams(msg) // strictly, as the policy reads the name (params.go)

@@ -12,12 +12,19 @@ import (
 // over, counted, past maxParamTools.
 func TestParamToolsObserve(t *testing.T) {
 	var p paramTools
+	p.observe("a", []byte(`{"jsonrpc":"2.0","id":0,"result":{"tools":[{"name":"plain","inputSchema":{"type":"object"}}]}}`))
+	if p.annotated.Load() {
+		t.Errorf("annotated after a list of no Mcp-Param annotation")
+	}
 	p.observe("a", []byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[
 		{"name":"where","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}},
 		{"name":"bad","inputSchema":{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}},
 		{"name":"plain","inputSchema":{"type":"object"}}]}}`))
 	if got, ok := p.lookup("a", "where"); !ok || len(got) != 1 || got[0].Name != "Region" {
 		t.Errorf("where: %v %v", got, ok)
+	}
+	if !p.annotated.Load() {
+		t.Errorf("not annotated after a list with an Mcp-Param annotation: calls without headers go unchecked")
 	}
 	if got, ok := p.lookup("a", "bad"); !ok || got != nil {
 		t.Errorf("bad: %v %v, want known without annotations", got, ok)

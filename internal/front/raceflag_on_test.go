@@ -2,6 +2,6 @@
 
 package front
 
-// raceEnabled reports a -race build, in which sync.Pool drops some of what
-// it is given, so bounds on pooled allocations are loosened.
+// raceEnabled reports a -race build, whose sync.Pool drops items at random
+// and whose allocation counts are not those of a release build.
 const raceEnabled = true

@@ -49,7 +49,10 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, s *session.Ses
 		}()
 		wait = t.C
 	}
-	var evs []session.Event
+	// Room for the events of the common POST (one reply) on the stack: the
+	// buffer is handed on only to calls that do not keep it.
+	var stack [2]session.Event
+	evs := stack[:0]
 	for {
 		var done bool
 		// ErrLost is no matter here: only non-final events are ever

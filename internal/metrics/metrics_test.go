@@ -157,6 +157,7 @@ func TestRequests(t *testing.T) {
 	m := New(&fakeSource{})
 	for _, r := range []Request{
 		{Target: "a", Kind: "server", Method: "tools/call", Outcome: "ok", Duration: 20 * time.Millisecond, BytesIn: 10, BytesOut: 100},
+		{Target: "a", Kind: "server", Method: "tools/call", Outcome: "ok", Duration: 2 * time.Millisecond, BytesIn: 5, BytesOut: 7}, // the same series again
 		{Target: "a", Kind: "server", Method: "tools/call", Outcome: "rate_limited", BytesIn: 10, BytesOut: 50},
 		{Target: "all", Kind: "endpoint", Method: "", Outcome: "unauthenticated"},
 		{Target: "a", Kind: "server", Method: "made/up", Outcome: "error"},
@@ -168,12 +169,12 @@ func TestRequests(t *testing.T) {
 		got, want float64
 		what      string
 	}{
-		{testutil.ToFloat64(rm.total.WithLabelValues("server", "a", "tools/call", "ok")), 1, "ok calls"},
+		{testutil.ToFloat64(rm.total.WithLabelValues("server", "a", "tools/call", "ok")), 2, "ok calls"},
 		{testutil.ToFloat64(rm.total.WithLabelValues("server", "a", "tools/call", "rate_limited")), 1, "refused calls"},
 		{testutil.ToFloat64(rm.total.WithLabelValues("server", "a", "other", "error")), 1, "other"},
 		{testutil.ToFloat64(rm.total.WithLabelValues("endpoint", "all", "none", "unauthenticated")), 1, "unauthenticated"},
-		{testutil.ToFloat64(rm.bytesIn.WithLabelValues("server", "a")), 20, "bytes in"},
-		{testutil.ToFloat64(rm.bytesOut.WithLabelValues("server", "a")), 150, "bytes out"},
+		{testutil.ToFloat64(rm.bytesIn.WithLabelValues("server", "a")), 25, "bytes in"},
+		{testutil.ToFloat64(rm.bytesOut.WithLabelValues("server", "a")), 157, "bytes out"},
 		{testutil.ToFloat64(rm.authRefusals.WithLabelValues("endpoint", "all", "unauthenticated")), 1, "auth refusals"},
 		{testutil.ToFloat64(rm.limitRefusals.WithLabelValues("server", "a", "rate_limited")), 1, "limit refusals"},
 	} {
@@ -189,9 +190,23 @@ func TestRequests(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, s := range []string{`mcpgate_request_duration_seconds_bucket{kind="server",method="tools/call",target="a",le="0.025"} 2`, "go_goroutines", "process_start_time_seconds"} {
+	for _, s := range []string{`mcpgate_request_duration_seconds_bucket{kind="server",method="tools/call",target="a",le="0.025"} 3`, "go_goroutines", "process_start_time_seconds"} {
 		if !strings.Contains(string(body), s) {
 			t.Errorf("no %q in:\n%.2000s", s, body)
 		}
+	}
+}
+
+// TestRequestNoAllocs: counting a request of labels already seen
+// allocates nothing (its series are looked up once per label set).
+func TestRequestNoAllocs(t *testing.T) {
+	m := New(&fakeSource{})
+	r := Request{Target: "a", Kind: "server", Method: "tools/call", Outcome: "ok", Duration: time.Millisecond, BytesIn: 10, BytesOut: 100}
+	m.Request(&r)
+	if n := testing.AllocsPerRun(100, func() { m.Request(&r) }); n != 0 {
+		t.Errorf("%v allocations per request", n)
+	}
+	if got := testutil.ToFloat64(m.requests.total.WithLabelValues("server", "a", "tools/call", "ok")); got != 102 {
+		t.Errorf("ok calls = %v, want 102", got)
 	}
 }
