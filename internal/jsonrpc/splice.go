@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"fmt"
+	"slices"
 )
 
 // Edit replaces Raw[Span] with Value.
@@ -45,44 +46,51 @@ func Splice(dst, raw []byte, edits ...Edit) []byte {
 		size += len(e.Value) - e.Span.Len()
 	}
 
-	if cap(dst)-len(dst) < size {
+	if cap(dst)-len(dst) < size && len(order) <= maxJoinEdits {
 		return spliceNew(dst, raw, edits, order)
 	}
+	dst = slices.Grow(dst, size) // many edits: rare, and never a large reply
 	pos := 0
-	for k := range order {
-		e := checked(edits, order, k, pos)
-		dst = append(dst, raw[pos:e.Span.Start]...)
-		dst = append(dst, e.Value...)
-		pos = e.Span.End
+	for k, i := range order {
+		span := checked(edits, order, k, pos)
+		dst = append(dst, raw[pos:span.Start]...)
+		dst = append(dst, edits[i].Value...)
+		pos = span.End
 	}
 	return append(dst, raw[pos:]...)
 }
 
+// maxJoinEdits is the most edits spliceNew takes.
+const maxJoinEdits = 8
+
 // spliceNew is Splice into a new buffer: bytes.Join allocates it exactly
 // and, unlike slices.Grow, does not zero what it is about to fill (a
-// megabyte cleared and then overwritten, for every large reply).
+// megabyte cleared and then overwritten, for every large reply). The parts
+// go into an array by index, never by append: a value appended to a slice
+// is moved to the heap by the compiler's escape analysis, and so would
+// every caller's Value be (FromSessionEra builds one on its stack).
 func spliceNew(dst, raw []byte, edits []Edit, order []int) []byte {
-	var space [2*8 + 2][]byte
-	parts := space[:0]
-	if len(order) > 8 {
-		parts = make([][]byte, 0, 2*len(order)+2)
+	var parts [2*maxJoinEdits + 2][]byte
+	parts[0] = dst
+	n, pos := 1, 0
+	for k, i := range order {
+		span := checked(edits, order, k, pos)
+		parts[n], parts[n+1] = raw[pos:span.Start], edits[i].Value
+		n += 2
+		pos = span.End
 	}
-	parts = append(parts, dst)
-	pos := 0
-	for k := range order {
-		e := checked(edits, order, k, pos)
-		parts = append(parts, raw[pos:e.Span.Start], e.Value)
-		pos = e.Span.End
-	}
-	return bytes.Join(append(parts, raw[pos:]), nil)
+	parts[n] = raw[pos:]
+	return bytes.Join(parts[:n+1], nil)
 }
 
-// checked returns the k-th edit in order, and panics if it overlaps the
-// one before (which ended at pos).
-func checked(edits []Edit, order []int, k, pos int) Edit {
-	e := edits[order[k]]
-	if e.Span.Start < pos || k > 0 && e.Span.Start == edits[order[k-1]].Span.Start {
-		panic(fmt.Sprintf("jsonrpc: Splice: span [%d:%d] overlaps another edit", e.Span.Start, e.Span.End))
+// checked returns the span of the k-th edit in order, and panics if it
+// overlaps the one before (which ended at pos). It returns the span, not
+// the Edit: an Edit returned would make the compiler move every caller's
+// Value to the heap (FromSessionEra builds one on its stack).
+func checked(edits []Edit, order []int, k, pos int) Span {
+	span := edits[order[k]].Span
+	if span.Start < pos || k > 0 && span.Start == edits[order[k-1]].Span.Start {
+		panic(fmt.Sprintf("jsonrpc: Splice: span [%d:%d] overlaps another edit", span.Start, span.End))
 	}
-	return e
+	return span
 }

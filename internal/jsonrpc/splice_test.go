@@ -135,3 +135,21 @@ func TestSpliceNewBufferExact(t *testing.T) {
 		t.Fatalf("len %d cap %d, want %d", len(got), cap(got), want)
 	}
 }
+
+// More edits than spliceNew takes go through the growing path, with or
+// without room in dst, and give the same bytes.
+func TestSpliceMoreEditsThanJoinTakes(t *testing.T) {
+	raw := []byte("abcdefghijklmnopqrstuvwxyz")
+	var edits []Edit
+	want := []byte("<")
+	for i := range 12 {
+		edits = append(edits, Edit{Span: Span{Start: 2 * i, End: 2*i + 1}, Value: []byte{'A' + byte(i), '!'}})
+		want = append(want, 'A'+byte(i), '!', raw[2*i+1])
+	}
+	want = append(want, raw[24:]...)
+	for _, dst := range [][]byte{[]byte("<"), append(make([]byte, 0, 100), '<')} {
+		if got := Splice(dst, raw, edits...); string(got) != string(want) {
+			t.Fatalf("Splice = %q, want %q", got, want)
+		}
+	}
+}
