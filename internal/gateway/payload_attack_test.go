@@ -16,7 +16,7 @@ import (
 )
 
 // Huge notifications between replies, read slowly: two sessions make a
-// shared server write log notifications of 300 KiB to 1 MiB (each text its
+// shared server write log notifications of 64 KiB to 1 MiB (each text its
 // own) while two others echo texts of 10 bytes to 1 MiB through the same
 // process. The stdout reader hands every line out as a slice of its one
 // buffer, which the next line overwrites, and SSE events of 64 KiB or more
