@@ -148,3 +148,32 @@ func sendChunked(t *testing.T, addr, body string, chunk int, end bool) string {
 	resp.Body.Close()
 	return resp.Status
 }
+
+// A body that announces more than it sends and then ends (the client
+// half-closes its connection) is refused with 400 at once: the read ends
+// with the connection's EOF, it does not wait out BodyReadTimeout, and
+// nothing of it is taken as a message.
+func TestBodyShorterThanAnnounced(t *testing.T) {
+	b := newFakeBackend()
+	_, srv := testServer(t, b, Config{BodyReadTimeout: time.Minute, MaxBodyBytes: 1 << 20})
+	for _, sent := range []string{`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, strings.Repeat(" ", 40000)} {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s", mcpPath, len(sent)+1000, sent)
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%d bytes of %d announced: %v", len(sent), len(sent)+1000, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%d bytes of %d announced: %s, want 400", len(sent), len(sent)+1000, resp.Status)
+		}
+	}
+}
