@@ -111,19 +111,11 @@ func (m *Mux) Exited(gen uint64, err error) {
 }
 
 // Oversized is called for a line over the line limit. If its prefix shows
-// the id of a pending request, that request fails now instead of timing out.
+// the id of a pending request in its envelope (envelopeID), that request
+// fails now instead of timing out.
 func (m *Mux) Oversized(gen uint64, prefix []byte, size int) {
 	m.stats.oversized.Add(1) // the upstream logged it
-	i := bytes.Index(prefix, []byte(`"id":`))
-	if i < 0 {
-		return
-	}
-	rest := bytes.TrimLeft(prefix[i+5:], " ")
-	j := 0
-	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-		j++
-	}
-	if id, ok := parseUint(rest[:j]); ok {
+	if id, ok := envelopeID(prefix); ok {
 		m.finish(id, func(c *call) {
 			m.fail(c, protocol.CodeInternalError, fmt.Sprintf("mcpgate: reply of %d bytes exceeds the line limit", size))
 		})

@@ -10,7 +10,7 @@ const readBufSize = 64 << 10
 
 // keepLineBuf is the largest buffer kept between lines; a bigger one (after
 // a multi-megabyte reply) is swapped for a readBufSize one once the line is
-// handed out. A 1 MiB payload, escaped and wrapped, fits: such replies
+// handed out and no more than keepLineBuf of what was read after it waits. A 1 MiB payload, escaped and wrapped, fits: such replies
 // reuse one buffer.
 const keepLineBuf = 2 << 20
 
@@ -45,7 +45,10 @@ func newLineReader(r io.Reader, bufSize, max int) *lineReader {
 // prefix and its full size. At the end it returns io.EOF, or the read error
 // (then a partial line is dropped: the stream was cut, not ended).
 func (r *lineReader) next() (line []byte, size int, over bool, err error) {
-	if len(r.buf) > keepLineBuf {
+	if len(r.buf) > keepLineBuf && r.end-r.start <= keepLineBuf {
+		// Not while more than keepLineBuf is pending: the new buffer would
+		// be as big, and swapped again at the next call, copying all that
+		// is pending each time.
 		r.shrink()
 	}
 	for {
