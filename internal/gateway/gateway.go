@@ -249,6 +249,9 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	cfg, _, _ := g.current()
 	gw := cfg.Gateway
 	ln = newLimitListener(ln, gw.MaxConnections)
+	if gw.IdleTimeout > 0 {
+		ln = newFirstByteListener(ln, gw.IdleTimeout) // listener.go
+	}
 	srv := &http.Server{
 		Handler:           g.traceHTTP(g.withAuthServer(g.Handler)), // tracing.go, authserver.go
 		ReadHeaderTimeout: gw.HeaderTimeout,
