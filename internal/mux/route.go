@@ -111,11 +111,12 @@ func (m *Mux) Exited(gen uint64, err error) {
 }
 
 // Oversized is called for a line over the line limit. If its prefix shows
-// the id of a pending request in its envelope (envelopeID), that request
+// the id of a pending request in its envelope (jsonrpc.PrefixID: only the
+// envelope's own id, so that no other session's call fails), that request
 // fails now instead of timing out.
 func (m *Mux) Oversized(gen uint64, prefix []byte, size int) {
 	m.stats.oversized.Add(1) // the upstream logged it
-	if id, ok := envelopeID(prefix); ok {
+	if id, ok := parseUint(jsonrpc.PrefixID(prefix)); ok {
 		m.finish(id, func(c *call) {
 			m.fail(c, protocol.CodeInternalError, fmt.Sprintf("mcpgate: reply of %d bytes exceeds the line limit", size))
 		})
