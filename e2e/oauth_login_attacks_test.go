@@ -3,8 +3,10 @@ package e2e
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The attacks on the built-in authorization server's pages (issue 21): cross-site request
@@ -93,9 +95,12 @@ func TestOAuthServerConsentCSRF(t *testing.T) {
 
 // TestOAuthServerBruteForce: wrong passwords for one user are limited: within a few dozen tries
 // the sign-in page answers 429, and from then on the right password is refused too (until the
-// window passes, which this test does not wait for), from a new browser as well, and so is
-// another user's from the same address. Every try before is refused without a redirect.
+// window passes), from a new browser as well, and so is another user's from the same address.
+// Every try before is refused without a redirect. The guesser waits out each Retry-After, as a
+// patient one would, until the window has grown long (minWindow): the checks after it then fall
+// inside it however busy the machine is.
 func TestOAuthServerBruteForce(t *testing.T) {
+	const minWindow = 4 // seconds
 	const bob, bobPassword = "bob", "bob's own long password"
 	g := startAuthGateway(t, map[string]any{"users": []any{
 		map[string]any{"name": e2eUser, "passwordHash": passwordHash(t, e2ePassword)},
@@ -108,12 +113,22 @@ func TestOAuthServerBruteForce(t *testing.T) {
 	f := p.form(t, "/oauth/login")
 
 	const maxTries = 50
-	throttled := 0
+	throttled, window := 0, 0
 	for i := 1; i <= maxTries; i++ {
 		r := ua.post(t, f.action, url.Values{"csrf": {f.csrf}, "username": {e2eUser}, "password": {"guess-" + url.QueryEscape(string(rune('a'+i%26)))}}, g.base)
 		if r.status == http.StatusTooManyRequests {
-			throttled = i
-			break
+			secs, err := strconv.Atoi(r.header.Get("Retry-After"))
+			if err != nil || secs < 1 {
+				t.Fatalf("guess %d: 429 with Retry-After %q, want whole seconds", i, r.header.Get("Retry-After"))
+			}
+			if throttled == 0 {
+				throttled = i
+			}
+			if window = secs; window >= minWindow {
+				break
+			}
+			time.Sleep(time.Duration(secs) * time.Second) // the wait the gateway asked for
+			continue
 		}
 		if r.status == http.StatusSeeOther || r.location != nil {
 			t.Fatalf("wrong password %d: %d (Location %v): signed in", i, r.status, r.location)
@@ -126,7 +141,10 @@ func TestOAuthServerBruteForce(t *testing.T) {
 	if throttled == 0 {
 		t.Fatalf("%d wrong passwords in a row and no 429", maxTries)
 	}
-	t.Logf("throttled after %d wrong passwords", throttled)
+	if window < minWindow {
+		t.Fatalf("%d tries and the window is still %d s", maxTries, window)
+	}
+	t.Logf("throttled after %d wrong passwords; the window grew to %d s", throttled, window)
 
 	r := ua.post(t, f.action, url.Values{"csrf": {f.csrf}, "username": {e2eUser}, "password": {e2ePassword}}, g.base)
 	if r.status != http.StatusTooManyRequests || r.location != nil {

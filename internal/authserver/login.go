@@ -273,6 +273,7 @@ func (l *loginPages) signInPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok {
+		l.throttle.failed(userKey(username), addr)
 		l.s.deps.Logger.Warn("authserver: sign-in failed", "user", logged, "method", method, "addr", addr, "client", req.ClientID)
 		msg := "Wrong user name or password."
 		if code != "" {

@@ -13,10 +13,10 @@ import (
 // per user name and per client address. The first throttleFree failures
 // of a key cost nothing; after that each further attempt must wait a
 // delay that doubles with every failure (1 s, 2 s, 4 s, ... up to
-// throttleMaxDelay), and an attempt made sooner is refused with a 429
-// page without checking the password at all, so a guesser gets a few
-// hundred guesses a day at most, and spends no hashing time of ours on
-// refused ones. A key forgets its failures throttleForget after the
+// throttleMaxDelay), counted from the end of the failed check, and an
+// attempt made sooner is refused with a 429 page without checking the
+// password at all, so a guesser gets a few hundred guesses a day at
+// most, and spends no hashing time of ours on refused ones. A key forgets its failures throttleForget after the
 // last one, and a successful sign-in forgets the user's (not the
 // address's: an attacker with an account of their own must not be able
 // to reset the count of the address they guess from).
@@ -93,6 +93,21 @@ func (t *throttle) attempt(keys ...string) time.Duration {
 	}
 	t.failLocked(now, keys)
 	return 0
+}
+
+// failed restarts the wait of every one of keys at now: attempt counted
+// the failure when the check began, and a slow check (a password hash on
+// a busy machine takes a second or more) must not use up the delay the
+// failure earns, or the next guess would wait nothing.
+func (t *throttle) failed(keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	for _, k := range keys {
+		if f := t.keys[k]; f != nil && now.After(f.last) {
+			f.last = now
+		}
+	}
 }
 
 // succeeded takes back the failure attempt counted against every one

@@ -81,3 +81,29 @@ func TestThrottleKeepsKnownUsers(t *testing.T) {
 		t.Errorf("%d keys, bound %d and the users'", n, th.max)
 	}
 }
+
+// TestThrottleDelayCountsFromTheCheck: a password check that takes long
+// (a hash on a busy machine) does not use up the delay its failure
+// earns: the next guess waits the full delay from the moment the check
+// failed, not from the moment it began.
+func TestThrottleDelayCountsFromTheCheck(t *testing.T) {
+	f := newLoginFixture(t, "", nil)
+	f.l.passwords.compared = func() { f.clock.Advance(3 * time.Second) } // each hash takes 3 s
+	guess := func() int {
+		r := newFormRequest(f, f.l.url("/oauth/login", f.req.ID), url.Values{"csrf": {f.req.CSRF}, "username": {"alice"}, "password": {"guess"}})
+		return f.do(r).Code
+	}
+	for i := range throttleFree {
+		if code := guess(); code != http.StatusOK {
+			t.Fatalf("failure %d: %d", i+1, code)
+		}
+	}
+	// The last failure began 3 s before it was known; its 1 s delay
+	// starts when it was known.
+	if code := guess(); code != http.StatusTooManyRequests {
+		t.Fatalf("the guess right after %d slow failures: %d, want 429", throttleFree, code)
+	}
+	if d := f.l.throttle.wait(userKey("alice")); d != throttleDelay(throttleFree) {
+		t.Errorf("wait after the slow failure: %v, want the full %v", d, throttleDelay(throttleFree))
+	}
+}
