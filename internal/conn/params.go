@@ -146,19 +146,22 @@ func stringValue(v []byte) (string, error) {
 // its value as it is, refusing a name equal to one of watched in another
 // case; errNotObject if obj is not an object.
 func eachMember(obj []byte, watched []string, f func(name, val []byte)) error {
-	i := skipSpace(obj, 0)
+	i := jsonrpc.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return errNotObject
 	}
 	for i++; ; {
-		i = skipSpace(obj, i)
+		i = jsonrpc.SkipSpace(obj, i)
 		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
+			i = jsonrpc.SkipSpace(obj, i+1)
 		}
 		if i >= len(obj) || obj[i] != '"' {
 			return nil // the closing brace (obj is valid)
 		}
-		end := skipValue(obj, i)
+		end := jsonrpc.SkipValue(obj, i)
+		if end < 0 {
+			return errors.New("is not a valid JSON object")
+		}
 		name := obj[i+1 : end-1]
 		if bytes.IndexByte(name, '\\') >= 0 {
 			var s string
@@ -172,62 +175,14 @@ func eachMember(obj []byte, watched []string, f func(name, val []byte)) error {
 				return errors.New("has a member " + strconv.Quote(string(name)) + ": write " + strconv.Quote(w))
 			}
 		}
-		i = skipSpace(obj, end)
-		i = skipSpace(obj, i+1) // past ':'
-		end = skipValue(obj, i)
+		i = jsonrpc.SkipSpace(obj, end)
+		i = jsonrpc.SkipSpace(obj, i+1) // past ':'
+		if end = jsonrpc.SkipValue(obj, i); end < 0 {
+			return errors.New("is not a valid JSON object")
+		}
 		f(name, obj[i:end:end])
 		i = end
 	}
-}
-
-// skipSpace returns the index of the first byte at or after i that is
-// not JSON whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the valid JSON value at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		for i++; i < len(b); i++ {
-			switch b[i] {
-			case '\\':
-				i++
-			case '"':
-				return i + 1
-			}
-		}
-		return len(b)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipValue(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\n', '\r', '\t':
-			return i
-		}
-		i++
-	}
-	return i
 }
 
 // StrictMembers decodes the JSON object raw by member name (unescaped),

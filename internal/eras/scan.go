@@ -11,73 +11,9 @@ import (
 
 // This file walks JSON that jsonrpc.Parse has already validated, to find the
 // few members the rest of the package reads (params, params._meta and its
-// keys, result, error.code) without decoding anything else. It trusts the
-// validation for correctness but checks every bound, so bytes that did not
-// come from Parse make it report "absent", never panic.
-
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string whose opening quote is
-// at b[i], and whether it contains escapes; -1 if it is unterminated.
-func skipString(b []byte, i int) (end int, escaped bool) {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			escaped = true
-			i++
-		case '"':
-			return i + 1, escaped
-		}
-	}
-	return -1, escaped
-}
-
-// skipValue returns the index just past the value starting at b[i] (which
-// must not be whitespace), or -1 if it does not end.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		end, _ := skipString(b, i)
-		return end
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				if i, _ = skipString(b, i); i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\n', '\r', '\t':
-			return i
-		}
-		i++
-	}
-	return i
-}
+// keys, result, error.code) without decoding anything else, with
+// jsonrpc's walking helpers (walk.go there): bytes that did not come from
+// Parse make it report "absent", never panic.
 
 // member is one name/value pair of an object, both located in the bytes
 // walked; key includes the quotes.
@@ -109,9 +45,9 @@ func (w *members) next() (member, bool) {
 	if w.done {
 		return member{}, false
 	}
-	i := skipSpace(w.b, w.i)
+	i := jsonrpc.SkipSpace(w.b, w.i)
 	if i < len(w.b) && w.b[i] == ',' {
-		i = skipSpace(w.b, i+1)
+		i = jsonrpc.SkipSpace(w.b, i+1)
 	}
 	if i >= len(w.b) || w.b[i] != '"' {
 		w.done = true
@@ -119,19 +55,19 @@ func (w *members) next() (member, bool) {
 		return member{}, false
 	}
 	var m member
-	end, escaped := skipString(w.b, i)
+	end, escaped := jsonrpc.SkipString(w.b, i)
 	if end < 0 {
 		w.done, w.bad = true, true
 		return member{}, false
 	}
 	m.key, m.escaped = jsonrpc.Span{Start: i, End: end}, escaped
-	i = skipSpace(w.b, end)
+	i = jsonrpc.SkipSpace(w.b, end)
 	if i >= len(w.b) || w.b[i] != ':' {
 		w.done, w.bad = true, true
 		return member{}, false
 	}
-	i = skipSpace(w.b, i+1)
-	if end = skipValue(w.b, i); end < 0 {
+	i = jsonrpc.SkipSpace(w.b, i+1)
+	if end = jsonrpc.SkipValue(w.b, i); end < 0 {
 		w.done, w.bad = true, true
 		return member{}, false
 	}
@@ -142,8 +78,8 @@ func (w *members) next() (member, bool) {
 
 // wholeValue locates the top-level value of b (after whitespace).
 func wholeValue(b []byte) jsonrpc.Span {
-	i := skipSpace(b, 0)
-	end := skipValue(b, i)
+	i := jsonrpc.SkipSpace(b, 0)
+	end := jsonrpc.SkipValue(b, i)
 	if end <= i {
 		return jsonrpc.Span{}
 	}
