@@ -100,7 +100,7 @@ func TestOAuthServerConsentCSRF(t *testing.T) {
 // patient one would, until the window has grown long (minWindow): the checks after it then fall
 // inside it however busy the machine is.
 func TestOAuthServerBruteForce(t *testing.T) {
-	const minWindow = 4 // seconds
+	const minWindow = 8 // seconds
 	const bob, bobPassword = "bob", "bob's own long password"
 	g := startAuthGateway(t, map[string]any{"users": []any{
 		map[string]any{"name": e2eUser, "passwordHash": passwordHash(t, e2ePassword)},

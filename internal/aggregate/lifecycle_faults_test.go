@@ -497,7 +497,10 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 			a := fakeMember(t, "a", testkit.FakeOptions{})
 			a.Backend = &gateBackend{Backend: a.Backend, hold: g.hold}
 			if how == "timeout" {
-				a.Timeout = 200 * time.Millisecond
+				// Long enough for the listing and the in-flight probes
+				// of a busy machine; the held call still times out.
+				a.Timeout = 2 * time.Second
+				waitReady(t, a) // the timeout bounds a start too: the test is of the call
 			}
 			e := newEndpoint(t, Options{}, a)
 			cl := connect(t, e, `{}`)
@@ -545,8 +548,8 @@ func TestFaultEndedBeforeTheMemberSawIt(t *testing.T) {
 // gets its new call answered, not cancelled by the old one's cancellation.
 func TestFaultTimeoutThenSameID(t *testing.T) {
 	a := fakeMember(t, "a", testkit.FakeOptions{})
-	a.Timeout = 300 * time.Millisecond
-	waitReady(t, a) // the timeout bounds a start too: the test is of the call
+	a.Timeout = 2 * time.Second // the second call (100 ms) must fit in it on a busy machine
+	waitReady(t, a)             // the timeout bounds a start too: the test is of the call
 	e := newEndpoint(t, Options{}, a)
 	cl := connect(t, e, `{}`)
 	cl.tools()

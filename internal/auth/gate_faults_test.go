@@ -300,7 +300,9 @@ func TestFaultSlowJWKS(t *testing.T) {
 func TestFaultIntrospectionAbuse(t *testing.T) {
 	clk := newClock()
 	f := newFakeIntrospection(t)
-	g := newGate(t, introspectionConfig(f), clk, func(o *Options) { o.FetchTimeout = 300 * time.Millisecond })
+	// Every introspection below must fit in FetchTimeout on a busy
+	// machine; the slow endpoint's check allows it and more.
+	g := newGate(t, introspectionConfig(f), clk, func(o *Options) { o.FetchTimeout = 2 * time.Second })
 	exp := float64(clk.Now().Add(time.Hour).Unix())
 	f.set("noaud", map[string]any{"active": true, "sub": "mallory", "scope": "mcp", "exp": exp})
 	f.set("emptyaud", map[string]any{"active": true, "sub": "mallory", "scope": "mcp", "aud": []any{}, "exp": exp})

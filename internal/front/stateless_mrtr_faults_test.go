@@ -527,9 +527,11 @@ func TestAttackUnparkRacesExpire(t *testing.T) {
 // answered in time with the state it was given.
 func TestAttackOrphanStateKillsLiveRequest(t *testing.T) {
 	b := newAtkBackend(mrtrScript)
-	const wait = 300 * time.Millisecond
+	// The retries must come within wait of the first park, however busy
+	// the machine: a few round trips, so seconds.
+	const wait = 2 * time.Second
 	h, url := atkServer(t, b, Config{InputWait: wait})
-	ctx, cancel := ctxT(5 * time.Second)
+	ctx, cancel := ctxT(20 * time.Second)
 	defer cancel()
 	ir := asInputRequired(t, atkPost(ctx, url, atkBody("1", "tools/call", "twoThenC", "")))
 	var keyA string

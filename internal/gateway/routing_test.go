@@ -17,7 +17,7 @@ import (
 // gets -32001 and the server gets notifications/cancelled for it.
 func TestTimeoutAnswersAndCancelsUpstream(t *testing.T) {
 	s := fakeServer("fake", testkit.FakeOptions{})
-	s.Timeout = 300 * time.Millisecond
+	s.Timeout = 2 * time.Second // the polls below must fit in it on a busy machine
 	g := startGateway(t, newConfig(s))
 	c := g.client("fake")
 	c.connect(t)

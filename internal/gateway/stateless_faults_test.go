@@ -40,12 +40,14 @@ func atkModern(g *testGateway, d time.Duration, server, id, tool, args, extra st
 // client then retries in time, with a valid state.
 func TestAttackGatewayTimeoutWhileParked(t *testing.T) {
 	s := fakeServer("s", testkit.FakeOptions{})
-	s.Timeout = 300 * time.Millisecond
+	// Long enough for the server's sampling request to come back before
+	// it on a busy machine, and far shorter than InputWait.
+	s.Timeout = 2 * time.Second
 	cfg := newConfig(s)
 	cfg.Gateway.InputWait = 10 * time.Second
 	g := startGateway(t, cfg)
-	// The 300 ms timeout is for the parked call, not for a process
-	// starting under -race on a busy machine.
+	// The timeout is for the parked call, not for a process starting
+	// under -race on a busy machine.
 	testkit.WaitFor(t, "the server to be ready", func() bool { return g.gw.Readiness().Servers["s"].Ready })
 	status, body, err := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
 	var r struct {
@@ -84,6 +86,7 @@ func TestAttackGatewayParkedForeverBlocksOthers(t *testing.T) {
 	cfg := newConfig(fakeServer("s", testkit.FakeOptions{}))
 	cfg.Gateway.InputWait = 300 * time.Millisecond
 	g := startGateway(t, cfg)
+	before := time.Now() // the request is parked after this
 	_, body, _ := atkModern(g, 10*time.Second, "s", "1", "sample", `{"prompt":"p"}`, "")
 	start := time.Now()
 	sent := start // when the retry that got body was sent
@@ -95,7 +98,9 @@ func TestAttackGatewayParkedForeverBlocksOthers(t *testing.T) {
 		}
 		_ = json.Unmarshal([]byte(body), &r)
 		if r.Result.RequestState == "" {
-			if r.Error.Code != -32602 || time.Since(start) < cfg.Gateway.InputWait/2 {
+			// Refused, and not before its time ran out: InputWait after
+			// it was parked, which was after before.
+			if r.Error.Code != -32602 || time.Since(before) < cfg.Gateway.InputWait {
 				t.Fatalf("round %d after %v: %s", rounds, time.Since(start), body)
 			}
 			break

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -59,28 +60,32 @@ func TestExpiryTimerNotSetPerCall(t *testing.T) {
 // answered, still times out: the timer fires at the earlier deadline and
 // expire sets it again for the call left.
 func TestCallAfterAnsweredOneStillTimesOut(t *testing.T) {
-	m := New(Options{Name: "t", Timeout: 200 * time.Millisecond})
-	defer m.Close()
-	up := &silent{m: m}
-	m.SetUpstream(testkit.Genless(up))
-	m.Started(1)
-	out := &collect{done: make(chan struct{}, 1)}
-	c := m.Join(out)
-	callAndAnswer(t, m, up, c, out, 1)
-	msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}`))
-	c.Handle(context.Background(), &msg, out)
-	select {
-	case <-out.done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the unanswered call never timed out")
-	}
-	out.mu.Lock()
-	r := out.replies[len(out.replies)-1]
-	out.mu.Unlock()
-	if !bytes.Contains(r, []byte(`"id":2`)) || !bytes.Contains(r, []byte(`-32001`)) {
-		t.Fatalf("reply %s, want the timeout of call 2", r)
-	}
-	if st := m.Stats(); st.TimedOut != 1 || m.Pending() != 0 {
-		t.Fatalf("timed out %d, pending %d", st.TimedOut, m.Pending())
-	}
+	// In a synctest bubble: the answer must come before the timeout,
+	// which a busy machine could otherwise let fire first.
+	synctest.Test(t, func(t *testing.T) {
+		m := New(Options{Name: "t", Timeout: 200 * time.Millisecond})
+		defer m.Close()
+		up := &silent{m: m}
+		m.SetUpstream(testkit.Genless(up))
+		m.Started(1)
+		out := &collect{done: make(chan struct{}, 1)}
+		c := m.Join(out)
+		callAndAnswer(t, m, up, c, out, 1)
+		msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}`))
+		c.Handle(context.Background(), &msg, out)
+		select {
+		case <-out.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the unanswered call never timed out")
+		}
+		out.mu.Lock()
+		r := out.replies[len(out.replies)-1]
+		out.mu.Unlock()
+		if !bytes.Contains(r, []byte(`"id":2`)) || !bytes.Contains(r, []byte(`-32001`)) {
+			t.Fatalf("reply %s, want the timeout of call 2", r)
+		}
+		if st := m.Stats(); st.TimedOut != 1 || m.Pending() != 0 {
+			t.Fatalf("timed out %d, pending %d", st.TimedOut, m.Pending())
+		}
+	})
 }

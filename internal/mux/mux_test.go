@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -113,58 +114,62 @@ func (c *collect) Reply(msg []byte) {
 // deadline list consistent; the unanswered ones time out with -32001 and
 // are cancelled upstream.
 func TestDeadlinesInRegistrationOrder(t *testing.T) {
-	m := New(Options{Name: "t", Timeout: 100 * time.Millisecond})
-	defer m.Close()
-	up := &silent{m: m}
-	m.SetUpstream(testkit.Genless(up))
-	m.Started(1)
-	out := &collect{done: make(chan struct{}, 3)}
-	c := m.Join(out)
-	for _, id := range []string{`"a"`, `"b"`, `"c"`} {
-		msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{}}`))
-		c.Handle(context.Background(), &msg, out)
-	}
-	// Answer the middle call: its upstream id is the second one written.
-	up.mu.Lock()
-	second, _ := jsonrpc.Parse(up.sent[1])
-	up.mu.Unlock()
-	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+string(second.Bytes(second.ID))+`,"result":{}}`))
-	for range 3 {
-		<-out.done
-	}
-	got := map[string]string{}
-	for _, r := range out.replies {
-		msg, _ := jsonrpc.Parse(r)
-		kind := "result"
-		if msg.IsError {
-			kind = "error"
-			if !bytes.Contains(r, []byte(`-32001`)) {
-				t.Errorf("timeout reply %s", r)
-			}
+	// In a synctest bubble: the answer must come before the timeout,
+	// which a busy machine could otherwise let fire first.
+	synctest.Test(t, func(t *testing.T) {
+		m := New(Options{Name: "t", Timeout: 100 * time.Millisecond})
+		defer m.Close()
+		up := &silent{m: m}
+		m.SetUpstream(testkit.Genless(up))
+		m.Started(1)
+		out := &collect{done: make(chan struct{}, 3)}
+		c := m.Join(out)
+		for _, id := range []string{`"a"`, `"b"`, `"c"`} {
+			msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{}}`))
+			c.Handle(context.Background(), &msg, out)
 		}
-		got[string(msg.Bytes(msg.ID))] = kind
-	}
-	if got[`"a"`] != "error" || got[`"b"`] != "result" || got[`"c"`] != "error" {
-		t.Fatalf("replies %v", got)
-	}
-	if m.Pending() != 0 || m.Stats().TimedOut != 2 {
-		t.Fatalf("pending %d, timed out %d", m.Pending(), m.Stats().TimedOut)
-	}
-	// The callers hear first, the server afterwards: wait for the
-	// cancellations.
-	testkit.WaitFor(t, "2 cancellations upstream", func() bool {
+		// Answer the middle call: its upstream id is the second one written.
 		up.mu.Lock()
-		cancels := 0
-		for _, s := range up.sent {
-			if bytes.Contains(s, []byte(`notifications/cancelled`)) {
-				cancels++
-			}
-		}
+		second, _ := jsonrpc.Parse(up.sent[1])
 		up.mu.Unlock()
-		if cancels > 2 {
-			t.Fatalf("%d cancellations upstream, want 2", cancels)
+		m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+string(second.Bytes(second.ID))+`,"result":{}}`))
+		for range 3 {
+			<-out.done
 		}
-		return cancels == 2
+		got := map[string]string{}
+		for _, r := range out.replies {
+			msg, _ := jsonrpc.Parse(r)
+			kind := "result"
+			if msg.IsError {
+				kind = "error"
+				if !bytes.Contains(r, []byte(`-32001`)) {
+					t.Errorf("timeout reply %s", r)
+				}
+			}
+			got[string(msg.Bytes(msg.ID))] = kind
+		}
+		if got[`"a"`] != "error" || got[`"b"`] != "result" || got[`"c"`] != "error" {
+			t.Fatalf("replies %v", got)
+		}
+		if m.Pending() != 0 || m.Stats().TimedOut != 2 {
+			t.Fatalf("pending %d, timed out %d", m.Pending(), m.Stats().TimedOut)
+		}
+		// The callers hear first, the server afterwards: wait for the
+		// cancellations.
+		testkit.WaitFor(t, "2 cancellations upstream", func() bool {
+			up.mu.Lock()
+			cancels := 0
+			for _, s := range up.sent {
+				if bytes.Contains(s, []byte(`notifications/cancelled`)) {
+					cancels++
+				}
+			}
+			up.mu.Unlock()
+			if cancels > 2 {
+				t.Fatalf("%d cancellations upstream, want 2", cancels)
+			}
+			return cancels == 2
+		})
 	})
 }
 

@@ -229,8 +229,10 @@ func TestStuckKilledWithinTimeout(t *testing.T) {
 // A child that reads a little at intervals longer than the stuck check's
 // tick but shorter than StuckTimeout is slow, not stuck.
 func TestBurstyReaderNotStuck(t *testing.T) {
-	cfg := shConfig(t, "while :; do dd bs=16384 count=1 of=/dev/null 2>/dev/null; sleep 0.3; done")
-	cfg.StuckTimeout = 900 * time.Millisecond
+	// Each gap is the sleep and two forks, which a busy machine can make
+	// last far longer than the sleep: StuckTimeout leaves room for that.
+	cfg := shConfig(t, "while :; do dd bs=16384 count=1 of=/dev/null 2>/dev/null; sleep 0.5; done")
+	cfg.StuckTimeout = 3 * time.Second // checked every 375 ms: the sleep is longer
 	s, r := start(t, cfg)
 	r.waitEvent("started", 1)
 	if err := s.Send(context.Background(), bytes.Repeat([]byte("z"), 160<<10)); err != nil {
