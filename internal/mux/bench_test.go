@@ -100,3 +100,19 @@ func TestRoundTripNoAllocs(t *testing.T) {
 		t.Fatalf("%.1f allocations per round trip, want at most 2", n)
 	}
 }
+
+// BenchmarkJoinCloseAmong10k joins and closes one client of a Mux that
+// 10,000 other sessions share: what a stateless request (a client of its
+// own) or a session's end costs beside many others. No session asked for
+// a logging level, so the close need not look at the others.
+func BenchmarkJoinCloseAmong10k(b *testing.B) {
+	m := newLoopbackMux(b)
+	for range 10000 {
+		m.Join(&discard{})
+	}
+	out := &discard{}
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Join(out).Close()
+	}
+}

@@ -104,6 +104,9 @@ func (c *Client) close(why error) {
 		c.stop() // wakes its requests waiting for the server
 	}
 	delete(m.clients, c)
+	if c.level >= 0 {
+		m.leveled--
+	}
 	m.forgetTasksLocked(c)
 	// The server's level follows the sessions still there (also after a
 	// timed-out setLevel left it unknown).

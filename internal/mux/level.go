@@ -52,11 +52,11 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 		// change may send this level between a failure and its revert.
 		m.mu.Lock()
 		prev := c.level
-		c.level = levelRank(p.Level)
+		m.setClientLevelLocked(c, levelRank(p.Level))
 		m.mu.Unlock()
 		if err = m.applyLevelLocked(ctx); err != nil {
 			m.mu.Lock()
-			c.level = prev
+			m.setClientLevelLocked(c, prev)
 			m.mu.Unlock()
 		}
 		m.unlockLevel()
@@ -103,15 +103,35 @@ func validLevel(s string) bool {
 // whatever it is.
 const levelUnknown = -2
 
+// setClientLevelLocked sets the level c asked for (-1: none), counting in
+// m.leveled the clients still joined that asked for one. Called with m.mu
+// held.
+func (m *Mux) setClientLevelLocked(c *Client, level int) {
+	if !c.closed {
+		switch {
+		case c.level < 0 && level >= 0:
+			m.leveled++
+		case c.level >= 0 && level < 0:
+			m.leveled--
+		}
+	}
+	c.level = level
+}
+
 // wantLevelLocked is the level the server should be at: the most verbose
 // one a session asked for (the least verbose that gives every session what
 // it asked); defaultLevel when none asks any more but one was set; -1 when
-// none was ever set. Called with m.mu held.
+// none was ever set. Called with m.mu held, on every client's close: the
+// clients are walked only when some asked for a level (few do; a stateless
+// request, a client of its own, never does), not once per close of
+// thousands.
 func (m *Mux) wantLevelLocked() int {
 	want := -1
-	for c := range m.clients {
-		if c.level >= 0 && (want < 0 || c.level < want) {
-			want = c.level
+	if m.leveled > 0 {
+		for c := range m.clients {
+			if c.level >= 0 && (want < 0 || c.level < want) {
+				want = c.level
+			}
 		}
 	}
 	if want < 0 && m.level != -1 {

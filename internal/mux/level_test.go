@@ -18,6 +18,24 @@ func TestSetLevelRefusalPassedThrough(t *testing.T) {
 	if !isErr || code != -32602 || text != "level not supported here" {
 		t.Fatalf("got %d %q", code, text)
 	}
+	checkLeveled(t, m, 0) // the refused level was taken back
+}
+
+// checkLeveled fails unless m counts want clients with a level, and that
+// is how many of its clients have one.
+func checkLeveled(t *testing.T, m *Mux, want int) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	walked := 0
+	for c := range m.clients {
+		if c.level >= 0 {
+			walked++
+		}
+	}
+	if m.leveled != walked || walked != want {
+		t.Errorf("leveled %d, clients with a level %d, want %d", m.leveled, walked, want)
+	}
 }
 
 // TestLevelLoweredWhenVerboseSessionLeaves: the server's level follows the
@@ -45,15 +63,22 @@ func TestLevelLoweredWhenVerboseSessionLeaves(t *testing.T) {
 		}
 		return got
 	}
+	idle := m.Join(newRec()) // never asks for a level: its close changes nothing
 	set(b, "warning")
 	set(a, "debug")
+	set(a, "notice") // a client's second level is still one client
+	set(a, "debug")
+	checkLeveled(t, m, 2)
+	idle.Close()
 	a.Close()
-	up.waitFor(t, "the level lowered to warning", func() bool { return len(levelsSent()) == 3 })
+	checkLeveled(t, m, 1)
+	up.waitFor(t, "the level lowered to warning", func() bool { return len(levelsSent()) == 5 })
 	b.Close()
-	up.waitFor(t, "the level back to info", func() bool { return len(levelsSent()) == 4 })
+	checkLeveled(t, m, 0)
+	up.waitFor(t, "the level back to info", func() bool { return len(levelsSent()) == 6 })
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	want := "warning,debug,warning,info"
+	want := "warning,debug,notice,debug,warning,info"
 	if got := levelsSent(); joinComma(got) != want {
 		t.Fatalf("levels sent %v, want %s", got, want)
 	}

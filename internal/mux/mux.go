@@ -209,6 +209,7 @@ type Mux struct {
 	tasks      map[string]*task  // shared mode: task id -> who created it (tasks.go)
 	taskTokens map[uint64]string // shared mode: a task's upstream progress token -> its id
 	level      int               // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
+	leveled    int               // clients of clients that asked for a level (level >= 0): wantLevelLocked walks them only when some did
 	oldest     *call             // deadline list, oldest first
 	newest     *call
 	expiryAt   time.Duration // the deadline (since epoch) expiry is set for; 0 when it is not set
