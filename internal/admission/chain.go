@@ -105,11 +105,11 @@ func PrincipalKey(p *auth.Principal) string {
 // AdmitRequest checks the limits of a POST of msgs (the transport asks
 // once it has read them): the release to call once the POST is answered,
 // or why it is refused.
-func (req *Request) AdmitRequest(msgs []jsonrpc.Message, live limits.Live) (release func(), ref *limits.Refusal) {
+func (req *Request) AdmitRequest(msgs []jsonrpc.Message) (release func(), ref *limits.Refusal) {
 	if req == nil || req.limiter == nil {
 		return limits.NoRelease, nil
 	}
-	return req.limiter.AdmitRequest(req.limitKey, msgs, live)
+	return req.limiter.AdmitRequest(req.limitKey, msgs)
 }
 
 // Limited reports whether the request's principal has limits.
@@ -118,9 +118,9 @@ func (req *Request) Limited() bool { return req != nil && req.limiter != nil }
 // AdmitSession reserves one of the principal's sessions (the transport
 // asks when it opens one): the caller calls commit with the session
 // opened, or nil when it was not; nil commit without limits.
-func (req *Request) AdmitSession(live limits.Live) (commit func(*session.Session), ref *limits.Refusal) {
+func (req *Request) AdmitSession() (commit func(*session.Session), ref *limits.Refusal) {
 	if req == nil || req.limiter == nil {
 		return nil, nil
 	}
-	return req.limiter.AdmitSession(req.limitKey, live)
+	return req.limiter.AdmitSession(req.limitKey)
 }

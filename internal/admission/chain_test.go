@@ -13,7 +13,6 @@ import (
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
-	"github.com/mcpgate/mcpgate/internal/session"
 )
 
 // Chain runs its stages in the order given, the handler last, and a
@@ -71,9 +70,8 @@ func TestWithFrom(t *testing.T) {
 // limits the transport's questions are answered yes, holding nothing.
 func TestLimitStage(t *testing.T) {
 	msgs := []jsonrpc.Message{{Kind: jsonrpc.KindRequest}}
-	live := session.NewStore(session.Limits{})
 	var none *Request
-	if release, ref := none.AdmitRequest(msgs, live); ref != nil || release == nil {
+	if release, ref := none.AdmitRequest(msgs); ref != nil || release == nil {
 		t.Fatalf("no Request: %v", ref)
 	}
 	l := limits.New(&limits.Config{MaxInFlight: 1})
@@ -84,8 +82,8 @@ func TestLimitStage(t *testing.T) {
 			t.Fatal("the Request has no limits")
 		}
 		var release func()
-		release, first = req.AdmitRequest(msgs, live)
-		_, second = req.AdmitRequest(msgs, live) // the same principal: over its one in flight
+		release, first = req.AdmitRequest(msgs)
+		_, second = req.AdmitRequest(msgs) // the same principal: over its one in flight
 		if release != nil {
 			release()
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/limits"
-	"github.com/mcpgate/mcpgate/internal/session"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -27,7 +26,6 @@ import (
 func TestNoRoundTripWithoutLimits(t *testing.T) {
 	m := miniredis.RunT(t)
 	c, _ := newCluster(t, "a", m.Addr(), nil)
-	store := session.NewStore(session.Limits{})
 	msg, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +36,7 @@ func TestNoRoundTripWithoutLimits(t *testing.T) {
 	none := limits.New(&limits.Config{MaxInFlightTotal: 10, MaxSessions: 5, Shared: c})
 	before := trips.n.Load()
 	for range 10 {
-		release, ref := none.AdmitRequest("p", msgs, store)
+		release, ref := none.AdmitRequest("p", msgs)
 		if ref != nil {
 			t.Fatal(ref.Msg)
 		}
@@ -48,12 +46,12 @@ func TestNoRoundTripWithoutLimits(t *testing.T) {
 		t.Errorf("%d Redis commands for 10 POSTs without per-principal limits, want 0", n)
 	}
 	some := limits.New(&limits.Config{RequestsPerSecond: 1000, ToolsPerSecond: 1000, Shared: c})
-	if _, ref := some.AdmitRequest("p", msgs, store); ref != nil { // loads the script
+	if _, ref := some.AdmitRequest("p", msgs); ref != nil { // loads the script
 		t.Fatal(ref.Msg)
 	}
 	before = trips.n.Load()
 	for range 10 {
-		if _, ref := some.AdmitRequest("p", msgs, store); ref != nil {
+		if _, ref := some.AdmitRequest("p", msgs); ref != nil {
 			t.Fatal(ref.Msg)
 		}
 	}
@@ -125,9 +123,8 @@ func BenchmarkAdmitNoLimits(b *testing.B) {
 }
 
 func benchAdmit(b *testing.B, l *limits.Limiter, c *Cluster) {
-	store := session.NewStore(session.Limits{})
 	for b.Loop() {
-		release, ref := l.AdmitRequest("p", nil, store)
+		release, ref := l.AdmitRequest("p", nil)
 		if ref != nil {
 			b.Fatal(ref.Msg)
 		}

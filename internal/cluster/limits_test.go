@@ -179,7 +179,7 @@ func TestSessionsShared(t *testing.T) {
 	sa, sb := session.NewStore(session.Limits{}), session.NewStore(session.Limits{})
 	open := func(l *limits.Limiter, st *session.Store) *session.Session {
 		t.Helper()
-		commit, ref := l.AdmitSession("p", st)
+		commit, ref := l.AdmitSession("p")
 		if ref != nil {
 			t.Fatalf("AdmitSession: %s", ref.Msg)
 		}
@@ -192,17 +192,17 @@ func TestSessionsShared(t *testing.T) {
 	}
 	s1 := open(la, sa)
 	open(lb, sb)
-	if _, ref := la.AdmitSession("p", sa); ref == nil {
+	if _, ref := la.AdmitSession("p"); ref == nil {
 		t.Fatal("a third session across two replicas admitted with MaxSessions 2")
 	}
 	// A session that fails to open gives its place back.
 	sa.Delete(s1.ID)
-	la.Sweep(sa)
+	la.Sweep()
 	testkit.WaitFor(t, "the ended session to be given back", func() bool {
 		got, _ := m.Get(a.keys.sessions("p"))
 		return got == "1"
 	})
-	commit, ref := lb.AdmitSession("p", sb)
+	commit, ref := lb.AdmitSession("p")
 	if ref != nil {
 		t.Fatalf("after a's session ended, b refused: %s", ref.Msg)
 	}
@@ -212,7 +212,7 @@ func TestSessionsShared(t *testing.T) {
 		return got == "1"
 	})
 	open(lb, sb)
-	if _, ref := la.AdmitSession("p", sa); ref == nil {
+	if _, ref := la.AdmitSession("p"); ref == nil {
 		t.Fatal("a third session admitted")
 	}
 }
@@ -233,10 +233,9 @@ func TestThreeReplicasShareRate(t *testing.T) {
 		c, _ := newCluster(t, id, addr, clk)
 		ls = append(ls, limits.New(&limits.Config{RequestsPerSecond: perSecond, Burst: 1, Shared: c, Now: clk.Now}))
 	}
-	store := session.NewStore(session.Limits{})
 	admitted := 0
 	for i := range attempts {
-		if release, ref := ls[i%3].AdmitRequest("p", nil, store); ref == nil {
+		if release, ref := ls[i%3].AdmitRequest("p", nil); ref == nil {
 			admitted++
 			release()
 		}
@@ -274,10 +273,9 @@ func TestFallbackWhileRedisDown(t *testing.T) {
 		t.Fatalf("Live() = %d, want 3", n)
 	}
 	l := limits.New(&limits.Config{RequestsPerSecond: 30, Burst: 30, Shared: a, Now: clk.Now})
-	store := session.NewStore(session.Limits{})
 	count := func(attempts int) (admitted int) {
 		for range attempts {
-			if release, ref := l.AdmitRequest("p", nil, store); ref == nil {
+			if release, ref := l.AdmitRequest("p", nil); ref == nil {
 				admitted++
 				release()
 			}
@@ -339,25 +337,24 @@ func TestSharedRefusalsReadAsLocal(t *testing.T) {
 	m := miniredis.RunT(t)
 	clk := newClock()
 	c, _ := newCluster(t, "a", m.Addr(), clk)
-	store := session.NewStore(session.Limits{})
 	call, err := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := []jsonrpc.Message{call}
 	l := limits.New(&limits.Config{RequestsPerSecond: 10, Burst: 2, ToolsPerSecond: 1, MaxInFlight: 1, Shared: c, Now: clk.Now})
-	release, ref := l.AdmitRequest("p", msgs, store)
+	release, ref := l.AdmitRequest("p", msgs)
 	if ref != nil {
 		t.Fatal(ref.Msg)
 	}
-	if _, ref := l.AdmitRequest("p", msgs, store); ref == nil || ref.Msg != "too many requests in flight (limit 1)" {
+	if _, ref := l.AdmitRequest("p", msgs); ref == nil || ref.Msg != "too many requests in flight (limit 1)" {
 		t.Fatalf("a second request in flight: %+v", ref)
 	}
 	release()
 	run(t, c)
 	var last *limits.Refusal
 	testkit.WaitFor(t, "the slot to be given back", func() bool {
-		_, last = l.AdmitRequest("p", msgs, store)
+		_, last = l.AdmitRequest("p", msgs)
 		return last == nil || last.Msg != "too many requests in flight (limit 1)"
 	})
 	if last == nil || last.Msg != `rate limit exceeded for tool "echo"` || last.Retry != time.Second {
@@ -365,11 +362,11 @@ func TestSharedRefusalsReadAsLocal(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	for range 2 { // the burst
-		if _, ref := l.AdmitRequest("p", nil, store); ref != nil {
+		if _, ref := l.AdmitRequest("p", nil); ref != nil {
 			t.Fatal(ref.Msg)
 		}
 	}
-	if _, ref := l.AdmitRequest("p", nil, store); ref == nil || ref.Msg != "request rate limit exceeded" || ref.Retry != 100*time.Millisecond {
+	if _, ref := l.AdmitRequest("p", nil); ref == nil || ref.Msg != "request rate limit exceeded" || ref.Retry != 100*time.Millisecond {
 		t.Fatalf("past the request burst: %+v", ref)
 	}
 }

@@ -104,7 +104,7 @@ func (h *Handler) owner(r *http.Request) string {
 // call once the POST is answered, or why it is refused. A POST carrying a
 // request counts as in flight for the Observer until released.
 func (h *Handler) check(r *http.Request, msgs []jsonrpc.Message) (release func(), ref *limits.Refusal) {
-	release, ref = admission.From(r.Context()).AdmitRequest(msgs, h.store)
+	release, ref = admission.From(r.Context()).AdmitRequest(msgs)
 	return h.track(release, msgs), ref // observe.go
 }
 
@@ -114,7 +114,7 @@ func (h *Handler) check(r *http.Request, msgs []jsonrpc.Message) (release func()
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, msgs []jsonrpc.Message, batch bool) (func(), bool) {
 	// Not check: post counts the POST in flight itself (enter), with no
 	// closure to allocate.
-	release, ref := admission.From(r.Context()).AdmitRequest(msgs, h.store)
+	release, ref := admission.From(r.Context()).AdmitRequest(msgs)
 	if ref != nil {
 		var id []byte
 		if !batch && len(msgs) == 1 {

@@ -55,7 +55,7 @@ func (h *Handler) Sweep(now time.Time) {
 	if h.limits != nil {
 		// Sessions that ended here stop counting for their principal on
 		// the other replicas too (limits.Shared).
-		h.limits.Sweep(h.store)
+		h.limits.Sweep()
 	}
 }
 
@@ -87,7 +87,7 @@ func (h *Handler) Close() {
 	if h.limits != nil {
 		// They stop counting for their principals on the other replicas
 		// (limits.Shared): a rolling restart must not leave them counted.
-		h.limits.Sweep(h.store)
+		h.limits.Sweep()
 	}
 	if !h.closers.wait(time.Until(deadline) - handlerWait) {
 		// A connection that does not close in time must not keep its

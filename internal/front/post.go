@@ -277,7 +277,7 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, name string, be *
 		return nil, nil
 	}
 	// Sessions per principal (admission.go).
-	counted, ref := admission.From(r.Context()).AdmitSession(h.store)
+	counted, ref := admission.From(r.Context()).AdmitSession()
 	if ref != nil {
 		refuse(w, ref, nil)
 		return nil, nil

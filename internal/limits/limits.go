@@ -61,12 +61,6 @@ type Config struct {
 // names come from clients.
 const maxToolsPerPrincipal = 256
 
-// Live is where a Limiter checks that a principal's sessions still live:
-// the front's session store.
-type Live interface {
-	Lookup(id string) *session.Session
-}
-
 // Limiter keeps the limits' state per principal. A nil *Limiter limits
 // nothing.
 type Limiter struct {
@@ -85,8 +79,10 @@ type principalState struct {
 	tools    map[string]*rate.Limiter
 	inFlight int
 	pending  int // sessions being opened
-	// sessions maps each session to whether the Shared store counts it.
-	sessions map[*session.Session]bool
+	// live counts the sessions committed and not yet out of their
+	// store: each one's Session.OnRemoved takes it back, so that no
+	// admission walks a principal's sessions.
+	live int
 	// ended counts sessions the Shared store counts that were seen gone
 	// and not yet given back to it.
 	ended int
@@ -120,13 +116,13 @@ func New(cfg *Config) *Limiter {
 
 // state returns principal key's state, making room for it if needed;
 // nil when the map is full of busy principals. mu is held.
-func (l *Limiter) state(key string, now time.Time, store Live) *principalState {
+func (l *Limiter) state(key string, now time.Time) *principalState {
 	if ps := l.principals[key]; ps != nil {
 		return ps
 	}
 	if len(l.principals) >= l.cfg.MaxPrincipals {
 		for k, ps := range l.principals {
-			if l.idle(ps, now, store) {
+			if l.idle(ps, now) {
 				l.giveBackEnded(k, ps)
 				delete(l.principals, k)
 			}
@@ -144,8 +140,8 @@ func (l *Limiter) state(key string, now time.Time, store Live) *principalState {
 }
 
 // idle reports whether forgetting ps changes nothing a client could see.
-func (l *Limiter) idle(ps *principalState, now time.Time, store Live) bool {
-	if ps.inFlight > 0 || ps.pending > 0 || liveSessions(ps, store) > 0 {
+func (l *Limiter) idle(ps *principalState, now time.Time) bool {
+	if ps.inFlight > 0 || ps.pending > 0 || ps.live > 0 {
 		return false
 	}
 	if ps.rate != nil && ps.rate.TokensAt(now) < float64(ps.rate.Burst()) {
@@ -157,21 +153,6 @@ func (l *Limiter) idle(ps *principalState, now time.Time, store Live) bool {
 		}
 	}
 	return true
-}
-
-// liveSessions counts ps's sessions still in the store, forgetting the
-// others (and counting in ps.ended those the Shared store counts). mu is
-// held.
-func liveSessions(ps *principalState, store Live) int {
-	for s, shared := range ps.sessions {
-		if store.Lookup(s.ID) != s {
-			delete(ps.sessions, s)
-			if shared {
-				ps.ended++
-			}
-		}
-	}
-	return len(ps.sessions)
 }
 
 // reserve takes one token of lim at now, or returns how long until it
@@ -200,7 +181,7 @@ func NoRelease() {}
 // not count it. Refusing it could wedge the requests in flight: a tool
 // call waiting on a sampling response, or a cancellation that would free
 // a slot.
-func (l *Limiter) AdmitRequest(key string, msgs []jsonrpc.Message, store Live) (release func(), ref *Refusal) {
+func (l *Limiter) AdmitRequest(key string, msgs []jsonrpc.Message) (release func(), ref *Refusal) {
 	requests := hasRequest(msgs)
 	releaseGlobal := NoRelease
 	if l.global != nil && requests {
@@ -211,7 +192,7 @@ func (l *Limiter) AdmitRequest(key string, msgs []jsonrpc.Message, store Live) (
 	if !l.perPrincipal {
 		return releaseGlobal, nil
 	}
-	releaseOwn, ref := l.admitPrincipal(key, msgs, requests, store)
+	releaseOwn, ref := l.admitPrincipal(key, msgs, requests)
 	if ref != nil {
 		releaseGlobal()
 		return nil, ref
@@ -225,7 +206,7 @@ func (l *Limiter) AdmitRequest(key string, msgs []jsonrpc.Message, store Live) (
 // admitPrincipal checks the limits of principal key: in the Shared
 // store when there is one and it answers, else in this replica's buckets,
 // with each limit divided by the live replicas when the store failed.
-func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool, store Live) (release func(), ref *Refusal) {
+func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bool) (release func(), ref *Refusal) {
 	now := l.cfg.Now()
 	var tools []string
 	if l.cfg.ToolsPerSecond > 0 {
@@ -245,7 +226,7 @@ func (l *Limiter) admitPrincipal(key string, msgs []jsonrpc.Message, requests bo
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ps := l.state(key, now, store)
+	ps := l.state(key, now)
 	if ps == nil {
 		return nil, &Refusal{Msg: "too many principals are active", Retry: time.Second}
 	}
@@ -315,17 +296,17 @@ func (ps *principalState) tool(name string, cfg Config, now time.Time) *rate.Lim
 // Shared store the sessions are counted there (this replica's ended ones
 // given back in the same round trip); when it fails, against this
 // replica's share of the limit.
-func (l *Limiter) AdmitSession(key string, store Live) (commit func(*session.Session), ref *Refusal) {
+func (l *Limiter) AdmitSession(key string) (commit func(*session.Session), ref *Refusal) {
 	if l.cfg.MaxSessions <= 0 {
 		return func(*session.Session) {}, nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ps := l.state(key, l.cfg.Now(), store)
+	ps := l.state(key, l.cfg.Now())
 	if ps == nil {
 		return nil, &Refusal{Msg: "too many principals are active", Retry: time.Second}
 	}
-	live := liveSessions(ps, store)
+	live := ps.live
 	share := 1
 	if l.cfg.Shared != nil {
 		ended := ps.ended
@@ -344,7 +325,7 @@ func (l *Limiter) AdmitSession(key string, store Live) (commit func(*session.Ses
 		}
 		ps.ended += ended // not given back: try again next time
 		share = max(1, l.cfg.Shared.Live())
-		live = liveSessions(ps, store)
+		live = ps.live
 	}
 	if live+ps.pending >= shareOf(l.cfg.MaxSessions, share) {
 		return nil, sessionsRefusal(l.cfg.MaxSessions)
@@ -358,23 +339,30 @@ func (l *Limiter) AdmitSession(key string, store Live) (commit func(*session.Ses
 func (l *Limiter) commitSession(key string, ps *principalState, shared bool) func(*session.Session) {
 	return func(s *session.Session) {
 		l.mu.Lock()
-		defer l.mu.Unlock()
 		ps.pending--
 		if s == nil {
 			if shared {
 				l.cfg.Shared.Release(key, Session, 1)
 			}
+			l.mu.Unlock()
 			return
 		}
-		if ps.sessions == nil {
-			ps.sessions = map[*session.Session]bool{}
-		}
-		ps.sessions[s] = shared
+		ps.live++
 		if l.principals[key] != ps {
 			// Evicted meanwhile (it was not idle, so this cannot
 			// happen; kept safe anyway).
 			l.principals[key] = ps
 		}
+		l.mu.Unlock()
+		// Outside mu: it runs at once if s is already out of its store.
+		s.OnRemoved(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			ps.live--
+			if shared {
+				ps.ended++
+			}
+		})
 	}
 }
 

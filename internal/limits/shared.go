@@ -111,14 +111,13 @@ func (l *Limiter) admitShared(key string, tools []string, requests bool, now tim
 // gateway calls Sweep now and then (each heartbeat) so that a principal
 // that opens its next session on another replica is not refused for
 // sessions that ended here.
-func (l *Limiter) Sweep(store Live) {
+func (l *Limiter) Sweep() {
 	if l == nil || l.cfg.Shared == nil || l.cfg.MaxSessions <= 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for key, ps := range l.principals {
-		liveSessions(ps, store)
 		l.giveBackEnded(key, ps)
 	}
 }

@@ -60,7 +60,7 @@ func TestSharedDownFallsBackToShare(t *testing.T) {
 
 	admitted := 0
 	for range 10 {
-		if release, ref := l.AdmitRequest("p", nil, sessions); ref == nil {
+		if release, ref := l.AdmitRequest("p", nil); ref == nil {
 			admitted++
 			release()
 		}
@@ -69,23 +69,23 @@ func TestSharedDownFallsBackToShare(t *testing.T) {
 		t.Errorf("burst with 4 live: %d admitted, want 8/4 = 2", admitted)
 	}
 	clock.advance(100 * time.Millisecond) // 40/4 = 10/s: one token
-	if _, ref := l.AdmitRequest("p", nil, sessions); ref != nil {
+	if _, ref := l.AdmitRequest("p", nil); ref != nil {
 		t.Errorf("100ms later at 10/s: %s", ref.Msg)
 	}
-	if _, ref := l.AdmitRequest("p", nil, sessions); ref == nil || ref.Msg != "request rate limit exceeded" {
+	if _, ref := l.AdmitRequest("p", nil); ref == nil || ref.Msg != "request rate limit exceeded" {
 		t.Errorf("right after: %v, want the rate refusal", ref)
 	}
 
 	clock.advance(time.Second)
 	var releases []func()
 	for range 2 {
-		release, ref := l.AdmitRequest("q", []jsonrpc.Message{req}, sessions)
+		release, ref := l.AdmitRequest("q", []jsonrpc.Message{req})
 		if ref != nil {
 			t.Fatalf("in flight within the share: %s", ref.Msg)
 		}
 		releases = append(releases, release)
 	}
-	if _, ref := l.AdmitRequest("q", []jsonrpc.Message{req}, sessions); ref == nil || !strings.HasPrefix(ref.Msg, "too many requests in flight (limit 8)") {
+	if _, ref := l.AdmitRequest("q", []jsonrpc.Message{req}); ref == nil || !strings.HasPrefix(ref.Msg, "too many requests in flight (limit 8)") {
 		t.Errorf("a third in flight with 8/4 = 2: %v", ref)
 	}
 	for _, r := range releases {
@@ -93,7 +93,7 @@ func TestSharedDownFallsBackToShare(t *testing.T) {
 	}
 
 	for i := range 2 {
-		commit, ref := l.AdmitSession("q", sessions)
+		commit, ref := l.AdmitSession("q")
 		if ref != nil {
 			t.Fatalf("session %d within the share: %s", i, ref.Msg)
 		}
@@ -103,10 +103,10 @@ func TestSharedDownFallsBackToShare(t *testing.T) {
 		}
 		commit(s)
 	}
-	if _, ref := l.AdmitSession("q", sessions); ref == nil || !strings.HasPrefix(ref.Msg, "too many sessions (limit 8)") {
+	if _, ref := l.AdmitSession("q"); ref == nil || !strings.HasPrefix(ref.Msg, "too many sessions (limit 8)") {
 		t.Errorf("a third session with 8/4 = 2: %v", ref)
 	}
-	l.Sweep(sessions)
+	l.Sweep()
 	if store.released != 0 {
 		t.Errorf("%d sessions given back to the store that never counted them", store.released)
 	}
@@ -114,13 +114,13 @@ func TestSharedDownFallsBackToShare(t *testing.T) {
 	// One replica left: the bucket grows to the whole limit (a bucket
 	// that grows is not refilled at once: it fills at the new rate).
 	store.live = 1
-	if _, ref := l.AdmitRequest("p", nil, sessions); ref != nil {
+	if _, ref := l.AdmitRequest("p", nil); ref != nil {
 		t.Fatal(ref.Msg)
 	}
 	clock.advance(time.Second)
 	admitted = 0
 	for range 10 {
-		if _, ref := l.AdmitRequest("p", nil, sessions); ref == nil {
+		if _, ref := l.AdmitRequest("p", nil); ref == nil {
 			admitted++
 		}
 	}
@@ -136,7 +136,7 @@ func TestSharedNotAskedWithoutLimits(t *testing.T) {
 	l := New(&Config{MaxInFlightTotal: 5, Shared: store})
 	req := mustParse(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`)
 	for range 3 {
-		release, ref := l.AdmitRequest("p", []jsonrpc.Message{req}, session.NewStore(session.Limits{}))
+		release, ref := l.AdmitRequest("p", []jsonrpc.Message{req})
 		if ref != nil {
 			t.Fatal(ref.Msg)
 		}

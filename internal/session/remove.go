@@ -13,5 +13,46 @@ func (st *Store) DeleteTarget(server string) []*Session {
 		}
 	}
 	st.mu.Unlock()
+	markRemoved(out)
 	return out
+}
+
+// OnRemoved calls f once s has been taken out of its Store (Delete,
+// DeleteTarget, Expire, DeleteAll), on the goroutine that took it out and
+// after the Store's lock is released; at once if it already has been. What
+// counts a principal's live sessions (limits) keeps its count this way
+// instead of walking them. f must not block.
+func (s *Session) OnRemoved(f func()) {
+	s.mu.Lock()
+	if !s.removed {
+		s.onRemoved = append(s.onRemoved, f)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	f()
+}
+
+// markRemoved runs s's OnRemoved functions, once: a Store hands each
+// session it takes out to one caller.
+func (s *Session) markRemoved() {
+	s.mu.Lock()
+	if s.removed {
+		s.mu.Unlock()
+		return
+	}
+	s.removed = true
+	hooks := s.onRemoved
+	s.onRemoved = nil
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+}
+
+// markRemoved runs the OnRemoved functions of every session of out.
+func markRemoved(out []*Session) {
+	for _, s := range out {
+		s.markRemoved()
+	}
 }

@@ -97,7 +97,9 @@ type Session struct {
 	active     int // requests in flight and streams open
 	lastActive time.Time
 	closed     bool
-	reason     string // why the session was closed
+	reason     string   // why the session was closed
+	removed    bool     // taken out of its Store (markRemoved)
+	onRemoved  []func() // OnRemoved's, run once it is
 }
 
 // retained is a stream a session holds. Its grace lives here, not in the
@@ -478,6 +480,9 @@ func (st *Store) Delete(id string) *Session {
 	s := st.sessions[id]
 	delete(st.sessions, id)
 	st.mu.Unlock()
+	if s != nil {
+		s.markRemoved()
+	}
 	return s
 }
 
@@ -493,6 +498,7 @@ func (st *Store) Expire(now time.Time) []*Session {
 		}
 	}
 	st.mu.Unlock()
+	markRemoved(out)
 	return out
 }
 
@@ -505,6 +511,7 @@ func (st *Store) DeleteAll() []*Session {
 	}
 	st.sessions = map[string]*Session{}
 	st.mu.Unlock()
+	markRemoved(out)
 	return out
 }
 
