@@ -62,6 +62,9 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	cfg.Gateway.SessionIdleTimeout = 1500 * time.Millisecond
 	g := startGateway(t, cfg)
 
+	testkit.WaitFor(t, "the stuck server to stop reading", func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
+	// Connected only now: a session left idle for SessionIdleTimeout
+	// expires, and on a busy machine the wait above may take longer.
 	healthy := g.client("ok")
 	healthy.connect(t)
 	idle := g.client("other")
@@ -69,7 +72,6 @@ func TestFault1_ServerStopsReadingStdin(t *testing.T) {
 	flooder := g.client("stuck")
 	flooder.version = "2025-03-26"
 	flooder.connect(t)
-	testkit.WaitFor(t, "the stuck server to stop reading", func() bool { return len(testkit.JournalLines(journal, "stopped-reading")) > 0 })
 
 	// More than the 1,024-slot queue plus the pipe: a shared server's pipe
 	// holds 1 MiB (backend's sharedPipeBytes), so 1,200 messages of about
