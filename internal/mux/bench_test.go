@@ -116,3 +116,19 @@ func BenchmarkJoinCloseAmong10k(b *testing.B) {
 		m.Join(out).Close()
 	}
 }
+
+// BenchmarkLogLineAmong10k delivers a server's log line while 10,000
+// sessions that have nothing in flight share the server: attributing it
+// (to the one session with a call written, here none) does not look at
+// them.
+func BenchmarkLogLineAmong10k(b *testing.B) {
+	m := newLoopbackMux(b)
+	for range 10000 {
+		m.Join(&discard{})
+	}
+	line := []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Line(1, line)
+	}
+}

@@ -136,6 +136,20 @@ func (m *Mux) registerUntimedLocked(c *call) {
 	m.pending[c.upID] = c
 }
 
+// wroteLocked counts a call of c written upstream; unwroteLocked one that
+// finished. m.writers holds the joined clients with calls written.
+func (m *Mux) wroteLocked(c *Client) {
+	if c.written++; c.written == 1 && !c.closed {
+		m.writers[c] = struct{}{}
+	}
+}
+
+func (m *Mux) unwroteLocked(c *Client) {
+	if c.written--; c.written == 0 {
+		delete(m.writers, c)
+	}
+}
+
 // forgetLocked undoes the bookkeeping of a call leaving the pending table.
 func (m *Mux) forgetLocked(c *call) {
 	m.unlinkLocked(c)
@@ -147,7 +161,7 @@ func (m *Mux) forgetLocked(c *call) {
 		c.client.removeLocked(c)
 		if c.sent && !c.listen {
 			m.sending--
-			c.client.written--
+			m.unwroteLocked(c.client)
 		}
 	}
 }

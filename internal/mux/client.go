@@ -267,7 +267,7 @@ func (c *Client) forwardCall(ctx context.Context, msg *jsonrpc.Message, out conn
 	}
 	cl.sent = true
 	m.sending++
-	c.written++
+	m.wroteLocked(c)
 	m.mu.Unlock()
 	// From here on cl may already be answered (timed out, cancelled) by
 	// another goroutine: only j is ours.

@@ -78,7 +78,7 @@ func (m *Mux) dequeueLocked() []job {
 		c.queue = c.queue[1:]
 		cl.queued, cl.sent = false, true
 		m.sending++
-		c.written++
+		m.wroteLocked(c)
 		out = append(out, cl.job)
 		cl.job = job{}
 		if len(c.queue) > 0 {

@@ -104,6 +104,7 @@ func (c *Client) close(why error) {
 		c.stop() // wakes its requests waiting for the server
 	}
 	delete(m.clients, c)
+	delete(m.writers, c)
 	if c.level >= 0 {
 		m.leveled--
 	}

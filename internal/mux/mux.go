@@ -189,12 +189,13 @@ type Mux struct {
 	pending    map[uint64]*call      // upstream id -> in-flight call (client and internal)
 	serverReqs map[uint64]*serverReq // gateway id -> server->client request
 	clients    map[*Client]struct{}
-	gen        uint64        // current process generation
-	genStart   time.Time     // when gen started (Started): its startup time is logged once it is Ready
-	running    bool          // gen is running
-	readyGen   uint64        // generation that finished initialization
-	everReady  bool          // some generation was ready: the first start is over
-	ready      chan struct{} // closed when readyGen == gen; else closed and replaced to wake waiters
+	writers    map[*Client]struct{} // the clients of clients with calls written upstream (written > 0): attributeLocked's
+	gen        uint64               // current process generation
+	genStart   time.Time            // when gen started (Started): its startup time is logged once it is Ready
+	running    bool                 // gen is running
+	readyGen   uint64               // generation that finished initialization
+	everReady  bool                 // some generation was ready: the first start is over
+	ready      chan struct{}        // closed when readyGen == gen; else closed and replaced to wake waiters
 	state      State
 	initFails  int       // failed initializes in a row (remote retry backoff)
 	refused    error     // the server's error answer to initialize since it was last ready (InitRefused)
@@ -255,7 +256,7 @@ func New(opts Options) *Mux {
 		opts: opts, mode: modeOf(opts), log: opts.Logger.With("server", opts.Name),
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
 		nextID: opts.FirstID, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
-		clients: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
+		clients: map[*Client]struct{}{}, writers: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
 		hub:   listenHub{clients: map[*listener]struct{}{}},
 		epoch: time.Now(), expiry: time.NewTimer(time.Hour),
 	}

@@ -240,20 +240,21 @@ func parseCapabilities(params []byte) capability {
 // is the one client. In shared mode it is the only session with a request
 // written to the process (queued ones do not count: the server has not seen
 // them), and only if it declared need (a server request's capability).
+//
+// It runs for every message a shared server sends unasked (a log line
+// during a call, a progress without a token of ours), so it looks at the
+// clients that have calls written (m.writers), never at every client.
 func (m *Mux) attributeLocked(need capability) (*Client, conn.Stream) {
 	var only *Client
-	for c := range m.clients {
-		if m.mode == modeExclusive {
+	switch {
+	case m.mode == modeExclusive:
+		for c := range m.clients {
 			only = c
-			break
 		}
-		if c.written == 0 {
-			continue
+	case len(m.writers) == 1:
+		for c := range m.writers {
+			only = c
 		}
-		if only != nil {
-			return nil, nil
-		}
-		only = c
 	}
 	if only == nil || (m.mode != modeExclusive && only.caps&need != need) {
 		return nil, nil

@@ -90,6 +90,7 @@ func TestLogMessageOnlyToSoleWriter(t *testing.T) {
 	if aReq.numSends() != 1 || bReq.numSends()+bOut.numSends() != 0 {
 		t.Fatalf("a got %d, b got %d", aReq.numSends(), bReq.numSends()+bOut.numSends())
 	}
+	checkWriters(t, m, a)
 
 	// a's reply frees the slot and b's request is written: a no longer has
 	// one in flight, b is the sole writer.
@@ -99,6 +100,7 @@ func TestLogMessageOnlyToSoleWriter(t *testing.T) {
 	if bReq.numSends() != 1 || aReq.numSends() != 1 {
 		t.Fatalf("a got %d, b got %d", aReq.numSends(), bReq.numSends())
 	}
+	checkWriters(t, m, b)
 
 	// Both have requests written: dropped.
 	aReq2 := newRec()
@@ -112,6 +114,7 @@ func TestLogMessageOnlyToSoleWriter(t *testing.T) {
 	if aReq2.numSends()+bReq.numSends() != 1 || m.Stats().DroppedNotifications != dropped+1 {
 		t.Fatalf("delivered with two sessions in flight")
 	}
+	checkWriters(t, m, a, b)
 	other := []byte(`{"jsonrpc":"2.0","method":"notifications/custom","params":{}}`)
 	m.Line(1, other)
 	if m.Stats().DroppedNotifications != dropped+2 {
@@ -129,6 +132,58 @@ func TestLogMessageOnlyToSoleWriter(t *testing.T) {
 	if cReq.numSends()+cOut.numSends() != 0 || m.Stats().DroppedNotifications != dropped+3 {
 		t.Fatalf("a session that never asked for logs got one (%d dropped)", m.Stats().DroppedNotifications)
 	}
+}
+
+// checkWriters fails unless m.writers, what attribution looks at, holds
+// exactly want, and they are the joined clients with calls written.
+func checkWriters(t *testing.T, m *Mux, want ...*Client) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	walked := 0
+	for c := range m.clients {
+		if c.written > 0 {
+			walked++
+			if _, ok := m.writers[c]; !ok {
+				t.Errorf("a client with %d calls written is not among the writers", c.written)
+			}
+		}
+	}
+	if len(m.writers) != walked || walked != len(want) {
+		t.Errorf("%d writers, %d clients with calls written, want %d", len(m.writers), walked, len(want))
+	}
+	for _, c := range want {
+		if _, ok := m.writers[c]; !ok {
+			t.Errorf("a client expected among the writers is not")
+		}
+	}
+}
+
+// TestClosedWriterLeavesAttribution: of two sessions with requests written,
+// the one that closes stops counting: the other is the sole writer and gets
+// the server's log line, and once its call is answered nobody is.
+func TestClosedWriterLeavesAttribution(t *testing.T) {
+	m, up := startShared(t, Options{})
+	up.answer("logging/setLevel", result(`{}`))
+	a, _ := initClient(t, m, `{}`)
+	b, _ := initClient(t, m, `{}`)
+	lvl := newRec()
+	b.Handle(context.Background(), request(t, "9", "logging/setLevel", `{"level":"debug"}`), lvl)
+	lvl.waitReplies(t, 1)
+	aReq, bReq := newRec(), newRec()
+	a.Handle(context.Background(), request(t, `"a1"`, "tools/call", `{}`), aReq)
+	b.Handle(context.Background(), request(t, `"b1"`, "tools/call", `{}`), bReq)
+	writtenID(t, up, "tools/call", 1)
+	checkWriters(t, m, a, b)
+	a.Close()
+	checkWriters(t, m, b)
+	m.Line(1, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"for b"}}`))
+	if bReq.numSends() != 1 {
+		t.Fatalf("the sole writer left got %d log lines, want 1", bReq.numSends())
+	}
+	m.Line(1, []byte(`{"jsonrpc":"2.0","id":`+writtenID(t, up, "tools/call", 1)+`,"result":{}}`))
+	bReq.waitReplies(t, 1)
+	checkWriters(t, m)
 }
 
 // TestServerRequestNeedsCapability: a server request goes to the sole
