@@ -130,8 +130,7 @@ func (c *Client) close(why error) {
 	}
 	var unsub []string
 	for uri := range c.subs {
-		if m.subs[uri]--; m.subs[uri] <= 0 {
-			delete(m.subs, uri)
+		if m.unsubscribeLocked(c, uri) {
 			unsub = append(unsub, uri)
 		}
 	}

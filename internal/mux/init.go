@@ -415,19 +415,9 @@ func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out conn.S
 	forward := false
 	switch {
 	case on && !c.subs[p.URI]:
-		if c.subs == nil {
-			c.subs = map[string]bool{}
-		}
-		c.subs[p.URI] = true
-		m.subs[p.URI]++
-		forward = m.subs[p.URI] == 1
+		forward = m.subscribeLocked(c, p.URI)
 	case !on && c.subs[p.URI]:
-		delete(c.subs, p.URI)
-		m.subs[p.URI]--
-		forward = m.subs[p.URI] == 0
-		if forward {
-			delete(m.subs, p.URI)
-		}
+		forward = m.unsubscribeLocked(c, p.URI)
 	}
 	m.mu.Unlock()
 	if !forward {
@@ -440,13 +430,40 @@ func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out conn.S
 		}
 		m.mu.Lock() // the upstream refused: undo
 		if c.subs[p.URI] {
-			delete(c.subs, p.URI)
-			if m.subs[p.URI]--; m.subs[p.URI] <= 0 {
-				delete(m.subs, p.URI)
-			}
+			m.unsubscribeLocked(c, p.URI)
 		}
 		m.mu.Unlock()
 	})
+}
+
+// subscribeLocked records c's subscription to uri, in c.subs and in
+// m.subs (the subscribers of each URI, so that an update goes to them
+// without looking at every client); true when c is uri's first, whose
+// subscription goes upstream. unsubscribeLocked undoes it; true when c
+// was the last.
+func (m *Mux) subscribeLocked(c *Client, uri string) bool {
+	if c.subs == nil {
+		c.subs = map[string]bool{}
+	}
+	c.subs[uri] = true
+	subs := m.subs[uri]
+	if subs == nil {
+		subs = map[*Client]struct{}{}
+		m.subs[uri] = subs
+	}
+	subs[c] = struct{}{}
+	return len(subs) == 1
+}
+
+func (m *Mux) unsubscribeLocked(c *Client, uri string) bool {
+	delete(c.subs, uri)
+	subs := m.subs[uri]
+	delete(subs, c)
+	if len(subs) > 0 {
+		return false
+	}
+	delete(m.subs, uri)
+	return true
 }
 
 // resultOf returns the raw result of a response (slow path only).

@@ -197,21 +197,21 @@ type Mux struct {
 	everReady  bool                 // some generation was ready: the first start is over
 	ready      chan struct{}        // closed when readyGen == gen; else closed and replaced to wake waiters
 	state      State
-	initFails  int       // failed initializes in a row (remote retry backoff)
-	refused    error     // the server's error answer to initialize since it was last ready (InitRefused)
-	initResult []byte    // shared mode: upstream initialize result
-	upVersion  string    // shared mode: protocol version the upstream agreed
-	discover   []byte    // Modern: the server/discover result of the latest probe that succeeded
-	probeErr   error     // Modern: why the latest probe failed (a *probeError); nil once one succeeds
-	sending    int       // client calls written upstream and not finished
-	waiting    []*Client // clients with queued calls, round-robin order
-	subs       map[string]int
-	hub        listenHub         // Modern: the clients' listens and the gateway's own (modern_listen.go)
-	tasks      map[string]*task  // shared mode: task id -> who created it (tasks.go)
-	taskTokens map[uint64]string // shared mode: a task's upstream progress token -> its id
-	level      int               // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
-	leveled    int               // clients of clients that asked for a level (level >= 0): wantLevelLocked walks them only when some did
-	oldest     *call             // deadline list, oldest first
+	initFails  int                             // failed initializes in a row (remote retry backoff)
+	refused    error                           // the server's error answer to initialize since it was last ready (InitRefused)
+	initResult []byte                          // shared mode: upstream initialize result
+	upVersion  string                          // shared mode: protocol version the upstream agreed
+	discover   []byte                          // Modern: the server/discover result of the latest probe that succeeded
+	probeErr   error                           // Modern: why the latest probe failed (a *probeError); nil once one succeeds
+	sending    int                             // client calls written upstream and not finished
+	waiting    []*Client                       // clients with queued calls, round-robin order
+	subs       map[string]map[*Client]struct{} // the clients subscribed to each URI (subscribeLocked)
+	hub        listenHub                       // Modern: the clients' listens and the gateway's own (modern_listen.go)
+	tasks      map[string]*task                // shared mode: task id -> who created it (tasks.go)
+	taskTokens map[uint64]string               // shared mode: a task's upstream progress token -> its id
+	level      int                             // level last sent upstream; -1 none; levelUnknown after a setLevel without answer
+	leveled    int                             // clients of clients that asked for a level (level >= 0): wantLevelLocked walks them only when some did
+	oldest     *call                           // deadline list, oldest first
 	newest     *call
 	expiryAt   time.Duration // the deadline (since epoch) expiry is set for; 0 when it is not set
 	expiryArms uint64        // times expiry was set (tests)
@@ -256,7 +256,7 @@ func New(opts Options) *Mux {
 		opts: opts, mode: modeOf(opts), log: opts.Logger.With("server", opts.Name),
 		ctx: ctx, cancel: cancel, upCh: make(chan struct{}), levelSem: make(chan struct{}, 1),
 		nextID: opts.FirstID, pending: map[uint64]*call{}, serverReqs: map[uint64]*serverReq{},
-		clients: map[*Client]struct{}{}, writers: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]int{}, level: -1,
+		clients: map[*Client]struct{}{}, writers: map[*Client]struct{}{}, ready: make(chan struct{}), subs: map[string]map[*Client]struct{}{}, level: -1,
 		hub:   listenHub{clients: map[*listener]struct{}{}},
 		epoch: time.Now(), expiry: time.NewTimer(time.Hour),
 	}

@@ -414,7 +414,8 @@ func (m *Mux) serverCancelled(msg *jsonrpc.Message) {
 	target.client.general.Send(jsonrpc.Splice(nil, msg.Raw, jsonrpc.Edit{Span: msg.CancelRequestID, Value: appendUint(nil, gid)}))
 }
 
-// resourceUpdated delivers to the clients subscribed to the URI.
+// resourceUpdated delivers to the clients subscribed to the URI (m.subs:
+// never a walk of every client).
 func (m *Mux) resourceUpdated(msg *jsonrpc.Message) {
 	var p struct {
 		URI string `json:"uri"`
@@ -423,10 +424,8 @@ func (m *Mux) resourceUpdated(msg *jsonrpc.Message) {
 	data := bytes.Clone(msg.Raw)
 	m.mu.Lock()
 	var outs []conn.Stream
-	for c := range m.clients {
-		if c.subs[p.URI] {
-			outs = append(outs, c.general)
-		}
+	for c := range m.subs[p.URI] {
+		outs = append(outs, c.general)
 	}
 	m.mu.Unlock()
 	for _, out := range outs {

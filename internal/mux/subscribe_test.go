@@ -13,7 +13,7 @@ import (
 func subCount(m *Mux, uri string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.subs[uri]
+	return len(m.subs[uri])
 }
 
 // TestSubscribeUndoneWithoutSuccess: a resources/subscribe that ends
