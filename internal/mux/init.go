@@ -412,6 +412,14 @@ func (c *Client) subscribe(ctx context.Context, msg *jsonrpc.Message, out conn.S
 		return
 	}
 	m.mu.Lock()
+	if c.closed {
+		// Neither counted nor sent: a closed session holds no
+		// subscription (its close released them), and gets no updates.
+		err := c.closedErrLocked()
+		m.mu.Unlock()
+		out.Reply(jsonrpc.ErrorResponse(id, protocol.CodeServerError, err.Error()))
+		return
+	}
 	forward := false
 	switch {
 	case on && !c.subs[p.URI]:

@@ -89,3 +89,37 @@ func TestSubscribeUndoneWithoutSuccess(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscribeAfterCloseRefused: a resources/subscribe that reaches a
+// session already closed (a request racing its DELETE) is refused and
+// holds nothing: the closed session gets no updates, and when the last
+// live subscriber leaves, the server is unsubscribed.
+func TestSubscribeAfterCloseRefused(t *testing.T) {
+	const uri = "file:///watched"
+	m, up := startShared(t, Options{})
+	up.answer("resources/subscribe", result(`{}`))
+	up.answer("resources/unsubscribe", result(`{}`))
+	a, aOut := initClient(t, m, `{}`)
+	r := newRec()
+	a.Handle(context.Background(), request(t, "1", "resources/subscribe", `{"uri":"`+uri+`"}`), r)
+	r.waitReplies(t, 1)
+
+	b, bOut := initClient(t, m, `{}`)
+	b.Close()
+	r2 := newRec()
+	b.Handle(context.Background(), request(t, "1", "resources/subscribe", `{"uri":"`+uri+`"}`), r2)
+	if _, _, isErr := errorCode(t, r2.waitReplies(t, 1)[0]); !isErr {
+		t.Errorf("a closed session's subscribe succeeded")
+	}
+	if n := subCount(m, uri); n != 1 {
+		t.Errorf("%d subscribers of %s, want 1 (the closed session is not one)", n, uri)
+	}
+	m.Line(1, []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"`+uri+`"}}`))
+	if aOut.numSends() != 1 || bOut.numSends() != 0 {
+		t.Fatalf("updates: live subscriber %d (want 1), closed session %d (want 0)", aOut.numSends(), bOut.numSends())
+	}
+	a.Close()
+	up.waitFor(t, "the server unsubscribed after the last live subscriber left", func() bool {
+		return len(up.writtenLocked("resources/unsubscribe")) == 1
+	})
+}
