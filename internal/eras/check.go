@@ -131,8 +131,7 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 			fmt.Sprintf("Header mismatch: missing required %s header", HeaderProtocolVersion), nil}
 	}
 	req.RepeatedHeader = repeated
-	params := find(b, wholeValue(b), "params")
-	meta := find(b, params, "_meta")
+	meta := msg.Meta // located by Parse: no walk of the message here
 	if !isObject(b, meta) {
 		return req, invalidParams("params._meta is required and must be an object")
 	}
@@ -185,7 +184,7 @@ func Check(h http.Header, msg *jsonrpc.Message) (Request, *Problem) {
 		}
 	}
 	if !optional || len(h.Values(HeaderName)) > 0 {
-		if p := checkName(h, b, params, method); p != nil {
+		if p := checkName(h, b, msg.Params, method); p != nil {
 			return req, p
 		}
 	}
@@ -225,7 +224,7 @@ func checkNotification(msg *jsonrpc.Message) (Request, *Problem) {
 	if req.Method == "" {
 		req.Method = strings.Clone(method)
 	}
-	meta := find(b, find(b, wholeValue(b), "params"), "_meta")
+	meta := msg.Meta
 	if v, ok := textAt(b, find(b, meta, protocol.MetaProtocolVersion)); ok {
 		req.Version = string(v)
 	}

@@ -40,8 +40,7 @@ func IsModern(headerVersion string, msg *jsonrpc.Message) bool {
 
 // hasMetaVersion reports whether msg has params._meta[protocol.MetaProtocolVersion].
 func hasMetaVersion(msg *jsonrpc.Message) bool {
-	meta := find(msg.Raw, find(msg.Raw, wholeValue(msg.Raw), "params"), "_meta")
-	return find(msg.Raw, meta, protocol.MetaProtocolVersion).Present()
+	return find(msg.Raw, msg.Meta, protocol.MetaProtocolVersion).Present()
 }
 
 // IsInputRequest reports whether msg, sent by a server, is one of the

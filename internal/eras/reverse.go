@@ -89,7 +89,7 @@ func BridgeRequest(msg *jsonrpc.Message, id []byte, meta, params map[string]json
 		return nil, errors.New("modern: not a request")
 	}
 	p := map[string]json.RawMessage{}
-	if raw := msg.Bytes(find(msg.Raw, wholeValue(msg.Raw), "params")); len(raw) > 0 {
+	if raw := msg.Bytes(msg.Params); len(raw) > 0 {
 		if err := json.Unmarshal(raw, &p); err != nil || p == nil {
 			return nil, errors.New("modern: request params are not an object")
 		}

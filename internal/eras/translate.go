@@ -18,7 +18,7 @@ import (
 // session-era server learnt once at initialize and may reject or misread.
 func ToSessionEra(dst []byte, msg *jsonrpc.Message) []byte {
 	b := msg.Raw
-	params := find(b, wholeValue(b), "params")
+	params := msg.Params
 	var meta member
 	w := objectAt(b, params)
 	for m, ok := w.next(); ok; m, ok = w.next() {

@@ -86,6 +86,11 @@ type Message struct {
 	// Task is params.task (a request asking to run as a task), if present,
 	// whatever its type.
 	Task Span
+	// Params is params when it is an object or an array, and Meta is
+	// params._meta when it is an object: what the checks of the stateless
+	// revision read, located once here rather than by walking the
+	// message again.
+	Params, Meta Span
 	// IsError reports a response carrying "error".
 	IsError bool
 }

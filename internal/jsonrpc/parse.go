@@ -205,11 +205,13 @@ func (w *walker) parse() (Message, error) {
 			}
 			m.Method, hasMethod = s, true
 		case "params":
-			switch w.peek() {
+			switch c, start := w.peek(), w.i; c {
 			case '{':
 				err = w.params(&m)
+				m.Params = Span{Start: start, End: w.i}
 			case '[':
 				err = w.skip(1)
+				m.Params = Span{Start: start, End: w.i}
 			default:
 				if err = w.skip(1); err == nil {
 					w.fail(`"params" must be an object or array`)
@@ -274,7 +276,7 @@ func (w *walker) parse() (Message, error) {
 			return m, fmt.Errorf(`%w: "id" may be null only in an error response`, ErrInvalidRequest)
 		}
 		m.Kind, m.IsError = KindResponse, hasError
-		m.CancelRequestID, m.Task = Span{}, Span{}
+		m.CancelRequestID, m.Task, m.Params, m.Meta = Span{}, Span{}, Span{}, Span{}
 	default:
 		return m, fmt.Errorf(`%w: missing "method" (request or notification) or "id" (response)`, ErrInvalidRequest)
 	}
@@ -294,7 +296,9 @@ func (w *walker) params(m *Message) error {
 		switch lookup(name, escaped, "_meta", "requestId", protocol.MetaProgressToken, "task") {
 		case "_meta":
 			if w.peek() == '{' {
+				start := w.i
 				err = w.meta(m)
+				m.Meta = Span{Start: start, End: w.i}
 			} else {
 				err = w.skip(2)
 			}

@@ -23,6 +23,16 @@ type refDecoder struct {
 	scratch []byte // unescaped object names and strings; reused
 	invalid error  // first ErrInvalidRequest found; reported only if the JSON is valid
 	token   Span   // params.progressToken, kept for notifications/progress
+	b       []byte // the bytes decoded
+}
+
+// valueStart is where the value after the name just read begins.
+func (d *refDecoder) valueStart() int {
+	i := int(d.dec.InputOffset())
+	for i < len(d.b) && (d.b[i] == ' ' || d.b[i] == '\t' || d.b[i] == '\n' || d.b[i] == '\r' || d.b[i] == ':') {
+		i++
+	}
+	return i
 }
 
 var refDecoderPool = sync.Pool{New: func() any { return new(refDecoder) }}
@@ -31,7 +41,7 @@ func getRefDecoder(b []byte) *refDecoder {
 	d := refDecoderPool.Get().(*refDecoder)
 	d.buf = *bytes.NewBuffer(b)
 	d.dec.Reset(&d.buf) // default options: duplicate names and invalid UTF-8 are errors
-	d.invalid, d.token = nil, Span{}
+	d.invalid, d.token, d.b = nil, Span{}, b
 	return d
 }
 
@@ -230,11 +240,13 @@ func (d *refDecoder) parse(b []byte) (Message, error) {
 			}
 			m.Method, hasMethod = span, true
 		case "params":
-			switch d.dec.PeekKind() {
+			switch k, start := d.dec.PeekKind(), d.valueStart(); k {
 			case '{':
 				err = d.params(&m)
+				m.Params = Span{Start: start, End: int(d.dec.InputOffset())}
 			case '[':
 				err = d.skip()
+				m.Params = Span{Start: start, End: int(d.dec.InputOffset())}
 			default:
 				if _, _, err = d.readValue(); err == nil {
 					d.fail(`"params" must be an object or array`)
@@ -300,7 +312,7 @@ func (d *refDecoder) parse(b []byte) (Message, error) {
 			return m, fmt.Errorf(`%w: "id" may be null only in an error response`, ErrInvalidRequest)
 		}
 		m.Kind, m.IsError = KindResponse, hasError
-		m.CancelRequestID, m.Task = Span{}, Span{}
+		m.CancelRequestID, m.Task, m.Params, m.Meta = Span{}, Span{}, Span{}, Span{}
 	default:
 		return m, fmt.Errorf(`%w: missing "method" (request or notification) or "id" (response)`, ErrInvalidRequest)
 	}
@@ -326,7 +338,9 @@ func (d *refDecoder) params(m *Message) error {
 		switch string(name) {
 		case "_meta":
 			if d.dec.PeekKind() == '{' {
+				start := d.valueStart()
 				err = d.meta(m)
+				m.Meta = Span{Start: start, End: int(d.dec.InputOffset())}
 			} else {
 				err = d.skip()
 			}
@@ -404,6 +418,7 @@ func FuzzParseAgreesWithReference(f *testing.F) {
 			}
 			if m.Kind != want.Kind || m.ID != want.ID || m.Method != want.Method ||
 				m.ProgressToken != want.ProgressToken || m.CancelRequestID != want.CancelRequestID || m.Task != want.Task ||
+				m.Params != want.Params || m.Meta != want.Meta ||
 				m.IsError != want.IsError || &m.Raw[0] != &b[0] || len(m.Raw) != len(b) {
 				t.Fatalf("Parse = %+v, the reference %+v", m, want)
 			}

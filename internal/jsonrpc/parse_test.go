@@ -376,3 +376,26 @@ func TestParseDeepNesting(t *testing.T) {
 		t.Errorf("100000 '[': %v, want a parse error %s", err, at)
 	}
 }
+
+// TestParseParamsAndMeta: Params locates params when it is an object or an
+// array, Meta params._meta when it is an object; a response has neither.
+func TestParseParamsAndMeta(t *testing.T) {
+	for _, tc := range []struct{ in, params, meta string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params": {"a":1, "_meta" : {"k":"v"} } }`, `{"a":1, "_meta" : {"k":"v"} }`, `{"k":"v"}`},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"not an object"}}`, `{"_meta":"not an object"}`, ``},
+		{`{"jsonrpc":"2.0","method":"m","params":[1,{"_meta":{}}]}`, `[1,{"_meta":{}}]`, ``},
+		{`{"jsonrpc":"2.0","id":1,"method":"m"}`, ``, ``},
+		{`{"jsonrpc":"2.0","id":1,"result":{"_meta":{}},"params":{"_meta":{}}}`, ``, ``},
+	} {
+		m, err := Parse([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if got := string(m.Bytes(m.Params)); got != tc.params {
+			t.Errorf("%s: Params %q, want %q", tc.in, got, tc.params)
+		}
+		if got := string(m.Bytes(m.Meta)); got != tc.meta {
+			t.Errorf("%s: Meta %q, want %q", tc.in, got, tc.meta)
+		}
+	}
+}
