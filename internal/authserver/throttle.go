@@ -16,10 +16,11 @@ import (
 // throttleMaxDelay), counted from the end of the failed check, and an
 // attempt made sooner is refused with a 429 page without checking the
 // password at all, so a guesser gets a few hundred guesses a day at
-// most, and spends no hashing time of ours on refused ones. A key forgets its failures throttleForget after the
-// last one, and a successful sign-in forgets the user's (not the
-// address's: an attacker with an account of their own must not be able
-// to reset the count of the address they guess from).
+// most, and spends no hashing time of ours on refused ones. A key
+// forgets its failures throttleForget after the last one, and a
+// successful sign-in forgets the user's (not the address's: an attacker
+// with an account of their own must not be able to reset the count of the
+// address they guess from).
 const (
 	throttleFree     = 5
 	throttleBase     = time.Second

@@ -18,10 +18,11 @@ func PrefixID(prefix []byte) []byte {
 		case '}', ']':
 			depth--
 		case '"':
-			end := prefixStringEnd(prefix, i+1)
-			if end < 0 {
+			past, _ := SkipString(prefix, i) // walk.go: nothing checked, as a prefix needs
+			if past < 0 {
 				return nil // cut inside a string
 			}
+			end := past - 1 // the closing quote
 			if depth == 1 && string(prefix[i+1:end]) == "id" {
 				rest := bytes.TrimLeft(prefix[end+1:], " \t\r\n")
 				if len(rest) > 0 && rest[0] == ':' {
@@ -40,20 +41,4 @@ func PrefixID(prefix []byte) []byte {
 		}
 	}
 	return nil
-}
-
-// prefixStringEnd returns the index of the quote that ends the JSON string
-// whose contents start at b[i], or -1 if b ends first. (scanString checks
-// what Parse needs checked and reports a cut string as an error; a prefix
-// is only searched.)
-func prefixStringEnd(b []byte, i int) int {
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
-		}
-	}
-	return -1
 }
