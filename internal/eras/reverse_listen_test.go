@@ -137,7 +137,9 @@ func TestReverseSubscribeWaitEnds(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		leaks := revLeaks(t)
-		srv, c := revListening(t, time.Millisecond)
+		// The timeout bounds the initialize too: 1 ms failed it on a busy
+		// machine. The listen is never acknowledged, so any timeout ends it.
+		srv, c := revListening(t, time.Second)
 		out := revSubscribe(c, "1", "mem://a")
 		if got := out.reply(t); got != `{"jsonrpc":"2.0","id":1,"result":{}}` {
 			t.Errorf("subscribe: %s", got)
