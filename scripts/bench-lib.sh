@@ -14,7 +14,8 @@
 #                or gateway being measured), "" for none
 #
 # KEYs are tp/MODE/VERSION/SESSIONS (throughput), pl/MODE/SIZE/SESSIONS
-# (payload), pr/PROCESSES/VERSION (processes scaling) and op/MODE (session
+# (payload), pr/BURN/PROCESSES/VERSION (processes scaling),
+# al/MODE/VERSION/ROUND (alternating rounds for the targets) and op/MODE (session
 # startup). The tables and the targets are in scripts/bench-report.sh.
 
 # say MESSAGE: progress on stderr, with the seconds since the script started.
@@ -200,7 +201,8 @@ label() {
 	case ${p[0]} in
 	tp) echo "${p[1]}, ${p[2]}, ${p[3]} session$( ((p[3] == 1)) || echo s)" ;;
 	pl) echo "${p[1]}, $(size_name "${p[2]}"), ${p[3]} session$( ((p[3] == 1)) || echo s)" ;;
-	pr) echo "processes: ${p[1]}, ${p[2]}, 32 sessions" ;;
+	pr) echo "processes: ${p[2]}, --burn ${p[1]}, ${p[3]}, 32 sessions" ;;
+	al) echo "${p[1]}, ${p[2]}, 32 sessions, alternating round ${p[3]}" ;;
 	*) echo "${p[1]/-prewarm/ with prewarm $prewarm}" ;;
 	esac
 }

@@ -15,8 +15,13 @@
 #   BENCH_VERSIONS ["2025-11-25 2026-07-28"]  throughput rows
 #   BENCH_SIZES ["65536 1048576"], BENCH_SIZE_SESSIONS ["1 8"]
 #                                             payload rows (bytes per message)
-#   BENCH_BURN [2ms]                          CPU each echo costs the child in
-#                                             the processes rows (mcpecho --burn)
+#   BENCH_BURN ["2ms 10ms"]                   CPU each echo costs the child in
+#                                             the processes rows (mcpecho --burn),
+#                                             one set of rows each
+#   BENCH_ROUNDS [3]                          alternating rounds of the direct
+#                                             server and the gateway (shared,
+#                                             32 sessions) the CPU and calls/s
+#                                             targets are judged on
 #   BENCH_PROCESSES_VERSIONS ["2025-11-25 2026-07-28"]
 #                                             processes rows: 32 sessions each
 #   BENCH_PROFILE [1]                         0: no profile summaries
@@ -86,8 +91,9 @@ sessions_list=${BENCH_SESSIONS:-$(q "1 32" "1 32 256")}
 versions=${BENCH_VERSIONS:-2025-11-25 2026-07-28}
 sizes=${BENCH_SIZES:-$(q 1048576 "65536 1048576")}
 size_sessions=${BENCH_SIZE_SESSIONS:-$(q 1 "1 8")}
-burn=${BENCH_BURN:-2ms}
+burns=${BENCH_BURN:-2ms 10ms}
 processes_versions=${BENCH_PROCESSES_VERSIONS:-2025-11-25 2026-07-28}
+rounds=${BENCH_ROUNDS:-$(q 1 3)}
 profiling=${BENCH_PROFILE:-1}
 open=${BENCH_OPEN:-$(q 16 64)}
 prewarm=${BENCH_PREWARM:-8}
@@ -283,17 +289,49 @@ stop "$PID"
 # second process double what one can serve? Only if this build has the key.
 processes_ok=$(processes_support "$gate")
 if [[ $processes_ok == yes ]]; then
-	for v in $processes_versions; do
-		for np in 1 2; do
-			start "gateway-processes-$np" "$gate" serve --config "$(gateway_config "processes-$np" shared "\"args\": [\"--burn\", \"$burn\"], \"processes\": $np")" --listen 127.0.0.1:0
-			url=http://$ADDR/servers/echo/mcp proc=$PID
-			ours "pr/$np/$v" --sessions 32 --version "$v" --duration "$duration" --warmup "$warmup"
-			stop "$PID"
+	for burn in $burns; do
+		for v in $processes_versions; do
+			for np in 1 2; do
+				start "gateway-processes-$np" "$gate" serve --config "$(gateway_config "processes-$np" shared "\"args\": [\"--burn\", \"$burn\"], \"processes\": $np")" --listen 127.0.0.1:0
+				url=http://$ADDR/servers/echo/mcp proc=$PID
+				ours "pr/$burn/$np/$v" --sessions 32 --version "$v" --duration "$duration" --warmup "$warmup"
+				stop "$PID"
+			done
 		done
 	done
 else
 	say "processes rows: skipped: processes not supported by this build ($processes_ok)"
 fi
+
+# Alternating rounds for the targets: the rows above run each mode's rows
+# one after another, minutes apart, and a machine whose load drifts in
+# between moves their ratios. Here the direct server and the gateway
+# (shared) both stay up, and each round measures one and then the other
+# (the other first in even rounds), each version in turn, at 32 sessions;
+# the CPU and calls/s targets take the median of the rounds' ratios.
+alternate() {
+	start mcpecho-alt "$echo_bin" --http 127.0.0.1:0
+	local base_url=http://$ADDR/mcp base_pid=$PID
+	start gateway-alt "$gate" serve --config "$(gateway_config alt shared)" --listen 127.0.0.1:0
+	local gate_url=http://$ADDR/servers/echo/mcp gate_pid=$PID r v m order
+	for ((r = 1; r <= rounds; r++)); do
+		order="baseline shared"
+		((r % 2 == 0)) && order="shared baseline"
+		for v in $versions; do
+			for m in $order; do
+				if [[ $m == baseline ]]; then
+					url=$base_url proc=$base_pid
+				else
+					url=$gate_url proc=$gate_pid
+				fi
+				ours "al/$m/$v/$r" --sessions 32 --version "$v" --duration "$duration" --warmup "$warmup"
+			done
+		done
+	done
+	stop "$gate_pid"
+	stop "$base_pid"
+}
+alternate
 
 if ((sg_ok)); then
 	proc="" # peer() measures the supergateway it starts
@@ -407,8 +445,10 @@ so a megabyte costs it little more than a copy and MB/s measures what is in betw
 $(payload_table)
 
 \`processes\`: the gateway in shared mode with \`processes: 1\` and \`processes: 2\`, its child
-\`mcpecho --burn $burn\` (each echo spends $burn of CPU time in a busy loop, so one process
-serves at most $(awk -v b="$(secs "$burn")" -v d="$burn" 'BEGIN { s = d + 0; if (d ~ /ms$/) s /= 1000; else if (d ~ /us$|µs$/) s /= 1e6; printf "%.0f", 1 / s }') calls/s), 32 sessions.
+\`mcpecho --burn D\` (each echo spends D of CPU time in a busy loop, so one process serves at
+most 1/D calls a second), 32 sessions, for each D of: $burns. Besides the children's D a call,
+the gateway and the load generator need a share of the same two cores: the lighter the
+burn, the lower the ceiling that share puts on what a second process can add.
 
 $(processes_table)
 
@@ -431,6 +471,13 @@ profiling on, calls are slower than in the rows above).
 $(profiles_section)
 
 $(stdio_hop_line)
+
+Alternating rounds (the targets' CPU per call and calls/s): the direct server and the gateway
+(shared) both up, measured one after the other at 32 sessions, the other first in even
+rounds, so that the two sides of a ratio are taken within seconds of each other; the targets
+below take the median of the rounds' ratios.
+
+$(alternating_table)
 
 Targets (issue 22), judged on the runs above:
 
