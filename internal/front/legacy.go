@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/admission"
 	"github.com/mcpgate/mcpgate/internal/audit"
 	"github.com/mcpgate/mcpgate/internal/limits"
 	"github.com/mcpgate/mcpgate/internal/protocol"
@@ -80,12 +81,21 @@ func (h *Handler) reattach(r *http.Request, name string) (*session.Session, uint
 // endpointURL is where a legacy session of target name POSTs: a path on
 // this host (its target's own /messages), or, when proxy headers are
 // trusted and present, an absolute URL as the client sees the gateway.
+// A request that reached the gateway under the host of Config.PublicURL
+// came through the proxy that serves that URL, so the path keeps the
+// public URL's path (https://mcp.example.com/gw: /gw/servers/NAME/messages):
+// the client resolves the event against its own URL, and a path without
+// the prefix the proxy serves the gateway under would miss the gateway.
 func (h *Handler) endpointURL(r *http.Request, name, id string) string {
 	path := messagesPath(r, name) + "?sessionId=" + id
-	if !h.cfg.TrustProxyHeaders {
-		return path
+	host := ""
+	if h.cfg.TrustProxyHeaders {
+		host, _, _ = strings.Cut(r.Header.Get("X-Forwarded-Host"), ",") // the first proxy's view
+		host = strings.TrimSpace(host)
 	}
-	host := r.Header.Get("X-Forwarded-Host")
+	if h.viaPublicURL(host, r.Host) {
+		path = h.publicPath + path
+	}
 	if host == "" {
 		return path
 	}
@@ -96,8 +106,21 @@ func (h *Handler) endpointURL(r *http.Request, name, id string) string {
 			proto = "https"
 		}
 	}
-	host, _, _ = strings.Cut(host, ",") // the first proxy's view
-	return proto + "://" + strings.TrimSpace(host) + path
+	return proto + "://" + host + path
+}
+
+// viaPublicURL reports whether a request whose host is forwarded (when
+// trusted and sent) or else host names the host of Config.PublicURL, whose
+// path is not empty.
+func (h *Handler) viaPublicURL(forwarded, host string) bool {
+	if h.publicPath == "" {
+		return false
+	}
+	if forwarded != "" {
+		host = forwarded
+	}
+	_, public, _ := strings.Cut(h.publicOrigin, "://")
+	return admission.RequestHost(host) == admission.RequestHost(public)
 }
 
 // legacyPost takes the messages of a legacy session: 202 at once, replies

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -69,5 +71,81 @@ func TestLegacyUnreadRepliesBounded(t *testing.T) {
 	// the messages are handled.
 	if n := s.General().Bytes(); refused == 0 || n > 2*bound {
 		t.Fatalf("%d of 200 POSTs refused; the stream keeps %d bytes (bound %d)", refused, n, bound)
+	}
+}
+
+// Behind a proxy that serves the gateway under a path (gateway.auth.publicUrl
+// https://mcp.example.com/gw, the proxy stripping /gw), a legacy client that
+// came through it is told a /messages URL under that path: the client
+// resolves the endpoint event against its own URL, and the path the event
+// used to name (/servers/x/messages, without /gw) reached the proxy's other
+// routes, never the gateway (the Inspector CLI and the TypeScript SDK's
+// SSEClientTransport failed their first POST with the proxy's 404). A client
+// on the gateway's own address still gets the bare path.
+func TestLegacyEndpointUnderPublicURLPath(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		trust      bool
+		path, host string
+		hdr        []string
+		want       string
+	}{
+		{"server through the proxy", false, "/servers/x/sse", "mcp.example.com", nil, "/gw/servers/x/messages"},
+		{"server through the proxy, public port", false, "/servers/x/sse", "MCP.example.com:443", nil, "/gw/servers/x/messages"},
+		{"default endpoint through the proxy", false, "/sse", "mcp.example.com", nil, "/gw/messages"},
+		{"fallback on /mcp through the proxy", false, "/servers/x/mcp", "mcp.example.com", nil, "/gw/servers/x/messages"},
+		{"direct", false, "/servers/x/sse", "", nil, "/servers/x/messages"},
+		{"forwarded host", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "mcp.example.com", "X-Forwarded-Proto", "https"}, "https://mcp.example.com/gw/servers/x/messages"},
+		{"another forwarded host", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "other.example.com", "X-Forwarded-Proto", "https"}, "https://other.example.com/servers/x/messages"},
+		{"forwarded host not trusted", false, "/servers/x/sse", "", []string{"X-Forwarded-Host", "mcp.example.com"}, "/servers/x/messages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server, all := newFakeBackend(), newFakeBackend()
+			_, srv := routedServer(t, Config{
+				Backends:          map[string]conn.Backend{"x": server},
+				Endpoints:         map[string]conn.Backend{"all": all},
+				PublicURL:         "https://mcp.example.com/gw",
+				TrustProxyHeaders: tc.trust,
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+tc.path, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d", tc.path, resp.StatusCode)
+			}
+			sc := bufio.NewScanner(resp.Body)
+			endpoint := ""
+			for endpoint == "" && sc.Scan() {
+				if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					endpoint = d
+				}
+			}
+			path, query, _ := strings.Cut(endpoint, "?")
+			if path != tc.want || !strings.HasPrefix(query, "sessionId=") {
+				t.Fatalf("endpoint event %q, want %s?sessionId=...", endpoint, tc.want)
+			}
+			// What the proxy forwards (the prefix stripped) reaches the session.
+			u, err := url.Parse(endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fwd := strings.TrimPrefix(u.Path, "/gw") + "?" + u.RawQuery
+			r, body := do(t, srv, http.MethodPost, fwd, `{"jsonrpc":"2.0","id":6,"method":"ping"}`, "Content-Type", "application/json")
+			if r.StatusCode != http.StatusAccepted {
+				t.Fatalf("POST %s: %d %s", fwd, r.StatusCode, body)
+			}
+		})
 	}
 }
