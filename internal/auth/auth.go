@@ -57,6 +57,12 @@ type Target struct {
 	// the token's audience must be): built by the front from the request,
 	// honouring trusted proxy headers.
 	Resource string
+	// Aliases are other URLs of the same resource that a token's audience
+	// may name instead of Resource: its legacy /sse URL, the resource
+	// that the TypeScript SDK's SSE client (Claude Code, mcp-remote, the
+	// Inspector) asks a token for, since it checks that the metadata's
+	// resource is the URL it connects to or a parent of it.
+	Aliases []string
 	// Metadata is the absolute URL of the resource's RFC 9728 metadata
 	// document (the path-inserted form).
 	Metadata string

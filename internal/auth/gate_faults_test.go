@@ -525,3 +525,35 @@ func TestFaultStaleSetSlowIssuer(t *testing.T) {
 	close(release)
 	wantOK(t, <-first, "alice")
 }
+
+// TestFaultAudienceAlias: a token for a target's legacy /sse URL (the
+// resource an SSE client asks for, Target.Aliases) is good on every URL of
+// that target, in both the JWT and the introspection paths; one for another
+// target's /sse URL, or for the alias spelled as another URL, is not.
+func TestFaultAudienceAlias(t *testing.T) {
+	clk := newClock()
+	mem := memory
+	mem.Aliases = []string{"https://gw.example.com/servers/memory/sse"}
+	gh := github
+	gh.Aliases = []string{"https://gw.example.com/servers/github/sse"}
+	f := newFakeIssuer(t, keyA())
+	g := newGate(t, oauthConfig(Issuer{Issuer: f.issuer}), clk)
+	sign := func(aud string) string { return keyA().sign(t, f.claims(clk, map[string]any{"aud": aud})) }
+	for _, aud := range []string{"https://gw.example.com/servers/memory/sse", "HTTPS://gw.example.com:443/servers/memory/sse/"} {
+		if d := g.Authenticate(bearer(sign(aud)), mem); d.Status != 0 {
+			t.Errorf("aud %q on its target: %+v, want accepted", aud, d)
+		}
+		wantRefused(t, g.Authenticate(bearer(sign(aud)), gh), http.StatusUnauthorized, "does not include", gh.Resource)
+		// Without the alias (as before it existed) the /sse URL is another resource.
+		wantRefused(t, g.Authenticate(bearer(sign(aud)), memory), http.StatusUnauthorized, "does not include", memory.Resource)
+	}
+	for _, aud := range []string{"https://gw.example.com/servers/memory/sse/x", "https://gw.example.com/servers/memory/messages", "https://gw.example.com/servers/memory"} {
+		wantRefused(t, g.Authenticate(bearer(sign(aud)), mem), http.StatusUnauthorized, "does not include", mem.Resource)
+	}
+
+	fi := newFakeIntrospection(t)
+	fi.set("tok-sse", map[string]any{"active": true, "sub": "alice", "aud": "https://gw.example.com/servers/memory/sse", "scope": "mcp"})
+	gi := newGate(t, introspectionConfig(fi), clk)
+	wantOK(t, gi.Authenticate(bearer("tok-sse"), mem), "alice")
+	wantRefused(t, gi.Authenticate(bearer("tok-sse"), gh), http.StatusUnauthorized, "does not include", gh.Resource)
+}

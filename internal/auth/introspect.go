@@ -65,7 +65,7 @@ func (g *Gate) introspect(ctx context.Context, token string, t Target) (*Princip
 		// MCP servers must check that a token was issued for them; a
 		// response without an audience cannot show it.
 		return nil, invalid("the introspection response names no audience (aud); it must name %s", t.Resource)
-	case !audienceFits(res.aud, t.Resource, is.audiences):
+	case !audienceFits(res.aud, t.Resource, t.Aliases, is.audiences):
 		return nil, invalid("its audience %s does not include %s", quoteList(res.aud), t.Resource)
 	case res.name == "":
 		return nil, invalid("the introspection response names no subject (sub, username or client_id)")

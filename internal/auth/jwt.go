@@ -78,7 +78,7 @@ func (g *Gate) checkJWT(ctx context.Context, raw string, t Target) (*Principal, 
 	switch {
 	case err != nil || len(aud) == 0:
 		return nil, invalid("it names no audience (aud); it must name %s", t.Resource)
-	case !audienceFits(aud, t.Resource, is.audiences):
+	case !audienceFits(aud, t.Resource, t.Aliases, is.audiences):
 		return nil, invalid("its audience %s does not include %s", quoteList(aud), t.Resource)
 	}
 	name, _ := claims["sub"].(string)

@@ -31,13 +31,19 @@ func canonicalResource(s string) string {
 }
 
 // audienceFits reports whether one of a token's audiences names target
-// resource, or is one of the issuer's extra audiences (already canonical).
-func audienceFits(aud []string, resource string, extra []string) bool {
+// resource or one of its aliases, or is one of the issuer's extra
+// audiences (already canonical).
+func audienceFits(aud []string, resource string, aliases, extra []string) bool {
 	want := canonicalResource(resource)
 	for _, a := range aud {
 		c := canonicalResource(a)
 		if resource != "" && c == want {
 			return true
+		}
+		for _, alias := range aliases {
+			if alias != "" && c == canonicalResource(alias) {
+				return true
+			}
 		}
 		for _, e := range extra {
 			if c == e {

@@ -197,8 +197,16 @@ func (p *provider) resource(asked []string) (string, string) {
 	}
 	switch len(asked) {
 	case 0:
-		if len(known) == 1 {
-			return known[0], ""
+		// A target's legacy /sse URL is another name of it, not another
+		// target: one protected target lets the parameter be left out.
+		var targets []string
+		for _, k := range known {
+			if !strings.HasSuffix(k, "/sse") {
+				targets = append(targets, k)
+			}
+		}
+		if len(targets) == 1 {
+			return targets[0], ""
 		}
 		return "", "resource is required: the URL of the MCP server the token is for"
 	case 1:

@@ -177,6 +177,23 @@ func TestAuthorizeAccepts(t *testing.T) {
 	if req := one.stored(one.authorize(q)); req.Resource != memoryURL {
 		t.Fatalf("resource %q, want the only one", req.Resource)
 	}
+	// Its legacy /sse URL (listed by the gateway for SSE clients) is
+	// another name of the same target, not a second one; asked for, it
+	// is the token's resource.
+	sseURL := strings.TrimSuffix(memoryURL, "/mcp") + "/sse"
+	s, err = New(cfg, Deps{Store: w.store, Now: w.clk.Now, Resources: func() []string { return []string{memoryURL, sseURL} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one = &world{t: t, s: s, clk: w.clk, store: w.store}
+	if req := one.stored(one.authorize(q)); req.Resource != memoryURL {
+		t.Fatalf("resource %q with the /sse URL listed, want the only target's", req.Resource)
+	}
+	q = authorizeParams()
+	q.Set("resource", sseURL)
+	if req := one.stored(one.authorize(q)); req.Resource != sseURL {
+		t.Fatalf("resource %q, want the /sse URL asked for", req.Resource)
+	}
 	// The confidential client has one redirect URI: it may be left out.
 	q = authorizeParams()
 	q.Set("client_id", confID)

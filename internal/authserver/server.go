@@ -20,7 +20,8 @@ type Deps struct {
 	// memory store (tests).
 	Store Store
 	// Resources returns the canonical URLs of the protected servers and
-	// endpoints: a token's resource (RFC 8707) must be one of them.
+	// endpoints, and their legacy /sse URLs: a token's resource (RFC 8707)
+	// must be one of them.
 	Resources func() []string
 	// Logger gets sign-ins, refusals and the one-time sign-in code.
 	Logger *slog.Logger

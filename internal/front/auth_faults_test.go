@@ -203,7 +203,7 @@ func TestFaultSessionKeyVersusToken(t *testing.T) {
 func TestFaultMetadataLeaks(t *testing.T) {
 	g := faultGate(t, auth.Config{Endpoints: map[string]auth.TargetConfig{"team": {Off: true}}})
 	_, srv, _ := authServer(t, g, Config{})
-	for _, path := range []string{"/endpoints/team/mcp", "/endpoints/nope/mcp", "/servers/nope/mcp", "/servers/x/sse", "/servers/x/mcp/extra"} {
+	for _, path := range []string{"/endpoints/team/mcp", "/endpoints/team/sse", "/endpoints/nope/mcp", "/servers/nope/mcp", "/servers/nope/sse", "/servers/x/messages", "/servers/x/mcp/extra"} {
 		resp, body := do(t, srv, http.MethodGet, wellKnownPRM+path, "")
 		if resp.StatusCode != http.StatusNotFound || strings.Contains(body, faultIssuer) || strings.Contains(body, "authorization_servers") {
 			t.Errorf("metadata of %s: %d %s", path, resp.StatusCode, body)

@@ -41,8 +41,9 @@ func rpcError(t *testing.T, body string) (id, msg string) {
 // Every URL of every target, in both eras and every method, routed by
 // path or by host, is refused without credentials before anything else:
 // 401 with the challenge naming the target's metadata document (absolute,
-// path-inserted; the same resource for /mcp, /sse and /messages), a
-// JSON-RPC error with id null, and nothing opened. A token without the
+// path-inserted; the same resource for /mcp, /sse and /messages, whose
+// document is the /sse URL's: see TestAuthLegacySSEResource), a JSON-RPC
+// error with id null, and nothing opened. A token without the
 // scope gets 403 with its own challenge.
 func TestAuthRefusesEveryURL(t *testing.T) {
 	a := newFakeAuth()
@@ -61,23 +62,28 @@ func TestAuthRefusesEveryURL(t *testing.T) {
 	requests := []struct {
 		what, method, path, body string
 		hdr                      []string
+		legacy                   bool // told the /sse URL's document
 	}{
-		{"initialize", http.MethodPost, "/mcp", initBody, nil},
-		{"POST in a session", http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, []string{"Mcp-Session-Id", "nope"}},
-		{"stateless POST", http.MethodPost, "/mcp", modern, []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list"}},
-		{"legacy GET on /mcp", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream"}},
-		{"GET stream", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "nope"}},
-		{"GET resume", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "nope", "Last-Event-ID", "1-1"}},
-		{"DELETE", http.MethodDelete, "/mcp", "", []string{"Mcp-Session-Id", "nope"}},
-		{"bad version", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "nope", "Mcp-Protocol-Version", "1999-01-01"}},
-		{"legacy GET /sse", http.MethodGet, "/sse", "", []string{"Accept", "text/event-stream"}},
-		{"legacy reattach", http.MethodGet, "/sse", "", []string{"Accept", "text/event-stream", "Last-Event-ID", "abc.1"}},
-		{"legacy POST /messages", http.MethodPost, "/messages?sessionId=abc", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil},
+		{"initialize", http.MethodPost, "/mcp", initBody, nil, false},
+		{"POST in a session", http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, []string{"Mcp-Session-Id", "nope"}, false},
+		{"stateless POST", http.MethodPost, "/mcp", modern, []string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list"}, false},
+		{"legacy GET on /mcp", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream"}, false},
+		{"GET stream", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "nope"}, false},
+		{"GET resume", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "nope", "Last-Event-ID", "1-1"}, false},
+		{"DELETE", http.MethodDelete, "/mcp", "", []string{"Mcp-Session-Id", "nope"}, false},
+		{"bad version", http.MethodGet, "/mcp", "", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "nope", "Mcp-Protocol-Version", "1999-01-01"}, false},
+		{"legacy GET /sse", http.MethodGet, "/sse", "", []string{"Accept", "text/event-stream"}, true},
+		{"legacy reattach", http.MethodGet, "/sse", "", []string{"Accept", "text/event-stream", "Last-Event-ID", "abc.1"}, true},
+		{"legacy POST /messages", http.MethodPost, "/messages?sessionId=abc", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil, true},
 	}
 	for _, tg := range targets {
 		u, _ := url.Parse(tg.resource)
-		wantMeta := u.Scheme + "://" + u.Host + wellKnownPRM + u.Path
+		alias := strings.TrimSuffix(tg.resource, "/mcp") + "/sse"
 		for _, rq := range requests {
+			wantMeta := u.Scheme + "://" + u.Host + wellKnownPRM + u.Path
+			if rq.legacy {
+				wantMeta = strings.TrimSuffix(wantMeta, "/mcp") + "/sse"
+			}
 			for _, cred := range []struct {
 				token  string
 				status int
@@ -102,7 +108,8 @@ func TestAuthRefusesEveryURL(t *testing.T) {
 				if id, msg := rpcError(t, body); id != "null" || !strings.Contains(msg, "for "+tg.kind+" "+tg.name) {
 					t.Errorf("%s: error id %s message %q", where, id, msg)
 				}
-				if got := a.lastTarget(); got.Resource != tg.resource || got.Metadata != wantMeta || got.Kind != tg.kind || got.Name != tg.name {
+				if got := a.lastTarget(); got.Resource != tg.resource || got.Metadata != wantMeta || got.Kind != tg.kind || got.Name != tg.name ||
+					len(got.Aliases) != 1 || got.Aliases[0] != alias {
 					t.Errorf("%s: target %+v, want resource %s", where, got, tg.resource)
 				}
 			}
@@ -125,9 +132,10 @@ func TestAuthRefusesEveryURL(t *testing.T) {
 }
 
 // The metadata documents are served without credentials, to any origin
-// (CORS), at the path-inserted well-known URL of each target's /mcp URL,
-// the default endpoint's also at the root, a host-routed target's on its
-// host; 404 for targets unknown or not protected.
+// (CORS), at the path-inserted well-known URL of each target's /mcp URL
+// and of its /sse URL (whose resource is that URL), the default endpoint's
+// also at the root, a host-routed target's on its host; 404 for targets
+// unknown or not protected.
 func TestAuthMetadataDocuments(t *testing.T) {
 	a := newFakeAuth("endpoint/team")
 	_, srv, _ := authServer(t, a, Config{})
@@ -142,6 +150,10 @@ func TestAuthMetadataDocuments(t *testing.T) {
 		{"/mcp", "x.mcp.example.com", "http://x.mcp.example.com/mcp"},
 		{"", "all.mcp.example.com", "http://all.mcp.example.com/mcp"},
 		{"/servers/x/mcp", "x.mcp.example.com", "http://x.mcp.example.com/servers/x/mcp"},
+		{"/servers/x/sse", "", origin + "/servers/x/sse"},
+		{"/endpoints/all/sse/", "", origin + "/endpoints/all/sse"},
+		{"/sse", "", origin + "/sse"},
+		{"/sse", "x.mcp.example.com", "http://x.mcp.example.com/sse"},
 	} {
 		var hdr []string
 		if tc.host != "" {
@@ -160,7 +172,7 @@ func TestAuthMetadataDocuments(t *testing.T) {
 	}
 	for _, path := range []string{
 		"/servers/nope/mcp", "/endpoints/nope/mcp", "/endpoints/team/mcp", // unknown; not protected
-		"/servers/x/sse", "/servers/x", "/endpoints/all/messages",
+		"/servers/nope/sse", "/endpoints/team/sse", "/servers/x", "/endpoints/all/messages", "/servers/x/messages",
 	} {
 		resp, body := do(t, srv, http.MethodGet, wellKnownPRM+path, "")
 		if resp.StatusCode != http.StatusNotFound {
@@ -285,5 +297,57 @@ func TestAuthOpenTarget(t *testing.T) {
 	}
 	if n := backends[0].opens.Load(); n != 2 {
 		t.Errorf("%d sessions opened, want 2", n)
+	}
+}
+
+// A legacy client (the TypeScript SDK's SSEClientTransport: Claude Code's
+// and mcp-remote's SSE transport, the Inspector's) checks that the metadata
+// document's resource is the URL it connects to or a parent of it, and
+// failed before asking for a token while every 401 named the /mcp URL's
+// document ("Protected resource .../servers/x/mcp does not match expected
+// .../servers/x/sse"). A request on /sse or /messages is told the /sse URL's
+// document, whose resource is the /sse URL; every request of the target
+// accepts that URL as an audience (Target.Aliases) besides its /mcp URL.
+func TestAuthLegacySSEResource(t *testing.T) {
+	const origin = "https://public.example.com"
+	for _, tc := range []struct {
+		method, path, doc string
+		hdr               []string
+		resource, alias   string
+	}{
+		{http.MethodGet, "/servers/x/sse", "/gw/servers/x/sse", []string{"Accept", "text/event-stream"}, "/gw/servers/x/mcp", "/gw/servers/x/sse"},
+		{http.MethodPost, "/servers/x/messages?sessionId=s", "/gw/servers/x/sse", []string{"Content-Type", "application/json"}, "/gw/servers/x/mcp", "/gw/servers/x/sse"},
+		{http.MethodGet, "/endpoints/team/sse", "/gw/endpoints/team/sse", []string{"Accept", "text/event-stream"}, "/gw/endpoints/team/mcp", "/gw/endpoints/team/sse"},
+		{http.MethodGet, "/sse", "/gw/sse", []string{"Accept", "text/event-stream"}, "/gw/mcp", "/gw/sse"},
+		{http.MethodPost, "/messages?sessionId=s", "/gw/sse", []string{"Content-Type", "application/json"}, "/gw/mcp", "/gw/sse"},
+		// Streamable HTTP, and a GET falling back to SSE on the /mcp URL (whose
+		// client checks against that URL), keep the /mcp URL's document.
+		{http.MethodPost, "/servers/x/mcp", "/gw/servers/x/mcp", nil, "/gw/servers/x/mcp", "/gw/servers/x/sse"},
+		{http.MethodGet, "/servers/x/mcp", "/gw/servers/x/mcp", []string{"Accept", "text/event-stream"}, "/gw/servers/x/mcp", "/gw/servers/x/sse"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			a := newFakeAuth()
+			_, srv, _ := authServer(t, a, Config{PublicURL: origin + "/gw"})
+			resp, body := doHost(t, srv, tc.method, tc.path, initBody, tc.hdr...)
+			got := a.lastTarget()
+			wantDoc := origin + wellKnownPRM + tc.doc
+			if resp.StatusCode != http.StatusUnauthorized || got.Metadata != wantDoc || got.Resource != origin+tc.resource ||
+				len(got.Aliases) != 1 || got.Aliases[0] != origin+tc.alias {
+				t.Fatalf("%d %s: target %+v, want metadata %s, resource %s, alias %s", resp.StatusCode, body, got, wantDoc, origin+tc.resource, origin+tc.alias)
+			}
+			if ch := resp.Header.Get("WWW-Authenticate"); !strings.Contains(ch, `resource_metadata="`+wantDoc+`"`) {
+				t.Errorf("challenge %q, want the metadata %s", ch, wantDoc)
+			}
+			// The document names the URL the client connects to.
+			docPath := strings.TrimPrefix(tc.doc, "/gw")
+			resp, body = doHost(t, srv, http.MethodGet, wellKnownPRM+docPath, "")
+			wantRes := origin + tc.alias
+			if !strings.HasSuffix(tc.doc, "/sse") {
+				wantRes = origin + tc.resource
+			}
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"resource":"`+wantRes+`"`) {
+				t.Errorf("document at %s: %d %s, want resource %s", wellKnownPRM+docPath, resp.StatusCode, body, wantRes)
+			}
+		})
 	}
 }

@@ -22,6 +22,14 @@ import (
 // served, without credentials and to any origin, at the path-inserted
 // well-known URL of its canonical URL, and the default endpoint's (or a
 // host-routed target's) also at the well-known root.
+//
+// The TypeScript SDK's SSE client (Claude Code's and mcp-remote's SSE
+// transport, the Inspector's) refuses a metadata document whose resource is
+// neither the URL it connects to nor a parent of it: given the /mcp URL's
+// document for its /sse URL it fails before it asks for a token. So a
+// request on /sse or /messages is told the document of the /sse URL, whose
+// resource is that URL, and a token whose audience names the /sse URL is
+// good for the whole target, as one for its /mcp URL is (Target.Aliases).
 
 // wellKnownPRM is the well-known path of RFC 9728 metadata documents.
 const wellKnownPRM = "/.well-known/oauth-protected-resource"
@@ -38,9 +46,26 @@ func (h *Handler) authTarget(r *http.Request, key string) (auth.Target, bool) {
 		t.Kind, t.Name = "endpoint", name
 	}
 	path := h.publicPath + mcpURLPath(r, key)
+	sse := h.publicPath + sseURLPath(r, key)
 	t.Resource = origin + path
+	t.Aliases = []string{origin + sse}
 	t.Metadata = origin + wellKnownPRM + path
+	if isLegacyPath(r.URL.Path) {
+		t.Metadata = origin + wellKnownPRM + sse
+	}
 	return t, ok
+}
+
+// sseURLPath is the path of target key's legacy /sse URL as r reached it.
+func sseURLPath(r *http.Request, key string) string {
+	return strings.TrimSuffix(mcpURLPath(r, key), "/mcp") + "/sse"
+}
+
+// isLegacyPath reports whether path is a target's legacy /sse or /messages
+// URL, or the metadata document of an /sse URL.
+func isLegacyPath(path string) bool {
+	path = strings.TrimSuffix(path, "/")
+	return strings.HasSuffix(path, "/sse") || strings.HasSuffix(path, "/messages")
 }
 
 // mcpURLPath is the path of target key's /mcp URL as r reached it.
@@ -90,6 +115,9 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeInvalidRequest, "mcpgate: the request's host (Host or X-Forwarded-Host) is not a valid host name")
 		return
 	}
+	if isLegacyPath(r.URL.Path) { // the document of an /sse URL
+		target.Resource = target.Aliases[0]
+	}
 	doc, protected := t.auth.Metadata(target)
 	if !protected {
 		writeError(w, http.StatusNotFound, protocol.CodeInvalidRequest, notFound)
@@ -104,6 +132,10 @@ func (h *Handler) routeMetadata() {
 	// (routes.go): a client given one looks there.
 	h.route(wellKnownPRM+"/servers/{name}/mcp", h.serveMetadata)
 	h.route(wellKnownPRM+"/endpoints/{endpoint}/mcp", h.serveMetadata)
+	// The legacy /sse URLs' documents (see above).
+	h.route(wellKnownPRM+"/servers/{name}/sse", h.serveMetadata)
+	h.route(wellKnownPRM+"/endpoints/{endpoint}/sse", h.serveMetadata)
+	h.route(wellKnownPRM+"/sse", h.withDefault(h.serveMetadata))
 	// The default endpoint's, path-inserted and at the root (where
 	// clients look when they have no resource_metadata URL); a 404 when
 	// there is none.
@@ -114,5 +146,6 @@ func (h *Handler) routeMetadata() {
 // isMetadataPath reports whether a host-routed request's path is its
 // target's metadata document.
 func isMetadataPath(path string) bool {
-	return path == wellKnownPRM || strings.TrimSuffix(path, "/") == wellKnownPRM+"/mcp"
+	path = strings.TrimSuffix(path, "/")
+	return path == wellKnownPRM || path == wellKnownPRM+"/mcp" || path == wellKnownPRM+"/sse"
 }

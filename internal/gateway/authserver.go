@@ -132,8 +132,8 @@ func closeStore(s authserver.Store, log *slog.Logger) {
 }
 
 // protectedResources are the canonical URLs of the protected servers
-// and endpoints, on the gateway's public URL (else the issuer's): what a
-// token's resource (RFC 8707) may be.
+// and endpoints (and their legacy /sse URLs), on the gateway's public URL
+// (else the issuer's): what a token's resource (RFC 8707) may be.
 func (g *Gateway) protectedResources() []string {
 	g.rl.state.RLock()
 	cfg, a := g.cfg, g.auth
@@ -155,14 +155,16 @@ func (g *Gateway) protectedResources() []string {
 			}
 		}
 	}
+	// Each target's legacy /sse URL too: the resource an SSE client asks
+	// a token for (front/metadata.go).
 	for _, name := range cfg.Names() {
-		add("server", name, "/servers/"+name+"/mcp")
+		add("server", name, "/servers/"+name+"/mcp", "/servers/"+name+"/sse")
 	}
 	for _, name := range cfg.EndpointNames() {
 		if name == front.DefaultEndpoint {
-			add("endpoint", name, "/endpoints/"+name+"/mcp", "/mcp")
+			add("endpoint", name, "/endpoints/"+name+"/mcp", "/mcp", "/endpoints/"+name+"/sse", "/sse")
 		} else {
-			add("endpoint", name, "/endpoints/"+name+"/mcp")
+			add("endpoint", name, "/endpoints/"+name+"/mcp", "/endpoints/"+name+"/sse")
 		}
 	}
 	return out
