@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -36,6 +37,7 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 		return
 	}
 	m := c.m
+	req := ctx
 	ctx, cancel := context.WithTimeout(ctx, m.opts.Timeout)
 	defer cancel()
 	// Client.Close ends the wait (for the server, for another session's
@@ -54,12 +56,23 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 		prev := c.level
 		m.setClientLevelLocked(c, levelRank(p.Level))
 		m.mu.Unlock()
-		if err = m.applyLevelLocked(ctx); err != nil {
+		deadline, _ := ctx.Deadline()
+		left := func() bool { return life.Err() != nil || req.Err() != nil }
+		res := make(chan error, 1)
+		if !m.spawn(func() { res <- m.applyClientLevel(c, prev, deadline, left) }) {
 			m.mu.Lock()
 			m.setClientLevelLocked(c, prev)
 			m.mu.Unlock()
+			m.unlockLevel()
+			res <- errClosed
 		}
-		m.unlockLevel()
+		select {
+		case err = <-res:
+		case <-life.Done():
+			err = life.Err()
+		case <-req.Done():
+			err = req.Err()
+		}
 	}
 	if err != nil {
 		var re *rpcError
@@ -75,6 +88,37 @@ func (c *Client) setLevel(ctx context.Context, msg *jsonrpc.Message, out conn.St
 		return
 	}
 	out.Reply(jsonrpc.Response(id, []byte(`{}`)))
+}
+
+// applyClientLevel applies the level client c has just been set to (prev
+// before), with levelSem held, and releases it. The change runs to the
+// server's answer (or deadline, or the Mux's close) even when its request
+// or its session ends first: a setLevel given up unanswered would leave
+// the server at a level it reads later, which no live session may want
+// and nothing would set back (a session ending in the meantime found the
+// level unchanged), while one sent at once could overtake it on a server
+// that handles requests concurrently. A change that failed, or whose
+// requester left (left, checked once it is answered), is undone, and then
+// the level the live sessions want is sent again, after that answer.
+func (m *Mux) applyClientLevel(c *Client, prev int, deadline time.Time, left func() bool) error {
+	defer m.unlockLevel()
+	ctx, cancel := context.WithDeadline(m.ctx, deadline)
+	err := m.applyLevelLocked(ctx)
+	cancel()
+	gone := left()
+	if err != nil || gone {
+		m.mu.Lock()
+		m.setClientLevelLocked(c, prev)
+		m.mu.Unlock()
+	}
+	if err == nil && gone {
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.Timeout)
+		defer cancel()
+		if err := m.applyLevelLocked(ctx); err != nil {
+			m.log.Debug("logging level not set back after its requester left", "err", err)
+		}
+	}
+	return err
 }
 
 // lockLevel takes levelSem, waiting at most until ctx ends.

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"testing"
@@ -68,4 +69,54 @@ func TestLevelResentAfterTimedOutSetLevel(t *testing.T) {
 	up.answer("logging/setLevel", result(`{}`))
 	b.Close() // b's debug may be in force: warning must be sent again
 	up.waitFor(t, "warning sent again", func() bool { return len(up.writtenLocked("logging/setLevel")) == 3 })
+}
+
+// TestLevelSetBackWhenRequesterLeavesMidSetLevel: a session's setLevel is
+// written, and before the server answers the session closes or its
+// request is dropped. The requester is answered at once; the server's
+// late answer means it now runs at the departed request's level, so the
+// level the live sessions want is sent again after that answer (not
+// before it, which a server handling requests concurrently could apply
+// first). Without that the server stayed at "debug", wanted by nobody.
+func TestLevelSetBackWhenRequesterLeavesMidSetLevel(t *testing.T) {
+	for _, how := range []string{"closed", "dropped"} {
+		t.Run(how, func(t *testing.T) {
+			m, up := startShared(t, Options{Timeout: time.Minute})
+			up.answer("logging/setLevel", result(`{}`))
+			a, b := m.Join(newRec()), m.Join(newRec())
+			out := newRec()
+			a.Handle(context.Background(), request(t, "1", "logging/setLevel", `{"level":"error"}`), out)
+			if _, _, isErr := errorCode(t, out.waitReplies(t, 1)[0]); isErr {
+				t.Fatal("setLevel refused")
+			}
+			up.answer("logging/setLevel", nil) // answered late, by hand
+			ctx, drop := context.WithCancel(context.Background())
+			defer drop()
+			bOut := newRec()
+			go b.Handle(ctx, request(t, "1", "logging/setLevel", `{"level":"debug"}`), bOut)
+			up.waitFor(t, "debug written", func() bool { return len(up.writtenLocked("logging/setLevel")) == 2 })
+			if how == "closed" {
+				b.Close()
+			} else {
+				drop()
+			}
+			if _, _, isErr := errorCode(t, bOut.waitReplies(t, 1)[0]); !isErr {
+				t.Errorf("the departed setLevel was answered with success")
+			}
+			up.mu.Lock()
+			late := up.writtenLocked("logging/setLevel")[1]
+			n := len(up.writtenLocked("logging/setLevel"))
+			up.mu.Unlock()
+			if n != 2 {
+				t.Fatalf("%d setLevel written before the server answered the second, want 2", n)
+			}
+			up.answer("logging/setLevel", result(`{}`))
+			m.Line(up.gen.Load(), []byte(`{"jsonrpc":"2.0","id":`+string(late.Bytes(late.ID))+`,"result":{}}`))
+			up.waitFor(t, "error sent again", func() bool {
+				w := up.writtenLocked("logging/setLevel")
+				return len(w) == 3 && bytes.Contains(w[2].Raw, []byte(`"error"`))
+			})
+			checkLeveled(t, m, 1)
+		})
+	}
 }
