@@ -28,7 +28,8 @@ type ChaosOptions struct {
 	// "stopped-reading" when StopReadingAfter takes effect, "burst-paused"
 	// at PingBurstGate, "burst-done" after PingBurst, "replied TOOL" after
 	// the reply of a tools/call is written, "background-log" after the
-	// bglog tool's late message is written.
+	// bglog tool's late message is written, "stalled" and "resumed" around
+	// the stall tool's wait.
 	Journal string
 
 	// ExitAtStart makes the server write StartupStderr to stderr and exit
@@ -98,10 +99,15 @@ type ChaosOptions struct {
 //	                   background of the session that called it.
 //	environ            replies with the process's environment, one
 //	                   NAME=VALUE per line.
+//	stall {"gate":P}   stops reading stdin (journals "stalled") until the
+//	                   [Gate] at path P is opened, then replies "resumed"
+//	                   (journals "resumed") and reads on: a server stuck
+//	                   for as long as the test chooses, that recovers.
 const (
 	chaosToolFlood   = "flood"
 	chaosToolBgLog   = "bglog"
 	chaosToolEnviron = "environ"
+	chaosToolStall   = "stall"
 )
 
 // ChaosCommand is [Command] for a chaos server: the command, arguments and
@@ -227,6 +233,10 @@ func (c *chaos) request(m message, line []byte) {
 		var p callParams
 		_ = json.Unmarshal(m.Params, &p)
 		c.journal("called " + p.Name)
+		if p.Name == chaosToolStall {
+			c.stall(m, p) // inline: nothing more is read until it returns
+			return
+		}
 		switch p.Name {
 		case chaosToolFlood, chaosToolBgLog, chaosToolEnviron:
 			c.s.wg.Go(func() { c.tool(m, p) })
@@ -314,4 +324,20 @@ func (c *chaos) tool(m message, p callParams) {
 		c.s.reply(m.ID, textResult(strings.Join(os.Environ(), "\n"), false))
 	}
 	c.journal("replied " + p.Name)
+}
+
+// stall runs the stall tool on the reading goroutine: stdin is not read
+// until its gate opens.
+func (c *chaos) stall(m message, p callParams) {
+	var a struct {
+		Gate string `json:"gate"`
+	}
+	_ = json.Unmarshal(p.Arguments, &a)
+	c.journal("stalled")
+	if err := passGate(a.Gate); err != nil {
+		c.s.reply(m.ID, textResult("stall gate: "+err.Error(), true))
+		return
+	}
+	c.journal("resumed")
+	c.s.reply(m.ID, textResult("resumed", false))
 }

@@ -3,6 +3,7 @@ package testkit
 import (
 	"encoding/json"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -225,6 +226,18 @@ func (s *server) callTool(m message, done <-chan struct{}) {
 		got := append([]string{}, s.notified...)
 		s.mu.Unlock()
 		s.reply(m.ID, textResult(string(mustJSON(got)), false))
+	case "subscribed":
+		// Not listed. The resource URIs this process is subscribed to
+		// (resources/subscribe not undone by resources/unsubscribe), sorted,
+		// as a JSON array.
+		s.mu.Lock()
+		uris := make([]string, 0, len(s.subscribed))
+		for uri := range s.subscribed {
+			uris = append(uris, uri)
+		}
+		s.mu.Unlock()
+		sort.Strings(uris)
+		s.reply(m.ID, textResult(string(mustJSON(uris)), false))
 	case "calls":
 		self := idKey(m.ID)
 		out := struct {
