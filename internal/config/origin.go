@@ -24,12 +24,21 @@ func defaultOrigins() []string {
 // origin's scheme and host are compared, without regard to case, with each
 // AllowedOrigins entry: an entry without a port matches any port, an entry
 // with a port only that port (a default port may be written or left out).
-// The entry "*" allows every origin, including "null".
+// The entry "*" allows every origin, including "null". The origin of
+// auth.publicUrl, when set, is always allowed: a page served from the
+// gateway's own public origin is the gateway's, and a browser sends that
+// Origin on its requests through the proxy (Host and Origin then agree).
 func (g *Gateway) OriginAllowed(origin string) bool {
 	if origin == "" {
 		return true
 	}
 	o, ok := parseOrigin(origin)
+	if ok && g.Auth != nil && g.Auth.PublicURL != "" {
+		if pub, err := url.Parse(g.Auth.PublicURL); err == nil && pub.Hostname() != "" &&
+			strings.EqualFold(pub.Scheme, o.Scheme) && strings.EqualFold(pub.Hostname(), o.Hostname()) && port(pub) == port(o) {
+			return true
+		}
+	}
 	for _, entry := range g.AllowedOrigins {
 		if entry == "*" {
 			return true

@@ -12,6 +12,10 @@ func TestOriginAllowed(t *testing.T) {
 	}}
 	all := Gateway{AllowedOrigins: []string{"https://claude.ai", "*"}}
 	none := Gateway{AllowedOrigins: []string{}}
+	// The gateway's own public origin is allowed whatever the list says.
+	public := Gateway{AllowedOrigins: []string{}, Auth: &Auth{PublicURL: "https://mcp.example.com/gw"}}
+	publicPort := Defaults()
+	publicPort.Auth = &Auth{PublicURL: "http://gw.example:8080"}
 
 	tests := []struct {
 		g      *Gateway
@@ -53,6 +57,17 @@ func TestOriginAllowed(t *testing.T) {
 		{&all, "https://anything.example", true},
 		{&all, "null", true},
 		{&none, "http://localhost", false},
+
+		{&public, "https://mcp.example.com", true},
+		{&public, "HTTPS://MCP.example.com:443/", true},
+		{&public, "http://mcp.example.com", false},       // scheme matters
+		{&public, "https://mcp.example.com:8443", false}, // so does the port
+		{&public, "https://evil.mcp.example.com", false},
+		{&public, "https://mcp.example.com.evil", false},
+		{&public, "null", false},
+		{&publicPort, "http://gw.example:8080", true},
+		{&publicPort, "http://gw.example", false},
+		{&publicPort, "http://localhost:3000", true}, // the defaults still apply
 	}
 	for _, tt := range tests {
 		if got := tt.g.OriginAllowed(tt.origin); got != tt.want {
