@@ -277,15 +277,15 @@ func New(cfg Config) *Handler {
 	h.admittedMessages = h.admitted(h.serveMessages, auditAll)
 	// Each URL also with a trailing slash (routes.go).
 	h.route("/servers/{name}/mcp", h.admittedMCP.ServeHTTP)
-	h.route("/servers/{name}/sse", h.admittedSSE.ServeHTTP)
+	h.route("/servers/{name}/sse", h.serveSSEURL) // routes.go
 	h.route("/servers/{name}/messages", h.admittedMessages.ServeHTTP)
 	h.route("/endpoints/{endpoint}/mcp", h.admittedMCP.ServeHTTP)
-	h.route("/endpoints/{endpoint}/sse", h.admittedSSE.ServeHTTP)
+	h.route("/endpoints/{endpoint}/sse", h.serveSSEURL)
 	h.route("/endpoints/{endpoint}/messages", h.admittedMessages.ServeHTTP)
 	// Always routed: serveDefault answers 404 while there is no default
 	// endpoint (SetTargets may add one).
 	h.route("/mcp", h.serveDefault(h.admittedMCP.ServeHTTP))
-	h.route("/sse", h.serveDefault(h.admittedSSE.ServeHTTP))
+	h.route("/sse", h.serveDefault(h.serveSSEURL))
 	h.route("/messages", h.serveDefault(h.admittedMessages.ServeHTTP))
 	h.mux.HandleFunc("/", h.notFound)
 	// The Host first, for every URL, before anything is revealed (but for
@@ -312,7 +312,7 @@ func (h *Handler) routeRequest(w http.ResponseWriter, r *http.Request) {
 			case "/mcp":
 				serve = h.admittedMCP.ServeHTTP
 			case "/sse":
-				serve = h.admittedSSE.ServeHTTP
+				serve = h.serveSSEURL
 			case "/messages":
 				serve = h.admittedMessages.ServeHTTP
 			default:

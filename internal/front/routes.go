@@ -23,3 +23,20 @@ func (h *Handler) route(pattern string, serve http.HandlerFunc) {
 func isMessagesPath(path string) bool {
 	return strings.HasSuffix(strings.TrimSuffix(path, "/"), "/messages")
 }
+
+// serveSSEURL serves a target's /sse URL. A GET without a session id opens
+// a session of the 2024-11-05 HTTP+SSE transport, as the URL was made for;
+// anything else (a POST, a DELETE, a GET carrying Mcp-Session-Id) is
+// Streamable HTTP, served as on the target's /mcp URL. People paste the
+// /sse URL they have into a client set to Streamable HTTP (Claude Code's
+// --transport http, an SDK's Streamable HTTP client), which then POSTs its
+// initialize there and, refused, fails to connect instead of falling back.
+// The /mcp URL serves both transports the same way (a GET without a
+// session id there opens a legacy session too).
+func (h *Handler) serveSSEURL(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.Header.Get("Mcp-Session-Id") == "" {
+		h.admittedSSE.ServeHTTP(w, r)
+		return
+	}
+	h.admittedMCP.ServeHTTP(w, r)
+}

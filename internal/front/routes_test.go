@@ -1,12 +1,15 @@
 package front
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/conn"
+	"github.com/mcpgate/mcpgate/internal/sse"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
@@ -119,5 +122,61 @@ func TestBareServer(t *testing.T) {
 	_, srv = routedServer(t, Config{Backends: map[string]conn.Backend{"x": server}, BareServer: "y"})
 	if resp, body := do(t, srv, http.MethodPost, "/mcp", initBody); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("a bare server that is not configured: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestSSEURLServesStreamableHTTP: a Streamable HTTP client given a
+// target's /sse URL (Claude Code's --transport http with the URL a user
+// had) initializes, calls, opens its GET stream and ends its session
+// there, as on the /mcp URL; a GET without a session id still opens a
+// legacy session, which names its /messages URL.
+func TestSSEURLServesStreamableHTTP(t *testing.T) {
+	b := newFakeBackend()
+	h, srv := testServer(t, b, Config{})
+	for _, path := range []string{"/servers/x/sse", "/servers/x/sse/"} {
+		resp, body := do(t, srv, http.MethodPost, path, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+		sid := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != http.StatusOK || sid == "" || !strings.Contains(body, `"protocolVersion"`) {
+			t.Fatalf("POST initialize to %s: %d %q %s", path, resp.StatusCode, sid, body)
+		}
+		v := "2025-06-18"
+		resp, body = do(t, srv, http.MethodPost, path, `{"jsonrpc":"2.0","id":"a","method":"tools/list"}`, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"id":"a"`) {
+			t.Fatalf("POST tools/list to %s: %d %s", path, resp.StatusCode, body)
+		}
+		// The session's GET stream opens (its headers come at once).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", v)
+		get, err := srv.Client().Do(req)
+		if err != nil || get.StatusCode != http.StatusOK || get.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("GET stream on %s: %v %+v", path, err, get)
+		}
+		cancel()
+		get.Body.Close()
+		resp, body = do(t, srv, http.MethodDelete, path, "", "Mcp-Session-Id", sid, "Mcp-Protocol-Version", v)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("DELETE on %s: %d %s", path, resp.StatusCode, body)
+		}
+		if h.store.Lookup(sid) != nil {
+			t.Fatalf("session %s lives after its DELETE on %s", sid, path)
+		}
+	}
+	// A GET without a session id is the legacy transport's: its first event
+	// names the /messages URL.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/servers/x/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := srv.Client().Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("legacy GET: %v %+v", err, resp)
+	}
+	defer resp.Body.Close()
+	ev, err := sse.NewReader(resp.Body, 0).Next()
+	if err != nil || ev.Event != "endpoint" || !strings.HasPrefix(string(ev.Data), "/servers/x/messages?sessionId=") {
+		t.Fatalf("legacy GET's first event: %v %q %q", err, ev.Event, ev.Data)
 	}
 }
