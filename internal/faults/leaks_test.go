@@ -2,53 +2,26 @@ package faults
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/sse"
 	"github.com/mcpgate/mcpgate/internal/testkit"
 )
 
-// standalone opens c's GET stream and collects its events until the
-// returned stop is called.
-func standalone(t *testing.T, c *client) (stop func() [][]byte) {
+// standalone opens c's GET stream (watch_test.go) and collects its
+// messages until the returned stop is called.
+func standalone(t *testing.T, c *client) (stop func() []json.RawMessage) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req := c.request(http.MethodGet, "").WithContext(ctx)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.g.tr.RoundTrip(req) // no client timeout: it lives until stop
-	if err != nil || resp.StatusCode != http.StatusOK {
-		cancel()
-		t.Fatalf("GET stream: %v %+v", err, resp)
-	}
-	var mu sync.Mutex
-	var got [][]byte
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer resp.Body.Close()
-		rd := sse.NewReader(resp.Body, 0)
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			got = append(got, bytes.Clone(ev.Data))
-			mu.Unlock()
-		}
-	}()
-	return func() [][]byte {
-		cancel()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return got
+	w := watch(t, c)
+	return func() []json.RawMessage {
+		w.stop()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.msgs
 	}
 }
 
