@@ -99,14 +99,14 @@ func (h *Handler) endpointURL(r *http.Request, name, id string) string {
 	if host == "" {
 		return path
 	}
-	proto := r.Header.Get("X-Forwarded-Proto")
-	if proto != "https" && proto != "http" {
-		proto = "http"
-		if r.TLS != nil {
-			proto = "https"
-		}
+	// Built as the resource URLs are (strictly): a forwarded host that is
+	// no host name ("a@evil.example", "x/#") makes no URL, and the event
+	// names the path alone.
+	origin, ok := admission.RequestOrigin(r, true)
+	if !ok {
+		return path
 	}
-	return proto + "://" + host + path
+	return origin + path
 }
 
 // viaPublicURL reports whether a request whose host is forwarded (when

@@ -98,6 +98,11 @@ func TestLegacyEndpointUnderPublicURLPath(t *testing.T) {
 		{"forwarded host", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "mcp.example.com", "X-Forwarded-Proto", "https"}, "https://mcp.example.com/gw/servers/x/messages"},
 		{"another forwarded host", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "other.example.com", "X-Forwarded-Proto", "https"}, "https://other.example.com/servers/x/messages"},
 		{"forwarded host not trusted", false, "/servers/x/sse", "", []string{"X-Forwarded-Host", "mcp.example.com"}, "/servers/x/messages"},
+		// A forwarded host is canonical in the URL, as in resource URLs; one
+		// that is no host name makes no URL: the path alone.
+		{"forwarded host canonical", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "Other.Example.com:443", "X-Forwarded-Proto", "HTTPS"}, "https://other.example.com/servers/x/messages"},
+		{"forwarded host with userinfo", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "a@evil.example"}, "/servers/x/messages"},
+		{"forwarded host with a path", true, "/servers/x/sse", "", []string{"X-Forwarded-Host", "x/#"}, "/servers/x/messages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			server, all := newFakeBackend(), newFakeBackend()
