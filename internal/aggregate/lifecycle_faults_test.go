@@ -466,6 +466,10 @@ func TestFaultAbandonMidList(t *testing.T) {
 	cl.conn.Abandon(list)
 	cl.conn.Abandon(call)
 	cl.conn.Abandon(shared)
+	// The prompts/list on shared waits for no hung list: on a busy machine
+	// it may be answered before its Abandon (CI beside a CPU hog saw it),
+	// which is allowed; nothing may be written after.
+	sharedBefore := shared.replyCount()
 	left := c.calls.Len()
 	if left != 0 {
 		t.Errorf("%d requests of the client pending after Abandon", left)
@@ -477,10 +481,13 @@ func TestFaultAbandonMidList(t *testing.T) {
 	if r := string(later.reply(t)); !strings.Contains(r, "session closed") {
 		t.Errorf("list after the abandoned ones, at Close: %s", r)
 	}
-	for _, s := range []*stream{list, call, shared} {
+	for _, s := range []*stream{list, call} {
 		if n := s.replyCount(); n != 0 {
 			t.Errorf("an abandoned stream got %d replies", n)
 		}
+	}
+	if n := shared.replyCount(); n != sharedBefore {
+		t.Errorf("the abandoned shared stream got %d replies after its Abandon", n-sharedBefore)
 	}
 	testkit.WaitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
 }
