@@ -362,13 +362,9 @@ func connOf(s *session.Session) conn.Conn {
 }
 
 // serveSSE, serveMessages and serveMCP serve a target's URLs once the
-// request was admitted (admission.go).
+// request was admitted (admission.go). serveSSE gets only the GETs without
+// a session id of an /sse URL: the rest is Streamable HTTP (serveSSEURL).
 func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request, req *admission.Request) {
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, protocol.CodeInvalidRequest, "mcpgate: method "+r.Method+" not allowed")
-		return
-	}
 	h.legacyGet(w, r, req.Key, servedOf(req))
 }
 
